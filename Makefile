@@ -1,0 +1,43 @@
+# pr1 — one venv, a few commands. `make test` and `make tour` install what they need themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU wheel where no CUDA driver is present (pip takes it from PyPI or a local wheel cache).
+TORCH_SPEC ?= torch==2.13.0
+STAMP  := $(VENV)/.installed
+
+.PHONY: help venv test tour lab sync bench clean
+
+help:
+	@echo "make test   - create .venv if missing, install, run every test (unit, property, notebooks in smoke)"
+	@echo "make tour   - run the whole tutorial headless on the tiny profile and write runs/tour-*/report.html"
+	@echo "make lab    - open JupyterLab on notebooks/"
+	@echo "make sync   - regenerate the .ipynb twins from the jupytext .py sources (and vice versa)"
+	@echo "make bench  - speed/memory benchmarks, JSON into runs/bench/"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev,notebooks]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	PR1_PROFILE=smoke $(BIN)/python -m pytest
+
+tour: $(STAMP)
+	$(BIN)/python -m pr1lib tour --profile tiny
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+sync: $(STAMP)
+	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.py
+
+bench: $(STAMP)
+	$(BIN)/python -m pr1lib bench all --out runs/bench
+
+clean:
+	rm -rf runs/tour-* .pytest_cache

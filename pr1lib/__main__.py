@@ -1,0 +1,3 @@
+from pr1lib.cli import main
+
+raise SystemExit(main())
