@@ -120,6 +120,7 @@ class ModelConfig(Preset):
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("all-linear",)
     gradient_checkpointing: bool = False
+    prompt_style: str = "tiny"  # pr1lib.prompts style: "tiny" for the embedded model, "v3" for Qwen
     seed: int = 0
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -127,10 +128,11 @@ class ModelConfig(Preset):
         "tiny": dict(),
         "colab": dict(
             name="Qwen/Qwen3-0.6B-Base", load_in_4bit=True, dtype="float16", use_lora=True,
-            gradient_checkpointing=True,
+            gradient_checkpointing=True, prompt_style="v3",
         ),
         "paper": dict(
-            name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False, gradient_checkpointing=True
+            name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False, gradient_checkpointing=True,
+            prompt_style="v3",
         ),
     }
 
