@@ -58,7 +58,7 @@ def print_json(result: dict[str, Any]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pr1lib",
-        description="Parallel-R1 tutorial pipeline: pretrain-tiny, coldstart, sft, grpo, eval, bench, tour ...",
+        description="Parallel-R1 tutorial pipeline: each COMMAND runs one stage with the notebooks' configs.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -1,0 +1,133 @@
+"""``make tour``: execute every notebook headless and gather what they show into one report.
+
+The report (``runs/tour-<timestamp>/report.html``) is self-contained and opens offline: one section
+per notebook with its status and time, then the outputs of the cells tagged ``report`` (tables,
+plotly charts, images, text). The executed notebooks are saved beside it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from pathlib import Path
+
+from pr1lib.config import check_profile, runs_dir
+from pr1lib.notebook import Executed, execute, list_notebooks
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def notebook_title(nb) -> str:
+    """The first markdown heading of a notebook (or an empty string)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("# ").strip()
+    return ""
+
+
+def _render_output(output: dict, fig_id: str) -> str:
+    data = output.get("data", {})
+    if PLOTLY_MIME in data:
+        fig = json.dumps(data[PLOTLY_MIME])
+        return f'<div id="{fig_id}"></div><script>(function(f){{Plotly.newPlot("{fig_id}", f.data, f.layout || {{}});}})({fig});</script>'
+    if "text/html" in data:
+        return "".join(data["text/html"]) if isinstance(data["text/html"], list) else data["text/html"]
+    if "image/png" in data:
+        return f'<img src="data:image/png;base64,{data["image/png"]}"/>'
+    text = output.get("text") or data.get("text/plain")
+    if text:
+        text = "".join(text) if isinstance(text, list) else text
+        return f"<pre>{html.escape(text)}</pre>"
+    return ""
+
+
+def report_outputs(nb, prefix: str) -> list[str]:
+    """HTML snippets for the outputs of the cells tagged ``report``."""
+    parts = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "report" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        for j, output in enumerate(cell.get("outputs", [])):
+            parts.append(_render_output(output, f"{prefix}-{i}-{j}"))
+    return [p for p in parts if p]
+
+
+def _section(run: Executed, index: int) -> str:
+    status = "ok" if run.error is None else "FAILED"
+    head = f"<h2>{html.escape(run.path.stem)} — {html.escape(notebook_title(run.nb))}</h2>"
+    meta = f'<p class="meta">{status} · {run.seconds:.0f} s</p>'
+    err = f"<pre class='err'>{html.escape(run.error[-3000:])}</pre>" if run.error else ""
+    body = "\n".join(report_outputs(run.nb, f"fig{index}")) or "<p><em>(no report cells)</em></p>"
+    return f"<section>{head}{meta}{err}{body}</section>"
+
+
+def build_report(runs: list[Executed], profile: str) -> str:
+    """The whole self-contained HTML page (plotly.js embedded once)."""
+    from plotly.offline import get_plotlyjs
+
+    rows = "".join(
+        f"<tr><td>{r.path.stem}</td><td>{'ok' if r.error is None else 'FAILED'}</td><td>{r.seconds:.0f}</td></tr>"
+        for r in runs
+    )
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
+             ".meta{color:#555}.err{background:#fee;white-space:pre-wrap}")
+    sections = "\n".join(_section(r, i) for i, r in enumerate(runs))
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>pr1 tour ({profile})</title>"
+        f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>"
+        f"<h1>pr1 tour — profile <code>{profile}</code></h1>"
+        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th></tr>{rows}</table>"
+        f"{sections}</body></html>"
+    )
+
+
+def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0) -> list[Executed]:
+    """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
+    save each executed copy under ``out``."""
+    import nbformat
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [p for p in list_notebooks() if not only or any(p.name.startswith(o) for o in only)]
+    runs = []
+    for path in paths:
+        print(f"[tour] {path.name} ({profile}) ...", flush=True)
+        run = execute(path, profile=profile, seed=seed)
+        nbformat.write(run.nb, out / f"{path.stem}.ipynb")
+        print(f"[tour] {path.name}: {'ok' if run.error is None else 'FAILED'} in {run.seconds:.0f} s", flush=True)
+        runs.append(run)
+    return runs
+
+
+def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | None = None,
+             seed: int = 0) -> tuple[Path, list[Executed]]:
+    """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
+    profile = check_profile(profile)
+    out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
+    runs = run_notebooks(profile, out, only, seed)
+    report = out / "report.html"
+    report.write_text(build_report(runs, profile), encoding="utf-8")
+    return report, runs
+
+
+def _cli(args) -> int:
+    from pr1lib.cli import print_json
+
+    start = time.perf_counter()
+    report, runs = run_tour(args.profile or "tiny", args.out, args.only, args.seed or 0)
+    failed = sum(r.error is not None for r in runs)
+    print(f"[tour] report: {report}")
+    print_json({"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)})
+    return 1 if failed else 0
+
+
+def cli_register(sub) -> None:
+    from pr1lib.cli import add_common
+
+    p = sub.add_parser("tour", help="run every notebook headless and write runs/tour-*/report.html")
+    add_common(p)
+    p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
+    p.set_defaults(func=_cli)
