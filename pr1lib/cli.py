@@ -19,6 +19,11 @@ from pr1lib.config import PROFILES
 
 COMMAND_MODULES = (
     "pr1lib.tour",
+    "pr1lib.pretrain",
+    "pr1lib.coldstart",
+    "pr1lib.sft",
+    "pr1lib.evaluate",
+    "pr1lib.bench",
 )
 
 

@@ -164,3 +164,164 @@ def environment_report(profile: str | None = None, seed: int = 0) -> RunInfo:
     except ImportError:  # pragma: no cover
         versions["device"] = "unknown"
     return RunInfo(profile=check_profile(profile), seed=seed, versions=versions)
+
+
+@dataclass(frozen=True)
+class PretrainConfig(Preset):
+    """How ``python -m pr1lib pretrain-tiny`` makes the tiny base model (see ``pr1lib.pretrain``)."""
+
+    vocab_size: int = 512  # byte-level BPE on TinyGSM text, digits split one by one
+    hidden_size: int = 128  # Qwen3 architecture, tied embeddings
+    num_layers: int = 4
+    num_heads: int = 4  # head_dim = hidden_size // num_heads
+    num_kv_heads: int = 4
+    intermediate_size: int = 384
+    max_position_embeddings: int = 1024  # room for parallel traces and long GRPO rollouts
+    max_steps: int = 1100  # optimizer steps; every step draws fresh TinyGSM train problems
+    batch_size: int = 48  # problems per step
+    hard_fraction: float = 0.2  # share of each batch from the hard tier (the rest is easy)
+    length_buckets: int = 2  # each batch runs as this many length-sorted chunks (less padding)
+    learning_rate: float = 3e-3  # AdamW peak
+    warmup_steps: int = 60  # linear warm-up, then cosine decay to min_lr_ratio * learning_rate
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    logging_steps: int = 10  # one loss-curve row every N steps
+    save_steps: int = 100  # checkpoint into OUT/checkpoint every N steps; a rerun resumes from it
+    eval_n: int = 200  # held-out test problems per tier for the final accuracy
+    max_new_tokens: int = 256  # generation budget when measuring accuracy
+    num_threads: int = 2  # torch CPU threads (the target is a 2-core laptop)
+    seed: int = 0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(max_steps=10, batch_size=8, warmup_steps=2, logging_steps=2, save_steps=5,
+                      eval_n=4, max_new_tokens=48),
+    }
+
+
+@dataclass(frozen=True)
+class ColdStartConfig(Preset):
+    """How ``python -m pr1lib coldstart`` builds the cold-start SFT set (see ``pr1lib.coldstart``)."""
+
+    source: str = "gsm8k"  # gsm8k | dapo | tinygsm-easy | tinygsm-hard (pr1lib.data.SOURCES)
+    split: str = "train"
+    limit: int | None = None  # first N problems (None: all; TinyGSM: 2,000)
+    teacher: str = "rule"  # rule | hf | openai (pr1lib.teachers); every profile defaults to rule
+    teacher_model: str = ""  # LLM teachers: hf hub id or folder / served model ($PR1_TEACHER_MODEL)
+    llm_limit: int = 8  # problems the notebook sends to an LLM teacher (the demo, not the SFT set)
+    base_url: str = ""  # openai: server URL ending in /v1 ($OPENAI_BASE_URL)
+    load_in_4bit: bool = False  # hf teacher: NF4 4-bit
+    max_new_tokens: int = 2048  # LLM teachers: sampling budget per trace
+    temperature: float = 0.7
+    batch_size: int = 256  # rule teacher: problems per call and cache write (an interrupt loses one)
+    llm_batch_size: int = 16  # the same for LLM teachers (also the HF teacher's generation batch)
+    prompt_style: str = "tiny"  # the SFT prompt column's style (ModelConfig.prompt_style)
+    max_tokens: int = 1024  # budget for prompt + completion (the tiny model's context)
+    dedupe: bool = True  # keep one trace per distinct question
+    seed: int = 0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(limit=300, llm_limit=4),
+        "colab": dict(prompt_style="v3", max_tokens=4096, teacher_model="Qwen/Qwen3-1.7B",
+                      load_in_4bit=True, llm_limit=32),
+        "paper": dict(prompt_style="v3", max_tokens=4096, max_new_tokens=8192, llm_limit=512,
+                      teacher_model="deepseek-ai/DeepSeek-R1-0528-Qwen3-8B"),
+    }
+
+
+@dataclass(frozen=True)
+class SFTStageConfig(Preset):
+    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep TRL's ``SFTConfig`` names.
+
+    >>> SFTStageConfig.for_profile("paper").learning_rate
+    1e-05
+    """
+
+    variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + restarted positions
+    learning_rate: float = 3e-3  # LoRA on a ~2M-parameter model wants a large step
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = 0.1
+    num_train_epochs: float = 2.0
+    max_steps: int = -1  # > 0 overrides num_train_epochs
+    per_device_train_batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    max_length: int = 1024  # prompt + completion tokens; longer examples are dropped, never cut
+    weight_decay: float = 0.01
+    adam_beta2: float = 0.95  # the paper's AdamW betas are (0.9, 0.95)
+    max_grad_norm: float = 1.0
+    loss_reduction: str = "sample"  # sample: mean over samples of per-sample token means (paper) | token
+    use_lora: bool = True  # False: full fine-tuning (the paper)
+    train_tag_rows: bool = True  # with LoRA, the six tag rows of the embedding train too
+    load_in_4bit: bool | None = None  # NF4 through BitsAndBytesConfig; None: the profile's ModelConfig
+    gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
+    logging_steps: int = 5
+    train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
+    eval_n: int = 100  # held-out TinyGSM-easy test problems for the before/after evaluation
+    eval_max_new_tokens: int = 256
+    eval_mode: str = "forked"  # pr1lib.rollout mode for the before/after evaluation (the RL engine's)
+    budget_vram_gib: float | None = None  # stated budget for the GPU profiles (see ``memory_estimate``)
+    budget_minutes: float | None = None
+    seed: int = 0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(max_steps=4, per_device_train_batch_size=4, max_length=512, logging_steps=1,
+                      train_n=24, eval_n=4, eval_max_new_tokens=24),
+        "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
+                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, eval_n=50,
+                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0),
+        "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
+                      per_device_train_batch_size=1, gradient_accumulation_steps=128, max_length=4096,
+                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000),
+    }
+
+
+@dataclass(frozen=True)
+class EvalConfig(Preset):
+    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples and sampling.
+
+    >>> EvalConfig.for_profile("paper").k, EvalConfig.for_profile("paper").max_completion_length
+    (16, 3000)
+    """
+
+    benchmark: str = "tinygsm-easy"  # pr1lib.benchmarks.BENCHMARKS
+    n: int | None = 100  # problems: the first n of the benchmark (None: all)
+    k: int = 4  # samples per problem: mean@k and pass@k
+    mode: str = "seen"  # seen: one causal stream | forked: paths sampled independently (the engine)
+    temperature: float = 1.0  # the paper samples at T=1.0, top_p=1.0
+    top_p: float = 1.0
+    max_completion_length: int = 256  # response budget in tokens (the paper: 3000)
+    num_paths: int = 2  # forked mode: paths the engine opens per block (the paper: always 2)
+    max_blocks: int = 4  # blocks per response; then the engine masks <Parallel> out
+    max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
+    engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
+    batch_size: int = 16  # prompts per generation call (each gives k samples)
+    checker: str = "strict"  # fills accuracy / pass_at_k: strict (the paper's) | robust (+ boxed)
+    prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
+    seed: int = 0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(n=4, k=2, max_completion_length=32, max_path_length=12, batch_size=4),
+        "colab": dict(benchmark="gsm8k", n=200, k=4, max_completion_length=1024, max_path_length=512,
+                      batch_size=8),
+        "paper": dict(benchmark="aime25", n=None, k=16, max_completion_length=3000, max_path_length=4096,
+                      batch_size=8),
+    }
+
+
+@dataclass(frozen=True)
+class RolloutConfig(Preset):
+    """How ``pr1lib.rollout.generate`` samples completions (Parallel-R1's rollout, §5.4 of the spec)."""
+
+    mode: str = "forked"  # "forked": paths decoded as k batch rows from the prefix cache; "seen": plain
+    num_paths: int = 2  # k paths per <Parallel> block (the paper's num_paths=2)
+    max_blocks: int = 4  # after this many blocks the <Parallel> logit is masked out (decoding goes on)
+    max_completion_length: int = 384  # hard budget on completion tokens (all paths counted)
+    max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; at the cap </Path> is forced
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(max_completion_length=64, max_path_length=24),
+        "colab": dict(max_completion_length=1024, max_path_length=512),
+        "paper": dict(max_completion_length=3000, max_path_length=4096),
+    }

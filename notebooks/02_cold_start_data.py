@@ -1,0 +1,263 @@
+# %% [markdown]
+# # 02 · Cold-start data: GSM8K → teacher → filter → an SFT set
+#
+# **Goal:** build a Parallel-GSM8K-style cold-start set, prompt–completion pairs whose
+# completions think in `<Parallel>` blocks, and measure how much of each source survives the filter.
+#
+# You will learn
+# - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems), and
+#   why it did not use the harder DAPO-Math problems (0.0 % usable traces);
+# - how this project's **rule teacher** turns a worked GSM8K solution into a parallel trace without
+#   any model, and why its arithmetic is checked rather than trusted;
+# - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
+# - the four filter checks (strict format, at least one block, the right answer, the token budget),
+#   the yield table, and how to switch to an LLM teacher (transformers or any OpenAI-compatible server).
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+
+# %%
+from pr1lib.config import check_profile, environment_report, runs_dir, set_seed
+
+PROFILE = check_profile(PROFILE)
+set_seed(SEED)
+print(environment_report(PROFILE, SEED))
+
+# %% [markdown]
+# Everything this notebook writes goes under one run folder. `ColdStartConfig` holds the knobs
+# (source, teacher, token budget, prompt style); the profile picks their values. In `smoke` only the
+# first few hundred problems go through, so the notebook runs in well under a minute.
+
+# %%
+import time
+
+import datasets
+import pandas as pd
+
+from pr1lib.config import ColdStartConfig
+
+datasets.disable_progress_bars()
+pd.set_option("display.max_colwidth", 120)
+config = ColdStartConfig.for_profile(PROFILE, seed=SEED)
+OUT = runs_dir() / f"02_cold_start_data-{PROFILE}"
+OUT.mkdir(parents=True, exist_ok=True)
+print(config)
+print("outputs in", OUT)
+
+# %% [markdown]
+# ## 1. The problems
+#
+# The paper's seed problems are the 7,473 GSM8K **train** problems. `pr1lib.data` loads them from a
+# local folder (`PR1_DATA_DIR`, or `../shared/data` next to the repo) or, when online, from the
+# hub with `datasets.load_dataset("openai/gsm8k", "main")`; if neither works you get one error that
+# names both fixes. Every source comes out in one shape: `id`, `question`, `answer_text` (the worked
+# solution, with `<<48/2=24>>` calculator annotations) and `answer` (the gold number).
+# DAPO-Math-17k has answers but **no worked solutions**; TinyGSM is this project's own generator.
+
+# %%
+from pr1lib import data
+
+try:
+    gsm8k = data.load_gsm8k("train", limit=config.limit)
+    dapo = data.load_dapo(limit=min(config.limit or 2000, 2000))
+except data.DataNotFoundError as err:  # no local copy and no network: carry on with TinyGSM only
+    print(err)
+    gsm8k, dapo = [], []
+n_tiny = config.limit or 2000
+tiny = {t: data.load_source(f"tinygsm-{t}", limit=n_tiny, seed=SEED) for t in ("easy", "hard")}
+sources = {"gsm8k": gsm8k, "dapo": dapo, "tinygsm-easy": tiny["easy"], "tinygsm-hard": tiny["hard"]}
+sources = {name: probs for name, probs in sources.items() if probs}
+print({name: len(probs) for name, probs in sources.items()})
+pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source", "question", "answer_text", "answer"]]
+
+# %% [markdown]
+# ## 2. A teacher that needs no model
+#
+# The paper's teacher is DeepSeek-R1-0528-Qwen3-8B, prompted with the parallel-thinking instruction.
+# Here the default teacher is a **rule**: take the reference solution, pick one step, and write a
+# block whose paths reach that step's number by *different computations*. The original line is one
+# path. The others are another order (`24+48`), a split product (`12*50 + 12*2`), repeated addition,
+# regrouping (`100-(50+30+15)`), multiplying out a bracket, or an inverse check (`72-24=48`).
+# A formulaic summary states the shared value; the remaining steps and `Final Answer: N` follow.
+#
+# The teacher never evaluates text with `eval`: expressions go through a small `ast` whitelist
+# (numbers and `+ - * /` only), and every `<<expr=value>>` in the finished trace is re-checked.
+
+# %%
+import re
+
+from pr1lib import teachers
+
+rule = teachers.RuleTeacher(seed=SEED)
+pool = (gsm8k or tiny["hard"])[:50]  # show one whose block has three paths, one a split or regroup
+example = next((p for p in pool if (t := rule.generate([p])[0]["text"]).count("<Path>") == 3
+                and re.search(r"<Path>[^<]*<<[^<]*<<", t)), pool[0])
+print(example["answer_text"], end="\n\n---- becomes ----\n\n")
+print(rule.generate([example])[0]["text"])
+
+# %% [markdown]
+# Which alternative computations exist depends on the expression. Each one below is checked before
+# it is offered:
+
+# %%
+rows = []
+for expr, value in [("48+24", "72"), ("12*52", "624"), ("3*16", "48"), ("100-50-30-15", "5"), ("(4+6)*3", "30")]:
+    for kind, text in teachers.alternatives(expr, value).items():
+        rows.append({"original": f"{expr}={value}", "kind": kind, "other path": text})
+pd.DataFrame(rows)
+
+# %% [markdown]
+# ## 3. Resumable generation
+#
+# An LLM teacher can take hours, and Colab sessions drop. `generate_traces` appends every finished
+# batch to a JSON Lines cache keyed by (problem id, teacher name), flushed and `fsync`ed. A re-run
+# skips what is done, so an interrupt loses at most the batch in flight, and a line torn by a crash is
+# detected and cut off before the next append. The second call below finds everything cached.
+
+# %%
+from pr1lib import coldstart
+
+cache = OUT / "traces.jsonl"
+timings, traces = {}, {}
+for name, probs in sources.items():
+    start = time.perf_counter()
+    traces[name] = coldstart.generate_traces(rule, probs, cache, batch_size=config.batch_size)
+    timings[name] = time.perf_counter() - start
+start = time.perf_counter()
+again = coldstart.generate_traces(rule, sources[next(iter(sources))], cache)
+print({k: f"{v:.2f} s" for k, v in timings.items()}, f"| re-run from cache: {time.perf_counter() - start:.2f} s")
+print(f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(cache).records)} traces")
+
+# %% [markdown]
+# ## 4. The filter
+#
+# A trace is kept only if it is **strictly valid** (`pr1lib.format.validate`), has **at least one
+# block**, its **final answer matches** the gold answer, and the prompt plus completion **fit the
+# token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads, else
+# estimated at four characters per token). Duplicate questions keep their first trace. Each
+# rejection is labelled with the first check it failed.
+
+# %%
+tokenizer = coldstart.budget_tokenizer(PROFILE)
+results = {name: coldstart.filter_traces(probs, traces[name], config.prompt_style, config.max_tokens,
+                                         tokenizer, config.dedupe)
+           for name, probs in sources.items()}
+kept_example = results[next(iter(results))][0][0]
+print(kept_example["completion"])
+
+# %% [markdown]
+# And the rejected ones, one per reason: GSM8K solutions written as algebra in prose give the rule
+# teacher nothing to branch on (`no_block`); DAPO problems have no worked solution to rewrite
+# (`teacher_error`); a few long solutions exceed the tiny model's context (`too_long`).
+
+# %%
+rejected = pd.DataFrame([r for _, rej in results.values() for r in rej])
+if len(rejected):
+    shown = rejected.groupby("reason").head(1)[["source", "reason", "detail", "question", "completion"]]
+    display(shown.set_index("reason"))
+else:
+    print("nothing rejected")
+
+# %% [markdown]
+# ## 5. Yield per source, next to the paper
+#
+# The paper's numbers (Table 1) are the share of its teacher's traces in a valid parallel format:
+# 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure a
+# different teacher, so compare the pattern, not the digits. Easy problems with worked solutions go
+# through; hard ones do not. Our DAPO zero has a plainer cause than the paper's (no solution to
+# rewrite, versus a model that drifts out of format on hard problems).
+
+# %% tags=["report"]
+table = coldstart.yield_table(results)
+display(table.style.format({c: "{:.1%}" for c in ["yield", *coldstart.REASONS]}, na_rep="–"))
+coldstart.plot_yield(table).show()
+
+# %% [markdown]
+# ## 6. The SFT set
+#
+# The kept rows become a `datasets.Dataset` in TRL's prompt–completion form. `prompt` is the user turn
+# in this profile's style (`tiny`: a short `Problem: … Solution:` for the tiny model; `v3`: the
+# paper's parallel instruction, which stage 1 wraps in the chat template). `completion` is the trace
+# alone; the SFT stage appends the end-of-text token. Provenance columns say where each row came
+# from. It is saved with `save_to_disk`, as JSONL, and with a dataset card.
+
+# %%
+kept_all = [row for name in ("gsm8k", "tinygsm-easy", "tinygsm-hard") if name in results
+            for row in results[name][0]]
+sft = coldstart.build_dataset(kept_all, config.prompt_style)
+summary = coldstart.summarize(kept_all, [r for name, (_, rej) in results.items() if name != "dapo" for r in rej])
+card = coldstart.dataset_card(summary, config.replace(source="gsm8k+tinygsm"), rule.name)
+folder = coldstart.save_dataset(sft, OUT / "sft", card)
+reloaded = datasets.load_from_disk(str(folder))
+print(reloaded)
+print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
+
+# %% [markdown]
+# The same pipeline runs from the command line, one source at a time, and ends with one JSON line:
+#
+# ```bash
+# python -m pr1lib coldstart --teacher rule --source gsm8k --out runs/coldstart-gsm8k
+# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 --out runs/coldstart-tiny
+# ```
+
+# %% [markdown]
+# ## 7. Switching to an LLM teacher
+#
+# Two teachers share the rule teacher's interface (`generate(problems) -> traces`) and its cache:
+#
+# - `HFTeacher("deepseek-ai/DeepSeek-R1-0528-Qwen3-8B", load_in_4bit=True)` samples any causal LM
+#   with the paper's v3 prompt in the model's chat template, in batches, and keeps what follows
+#   `</think>`;
+# - `OpenAITeacher(base_url=..., model=...)` talks to anything that serves chat completions:
+#   vLLM (`vllm serve MODEL`), TGI, llama.cpp's server, or a hosted API. It has timeouts, retries
+#   with exponential backoff on 429/5xx, and a requests-per-minute limit. URL, model and key can also
+#   come from `OPENAI_BASE_URL`, `PR1_TEACHER_MODEL` and `OPENAI_API_KEY`.
+#
+# In `colab` and `paper` the next cell runs a real model on a few problems. In `tiny` and `smoke`
+# there is no model to run, so it starts a **stand-in server** on 127.0.0.1. It speaks the same
+# HTTP protocol, but behind it is the rule teacher, not a language model. That exercises the client
+# for real (HTTP, JSON, `</think>` stripping, one injected 429 that is retried) without claiming
+# anything about an LLM's yield.
+
+# %%
+import os
+
+llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
+if PROFILE in ("colab", "paper") and not (PROFILE == "paper" and os.environ.get("OPENAI_BASE_URL")):
+    llm = teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
+                             max_new_tokens=config.max_new_tokens, seed=SEED)
+    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=8)
+elif PROFILE == "paper":
+    llm = teachers.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
+    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=64)
+else:
+    with teachers.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
+        llm = teachers.OpenAITeacher(base_url=server.base_url, model="stand-in", backoff=0.1)
+        llm_traces = llm.generate(llm_problems)
+        print(f"stand-in server at {server.base_url}: {server.requests} requests for {len(llm_problems)} problems")
+llm_kept, llm_rejected = coldstart.filter_traces(llm_problems, llm_traces, config.prompt_style, config.max_tokens)
+print(f"{llm.name}: kept {len(llm_kept)} of {len(llm_problems)}")
+print((llm_kept or llm_rejected)[0]["completion"][:600])
+
+# %% [markdown]
+# ## Summary
+#
+# - The cold-start set is made by a teacher, then **filtered**: strictly valid, at least one block,
+#   the right answer, within the token budget, one row per question.
+# - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It covers
+#   nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The paper saw
+#   the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM teacher.
+# - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.
+# - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 03).
+#
+# ## Exercises
+#
+# 1. Set `extra_path_rate=1.0` in `RuleTeacher` and count how many blocks get three paths. Which
+#    problems can never have three?
+# 2. Lower `config.max_tokens` to 256 (`config.replace(max_tokens=256)`) and rerun the filter. Which
+#    source loses most, and why does the tiny tokenizer count more tokens than `chars/4`?
+# 3. Give the stand-in server `faults=["malformed", "timeout"]` and a client `timeout=0.5`. Predict
+#    each problem's trace before you run it, and check that a second run retries only the failures.
+# 4. With a GPU, run `HFTeacher` on 32 GSM8K problems and compare its rejection reasons with the
+#    rule teacher's. Which check does an LLM fail most often?

@@ -1,0 +1,77 @@
+"""``python -m pr1lib bench rollout|all``: the speed benchmarks in ``benchmarks/``, JSON last.
+
+``bench rollout`` runs ``benchmarks/rollout.py`` (forked versus single-path decoding, the seen
+engine versus ``model.generate``, unseen versus seen training); ``bench all`` adds
+``benchmarks/pretrain_tiny.py`` when it exists. With ``--out DIR`` each result is also written
+to ``DIR/<name>.json``. The benchmarks live in the repository, not in the installed package.
+
+>>> sorted(BENCHMARKS)
+['pretrain_tiny', 'rollout']
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import REPO_ROOT
+
+BENCH_DIR = REPO_ROOT / "benchmarks"
+BENCHMARKS = {"rollout": "rollout.py", "pretrain_tiny": "pretrain_tiny.py"}
+
+
+def _load(name: str) -> Any:
+    """Import ``benchmarks/<file>`` as a module (the folder is not a package)."""
+    path = BENCH_DIR / BENCHMARKS[name]
+    if not path.exists():
+        raise SystemExit(f"{path} not found: run the benchmarks from a checkout of the repository")
+    spec = importlib.util.spec_from_file_location(f"pr1_bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_pretrain_tiny() -> dict[str, Any]:
+    """``benchmarks/pretrain_tiny.py`` with its defaults (it prints its own JSON; we return it)."""
+    import contextlib
+    import io
+    import sys
+
+    buf, argv = io.StringIO(), sys.argv
+    try:
+        sys.argv = ["pretrain_tiny.py"]
+        with contextlib.redirect_stdout(buf):
+            _load("pretrain_tiny").main()
+    finally:
+        sys.argv = argv
+    return json.loads(buf.getvalue().strip().splitlines()[-1])
+
+
+def _bench(args: argparse.Namespace) -> int:
+    results = {"rollout": _load("rollout").run(args.repeats, args.path_len, args.threads, args.quick)}
+    if args.which == "all" and (BENCH_DIR / BENCHMARKS["pretrain_tiny"]).exists():
+        results["pretrain_tiny"] = run_pretrain_tiny()
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, result in results.items():
+            (out / f"{name}.json").write_text(json.dumps(result, indent=2))
+    from pr1lib.cli import print_json
+
+    print_json(results["rollout"] if args.which == "rollout" else results)
+    return 0
+
+
+def cli_register(subparsers: Any) -> None:
+    """Add ``bench`` to the ``python -m pr1lib`` command line."""
+    p = subparsers.add_parser("bench", help="speed benchmarks (rollout engine, unseen training); JSON last")
+    p.add_argument("which", choices=("rollout", "all"))
+    p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--path-len", type=int, default=48)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
+    p.set_defaults(func=_bench)

@@ -1,0 +1,338 @@
+"""Pretrain the tiny base model on linear TinyGSM solutions, and measure its accuracy.
+
+``python -m pr1lib pretrain-tiny --out DIR`` trains a byte-level BPE tokenizer on TinyGSM text,
+builds a small Qwen3 from ``PretrainConfig`` and trains it from scratch with AdamW on fresh
+problems every step (text: ``prompt_text(question, "tiny") + linear_solution(answer) + eos``, loss
+on the solution only). The batch of step ``t`` is a pure function of ``(seed, t)`` and there is no
+dropout, so a run is deterministic given the seed and resumes exactly from its last checkpoint.
+At the end it saves the model (safetensors), tokenizer, ``loss.csv``, ``card.json`` and a model
+card ``README.md``. Simplification: the paper starts from Qwen3-4B-Base; this model only knows
+TinyGSM arithmetic stories, which is enough to show SFT and RL changing its behaviour on a CPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import PretrainConfig, check_profile, set_seed
+from pr1lib.prompts import linear_solution, prompt_text, split_gsm8k_answer
+from pr1lib.tasks import generate
+
+try:  # the shared answer checker; a minimal local one keeps this module usable on its own
+    from pr1lib.format import answers_match, extract_answer
+except ImportError:  # pragma: no cover
+    import re
+
+    def extract_answer(text: str) -> str | None:
+        found = re.findall(r"Final Answer\s*:\s*([^\n]+)", text)
+        return found[-1].strip() if found else None
+
+    def answers_match(pred: str | None, gold: str) -> bool:
+        return pred is not None and pred.replace(",", "").strip() == gold.replace(",", "").strip()
+
+
+def training_pair(record: dict) -> tuple[str, str]:
+    """(prompt, completion) of one GSM8K-shaped record: the tiny prompt and its linear solution.
+
+    >>> training_pair({"question": "Tom has 2 pens.", "answer": "2+1 = <<2+1=3>>3\\n#### 3"})
+    ('Problem: Tom has 2 pens.\\nSolution:\\n', '2+1 = <<2+1=3>>3\\nFinal Answer: 3')
+    """
+    return prompt_text(record["question"], "tiny"), linear_solution(record["answer"])
+
+
+def encode_batch(tokenizer, records: list[dict]) -> dict:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding).
+
+    >>> from pr1lib.models import load_tiny_tokenizer
+    >>> batch = encode_batch(load_tiny_tokenizer(), generate(2, "easy"))
+    >>> batch["input_ids"].shape == batch["labels"].shape, int((batch["labels"][:, 0] == -100).all())
+    (True, 1)
+    """
+    import torch
+
+    rows = []
+    for record in records:
+        prompt, completion = training_pair(record)
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append((p_ids + c_ids, [-100] * len(p_ids) + c_ids))
+    width = max(len(ids) for ids, _ in rows)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])  # (B, L)
+    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])  # (B, L)
+    mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])  # (B, L)
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+
+
+def accumulate_loss(model, tokenizer, records: list[dict], buckets: int = 2) -> float:
+    """Backward the mean solution-token loss of ``records``, in length-sorted buckets (less padding).
+
+    Each bucket's mean loss is weighted by its share of the labelled tokens, so the gradient is
+    the one of the whole batch. Returns the batch loss.
+    """
+    records = sorted(records, key=lambda r: len(r["question"]) + len(r["answer"]))
+    size = math.ceil(len(records) / buckets)
+    batches = [encode_batch(tokenizer, records[i:i + size]) for i in range(0, len(records), size)]
+    counts = [int((b["labels"][:, 1:] != -100).sum()) for b in batches]  # labelled next tokens
+    total = 0.0
+    for batch, count in zip(batches, counts):
+        loss = model(**batch).loss * (count / sum(counts))  # scalar
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def step_records(cfg: PretrainConfig, step: int) -> list[dict]:
+    """The training problems of ``step``: a pure function of ``(cfg.seed, step)``.
+
+    >>> cfg = PretrainConfig(batch_size=4, hard_fraction=0.25)
+    >>> step_records(cfg, 3) == step_records(cfg, 3), len(step_records(cfg, 3))
+    (True, 4)
+    """
+    n_hard = round(cfg.batch_size * cfg.hard_fraction)
+    seed = cfg.seed * 1_000_003 + step
+    return generate(cfg.batch_size - n_hard, "easy", "train", seed) + generate(n_hard, "hard", "train", seed)
+
+
+def lr_at(cfg: PretrainConfig, step: int) -> float:
+    """Learning rate of ``step`` (0-based): linear warm-up, then cosine decay to ``min_lr_ratio``.
+
+    >>> cfg = PretrainConfig(learning_rate=1.0, warmup_steps=10, max_steps=110, min_lr_ratio=0.1)
+    >>> lr_at(cfg, 4), lr_at(cfg, 10), round(lr_at(cfg, 110), 3)
+    (0.5, 1.0, 0.1)
+    """
+    if step < cfg.warmup_steps:
+        return cfg.learning_rate * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.learning_rate * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def build_tokenizer_and_model(cfg: PretrainConfig):
+    """A freshly trained tiny tokenizer and a randomly initialised tiny Qwen3 (seeded)."""
+    from pr1lib.models import build_random_tiny, tiny_tokenizer_corpus, train_tiny_tokenizer
+
+    tokenizer = train_tiny_tokenizer(tiny_tokenizer_corpus(cfg.seed), cfg.vocab_size)
+    model, tokenizer = build_random_tiny(cfg.seed, tokenizer=tokenizer, cfg=cfg)
+    return tokenizer, model
+
+
+def _save_checkpoint(folder: Path, state: dict) -> None:
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / "state.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(folder / "state.pt")  # atomic: an interrupt never leaves half a checkpoint
+
+
+def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
+    import torch
+
+    path = folder / "state.pt"
+    if not path.exists():
+        return None
+    state = torch.load(path, weights_only=False)
+    if state["config"] != cfg.to_dict():
+        raise ValueError(f"{path} was made with another config; delete it or use another --out")
+    return state
+
+
+def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool = True) -> dict:
+    """Stage by stage: resume, then per step draw problems, forward, backward, clip, step, log, save."""
+    import torch
+    from tqdm.auto import tqdm
+
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    state = _load_checkpoint(out / "checkpoint", cfg) or {"step": 0, "rows": [], "elapsed_s": 0.0}
+    if state["step"]:  # Stage 0: resume model, optimizer and the loss curve so far
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+    model.train()
+    start, window = time.perf_counter() - state["elapsed_s"], []
+    bar = tqdm(range(state["step"], cfg.max_steps), initial=state["step"], total=cfg.max_steps,
+               disable=not progress, desc="pretrain-tiny")
+    for step in bar:
+        for group in opt.param_groups:  # Stage 1: learning rate of this step
+            group["lr"] = lr_at(cfg, step)
+        opt.zero_grad(set_to_none=True)
+        records = step_records(cfg, step)  # Stage 2: fresh problems
+        loss = accumulate_loss(model, tokenizer, records, cfg.length_buckets)  # Stage 3: loss, backward
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)  # Stage 4: clip, update
+        opt.step()
+        window.append(loss)
+        if (step + 1) % cfg.logging_steps == 0 or step + 1 == cfg.max_steps:  # Stage 5: log
+            elapsed = time.perf_counter() - start
+            state["rows"].append({"step": step + 1, "loss": sum(window) / len(window),
+                                  "lr": lr_at(cfg, step), "elapsed_s": round(elapsed, 2)})
+            bar.set_postfix(loss=f"{state['rows'][-1]['loss']:.3f}")
+            window = []
+        if (step + 1) % cfg.save_steps == 0 and step + 1 < cfg.max_steps:  # Stage 6: checkpoint
+            state.update(step=step + 1, elapsed_s=time.perf_counter() - start, config=cfg.to_dict(),
+                         model=model.state_dict(), optimizer=opt.state_dict())
+            _save_checkpoint(out / "checkpoint", state)
+    model.eval()
+    return {"rows": state["rows"], "train_time_s": round(time.perf_counter() - start, 1)}
+
+
+def generate_solutions(model, tokenizer, questions: list[str], temperature: float = 0.0,
+                       max_new_tokens: int = 256, batch_size: int = 64, seed: int = 0) -> list[str]:
+    """The model's solutions (decoded completions) to ``questions`` with the tiny prompt.
+
+    Greedy when ``temperature == 0``; otherwise plain sampling (no top-k / top-p) at that
+    temperature, seeded. Prompts are left-padded so a batch generates together.
+    """
+    import torch
+
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} \
+        if temperature > 0 else {"do_sample": False}
+    outputs: list[str] = []
+    torch.manual_seed(seed)
+    try:
+        for i in range(0, len(questions), batch_size):
+            prompts = [prompt_text(q, "tiny") for q in questions[i:i + batch_size]]
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = enc.to(model.device)
+            with torch.no_grad():
+                ids = model.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
+                                     pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id)  # (b, P + T)
+            outputs += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = side
+    return outputs
+
+
+def score(completions: list[str], records: list[dict]) -> list[bool]:
+    """Whether each completion's ``Final Answer:`` equals its record's ``####`` value.
+
+    >>> score(["3+4 = 7\\nFinal Answer: 7", "oops"], [{"answer": "#### 7"}, {"answer": "#### 1"}])
+    [True, False]
+    """
+    golds = [split_gsm8k_answer(r["answer"])[1] for r in records]
+    return [answers_match(extract_answer(c), g) for c, g in zip(completions, golds)]
+
+
+def evaluate_accuracy(model, tokenizer, records: list[dict], temperature: float = 0.0,
+                      max_new_tokens: int = 256, seed: int = 0) -> float:
+    """Fraction of ``records`` the model solves (greedy by default; sampled at ``temperature``)."""
+    completions = generate_solutions(model, tokenizer, [r["question"] for r in records],
+                                     temperature, max_new_tokens, seed=seed)
+    hits = score(completions, records)
+    return sum(hits) / max(1, len(hits))
+
+
+def measure(model, tokenizer, cfg: PretrainConfig) -> dict[str, float]:
+    """Accuracy on ``cfg.eval_n`` held-out test problems per tier: greedy and sampled at T=1.0."""
+    result = {}
+    for tier in ("easy", "hard"):
+        records = generate(cfg.eval_n, tier, "test", seed=cfg.seed)
+        for name, temp in (("greedy", 0.0), ("t1", 1.0)):
+            acc = evaluate_accuracy(model, tokenizer, records, temp, cfg.max_new_tokens, cfg.seed)
+            result[f"{tier}_{name}"] = round(acc, 4)
+    return result
+
+
+def write_loss_csv(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", "loss", "lr", "elapsed_s"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_card(out: Path, card: dict[str, Any]) -> None:
+    """``card.json`` and a human-readable model card ``README.md`` in ``out``."""
+    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    acc, cfg = card["accuracy"], card["config"]
+    lines = [
+        "# tiny-base: the embedded TinyGSM model", "",
+        f"A {card['parameters'] / 1e6:.2f}M-parameter Qwen3-architecture causal LM "
+        f"(hidden {cfg['hidden_size']}, {cfg['num_layers']} layers, {cfg['num_heads']} heads, "
+        f"MLP {cfg['intermediate_size']}, tied embeddings, {cfg['max_position_embeddings']} positions) "
+        f"with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split one by one; eos = pad "
+        "= `<|endoftext|>`; no parallel tags: notebook 01 adds them).", "",
+        "## Data", "",
+        f"Fresh TinyGSM train problems every step (`pr1lib.tasks`), {1 - cfg['hard_fraction']:.0%} easy / "
+        f"{cfg['hard_fraction']:.0%} hard, as `prompt_text(q, \"tiny\") + linear_solution(a) + eos` "
+        "(no tags); loss on the solution tokens only.", "",
+        "## Training", "",
+        f"{card['steps']} steps x {cfg['batch_size']} problems, AdamW lr {cfg['learning_rate']} "
+        f"(warm-up {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']}x), seed {cfg['seed']}, "
+        f"{cfg['num_threads']} CPU threads: {card['train_time_s'] / 60:.1f} min "
+        f"({card['s_per_step']:.2f} s/step) on {card['machine']}. Final loss {card['final_loss']:.4f} "
+        "(`loss.csv`).", "",
+        "## Accuracy", "",
+        f"Held-out test split, {cfg['eval_n']} problems per tier (`Final Answer:` vs `####`):", "",
+        "| tier | greedy | sampled T=1.0 |", "|---|---|---|",
+        f"| easy (1-2 steps) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
+        f"| hard (3-5 steps) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |", "",
+        "## Reproduce", "", "```", card["command"], "```", "",
+        "Load offline: `AutoModelForCausalLM.from_pretrained(\"data/tiny-base\")` "
+        "(or `pr1lib.models.load_policy(\"tiny\")`).", "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
+def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True) -> dict:
+    """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy)."""
+    import platform
+
+    import torch
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cfg.num_threads)
+    set_seed(cfg.seed)
+    tokenizer, model = build_tokenizer_and_model(cfg)
+    trained = train_loop(cfg, model, tokenizer, out, progress)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    cfg.save(out / "pretrain_config.json")
+    write_loss_csv(trained["rows"], out / "loss.csv")
+    card = {
+        "config": cfg.to_dict(), "steps": cfg.max_steps, "train_time_s": trained["train_time_s"],
+        "s_per_step": trained["train_time_s"] / max(1, cfg.max_steps),
+        "final_loss": trained["rows"][-1]["loss"], "parameters": model.num_parameters(),
+        "vocab_size": len(tokenizer), "machine": f"{platform.machine()} CPU, {cfg.num_threads} threads",
+        "command": f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}",
+        "accuracy": measure(model, tokenizer, cfg) if evaluate else {},
+    }
+    if evaluate:
+        write_card(out, card)
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    return card
+
+
+def _run(args) -> int:
+    from pr1lib.cli import parse_overrides, print_json
+
+    overrides = parse_overrides(args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    cfg = PretrainConfig.for_profile(check_profile(args.profile), **overrides)
+    print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
+    card = pretrain(cfg, args.out, progress=not args.no_progress)
+    summary = {"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
+               "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
+               "out": str(args.out)}
+    print_json(summary)
+    return 0
+
+
+def cli_register(subparsers) -> None:
+    """Add ``pretrain-tiny`` to ``python -m pr1lib``."""
+    from pr1lib.cli import add_common
+
+    parser = subparsers.add_parser("pretrain-tiny", help="train the tiny TinyGSM base model from scratch")
+    add_common(parser, out_default="runs/pretrain-tiny")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (for log files)")
+    parser.set_defaults(func=_run)

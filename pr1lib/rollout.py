@@ -1,0 +1,388 @@
+"""Batched KV-cache rollouts for parallel thinking: plain ``seen`` decoding and ``forked`` paths.
+
+``generate(model, tokenizer, prompts, config)`` returns one ``Rollout`` per prompt. In ``forked``
+mode (the "unseen" semantics, decoded for real in parallel):
+
+1. the trunk decodes until the model samples ``<Parallel>``;
+2. the row is forked into k rows from its cache; each starts with a forced ``<Path>`` at
+   position ``pos(<Parallel>) + 1``; the k rows decode together until each has its ``</Path>``;
+3. the rows are merged by concatenating their cached keys/values (prefix, path 1, path 2, …);
+   no path token is processed again;
+4. the engine feeds ``</Parallel>``, ``\\n`` and ``<Summary>``, at position ``max path end + 1``;
+   the summary decodes until ``</Summary>``, then the trunk goes on.
+
+All rows of all prompts share one cache (``Streams``): every row has its own positions and key
+mask, finished paths wait with masked "holes" for their siblings, and forks, merges and finished
+rows trigger one regroup that also compacts the holes away.
+
+Rules (all deterministic):
+
+- **forced tokens** (``forced = 1``, ``env_mask = 0``): ``<Path>`` at a fork, ``</Parallel>``,
+  the ``\\n`` token(s), ``<Summary>``, and closers the engine writes: ``</Path>`` when a path
+  samples eos or reaches its cap, ``</Summary>`` when a summary samples eos (eos is *replaced*).
+- **log-probs**: every completion token, forced or not, gets the policy's log-prob of that token
+  in the linearized sequence under the unseen mask (softmax of logits / temperature, before
+  top-p and before the structural bans below), so ``rollout_logprobs`` recomputes the same values.
+- **bans**: ``<Parallel>`` is masked out inside paths and summaries (no nesting) and once a
+  sample has ``max_blocks`` blocks (decoding continues linearly instead of stopping).
+- **budgets**: a path has at most ``max_path_length`` tokens (and at most an equal share of the
+  remaining completion budget), ``</Path>`` included and forced at the cap; the completion is cut
+  hard at ``max_completion_length`` tokens (``finish_reason="length"``), possibly inside a path or
+  summary, which ``pr1lib.structure`` parses as a truncated block.
+- ``seen`` mode is plain sampling: the model writes every tag itself; only the block cap applies.
+- Other tags sampled out of place are ordinary tokens (the structure parser agrees).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from pr1lib.config import RolloutConfig
+from pr1lib.structure import TagIds, structured_logprobs, tag_ids
+
+MODES = ("seen", "forked")
+
+
+@dataclass
+class Rollout:
+    """One sampled completion, linearized: trunk, ``<Parallel>``, path 1, path 2, …, summary, …"""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)  # 1 = inserted by the engine, 0 = sampled
+    text: str = ""  # decoded with the tags
+    finish_reason: str = ""  # "eos" | "length"
+    blocks: int = 0
+    path_lengths: list[list[int]] = field(default_factory=list)  # per block, tokens per path
+
+    @property
+    def env_mask(self) -> list[int]:
+        """TRL's ``env_mask``: 1 for sampled tokens (trained), 0 for forced ones."""
+        return [1 - f for f in self.forced]
+
+    def add(self, token: int, logprob: float, forced: int) -> None:
+        self.completion_ids.append(int(token))
+        self.logprobs.append(float(logprob))
+        self.forced.append(int(forced))
+
+
+def as_columns(rollouts: Sequence[Rollout]) -> dict[str, list]:
+    """Column form for TRL's ``rollout_func``: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``, ``text``.
+
+    >>> as_columns([Rollout([1], [5, 6], [-0.1, -0.2], [0, 1])])["env_mask"]
+    [[1, 0]]
+    """
+    return {"prompt_ids": [r.prompt_ids for r in rollouts], "completion_ids": [r.completion_ids for r in rollouts],
+            "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
+            "text": [r.text for r in rollouts]}
+
+
+class Streams:
+    """Decoding rows that share one ``DynamicCache``; each row has its own positions and key mask.
+
+    ``valid[r, t]`` says whether cached column ``t`` is a real key of row ``r`` (False = a hole).
+    """
+
+    def __init__(self, model: Any):
+        self.model, self.cache, self.fed = model, None, 0
+        self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
+        self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
+
+    def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor, keep: Any = 1) -> torch.Tensor:
+        mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                         use_cache=True, logits_to_keep=keep)
+        self.cache, self.valid = out.cache, mask
+        self.fed += int(live.sum())
+        return out.logits  # (R, q, V)
+
+    def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
+        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
+        from transformers import DynamicCache
+
+        dev = self.model.device
+        lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
+        width = int(lens.max())
+        ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in prompts], device=dev)  # (R, W)
+        positions = torch.arange(width, device=dev).expand(len(prompts), -1)  # (R, W)
+        self.cache = DynamicCache(config=self.model.config)
+        self.valid = torch.zeros(len(prompts), 0, dtype=torch.bool, device=dev)  # (R, 0)
+        last = torch.unique(lens - 1)  # (U,) sorted: only these columns need logits
+        logits = self._forward(ids, positions < lens[:, None], positions, keep=last)  # (R, U, V)
+        self.pos = lens.clone()  # (R,)
+        return logits[torch.arange(len(prompts), device=dev), torch.searchsorted(last, lens - 1)]  # (R, V)
+
+    def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (rows with ``live`` False add a hole); returns logits ``(R, V)``."""
+        logits = self._forward(tokens[:, None], live[:, None], self.pos[:, None])  # (R, 1, V)
+        self.pos = self.pos + live.long()  # (R,)
+        return logits[:, -1]  # (R, V)
+
+    def regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]], pos: Sequence[int]) -> None:
+        """Rebuild the rows: new row i concatenates segments ``(row, a, b)``, keys ``a:b`` of the
+        old row's real keys (holes skipped). Forks repeat a row, merges join rows, drops omit one.
+        """
+        from transformers import DynamicCache
+
+        dev = self.valid.device
+        real = {r: self.valid[r].nonzero().squeeze(1) for r in {seg[0] for row in plan for seg in row}}
+        parts = [[(r, real[r][a:b]) for r, a, b in row] for row in plan]
+        width = max([sum(len(c) for _, c in row) for row in parts] + [1])
+        rows = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
+        cols = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
+        valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
+        for i, row in enumerate(parts):
+            r_idx = torch.cat([torch.full_like(c, r) for r, c in row])  # (n_i,)
+            c_idx = torch.cat([c for _, c in row])  # (n_i,)
+            rows[i, : len(c_idx)], cols[i, : len(c_idx)], valid[i, : len(c_idx)] = r_idx, c_idx, True
+        kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
+               layer.values[rows, :, cols].transpose(1, 2).contiguous())
+              for layer in self.cache.layers]  # each (R', H, T', D)
+        self.cache, self.valid = DynamicCache(kv), valid
+        self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
+
+    def n_real(self, row: int) -> int:
+        return int(self.valid[row].sum())
+
+
+def sample_tokens(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row from ``(R, V)`` logits: greedy when ``temperature == 0``, else top-p sampling.
+
+    >>> sample_tokens(torch.tensor([[0.0, 5.0, 1.0]]), temperature=0).tolist()
+    [1]
+    >>> sample_tokens(torch.tensor([[0.0, 9.0, 1.0]]), top_p=0.5).tolist()
+    [1]
+    """
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (R,)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (R, V)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)  # (R, V)
+        drop = sorted_p.cumsum(dim=-1) - sorted_p > top_p  # (R, V) keeps at least the top token
+        probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))  # (R, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (R,)
+
+
+@dataclass(eq=False)
+class _Row:
+    """Python bookkeeping of one cache row."""
+
+    sample: int
+    kind: str = "trunk"  # "trunk" | "summary" | "path"
+    feed: int | None = None  # token to feed at the next step (None: the row idles)
+    queue: list[int] = field(default_factory=list)  # forced tokens to feed after ``feed``
+    fork_pending: bool = False  # it is feeding <Parallel>: fork at the next decision
+    done: bool = False
+    # path rows only
+    index: int = 0
+    group: list["_Row"] = field(default_factory=list)
+    cap: int = 0
+    n_prefix: int = 0
+    buf: Rollout | None = None
+    closing: bool = False  # it is feeding </Path>
+    waiting: bool = False  # </Path> fed: waiting for the siblings
+    after_lp: float = 0.0  # log-prob of the next linearized token after its </Path>
+
+
+class _Engine:
+    """The decision loop over ``Streams``: sample, apply the rules, fork, merge, drop."""
+
+    def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None):
+        if config.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+        self.model, self.tok, self.cfg, self.gen = model, tokenizer, config, generator
+        self.tags: TagIds = tag_ids(tokenizer)
+        self.eos = tokenizer.eos_token_id
+        self.pad = self.tags.pad if self.tags.pad is not None else self.eos
+        self.newline = tokenizer.encode("\n", add_special_tokens=False)
+        self.streams = Streams(model)
+
+    # -- the loop ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def run(self, prompts: Sequence[Sequence[int]]) -> list[Rollout]:
+        self.samples = [Rollout(list(p)) for p in prompts]
+        self.rows = [_Row(sample=i) for i in range(len(prompts))]
+        logits = self.streams.prefill(prompts, self.pad)  # (R, V)
+        self.steps = 0
+        while True:
+            self.decide(logits)
+            self.regroup()
+            if not self.rows:
+                break
+            feed = [self.pad if r.feed is None else r.feed for r in self.rows]
+            dev = logits.device
+            live = torch.tensor([r.feed is not None for r in self.rows], device=dev)  # (R,)
+            logits = self.streams.step(torch.tensor(feed, device=dev), live)  # (R, V)
+            self.steps += 1
+        for s in self.samples:
+            self.finalize(s)
+        return self.samples
+
+    def decide(self, logits: torch.Tensor) -> None:
+        """Choose every row's next token from its logits ``(R, V)`` and record it."""
+        temp = self.cfg.temperature
+        self.logp = torch.log_softmax(logits.float() / (temp if temp > 0 else 1.0), dim=-1)  # (R, V)
+        banned = logits.clone()  # (R, V)
+        ban = torch.tensor([self.bans_parallel(r) for r in self.rows], device=logits.device)  # (R,)
+        banned[ban, self.tags.parallel] = float("-inf")
+        cand = sample_tokens(banned, temp, self.cfg.top_p, self.gen)  # (R,)
+        cand_lp = self.logp.gather(1, cand[:, None]).squeeze(1).tolist()  # (R,)
+        for i, (row, tok, lp) in enumerate(zip(self.rows, cand.tolist(), cand_lp)):
+            if row.feed is None and row.kind == "path" and row.waiting:
+                continue
+            (self.path_step if row.kind == "path" else self.main_step)(i, row, tok, lp)
+
+    def lp(self, i: int, token: int) -> float:
+        return float(self.logp[i, token])
+
+    def bans_parallel(self, row: _Row) -> bool:
+        return row.kind != "trunk" or self.samples[row.sample].blocks >= self.cfg.max_blocks
+
+    # -- trunk and summary rows -------------------------------------------------------------
+    def main_step(self, i: int, row: _Row, tok: int, lp: float) -> None:
+        s = self.samples[row.sample]
+        if row.fork_pending:
+            return self.fork(i, row)
+        if row.queue:
+            tok, lp, forced = row.queue.pop(0), None, 1
+        elif row.kind == "summary" and tok == self.eos:
+            tok, lp, forced = self.tags.end_summary, None, 1  # eos inside a summary closes it
+        else:
+            forced = 0
+        s.add(tok, self.lp(i, tok) if lp is None else lp, forced)
+        row.feed = tok
+        if row.kind == "summary" and tok == self.tags.end_summary and not row.queue:
+            row.kind = "trunk"
+        elif row.kind == "trunk" and tok == self.tags.parallel:
+            s.blocks += 1
+            row.fork_pending = self.cfg.mode == "forked"
+        if (row.kind == "trunk" and tok == self.eos) or len(s.completion_ids) >= self.cfg.max_completion_length:
+            self.finish(row, "eos" if tok == self.eos and not forced else "length")
+
+    def finish(self, row: _Row, reason: str) -> None:
+        s = self.samples[row.sample]
+        s.finish_reason = s.finish_reason or reason
+        for r in row.group or [row]:
+            r.done, r.feed = True, None
+
+    def fork(self, i: int, row: _Row) -> None:
+        """Turn a row that has just fed ``<Parallel>`` into k path rows (done in ``regroup``)."""
+        s, k = self.samples[row.sample], self.cfg.num_paths
+        room = self.cfg.max_completion_length - len(s.completion_ids)
+        cap = max(2, min(self.cfg.max_path_length, room // k))
+        group = [_Row(sample=row.sample, kind="path", feed=self.tags.path, index=j, cap=cap,
+                      n_prefix=self.streams.n_real(i), buf=Rollout([])) for j in range(k)]
+        for j, r in enumerate(group):
+            r.group = group
+            r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
+        row.fork_pending, row.group = False, group
+
+    # -- path rows --------------------------------------------------------------------------
+    def path_step(self, i: int, row: _Row, tok: int, lp: float) -> None:
+        if row.closing:  # its </Path> is in the cache: note the next linearized token's log-prob
+            last = row.index == len(row.group) - 1
+            row.after_lp = self.lp(i, self.tags.end_parallel if last else self.tags.path)
+            row.closing, row.waiting, row.feed = False, True, None
+            return
+        forced = len(row.buf.completion_ids) >= row.cap - 1 or tok == self.eos
+        if forced:
+            tok, lp = self.tags.end_path, self.lp(i, self.tags.end_path)
+        row.buf.add(tok, lp, int(forced))
+        row.feed, row.closing = tok, tok == self.tags.end_path
+
+    def merge(self, group: list[_Row]) -> _Row:
+        """Append the paths to the sample in order and make the summary row (cache: ``regroup``)."""
+        s = self.samples[group[0].sample]
+        for j, r in enumerate(group):
+            lps = r.buf.logprobs if j == 0 else [group[j - 1].after_lp] + r.buf.logprobs[1:]
+            for tok, lp, f in zip(r.buf.completion_ids, lps, r.buf.forced):
+                s.add(tok, lp, f)
+        s.path_lengths.append([len(r.buf.completion_ids) for r in group])
+        s.add(self.tags.end_parallel, group[-1].after_lp, 1)
+        row = _Row(sample=group[0].sample, kind="summary", feed=self.tags.end_parallel,
+                   queue=self.newline + [self.tags.summary])
+        if len(s.completion_ids) >= self.cfg.max_completion_length:
+            self.finish(row, "length")
+        return row
+
+    # -- cache bookkeeping ------------------------------------------------------------------
+    def regroup(self) -> None:
+        """Apply forks, merges and finished rows to ``Streams`` (only when something changed)."""
+        rows, plan, pos, changed = [], [], [], False
+        old_pos = self.streams.pos.tolist()
+        where = {id(r): i for i, r in enumerate(self.rows)}
+        for i, row in enumerate(self.rows):
+            n = self.streams.n_real(i)
+            merging = row.kind == "path" and all(r.waiting for r in row.group)
+            if row.done or (merging and row is not row.group[0]):
+                changed = True  # dropped, or merged into the group's first row
+            elif merging:
+                idx = [where[id(r)] for r in row.group]
+                rows.append(self.merge(row.group))
+                plan.append([(i, 0, n)] + [(j, r.n_prefix, self.streams.n_real(j))
+                                           for j, r in zip(idx[1:], row.group[1:])])
+                pos.append(max(old_pos[j] for j in idx))  # max path end + 1
+                changed = True
+            elif row.group and row.kind != "path":  # a fork: k copies of the row
+                rows += row.group
+                plan += [[(i, 0, n)]] * len(row.group)
+                pos += [old_pos[i]] * len(row.group)
+                changed = True
+            else:
+                rows.append(row), plan.append([(i, 0, n)]), pos.append(old_pos[i])
+        if changed:
+            keep = [(r, p, q) for r, p, q in zip(rows, plan, pos) if not r.done]
+            self.rows = [r for r, _, _ in keep]
+            if self.rows:
+                self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
+
+    def finalize(self, s: Rollout) -> None:
+        cut = self.cfg.max_completion_length
+        s.completion_ids, s.logprobs, s.forced = s.completion_ids[:cut], s.logprobs[:cut], s.forced[:cut]
+        s.finish_reason = s.finish_reason or "length"
+        text_ids = [t for t in s.completion_ids if t not in (self.eos, self.tags.pad)]
+        s.text = self.tok.decode(text_ids, skip_special_tokens=False)
+
+
+def _encode_prompts(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
+    return [tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p) for p in prompts]
+
+
+def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: RolloutConfig | None = None,
+             generator: torch.Generator | None = None, stats: dict | None = None, **overrides: Any) -> list[Rollout]:
+    """Sample one completion per prompt (token ids or strings); see the module docstring.
+
+    ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
+    dict receives ``fed_tokens`` (tokens run through the model: each prompt and completion token
+    at most once, so no path is ever re-processed) and ``steps`` (decoding steps).
+    """
+    config = (config or RolloutConfig()).replace(**overrides)
+    engine = _Engine(model, tokenizer, config, generator)
+    rollouts = engine.run(_encode_prompts(tokenizer, prompts))
+    if stats is not None:
+        stats.update(fed_tokens=engine.streams.fed, steps=engine.steps)
+    return rollouts
+
+
+def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mode: str = "forked",
+                     temperature: float = 1.0) -> list[list[float]]:
+    """Recompute each completion token's log-prob with one structure-masked forward (the trainer's view).
+
+    ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` causally.
+    """
+    pad = tag_ids(tokenizer).pad
+    pad = tokenizer.eos_token_id if pad is None else pad
+    seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
+    width = max(len(s) for s in seqs)
+    ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=model.device)  # (B, L)
+    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=model.device)  # (B, L)
+    starts = [len(r.prompt_ids) for r in rollouts]
+    with torch.no_grad():
+        lp = structured_logprobs(model, ids, tokenizer, "unseen" if mode == "forked" else "seen", starts,
+                                 padding_mask=real, temperature=temperature)  # (B, L)
+    return [lp[b, starts[b]: len(seqs[b])].tolist() for b in range(len(rollouts))]

@@ -1,0 +1,730 @@
+"""Teachers that write parallel-format reasoning traces for cold-start SFT.
+
+Every teacher has a ``name`` (part of the cache key) and one method, ``generate(problems) ->
+traces``: ``problems`` are ``pr1lib.data`` records (``id``, ``question``, ``answer_text``,
+``answer``); each trace is a dict ``{"id", "teacher", "text", "error"}`` in the same order, with
+``error`` ``None`` on success and ``text`` ``""`` on failure.
+
+- ``RuleTeacher`` needs no model: it rewrites a GSM8K-style reference solution, recomputing one
+  intermediate result in a second (or third) genuinely different way inside a ``<Parallel>`` block.
+- ``HFTeacher`` samples any causal LM through transformers with the paper's v3 prompt.
+- ``OpenAITeacher`` calls any chat-completions server (vLLM, TGI, llama.cpp, a hosted API).
+- ``StandInServer`` is a loopback stand-in for such a server (the rule teacher behind HTTP), used
+  by the tests and by notebook 02 where no real model is available. It is not a language model.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import os
+import random
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable, Protocol
+
+from pr1lib.prompts import chat_prompt, linear_solution, prompt_text, split_gsm8k_answer
+
+
+class Teacher(Protocol):
+    """What every teacher offers: a stable ``name`` and ``generate``."""
+
+    name: str
+
+    def generate(self, problems: list[dict]) -> list[dict]: ...
+
+
+def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None) -> dict:
+    """One trace record, the shape every teacher returns.
+
+    >>> make_trace({"id": "q1"}, "rule", "Final Answer: 3")
+    {'id': 'q1', 'teacher': 'rule', 'text': 'Final Answer: 3', 'error': None}
+    """
+    return {"id": problem["id"], "teacher": teacher, "text": text, "error": error}
+
+
+def strip_thinking(text: str) -> str:
+    """Keep only what follows the last ``</think>`` (the paper keeps the non-thinking part).
+
+    >>> strip_thinking("<think>hmm, 2+2</think>\\n\\nIt is 4.\\nFinal Answer: 4")
+    'It is 4.\\nFinal Answer: 4'
+    """
+    _, sep, tail = text.rpartition("</think>")
+    return tail.strip() if sep else text.strip()
+
+
+# --------------------------------------------------------------------------- safe arithmetic
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
+_SYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//"}
+_PREC = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2}
+
+
+def parse_expr(expr: str) -> ast.expr:
+    """Parse ``expr`` and reject anything but numbers, ``+ - * / //``, unary signs and brackets."""
+    if len(expr) > 200:
+        raise ValueError("expression too long")
+    node = ast.parse(expr.replace(",", "").strip(), mode="eval").body
+    for sub in ast.walk(node):
+        allowed = isinstance(sub, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop))
+        if not allowed or (isinstance(sub, ast.BinOp) and type(sub.op) not in _OPS):
+            raise ValueError(f"not plain arithmetic: {expr!r}")
+        if isinstance(sub, ast.UnaryOp) and not isinstance(sub.op, (ast.USub, ast.UAdd)):
+            raise ValueError(f"not plain arithmetic: {expr!r}")
+        if isinstance(sub, ast.Constant) and type(sub.value) not in (int, float):
+            raise ValueError(f"not a number: {sub.value!r}")
+    return node
+
+
+def _eval(node: ast.expr) -> float:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        value = _eval(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    return _OPS[type(node.op)](_eval(node.left), _eval(node.right))
+
+
+def evaluate(expr: str) -> float:
+    """Evaluate plain arithmetic without ``eval`` (an ``ast`` whitelist).
+
+    >>> evaluate("100-50-30-15"), evaluate("80/100*10"), evaluate("(2+3)*4")
+    (5, 8.0, 20)
+    >>> evaluate("__import__('os')")
+    Traceback (most recent call last):
+    ...
+    ValueError: not plain arithmetic: "__import__('os')"
+    """
+    return _eval(parse_expr(expr))
+
+
+def close(a: float, b: float) -> bool:
+    """Numbers equal up to rounding noise."""
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+
+
+def format_number(x: float) -> str:
+    """Integers without a decimal point, others to at most 6 decimals.
+
+    >>> format_number(24.0), format_number(0.30000000000000004), format_number(-2.5)
+    ('24', '0.3', '-2.5')
+    """
+    if close(x, round(x)):
+        return str(int(round(x)))
+    return f"{x:.6f}".rstrip("0").rstrip(".")
+
+
+_ANNOTATION = re.compile(r"<<([^<>=]+)=([^<>=]+)>>")
+
+
+def check_arithmetic(text: str) -> list[str]:
+    """Errors for every ``<<expr=value>>`` annotation in ``text`` that is wrong or unreadable.
+
+    >>> check_arithmetic("3*4=<<3*4=12>>12 and 5+5=<<5+5=11>>11")
+    ['5+5 is 10, not 11']
+    """
+    errors = []
+    for expr, stated in _ANNOTATION.findall(text):
+        try:
+            value = evaluate(expr)
+            if not close(value, float(stated.replace(",", ""))):
+                errors.append(f"{expr} is {format_number(value)}, not {stated}")
+        except (ValueError, SyntaxError, ZeroDivisionError, TypeError):
+            errors.append(f"cannot check <<{expr}={stated}>>")
+    return errors
+
+
+def unparse(node: ast.expr) -> str:
+    """Compact GSM8K-style text for an arithmetic tree, with only the brackets it needs.
+
+    >>> unparse(parse_expr("( 2 + 3 ) * 4 - (5 - 1)"))
+    '(2+3)*4-(5-1)'
+    """
+    if isinstance(node, ast.Constant):
+        return format_number(node.value)
+    if isinstance(node, ast.UnaryOp):
+        inner = unparse(node.operand)
+        return ("-" if isinstance(node.op, ast.USub) else "") + (
+            inner if isinstance(node.operand, ast.Constant) else f"({inner})")
+    prec = _PREC[type(node.op)]
+    left, right = unparse(node.left), unparse(node.right)
+    if _prec(node.left) < prec:
+        left = f"({left})"
+    if _prec(node.right) < prec or (_prec(node.right) == prec and type(node.op) in (ast.Sub, ast.Div, ast.FloorDiv)):
+        right = f"({right})"
+    return f"{left}{_SYM[type(node.op)]}{right}"
+
+
+def _prec(node: ast.expr) -> int:
+    return _PREC[type(node.op)] if isinstance(node, ast.BinOp) else 3
+
+
+def _num(node: ast.expr) -> float | None:
+    """The value of a bare (possibly signed) number, else ``None``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return _eval(node)
+    return None
+
+
+def _ann(expr: str, value: float | str) -> str:
+    """``expr=<<expr=value>>value`` after checking that it is true."""
+    shown = value if isinstance(value, str) else format_number(value)
+    if not close(evaluate(expr), float(shown)):
+        raise ArithmeticError(f"{expr} != {shown}")
+    return f"{expr}=<<{expr}={shown}>>{shown}"
+
+
+# --------------------------------------------------------------------------- alternative computations
+def _chain(node: ast.expr, ops: tuple[type, ...]) -> list[tuple[type, ast.expr]]:
+    """Flatten a left-leaning chain of ``ops`` into ``[(op, operand), ...]`` (first op is ops[0])."""
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return [*_chain(node.left, ops), (type(node.op), node.right)]
+    return [(ops[0], node)]
+
+
+def _alt_reorder(node: ast.expr, result: str) -> str | None:
+    """Same terms in another order (commuted sum or product; signed terms keep their sign)."""
+    for ops in ((ast.Add, ast.Sub), (ast.Mult, ast.Div)):
+        terms = _chain(node, ops)
+        if len(terms) < 2:
+            continue
+        first = [t for t in terms if t[0] is ops[0]]
+        if len(first) < 2:
+            return None
+        reordered = first[::-1] + [t for t in terms if t[0] is not ops[0]]
+        text = "".join(("" if i == 0 else _SYM[op]) + _operand(n, op, i) for i, (op, n) in enumerate(reordered))
+        return None if text == unparse(node) else _ann(text, result)
+    return None
+
+
+def _operand(node: ast.expr, op: type, index: int) -> str:
+    text = unparse(node)
+    needs = _prec(node) < _PREC[op] or (index > 0 and _prec(node) == _PREC[op] and op in (ast.Sub, ast.Div))
+    return f"({text})" if needs else text
+
+
+def _alt_inverse(node: ast.expr, result: str) -> str | None:
+    """Undo the last operation: ``c-b=a`` for ``a+b=c``, ``c*b=a`` for ``a/b=c``, and so on."""
+    if not isinstance(node, ast.BinOp) or _num(node.right) is None or _num(node.left) is None:
+        return None
+    inverse = {ast.Add: "-", ast.Sub: "+", ast.Mult: "/", ast.Div: "*"}.get(type(node.op))
+    b, a = unparse(node.right), _eval(node.left)
+    if inverse is None or (inverse == "/" and _num(node.right) == 0):
+        return None
+    b_text = f"({b})" if b.startswith("-") else b
+    check = _ann(f"{result}{inverse}{b_text}", a)
+    return f"Check: {check}, so {unparse(node)}={result}."
+
+
+def _alt_split(node: ast.expr, result: str) -> str | None:
+    """Multiply in two parts: ``12*52 = 12*50 + 12*2``."""
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+        return None
+    for a, b in ((_num(node.left), _num(node.right)), (_num(node.right), _num(node.left))):
+        if a is None or not isinstance(b, int) or b < 11:
+            continue
+        hi = b - b % 10 if b % 10 else b - b % 100
+        if 0 < hi < b:
+            x, lo = format_number(a), b - hi
+            p, q = format_number(a * hi), format_number(a * lo)
+            return f"{_ann(f'{x}*{hi}', p)} and {_ann(f'{x}*{lo}', q)}, so {_ann(f'{p}+{q}', result)}."
+    return None
+
+
+def _alt_repeat(node: ast.expr, result: str) -> str | None:
+    """A small product as repeated addition: ``3*16 = 16+16+16``."""
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+        return None
+    for k, x in ((_num(node.left), _num(node.right)), (_num(node.right), _num(node.left))):
+        if isinstance(k, int) and 2 <= k <= 4 and x is not None and x > 0:
+            return _ann("+".join([format_number(x)] * k), result)
+    return None
+
+
+def _alt_regroup(node: ast.expr, result: str) -> str | None:
+    """A chain of one operation, later terms grouped first: ``a-b-c = a-(b+c)``, ``a+b+c = a+(b+c)``."""
+    for ops, join in (((ast.Add, ast.Sub), {ast.Add: "+", ast.Sub: "+"}),
+                      ((ast.Mult, ast.Div), {ast.Mult: "*", ast.Div: "*"})):
+        terms = _chain(node, ops)
+        kinds = {op for op, _ in terms[1:]}
+        if len(terms) < 3 or len(kinds) != 1 or any(_prec(t) < 3 for _, t in terms):
+            continue
+        op = kinds.pop()
+        rest = join[op].join(unparse(t) for _, t in terms[1:])
+        value = evaluate(rest)
+        shown = format_number(value)
+        if value < 0 or not close(value, float(shown)):
+            return None
+        return f"{_ann(rest, shown)}, then {_ann(unparse(terms[0][1]) + _SYM[op] + shown, result)}."
+    return None
+
+
+def _alt_distribute(node: ast.expr, result: str) -> str | None:
+    """Multiply out a bracket: ``(a+b)*c = a*c+b*c``."""
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+        return None
+    for group, k in ((node.left, _num(node.right)), (node.right, _num(node.left))):
+        if k is None or not isinstance(group, ast.BinOp) or not isinstance(group.op, (ast.Add, ast.Sub)):
+            continue
+        a, b = _num(group.left), _num(group.right)
+        if a is None or b is None:
+            continue
+        kt, p, q = format_number(k), format_number(a * k), format_number(b * k)
+        sign = _SYM[type(group.op)]
+        return (f"{_ann(f'{format_number(a)}*{kt}', p)} and {_ann(f'{format_number(b)}*{kt}', q)}, "
+                f"so {_ann(f'{p}{sign}{q}', result)}.")
+    return None
+
+
+ALTERNATIVES: dict[str, Callable[[ast.expr, str], str | None]] = {
+    "reorder": _alt_reorder, "inverse": _alt_inverse, "split": _alt_split,
+    "repeat": _alt_repeat, "regroup": _alt_regroup, "distribute": _alt_distribute,
+}
+
+
+def alternatives(expr: str, result: str) -> dict[str, str]:
+    """Other verified ways to compute ``expr`` (whose value is ``result``), by kind.
+
+    >>> alternatives("48+24", "72")
+    {'reorder': '24+48=<<24+48=72>>72', 'inverse': 'Check: 72-24=<<72-24=48>>48, so 48+24=72.'}
+    >>> alternatives("12*52", "624")["split"]
+    '12*50=<<12*50=600>>600 and 12*2=<<12*2=24>>24, so 600+24=<<600+24=624>>624.'
+    """
+    try:
+        node = parse_expr(expr)
+        if not close(_eval(node), float(result.replace(",", ""))):
+            return {}
+    except (ValueError, SyntaxError, ZeroDivisionError, TypeError):
+        return {}
+    found, shown = {}, format_number(float(result.replace(",", "")))
+    for kind, fn in ALTERNATIVES.items():
+        try:
+            text = fn(node, shown)
+        except (ArithmeticError, ValueError, SyntaxError, TypeError):
+            text = None
+        if text:
+            found[kind] = text
+    return found
+
+
+# --------------------------------------------------------------------------- rule teacher
+_PLAIN_EQ = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:\s*[-+*/x×]\s*\d+(?:\.\d+)?)+)\s*=\s*\$?(\d+(?:\.\d+)?)(?![\d%])")
+SUMMARIES_2 = ("Both paths give {v}.", "Both paths agree: {v}.", "Both computations give {v}.",
+               "The two results match: {v}.")
+SUMMARIES_N = ("All {n} paths give {v}.", "All {n} computations agree: {v}.")
+_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+def step_candidates(step: str) -> list[tuple[str, str, dict[str, str]]]:
+    """``(expr, result, alternatives)`` for each checkable calculation in one solution line:
+    ``<<…>>`` annotations, or plain ``a + b = c`` text when the line has none."""
+    found = _ANNOTATION.findall(step)
+    if not found:
+        found = [(e.replace("x", "*").replace("×", "*"), r) for e, r in _PLAIN_EQ.findall(step)]
+    out = []
+    for expr, result in found:
+        alts = alternatives(expr, result)
+        if alts:
+            out.append((expr.strip(), format_number(float(result.replace(",", ""))), alts))
+    return out
+
+
+@dataclass
+class RuleTeacher:
+    """Turn a GSM8K-format reference solution into a parallel-format trace, no model needed.
+
+    One step of the solution becomes a ``<Parallel>`` block: the original line is one path, and
+    one or two other paths recompute the same number differently (another order, a split
+    product, repeated addition, an inverse check, regrouping, or multiplying out a bracket). A short summary states
+    the shared value; the remaining steps and ``Final Answer: N`` follow. Every annotation is
+    re-checked. Deterministic given ``seed`` and the problem id.
+
+    >>> p = {"id": "ex", "question": "?", "answer": "72",
+    ...      "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72"}
+    >>> print(RuleTeacher(seed=1).generate([p])[0]["text"])
+    <Parallel><Path>Check: 24*2=<<24*2=48>>48, so 48/2=24.</Path><Path>She sold 48/2=<<48/2=24>>24 in May.</Path></Parallel>
+    <Summary>Both paths agree: 24.</Summary>
+    In all 48+24=<<48+24=72>>72.
+    Final Answer: 72
+    """
+
+    seed: int = 0
+    extra_path_rate: float = 0.25  # chance of a third path when two alternatives exist
+    max_blocks: int = 1
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"rule-s{self.seed}"
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        return [self.trace(p) for p in problems]
+
+    def trace(self, problem: dict) -> dict:
+        """One trace; ``error`` says why when the problem has no usable reference solution."""
+        solution = problem.get("answer_text") or ""
+        try:
+            steps, final = split_gsm8k_answer(solution)
+        except ValueError:
+            return make_trace(problem, self.name, error="no reference solution with '#### N'")
+        rng = random.Random(f"{self.seed}:{problem['id']}")
+        options = [(i, c) for i, step in enumerate(steps) for c in step_candidates(step)]
+        if not options:  # nothing to branch on: a plain solution (the filter rejects it)
+            return make_trace(problem, self.name, linear_solution(solution))
+        chosen = sorted(rng.sample(options, min(self.max_blocks, len(options))), key=lambda o: o[0])
+        lines = list(steps)
+        for index, cand in {i: c for i, c in chosen}.items():
+            lines[index] = self._block(steps[index], cand, rng)
+        text = "\n".join([*lines, f"Final Answer: {final}"])
+        bad = check_arithmetic(text)
+        return make_trace(problem, self.name, "" if bad else text, "; ".join(bad) or None)
+
+    def _block(self, step: str, cand: tuple[str, str, dict[str, str]], rng: random.Random) -> str:
+        _, result, alts = cand
+        kinds = sorted(alts)
+        extra = 2 if len(kinds) >= 2 and rng.random() < self.extra_path_rate else 1
+        paths = [step] + [alts[k] for k in rng.sample(kinds, extra)]
+        rng.shuffle(paths)
+        n = len(paths)
+        summary = rng.choice(SUMMARIES_2 if n == 2 else SUMMARIES_N).format(v=result, n=_WORDS.get(n, n))
+        body = "".join(f"<Path>{p}</Path>" for p in paths)
+        return f"<Parallel>{body}</Parallel>\n<Summary>{summary}</Summary>"
+
+
+# --------------------------------------------------------------------------- HF teacher
+@dataclass
+class HFTeacher:
+    """Sample any causal LM through transformers, one trace per problem, in batches.
+
+    ``model`` is a loaded model or a hub id / local folder (then loaded with
+    ``pr1lib.models.load_policy``, 4-bit NF4 if ``load_in_4bit``). Prompts are the paper's v3
+    instruction in the tokenizer's chat template (``pr1lib.prompts.chat_prompt``); the text after
+    the last ``</think>`` is kept, tags included.
+    """
+
+    model: Any
+    tokenizer: Any = None
+    load_in_4bit: bool = False
+    batch_size: int = 8
+    max_new_tokens: int = 2048
+    temperature: float = 0.7
+    top_p: float = 0.95
+    prompt_style: str = "v3"
+    seed: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            self.name = self.name or f"hf:{self.model}"
+            self.model, self.tokenizer = _load_hf(self.model, self.load_in_4bit)
+        self.name = self.name or f"hf:{getattr(self.model.config, '_name_or_path', '') or 'model'}"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        traces = []
+        for start in range(0, len(problems), self.batch_size):
+            batch = problems[start:start + self.batch_size]
+            for problem, text in zip(batch, self.sample([p["question"] for p in batch], batch[0]["id"])):
+                text = strip_thinking(text)
+                traces.append(make_trace(problem, self.name, text, None if text else "empty output"))
+        return traces
+
+    def sample(self, questions: list[str], key: str = "") -> list[str]:
+        """Decoded continuations (special tokens other than the parallel tags removed)."""
+        import torch
+        import zlib
+
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        prompts = [chat_prompt(q, tok, self.prompt_style) for q in questions]
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        torch.manual_seed(zlib.crc32(f"{self.seed}:{key}".encode()))
+        with torch.no_grad():
+            out = self.model.generate(
+                **enc, do_sample=self.temperature > 0, temperature=self.temperature or None,
+                top_p=self.top_p, max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id)
+        return [self._decode(row.tolist()) for row in out[:, enc["input_ids"].shape[1]:]]
+
+    def _decode(self, ids: list[int]) -> str:
+        eos = self.model.generation_config.eos_token_id
+        stops = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        cut = next((i for i, t in enumerate(ids) if t in stops), len(ids))
+        text = self.tokenizer.decode(ids[:cut], skip_special_tokens=False)
+        from pr1lib.format import TAGS
+
+        for special in set(self.tokenizer.all_special_tokens) - set(TAGS):
+            text = text.replace(special, "")
+        return text
+
+
+def _load_hf(name: str, load_in_4bit: bool):
+    """Model and tokenizer for a hub id or folder, on GPU in half precision when there is one."""
+    import torch
+
+    from pr1lib.config import ModelConfig
+    from pr1lib.models import load_policy
+
+    dtype = "float32"
+    if torch.cuda.is_available():
+        dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    model, tokenizer, _ = load_policy(config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype))
+    return model.eval(), tokenizer
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible teacher
+class TeacherError(RuntimeError):
+    """A request that can never succeed as configured (bad key, unknown model, bad URL): stop."""
+
+
+class _Retryable(Exception):
+    """A failure worth retrying: HTTP 408/429/5xx, a timeout, a dropped connection."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimiter:
+    """At most ``per_minute`` request starts per minute, evenly spaced, shared by threads.
+
+    >>> RateLimiter(0).wait()  # 0 means no limit
+    0.0
+    """
+
+    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.interval = 60.0 / per_minute if per_minute else 0.0
+        self.clock, self.sleep, self.next = clock, sleep, 0.0
+        self.lock = threading.Lock()
+
+    def wait(self) -> float:
+        """Block until this request may start; returns the seconds waited."""
+        if not self.interval:
+            return 0.0
+        with self.lock:
+            now = self.clock()
+            start = max(now, self.next)
+            self.next = start + self.interval
+        if start > now:
+            self.sleep(start - now)
+        return start - now
+
+
+@dataclass
+class OpenAITeacher:
+    """Any chat-completions server: vLLM, TGI, llama.cpp's server, or a hosted API.
+
+    ``base_url`` (…/v1), ``model`` and ``api_key`` come from the arguments or from
+    ``OPENAI_BASE_URL``, ``PR1_TEACHER_MODEL`` (or ``OPENAI_MODEL``) and ``OPENAI_API_KEY``.
+    What each outcome does:
+
+    - 200 with a well-formed body: the trace is the message content after any ``</think>``;
+    - 408, 429, 5xx, a timeout (``timeout`` seconds) or a dropped connection: retried up to
+      ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (capped at ``max_backoff``;
+      a ``Retry-After`` header wins); then the trace records the error;
+    - 200 with a body that is not the expected JSON: not retried, the trace records the error;
+    - any other 4xx (bad key, unknown model, bad URL): ``TeacherError`` stops the run.
+
+    Error traces are not cached as done, so a re-run asks again. ``requests_per_minute`` spaces
+    requests out; ``concurrency`` requests run at once.
+    """
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    timeout: float = 120.0
+    max_retries: int = 4
+    backoff: float = 1.0
+    max_backoff: float = 30.0
+    requests_per_minute: float = 0.0
+    concurrency: int = 4
+    max_tokens: int = 2048
+    temperature: float = 0.7
+    prompt_style: str = "v3"
+    name: str = ""
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def __post_init__(self) -> None:
+        env = os.environ
+        self.base_url = (self.base_url or env.get("OPENAI_BASE_URL", "")).rstrip("/")
+        self.model = self.model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL", "")
+        self.api_key = self.api_key or env.get("OPENAI_API_KEY", "")
+        if not self.base_url or not self.model:
+            raise ValueError("OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
+                             "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL")
+        self.name = self.name or f"openai:{self.model}"
+        self.limiter = RateLimiter(self.requests_per_minute, sleep=self.sleep)
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            return list(pool.map(self.trace, problems))
+
+    def trace(self, problem: dict) -> dict:
+        """One trace; transient and malformed failures become the trace's ``error``."""
+        try:
+            return make_trace(problem, self.name, strip_thinking(self.complete(problem["question"])))
+        except (_Retryable, ValueError) as err:
+            return make_trace(problem, self.name, error=str(err))
+
+    def complete(self, question: str) -> str:
+        """The assistant's reply to the v3 prompt for ``question``, retrying transient failures."""
+        body = json.dumps({"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
+                           "messages": [{"role": "user", "content": prompt_text(question, self.prompt_style)}]})
+        for attempt in range(self.max_retries + 1):
+            self.limiter.wait()
+            try:
+                return parse_completion(self._post(body.encode()))
+            except _Retryable as err:
+                if attempt == self.max_retries:
+                    raise _Retryable(f"gave up after {attempt + 1} attempts: {err}") from err
+                wait = err.retry_after if err.retry_after is not None else self.backoff * 2 ** attempt
+                self.sleep(min(self.max_backoff, wait))
+        raise AssertionError("unreachable")
+
+    def _post(self, data: bytes) -> bytes:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return response.read()
+        except urllib.error.HTTPError as err:
+            if err.code in (408, 429) or err.code >= 500:
+                raise _Retryable(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))) from err
+            raise TeacherError(f"HTTP {err.code} from {self.base_url}: {err.read()[:200]!r}") from err
+        except (TimeoutError, ConnectionError, urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            kind = "timeout" if isinstance(reason, TimeoutError) or "timed out" in str(reason) else "connection error"
+            raise _Retryable(f"{kind}: {reason}") from err
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_completion(body: bytes) -> str:
+    """The first choice's message content of a chat-completions response body.
+
+    >>> parse_completion(b'{"choices": [{"message": {"role": "assistant", "content": "Hi"}}]}')
+    'Hi'
+    >>> parse_completion(b'{"choices": []}')
+    Traceback (most recent call last):
+    ...
+    ValueError: malformed response: no choices[0].message.content in b'{"choices": []}'
+    """
+    try:
+        content = json.loads(body)["choices"][0]["message"]["content"]
+        if isinstance(content, str):
+            return content
+    except (ValueError, KeyError, IndexError, TypeError):
+        pass
+    raise ValueError(f"malformed response: no choices[0].message.content in {body[:200]!r}")
+
+
+# --------------------------------------------------------------------------- loopback stand-in server
+def question_from_prompt(content: str) -> str:
+    """The problem inside a v3 / tiny / baseline prompt (the text after the last ``Problem:``).
+
+    >>> question_from_prompt(prompt_text("What is 2+3?", "tiny"))
+    'What is 2+3?'
+    """
+    _, sep, tail = content.rpartition("Problem:")
+    tail = tail if sep else content
+    tail = tail.rsplit("\nSolution:", 1)[0]
+    return tail.split(" Let's think step by step", 1)[0].strip()
+
+
+class StandInServer:
+    """A STAND-IN for an OpenAI-compatible server on 127.0.0.1 (ephemeral port), for tests and demos.
+
+    It is not a language model: it looks the problem up among ``problems`` and answers with the
+    rule teacher's trace (after a short ``<think>`` note, as reasoning models do). ``faults`` are
+    played one per request before normal service: ``"429"``, ``"500"``, ``"401"``, ``"malformed"``
+    or ``"timeout"`` (hang ``hang_s`` seconds, then answer). Use it as a context manager.
+    """
+
+    def __init__(self, problems: Iterable[dict] = (), teacher: Any = None, faults: Iterable[str] = (),
+                 hang_s: float = 2.0):
+        self.by_question = {p["question"].strip(): p for p in problems}
+        self.teacher = teacher or RuleTeacher()
+        self.faults, self.hang_s = list(faults), hang_s
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "StandInServer":
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StandInHandler)
+        self.httpd.daemon_threads = True
+        self.httpd.standin = self
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def next_fault(self) -> str | None:
+        with self.lock:
+            self.requests += 1
+            return self.faults.pop(0) if self.faults else None
+
+    def answer(self, content: str) -> str:
+        problem = self.by_question.get(question_from_prompt(content))
+        if problem is None:
+            return "I do not know this problem.\nFinal Answer: unknown"
+        trace = self.teacher.generate([problem])[0]
+        return "<think>stand-in server: no model here, the rule teacher wrote this</think>\n\n" + trace["text"]
+
+
+class _StandInHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:  # keep test and notebook output clean
+        pass
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(code)
+            for key, value in {"Content-Type": "application/json", **(headers or {})}.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+            pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        standin: StandInServer = self.server.standin
+        length = min(int(self.headers.get("Content-Length", 0)), 1 << 20)
+        request = json.loads(self.rfile.read(length) or b"{}")
+        fault = standin.next_fault()
+        if not self.path.endswith("/chat/completions"):
+            return self._send(404, b'{"error": "not found"}')
+        if fault in ("429", "500", "401"):
+            return self._send(int(fault), b'{"error": "%s"}' % fault.encode(), {"Retry-After": "0"})
+        if fault == "malformed":
+            return self._send(200, b'{"choices": [ this is not JSON')
+        if fault == "timeout":
+            time.sleep(standin.hang_s)
+        content = standin.answer(request["messages"][-1]["content"])
+        reply = {"id": f"standin-{standin.requests}", "object": "chat.completion", "model": request.get("model"),
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": content}}]}
+        self._send(200, json.dumps(reply).encode())

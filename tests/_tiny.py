@@ -1,0 +1,71 @@
+"""Tiny offline fixtures for the structure and rollout tests (no hub, fp32, seconds on a CPU).
+
+Import from a test with ``from _tiny import ...`` after putting this folder on ``sys.path``
+(pytest runs with ``--import-mode=importlib``, which does not do it).
+"""
+
+from __future__ import annotations
+
+import string
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+from pr1lib.structure import TAGS
+
+EOS = "<|endoftext|>"
+
+
+def toy_tokenizer() -> PreTrainedTokenizerFast:
+    """Character-level tokenizer: printable ASCII, eos = pad, and the six tags as single tokens."""
+    chars = [c for c in string.printable if c not in "\r\x0b\x0c"]
+    vocab = {tok: i for i, tok in enumerate([EOS, "<unk>", *chars])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>")
+    tok.add_special_tokens({"additional_special_tokens": list(TAGS)})
+    return tok
+
+
+def toy_model(vocab_size: int, seed: int = 0, attn: str = "sdpa", layers: int = 2) -> Qwen3ForCausalLM:
+    """Random Qwen3 (GQA 4/2, head_dim 16) in fp32 eval mode."""
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, intermediate_size=128, max_position_embeddings=512,
+                         attn_implementation=attn)
+    return Qwen3ForCausalLM(config).eval()
+
+
+class BiasedHead(torch.nn.Module):
+    """``lm_head`` plus a fixed logit bias: steers which tokens a random model emits."""
+
+    def __init__(self, head: torch.nn.Module, bias: torch.Tensor):
+        super().__init__()
+        self.head = head
+        self.register_buffer("bias", bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden) + self.bias
+
+
+def steer(model: Qwen3ForCausalLM, biases: dict[int, float]) -> Qwen3ForCausalLM:
+    """Add ``biases`` (token id -> logit offset) to the model's output layer, in place."""
+    bias = torch.zeros(model.config.vocab_size)
+    for token, value in biases.items():
+        bias[token] = value
+    model.lm_head = BiasedHead(model.lm_head, bias)
+    return model
+
+
+def ids(tok: PreTrainedTokenizerFast, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False)
+
+
+def one_thread():
+    """Generator for a module fixture: tiny models run far faster on one thread on a busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,0 +1,188 @@
+"""pr1lib.rollout: forked decoding equals the masked full forward; recorded == recomputed log-probs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer  # noqa: E402
+
+from pr1lib.config import RolloutConfig  # noqa: E402
+from pr1lib.rollout import Rollout, Streams, as_columns, generate, rollout_logprobs  # noqa: E402
+from pr1lib.structure import attention_inputs, parse, tag_ids  # noqa: E402
+
+TOK = toy_tokenizer()
+T = tag_ids(TOK)
+P, EP, PA, EPA, S, ES = T.parallel, T.end_parallel, T.path, T.end_path, T.summary, T.end_summary
+EOS, NL = TOK.eos_token_id, ids(TOK, "\n")
+PROMPTS = ["Q: 2+3?\n", "Q: a longer question here?\n", "Hi", "Q: x\n"]
+CFG = RolloutConfig(max_completion_length=70, max_path_length=20)
+
+
+def tokens(text: str) -> list[int]:
+    return ids(TOK, text)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _threads():
+    yield from one_thread()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return toy_model(len(TOK))
+
+
+@pytest.fixture(scope="module")
+def steered():
+    """Emits <Parallel> early, closes paths and summaries after a few tokens (unequal lengths)."""
+    return steer(toy_model(len(TOK), seed=1), {P: 4.0, EPA: 2.5, ES: 2.0, EOS: 0.5})
+
+
+def full_logits(model, seq: list[int]) -> torch.Tensor:
+    x = torch.tensor([seq])  # (1, L)
+    with torch.no_grad():
+        return model(input_ids=x, use_cache=False, **attention_inputs(x, TOK)).logits[0]  # (L, V)
+
+
+def run(model, seed: int = 0, prompts=PROMPTS, **kw) -> list[Rollout]:
+    return generate(model, TOK, prompts, CFG, generator=torch.Generator().manual_seed(seed), **kw)
+
+
+def max_gap(model, rollouts: list[Rollout], mode: str = "forked", temperature: float = 1.0) -> float:
+    again = rollout_logprobs(model, TOK, rollouts, mode, temperature)
+    return max((torch.tensor(r.logprobs) - torch.tensor(lp)).abs().max().item() for r, lp in zip(rollouts, again))
+
+
+def test_fork_and_merge_equal_masked_forward(model):
+    """Teacher-forced: prefix -> k rows with unequal paths (holes) -> KV concatenation -> summary."""
+    prefix = tokens("Q: hi") + [P]
+    paths = [[PA] + tokens("ab") + [EPA], [PA] + tokens("cdefg") + [EPA], [PA, EPA]]
+    tail = [EP] + NL + [S] + tokens("ok") + [ES]
+    full = full_logits(model, prefix + sum(paths, []) + tail)  # (L, V)
+    other = tokens("a distractor row")  # another prompt decoding alongside, never mixed in
+    st = Streams(model)
+    with torch.no_grad():
+        first = st.prefill([prefix, other], T.pad)  # (2, V)
+        torch.testing.assert_close(first[0], full[len(prefix) - 1], atol=1e-5, rtol=0)
+        n = st.n_real(0)
+        pos = st.pos.tolist()
+        st.regroup([[(0, 0, n)]] * 3 + [[(1, 0, st.n_real(1))]], [pos[0]] * 3 + [pos[1]])
+        starts = [len(prefix) + sum(len(p) for p in paths[:j]) for j in range(3)]
+        for t in range(max(len(p) for p in paths)):
+            live = [t < len(p) for p in paths] + [True]
+            feed = [p[t] if t < len(p) else T.pad for p in paths] + [5]
+            out = st.step(torch.tensor(feed), torch.tensor(live))  # (4, V)
+            for j in range(3):
+                if live[j]:
+                    torch.testing.assert_close(out[j], full[starts[j] + t], atol=1e-5, rtol=0)
+        plan = [[(0, 0, st.n_real(0))] + [(j, n, st.n_real(j)) for j in (1, 2)], [(3, 0, st.n_real(3))]]
+        st.regroup(plan, [max(st.pos[:3].tolist()), int(st.pos[3])])
+        assert st.n_real(0) == len(prefix) + sum(len(p) for p in paths)  # compacted: prefix + sum of paths
+        assert st.cache.get_seq_length() == max(st.n_real(0), st.n_real(1))
+        at = len(prefix) + sum(len(p) for p in paths)
+        for i, tok in enumerate(tail):
+            out = st.step(torch.tensor([tok, 6]), torch.tensor([True, True]))
+            torch.testing.assert_close(out[0], full[at + i], atol=1e-5, rtol=0)
+
+
+def test_recorded_logprobs_equal_recomputed_forked(steered):
+    rollouts = run(steered)
+    lengths = [lens for r in rollouts for lens in r.path_lengths]
+    assert any(len(set(lens)) > 1 for lens in lengths), "expected paths of unequal length"
+    assert sum(r.blocks for r in rollouts) >= 3
+    assert max_gap(steered, rollouts) < 1e-4
+
+
+def test_recorded_equal_recomputed_with_temperature_top_p_and_three_paths(steered):
+    rollouts = run(steered, seed=3, num_paths=3, temperature=0.7, top_p=0.9)
+    assert any(len(lens) == 3 for r in rollouts for lens in r.path_lengths)
+    assert max_gap(steered, rollouts, temperature=0.7) < 1e-4
+
+
+def test_seen_mode_is_plain_decoding(steered):
+    rollouts = run(steered, mode="seen")
+    assert all(sum(r.forced) == 0 for r in rollouts)
+    assert max_gap(steered, rollouts, mode="seen") < 1e-4
+    assert max_gap(steered, rollouts, mode="forked") > 1e-3 or not any(r.path_lengths for r in rollouts)
+
+
+def forced_ok(r: Rollout) -> None:
+    """Every forced token is a structural insert at its place; everything else was sampled."""
+    c = r.completion_ids
+    s = parse(c, T)
+    for i, (tok, f) in enumerate(zip(c, r.forced)):
+        starts_path = tok == PA and s.path[i] >= 0 and (i == 0 or s.path[i - 1] != s.path[i])
+        after_paths = tok == EP and s.block[i] >= 0
+        if starts_path or after_paths:
+            assert f == 1
+        if tok == EP and after_paths and i + len(NL) + 1 < len(c):
+            assert c[i + 1: i + 2 + len(NL)] == NL + [S] and r.forced[i + 1: i + 2 + len(NL)] == [1] * (len(NL) + 1)
+        if f:
+            assert tok in (PA, EPA, EP, S, ES, *NL)
+        assert not (tok == P and s.path[i] >= 0), "<Parallel> inside a path"
+    assert r.env_mask == [1 - f for f in r.forced]
+
+
+def test_forced_tokens_and_loss_mask(steered):
+    rollouts = run(steered, seed=5)
+    for r in rollouts:
+        forced_ok(r)
+        assert sum(r.env_mask) == len(r.completion_ids) - sum(r.forced)
+        assert len(r.logprobs) == len(r.completion_ids) <= CFG.max_completion_length
+        assert all(n <= CFG.max_path_length for lens in r.path_lengths for n in lens)
+        for (_, a, b), n in zip(parse(r.completion_ids, T).spans(), sum(r.path_lengths, [])):
+            assert b - a == n or b == len(r.completion_ids)  # spans agree unless cut by the budget
+    cols = as_columns(rollouts)
+    assert cols["completion_ids"][0] == rollouts[0].completion_ids and len(cols["env_mask"]) == len(PROMPTS)
+
+
+def test_eos_in_path_and_summary_is_replaced_by_closer():
+    eager_eos = steer(toy_model(len(TOK), seed=2), {P: 6.0, EOS: 3.0})
+    rollouts = run(eager_eos, seed=1)
+    closers = 0
+    for r in rollouts:
+        forced_ok(r)
+        s = parse(r.completion_ids, T)
+        assert all(s.path[i] < 0 for i, t in enumerate(r.completion_ids) if t == EOS)  # no eos inside a path
+        closers += sum(f for t, f in zip(r.completion_ids, r.forced) if t in (EPA, ES))
+    assert closers > 0
+    assert max_gap(eager_eos, rollouts) < 1e-4
+
+
+def test_block_cap_masks_parallel(steered):
+    greedy_parallel = steer(toy_model(len(TOK), seed=1), {P: 8.0, EPA: 2.5, ES: 3.0})
+    for mode in ("forked", "seen"):
+        for r in run(greedy_parallel, mode=mode, max_blocks=1):
+            assert r.blocks == 1 and r.completion_ids.count(P) == 1
+
+
+def test_path_cap_forces_closer():
+    no_close = steer(toy_model(len(TOK), seed=3), {P: 8.0, EPA: -30.0, EOS: -30.0})
+    rollouts = run(no_close, prompts=["Hi"], max_path_length=6, max_completion_length=40)
+    r = rollouts[0]
+    assert r.path_lengths[0] == [6, 6]
+    last = [i for i, t in enumerate(r.completion_ids) if t == EPA]
+    assert all(r.forced[i] == 1 for i in last)
+    assert max_gap(no_close, rollouts) < 1e-4
+
+
+def test_batch_equals_single_runs(steered):
+    batch = run(steered, temperature=0.0)
+    for prompt, r in zip(PROMPTS, batch):
+        alone = run(steered, prompts=[prompt], temperature=0.0)[0]
+        assert alone.completion_ids == r.completion_ids
+        torch.testing.assert_close(torch.tensor(alone.logprobs), torch.tensor(r.logprobs), atol=1e-5, rtol=0)
+        assert not any(torch.isnan(torch.tensor(r.logprobs)))
+
+
+def test_text_keeps_tags_and_config_presets(steered):
+    r = run(steered, seed=7, prompts=["Hi"])[0]
+    assert "<Parallel><Path>" in r.text and r.text == TOK.decode([t for t in r.completion_ids if t != EOS])
+    assert RolloutConfig.for_profile("paper").max_completion_length == 3000
+    with pytest.raises(ValueError):
+        run(steered, mode="nope")

@@ -1,0 +1,223 @@
+"""pr1lib.teachers: safe arithmetic, the rule teacher, the HF teacher's plumbing, and the
+OpenAI-compatible teacher against a real HTTP server on loopback (success, 429, timeout,
+malformed JSON, a bad key, a dead server, the rate limit).
+
+Run: .venv/bin/python -m pytest tests/test_teachers.py -q -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pr1lib import teachers
+from pr1lib.data import load_source
+from pr1lib.format import parallel_stats, validate
+from pr1lib.prompts import linear_solution
+
+# ----------------------------------------------------------------------------- arithmetic
+
+
+@pytest.mark.parametrize("expr", ["__import__('os')", "2**10", "a+1", "(1).real", "[1][0]", "1 if 1 else 2", "'1'+'2'"])
+def test_evaluate_refuses_anything_but_arithmetic(expr):
+    with pytest.raises(ValueError):
+        teachers.evaluate(expr)
+
+
+numbers = st.integers(min_value=0, max_value=999) | st.sampled_from([0.5, 1.5, 2.25, 12.5])
+ops = st.sampled_from(["+", "-", "*", "/"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(numbers, min_size=2, max_size=4), st.lists(ops, min_size=3, max_size=3))
+def test_every_alternative_is_verified_and_reaches_the_same_value(nums, chosen):
+    expr = str(nums[0]) + "".join(op + str(n) for op, n in zip(chosen, nums[1:]))
+    try:
+        value = eval(expr)  # noqa: S307 - the test builds this string itself from numbers
+    except ZeroDivisionError:
+        return
+    result = teachers.format_number(value)
+    for kind, text in teachers.alternatives(expr, result).items():
+        assert teachers.check_arithmetic(text) == [], (kind, text)
+        stated = re.findall(r"<<[^=]+=([^>]+)>>", text)
+        assert stated and (kind == "inverse" or stated[-1] == result), (kind, text)
+        assert text != f"{expr}=<<{expr}={result}>>{result}", "an alternative must differ from the original"
+
+
+def test_alternatives_are_different_computations():
+    alts = teachers.alternatives("12*3", "36")
+    assert set(alts) == {"reorder", "inverse", "split", "repeat"}
+    assert alts["reorder"] == "3*12=<<3*12=36>>36" and alts["repeat"] == "12+12+12=<<12+12+12=36>>36"
+    assert teachers.alternatives("100-50-30-15", "5")["regroup"].startswith("50+30+15=<<50+30+15=95>>95")
+    assert "distribute" in teachers.alternatives("(4+6)*3", "30")
+    assert teachers.alternatives("7", "7") == {} and teachers.alternatives("2+2", "5") == {}
+
+
+# ----------------------------------------------------------------------------- rule teacher
+
+
+def _blocks(text):
+    return re.findall(r"<Parallel>(.*?)</Parallel>\n<Summary>(.*?)</Summary>", text, re.S)
+
+
+def test_rule_teacher_blocks_recompute_one_value_in_different_ways():
+    problems = load_source("tinygsm-hard", limit=100) + load_source("tinygsm-easy", limit=100)
+    traces = teachers.RuleTeacher(seed=3).generate(problems)
+    assert all(t["error"] is None and t["teacher"] == "rule-s3" for t in traces)
+    for problem, trace in zip(problems, traces):
+        text = trace["text"]
+        assert validate(text) == [] and parallel_stats(text)["blocks"] == 1, text
+        assert text.endswith(f"Final Answer: {problem['answer']}") and teachers.check_arithmetic(text) == []
+        (body, summary), = _blocks(text)
+        paths = re.findall(r"<Path>(.*?)</Path>", body)
+        value = re.search(r"(-?[\d.]+)\.$", summary).group(1)
+        assert 2 <= len(paths) <= 3 and len(set(paths)) == len(paths)
+        computations = [frozenset(re.findall(r"<<([^=]+)=", p)) for p in paths]
+        assert len(set(computations)) == len(paths), paths  # no two paths do the same sums
+        assert all(value in p for p in paths), (value, paths)
+        outside = re.sub(r"<Parallel>.*?</Summary>\n", "", text, flags=re.S)
+        assert outside.strip() and "Path" not in outside
+
+
+def test_rule_teacher_is_deterministic_and_seed_dependent():
+    problems = load_source("tinygsm-hard", limit=40)
+    a, b = teachers.RuleTeacher(seed=0).generate(problems), teachers.RuleTeacher(seed=0).generate(problems)
+    c = teachers.RuleTeacher(seed=1).generate(problems)
+    assert [t["text"] for t in a] == [t["text"] for t in b]
+    assert sum(x["text"] != y["text"] for x, y in zip(a, c)) > 10
+
+
+def test_rule_teacher_without_reference_or_without_arithmetic():
+    no_ref = {"id": "d1", "question": "Find x.", "answer_text": "", "answer": "3"}
+    words = {"id": "w1", "question": "?", "answer_text": "Let x be 2.\nSo x is 2.\n#### 2", "answer": "2"}
+    err, plain = teachers.RuleTeacher().generate([no_ref, words])
+    assert err["text"] == "" and "no reference solution" in err["error"]
+    assert plain["error"] is None and plain["text"] == linear_solution(words["answer_text"])
+
+
+def test_strip_thinking_keeps_the_final_part_only():
+    assert teachers.strip_thinking("<think>a</think>b</think>\n c") == "c"
+    assert teachers.strip_thinking(" no think ") == "no think"
+
+
+# ----------------------------------------------------------------------------- HF teacher
+
+
+def test_hf_teacher_batches_and_decodes_with_a_tiny_random_model():
+    from pr1lib.models import build_random_tiny, train_tiny_tokenizer
+    from pr1lib.tokens import add_parallel_tags
+
+    tokenizer = train_tiny_tokenizer(["Problem: What is 2+3?\nSolution:\nFinal Answer: 5"] * 20, vocab_size=300)
+    model, tokenizer = build_random_tiny(seed=0, tokenizer=tokenizer)
+    add_parallel_tags(tokenizer, model)
+    teacher = teachers.HFTeacher(model, tokenizer, batch_size=2, max_new_tokens=6, prompt_style="tiny", seed=1)
+    problems = load_source("tinygsm-easy", limit=3)
+    traces = teacher.generate(problems)
+    assert [t["id"] for t in traces] == [p["id"] for p in problems]
+    assert all(t["teacher"] == teacher.name and t["teacher"].startswith("hf:") for t in traces)
+    assert all((t["text"] and t["error"] is None) or t["error"] == "empty output" for t in traces)
+    assert all("<|endoftext|>" not in t["text"] for t in traces)
+    assert teacher.generate(problems) == traces  # seeded per batch: the same batch, the same samples
+
+
+# ----------------------------------------------------------------------------- OpenAI-compatible teacher
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_source("tinygsm-easy", limit=4)
+
+
+def _teacher(server, **kwargs):
+    waits = []
+    kwargs = {"timeout": 5.0, "backoff": 0.01, "concurrency": 1, "sleep": waits.append, **kwargs}
+    return teachers.OpenAITeacher(base_url=server.base_url, model="stand-in", **kwargs), waits
+
+
+def test_openai_success_matches_the_rule_teacher_behind_the_stand_in(problems):
+    with teachers.StandInServer(problems) as server:
+        teacher, _ = _teacher(server, concurrency=3)
+        traces = teacher.generate(problems)
+    expected = teachers.RuleTeacher().generate(problems)
+    assert [t["text"] for t in traces] == [t["text"] for t in expected]  # thinking stripped
+    assert all(t["error"] is None and t["teacher"] == "openai:stand-in" for t in traces)
+    assert server.requests == len(problems)
+
+
+def test_openai_429_is_retried_after_backoff(problems):
+    with teachers.StandInServer(problems, faults=["429", "500"]) as server:
+        teacher, waits = _teacher(server)
+        trace = teacher.trace(problems[0])
+    assert trace["error"] is None and "<Parallel>" in trace["text"]
+    assert server.requests == 3 and waits == [0.0, 0.0]  # the stand-in sends Retry-After: 0
+
+
+def test_openai_retries_give_up_into_an_error_trace(problems):
+    with teachers.StandInServer(problems, faults=["429"] * 3) as server:
+        teacher, waits = _teacher(server, max_retries=2)
+        trace = teacher.trace(problems[0])
+    assert trace["text"] == "" and trace["error"] == "gave up after 3 attempts: HTTP 429"
+    assert server.requests == 3
+
+
+def test_openai_exponential_backoff_without_retry_after():
+    teacher = teachers.OpenAITeacher(base_url="http://127.0.0.1:9/v1", model="m", backoff=0.5,
+                                     max_backoff=1.5, max_retries=3, timeout=0.5, sleep=lambda s: waits.append(s))
+    waits: list[float] = []
+    trace = teacher.trace({"id": "x", "question": "1+1?"})  # nothing listens on port 9
+    assert trace["error"].startswith("gave up after 4 attempts: connection error")
+    assert waits == [0.5, 1.0, 1.5]
+
+
+def test_openai_timeout_then_retry(problems):
+    with teachers.StandInServer(problems, faults=["timeout", "timeout"], hang_s=1.0) as server:
+        teacher, _ = _teacher(server, timeout=0.3, max_retries=0)
+        failed = teacher.trace(problems[0])
+        teacher, waits = _teacher(server, timeout=0.3, max_retries=1)
+        recovered = teacher.trace(problems[0])
+    assert failed["error"].startswith("gave up after 1 attempts: timeout")
+    assert recovered["error"] is None and waits == [0.01]
+
+
+def test_openai_malformed_json_is_an_error_trace_without_retry(problems):
+    with teachers.StandInServer(problems, faults=["malformed"]) as server:
+        teacher, waits = _teacher(server)
+        trace = teacher.trace(problems[0])
+        assert server.requests == 1 and waits == []
+        again = teacher.trace(problems[0])  # the next request is served normally
+    assert trace["text"] == "" and trace["error"].startswith("malformed response")
+    assert again["error"] is None
+
+
+def test_openai_bad_key_stops_the_run(problems):
+    with teachers.StandInServer(problems, faults=["401"]) as server:
+        teacher, _ = _teacher(server)
+        with pytest.raises(teachers.TeacherError, match="HTTP 401"):
+            teacher.generate(problems[:1])
+
+
+def test_openai_settings_from_the_environment(monkeypatch):
+    for key in ("OPENAI_BASE_URL", "PR1_TEACHER_MODEL", "OPENAI_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(ValueError, match="OPENAI_BASE_URL"):
+        teachers.OpenAITeacher()
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
+    monkeypatch.setenv("PR1_TEACHER_MODEL", "my-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    teacher = teachers.OpenAITeacher()
+    assert (teacher.base_url, teacher.model, teacher.api_key) == ("http://127.0.0.1:8000/v1", "my-model", "sk-test")
+
+
+def test_rate_limiter_spaces_requests_evenly():
+    now = [0.0]
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    limiter = teachers.RateLimiter(120, clock=lambda: now[0], sleep=sleep)  # one every 0.5 s
+    waits = [limiter.wait() for _ in range(4)]
+    assert waits == [0.0, 0.5, 0.5, 0.5] and now[0] == 1.5
