@@ -80,14 +80,17 @@ def steered(model: Any, biases: dict[int, float]) -> Callable[[], None]:
     return lambda: setattr(model, "lm_head", head)
 
 
-def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    fn()  # warm-up
-    times, out = [], None
+def medians(fns: dict[Any, Callable[[], Any]], repeats: int) -> dict[Any, tuple[float, Any]]:
+    """Median seconds (and the last result) of each function; the repeats are interleaved
+    round-robin so that load from other processes hits every variant alike."""
+    outs = {name: fn() for name, fn in fns.items()}  # warm-up
+    times: dict[Any, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            outs[name] = fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(times[name]), outs[name]) for name in fns}
 
 
 def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
@@ -96,18 +99,21 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     undo = steered(model, {t.parallel: 30.0, t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0})
     tail = 2 + len(tok.encode("\n", add_special_tokens=False))  # </Parallel> \n <Summary>
     prompt = [tok.encode(PROMPT, add_special_tokens=False)]
-    out: dict[str, Any] = {}
+    stats: dict[int, dict[str, int]] = {k: {} for k in (1, 2, 4, 8)}
+
+    def one(k: int) -> Callable[[], Any]:
+        cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=1 + k * n + tail)
+        return lambda: generate(model, tok, prompt, cfg, stats=stats[k], generator=torch.Generator().manual_seed(0))[0]
+
     try:
-        for k in (1, 2, 4, 8):
-            cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=1 + k * n + tail)
-            stats: dict[str, int] = {}
-            sec, r = median_time(lambda: generate(model, tok, prompt, cfg, stats=stats,
-                                                  generator=torch.Generator().manual_seed(0))[0], repeats)
-            assert r.path_lengths == [[n] * k], r.path_lengths  # equal lengths, as intended
-            fed_once = len(r.prompt_ids) + len(r.completion_ids) - 1  # the last token is never fed
-            out[k] = {"seconds": sec, "reprocessed": stats["fed_tokens"] - fed_once, "path_tokens": k * n}
+        timed = medians({k: one(k) for k in stats}, repeats)
     finally:
         undo()
+    out: dict[int, dict[str, Any]] = {}
+    for k, (sec, r) in timed.items():
+        assert r.path_lengths == [[n] * k], r.path_lengths  # equal lengths, as intended
+        fed_once = len(r.prompt_ids) + len(r.completion_ids) - 1  # the last token is never fed
+        out[k] = {"seconds": sec, "reprocessed": stats[k]["fed_tokens"] - fed_once, "path_tokens": k * n}
     single = out[1]["seconds"]
     return {
         "path_len": n, "single_path_s": round(single, 4),
@@ -129,17 +135,17 @@ def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[s
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])  # (B, W) left-padded for generate
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # (B, W)
     cfg = RolloutConfig(mode="seen", max_completion_length=n, max_blocks=10**6)
+    fns = {
+        "engine": lambda: generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0)),
+        "generate": lambda: model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
+                                           top_p=1.0, top_k=0, max_new_tokens=n, min_new_tokens=n, pad_token_id=pad),
+    }
     try:
-        engine_s, rs = median_time(lambda: generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0)),
-                                   repeats)
-        assert all(len(r.completion_ids) == n for r in rs)
-        with torch.no_grad():
-            hf_s, out = median_time(lambda: model.generate(
-                input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                max_new_tokens=n, min_new_tokens=n, pad_token_id=pad), repeats)
-        assert out.shape[1] == width + n
+        timed = medians(fns, repeats)
     finally:
         undo()
+    (engine_s, rs), (hf_s, out) = timed["engine"], timed["generate"]
+    assert all(len(r.completion_ids) == n for r in rs) and out.shape[1] == width + n
     tokens = batch * n
     return {"batch": batch, "new_tokens": n, "engine_tokens_per_s": round(tokens / engine_s, 1),
             "generate_tokens_per_s": round(tokens / hf_s, 1), "seen_engine_over_generate": round(hf_s / engine_s, 3)}
@@ -169,13 +175,13 @@ def bench_train(model: Any, tok: Any, batch: int, length: int, repeats: int) -> 
         model(input_ids=ids, labels=ids, use_cache=False, **extra).loss.backward()
         model.zero_grad(set_to_none=True)
 
+    fns = {"plain": lambda: step(None), "seen": lambda: step("seen"), "unseen": lambda: step("unseen"),
+           "build": lambda: attention_inputs(ids, tok, "unseen", starts)}
     try:
-        plain = median_time(lambda: step(None), repeats)[0]
-        seen4d = median_time(lambda: step("seen"), repeats)[0]
-        unseen = median_time(lambda: step("unseen"), repeats)[0]
-        build = median_time(lambda: attention_inputs(ids, tok, "unseen", starts), repeats)[0]
+        timed = {name: sec for name, (sec, _) in medians(fns, repeats).items()}
     finally:
         model.eval()
+    plain, seen4d, unseen, build = timed["plain"], timed["seen"], timed["unseen"], timed["build"]
     return {"batch": batch, "tokens": length, "seen_s": round(plain, 4), "seen_4d_mask_s": round(seen4d, 4),
             "unseen_s": round(unseen, 4), "unseen_mask_build_s": round(build, 4),
             "unseen_train_over_seen": round(unseen / plain, 3), "unseen_over_seen_4d_mask": round(unseen / seen4d, 3)}
@@ -190,7 +196,7 @@ def run(repeats: int = 5, path_len: int = 48, threads: int = 1, quick: bool = Fa
     with torch.no_grad():
         forked = bench_forked(model, tok, path_len, repeats)
         seen = bench_seen(model, tok, 8, 16 if quick else 64, repeats)
-    train = bench_train(model, tok, 2 if quick else 8, 128 if quick else 512, max(1, repeats // 2 if not quick else 1))
+    train = bench_train(model, tok, 2 if quick else 8, 128 if quick else 512, repeats)
     return {"benchmark": "rollout", "model_source": source, "threads": threads, "repeats": repeats,
             "forked_over_single_path": forked["forked_over_single_path"],
             "seen_engine_over_generate": seen["seen_engine_over_generate"],

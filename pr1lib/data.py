@@ -113,7 +113,7 @@ def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
     )
 
 
-def _load_hub(name: str, split: str) -> list[dict]:
+def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
     """Rows from the hub; any failure (offline, no network, unknown id) is a ``DataNotFoundError``."""
     if hub_offline():
         raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
@@ -121,28 +121,29 @@ def _load_hub(name: str, split: str) -> list[dict]:
         from datasets import load_dataset
 
         hub_id, config = HUB[name]
-        return list(load_dataset(hub_id, config, split=split))
+        return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
     except Exception as err:  # noqa: BLE001 - turned into one clear message
         raise _not_found(name, split, str(err).splitlines()[0] if str(err) else type(err).__name__) from err
 
 
-def load_rows(name: str, split: str = "train", path: str | Path | None = None) -> list[dict]:
-    """Raw rows of ``gsm8k`` or ``dapo``: the local file if there is one, else the hub."""
+def load_rows(name: str, split: str = "train", path: str | Path | None = None,
+              limit: int | None = None) -> list[dict]:
+    """Raw rows of ``gsm8k`` or ``dapo`` (the first ``limit``): the local file if there is one, else the hub."""
     if name not in LOCAL_FILES:
         raise ValueError(f"unknown source {name!r}; choose one of {SOURCES}")
     local = _local_file(name, split, path)
-    return read_jsonl(local) if local is not None else _load_hub(name, split)
+    return read_jsonl(local)[:limit] if local is not None else _load_hub(name, split, limit)
 
 
 def load_gsm8k(split: str = "train", path: str | Path | None = None, limit: int | None = None) -> list[dict]:
     """GSM8K ``train`` (7,473) or ``test`` (1,319) problems as common records."""
-    rows = load_rows("gsm8k", split, path)[:limit]
+    rows = load_rows("gsm8k", split, path, limit)
     return [gsm8k_record(row, i, split) for i, row in enumerate(rows)]
 
 
 def load_dapo(path: str | Path | None = None, limit: int | None = None) -> list[dict]:
     """DAPO-Math-17k problems (17,917 rows; answers only, no worked solutions) as common records."""
-    rows = load_rows("dapo", "train", path)[:limit]
+    rows = load_rows("dapo", "train", path, limit)
     return [dapo_record(row, i) for i, row in enumerate(rows)]
 
 

@@ -313,33 +313,31 @@ class _Engine:
     # -- cache bookkeeping ------------------------------------------------------------------
     def regroup(self) -> None:
         """Apply forks, merges and finished rows to ``Streams`` (only when something changed)."""
-        rows, plan, pos, changed = [], [], [], False
-        old_pos = self.streams.pos.tolist()
+        if not any(r.done or r.group and (r.kind != "path" or r.waiting) for r in self.rows):
+            return  # nothing forks, merges or ends this step
+        rows, plan, pos = [], [], []
+        old_pos, real = self.streams.pos.tolist(), self.streams.valid.sum(dim=1).tolist()
         where = {id(r): i for i, r in enumerate(self.rows)}
         for i, row in enumerate(self.rows):
-            n = self.streams.n_real(i)
+            n = real[i]
             merging = row.kind == "path" and all(r.waiting for r in row.group)
             if row.done or (merging and row is not row.group[0]):
-                changed = True  # dropped, or merged into the group's first row
-            elif merging:
+                continue  # dropped, or merged into the group's first row
+            if merging:
                 idx = [where[id(r)] for r in row.group]
                 rows.append(self.merge(row.group))
-                plan.append([(i, 0, n)] + [(j, r.n_prefix, self.streams.n_real(j))
-                                           for j, r in zip(idx[1:], row.group[1:])])
+                plan.append([(i, 0, n)] + [(j, r.n_prefix, real[j]) for j, r in zip(idx[1:], row.group[1:])])
                 pos.append(max(old_pos[j] for j in idx))  # max path end + 1
-                changed = True
             elif row.group and row.kind != "path":  # a fork: k copies of the row
                 rows += row.group
                 plan += [[(i, 0, n)]] * len(row.group)
                 pos += [old_pos[i]] * len(row.group)
-                changed = True
             else:
                 rows.append(row), plan.append([(i, 0, n)]), pos.append(old_pos[i])
-        if changed:
-            keep = [(r, p, q) for r, p, q in zip(rows, plan, pos) if not r.done]
-            self.rows = [r for r, _, _ in keep]
-            if self.rows:
-                self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
+        keep = [(r, p, q) for r, p, q in zip(rows, plan, pos) if not r.done]
+        self.rows = [r for r, _, _ in keep]
+        if self.rows:
+            self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
 
     def finalize(self, s: Rollout) -> None:
         cut = self.cfg.max_completion_length

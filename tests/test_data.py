@@ -74,14 +74,15 @@ def test_hub_path_uses_load_dataset_and_wraps_its_failures(tmp_path, monkeypatch
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(key, raising=False)
     _write(tmp_path / "hub.jsonl", ROWS)
-    calls = []
+    calls, real_load = [], datasets.load_dataset
 
     def fake_hub(name, config=None, split=None):  # same call, served from a local file
         calls.append((name, config, split))
-        return datasets.Dataset.from_json(str(tmp_path / "hub.jsonl"))
+        return real_load("json", data_files=str(tmp_path / "hub.jsonl"), split=split, cache_dir=str(tmp_path / "c"))
 
     monkeypatch.setattr(datasets, "load_dataset", fake_hub)
-    assert len(data.load_gsm8k("train")) == 5 and calls == [("openai/gsm8k", "main", "train")]
+    assert len(data.load_gsm8k("train")) == 5 and calls[-1] == ("openai/gsm8k", "main", "train")
+    assert len(data.load_gsm8k("train", limit=2)) == 2 and calls[-1] == ("openai/gsm8k", "main", "train[:2]")
 
     def no_network(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")

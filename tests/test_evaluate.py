@@ -193,6 +193,10 @@ def test_hf_generate_fn_returns_k_tagged_texts_per_prompt(toy):
         out = ev.hf_generate_fn(model, tok, max_new_tokens=3)(["Problem: 1+1", "Q"], 3)
         assert [len(o) for o in out] == [3, 3]
         assert all("<Parallel>" in text for texts in out for text in texts)  # tags survive decoding
+        stats = ev.sample_stats(out[0][0], tok)  # lengths from the sampled ids, not a re-tokenisation
+        assert stats["length"] == len(out[0][0].token_ids) <= 3
+        first = out[0][0].token_ids.index(ids(tok, "<Parallel>")[0])
+        assert stats["first_block_position"] == first / stats["length"]
     finally:
         model.lm_head = model.lm_head.head
 
