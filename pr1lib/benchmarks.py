@@ -15,7 +15,8 @@ Two checkers, both reported for every sample:
   DAPO-style benchmarks (MATH, AIME, AMC) it reads the last ``Final Answer:`` in the last 300
   characters of the tag-free text, normalises both sides Minerva-style (``minerva_normalize``:
   our own code with the same order of operations and word lists) and demands exact string
-  equality, so ``25.`` or ``25.0`` do not match ``25``. On GSM8K-style ones it takes the *first* ``Final Answer: <number>`` match.
+  equality, so ``25.`` or ``25.0`` do not match ``25``. On GSM8K-style ones (GSM8K, TinyGSM) it
+  takes the *first* ``Final Answer: <number>`` and compares digits as strings (``$18`` fails).
 * ``robust_check`` is the reproduction's lenient grader (§9): ``pr1lib.format.extract_answer``
   (last ``Final Answer:`` outside paths), else the last ``\\boxed{}``, compared by
   ``pr1lib.format.answers_match`` (numbers by value, then math-verify).

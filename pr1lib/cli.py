@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "pr1lib.sft",
     "pr1lib.evaluate",
     "pr1lib.bench",
+    "pr1lib.verl",
 )
 
 

@@ -13,9 +13,10 @@ A rerun skips the problems already there, so an interrupted evaluation resumes; 
 mean@k, pass@k (the unbiased estimator, not a bootstrap), the parallel ratio, tag validity, blocks
 per response, where the first block starts, response length and how alike sibling paths are.
 
-Simplifications relative to the paper: lengths and block positions are re-measured by
-re-tokenising the decoded text (characters when no tokenizer is given; ``length_unit`` says which),
-and path similarity is word-level Jaccard overlap rather than the paper's BLEU / embedding cosine.
+Simplifications relative to the paper: lengths and block positions are counted on the sampled
+token ids (both adapters return ``Completion`` strings that carry them), on a re-tokenisation of
+plain-text completions, or in characters when no tokenizer is given (``length_unit`` says which);
+path similarity is word-level Jaccard overlap rather than the paper's BLEU / embedding cosine.
 
 >>> round(pass_at_k(n=4, c=1, k=2), 3)   # 1 - C(3,2)/C(4,2) = 1 - 3/6
 0.5
@@ -165,6 +166,13 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
     """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``checker``.
+
+    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), the same
+    per checker (``*_strict``, ``*_robust``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k),
+    ``parallel_ratio`` (share of samples with >= 1 ``<Parallel>``), ``valid_ratio`` (strict
+    grammar) and ``valid_official_ratio``, ``answer_rate``, ``blocks_per_response``,
+    ``first_block_position`` (mean over samples with a block), ``mean_length`` in ``length_unit``,
+    ``path_overlap`` / ``path_diversity`` (sibling paths; ``None`` without blocks), ``n``, ``k``.
 
     >>> rows = [score_problem({"id": i, "question": "", "answer": "2"}, t, "gsm8k")
     ...         for i, t in enumerate([["Final Answer: 2", "Final Answer: 3"], ["no", "no"]])]
@@ -478,4 +486,5 @@ def _cli_run(args: Any) -> dict:
         add_parallel_tags(tokenizer, model)
     model.eval()
     out = Path(args.out) if args.out else runs_dir() / "eval"
-    return run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(mcfg.name), progress=not args.json)
+    return run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(mcfg.name),
+                    progress=not args.json)

@@ -311,9 +311,16 @@ class _Engine:
         return row
 
     # -- cache bookkeeping ------------------------------------------------------------------
+    @staticmethod
+    def changes(row: _Row) -> bool:
+        """Does the row end, fork, or complete its group of paths?"""
+        if row.done:
+            return True
+        return all(r.waiting for r in row.group) if row.kind == "path" else bool(row.group)
+
     def regroup(self) -> None:
         """Apply forks, merges and finished rows to ``Streams`` (only when something changed)."""
-        if not any(r.done or r.group and (r.kind != "path" or r.waiting) for r in self.rows):
+        if not any(map(self.changes, self.rows)):
             return  # nothing forks, merges or ends this step
         rows, plan, pos = [], [], []
         old_pos, real = self.streams.pos.tolist(), self.streams.valid.sum(dim=1).tolist()

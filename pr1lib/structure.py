@@ -316,7 +316,7 @@ def structured_logprobs(
     divides the logits (as TRL does). The forward always gets the 4D mask with the positions
     (restarted positions without a mask would trip transformers' packed-sequence detection).
     """
-    dtype = next(model.parameters()).dtype
+    dtype = getattr(model, "dtype", torch.float32)
     inputs = attention_inputs(input_ids, tokenizer, mode, response_start, _attn_implementation(model),
                               padding_mask=padding_mask, dtype=dtype)
     keep = logits_to_keep + 1 if logits_to_keep else 0

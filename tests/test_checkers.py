@@ -133,7 +133,7 @@ def test_raw_file_renderings_strict_is_exact_robust_is_numeric():
 # (benchmark, gold exactly as in the file, what the model writes, strict?, robust?)
 RENDERINGS = [
     ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"\left(3,\frac{\pi}{2}\right)", True, True),  # spaces
-    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),  # strict keeps \left
+    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),  # keeps \left
     ("math500", r"\frac{14}{3}", r"\dfrac{14}{3}", False, True),  # strict: no \dfrac rule
     ("math500", r"\frac{14}{3}", "14/3", False, True),  # math-verify: same value
     ("math500", r"\frac{3}{56}", r"\boxed{\frac{3}{56}}", True, True),  # boxed inside the line

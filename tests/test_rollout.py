@@ -104,6 +104,25 @@ def test_recorded_equal_recomputed_with_temperature_top_p_and_three_paths(steere
     assert max_gap(steered, rollouts, temperature=0.7) < 1e-4
 
 
+def test_trainer_layout_left_padded_prompts(steered):
+    """TRL's layout: left-padded prompts, right-padded completions, scored with logits_to_keep."""
+    from pr1lib.structure import structured_logprobs
+
+    rollouts = run(steered, seed=11)
+    wp, wc = max(len(r.prompt_ids) for r in rollouts), max(len(r.completion_ids) for r in rollouts)
+    rows = [[T.pad] * (wp - len(r.prompt_ids)) + r.prompt_ids + r.completion_ids + [T.pad] * (wc - len(r.completion_ids))
+            for r in rollouts]
+    real = [[0] * (wp - len(r.prompt_ids)) + [1] * (len(r.prompt_ids) + len(r.completion_ids))
+            + [0] * (wc - len(r.completion_ids)) for r in rollouts]
+    with torch.no_grad():
+        lp = structured_logprobs(steered, torch.tensor(rows), TOK, "unseen", [wp] * len(rows),
+                                 padding_mask=torch.tensor(real), logits_to_keep=wc)  # (B, wc)
+    assert lp.shape == (len(rollouts), wc)
+    for b, r in enumerate(rollouts):
+        got = lp[b, : len(r.completion_ids)]
+        torch.testing.assert_close(got, torch.tensor(r.logprobs), atol=1e-4, rtol=0)
+
+
 def test_seen_mode_is_plain_decoding(steered):
     rollouts = run(steered, mode="seen")
     assert all(sum(r.forced) == 0 for r in rollouts)
