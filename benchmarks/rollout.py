@@ -159,7 +159,8 @@ def parallel_batch(tok: Any, batch: int, length: int, seed: int = 0) -> tuple[to
     rows = []
     for _ in range(batch):
         text = lambda m: torch.randint(1, vocab, (m,), generator=g).tolist()  # noqa: E731
-        block = [t.parallel, t.path, *text(p - 2), t.end_path, t.path, *text(p - 2), t.end_path, t.end_parallel, t.summary]
+        paths = [t.path, *text(p - 2), t.end_path, t.path, *text(p - 2), t.end_path]
+        block = [t.parallel, *paths, t.end_parallel, t.summary]
         body = text(prompt_len) + text(p) + block + text(p) + block
         rows.append((body + text(length))[:length])
     return torch.tensor(rows), [prompt_len] * batch

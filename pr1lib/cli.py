@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "pr1lib.pretrain",
     "pr1lib.coldstart",
     "pr1lib.sft",
+    "pr1lib.grpo",
     "pr1lib.evaluate",
     "pr1lib.bench",
     "pr1lib.verl",

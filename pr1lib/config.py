@@ -325,3 +325,73 @@ class RolloutConfig(Preset):
         "colab": dict(max_completion_length=1024, max_path_length=512),
         "paper": dict(max_completion_length=3000, max_path_length=4096),
     }
+
+
+@dataclass(frozen=True)
+class GRPOStageConfig(Preset):
+    """Stages 2-3, GRPO (``pr1lib.grpo``). Knobs that are TRL's keep TRL's ``GRPOConfig`` names.
+
+    The paper's recipe (reference/paper-spec.md §4.2): group 8, clip 0.2 (0.28 high for the
+    alternating S2 run), no KL, T = 1.0, lr 1e-6 constant, token-mean loss. The tiny profile keeps
+    the group, clip, KL and temperature, and shrinks lengths and steps; LoRA on a ~1M-parameter
+    model needs a much larger learning rate than full fine-tuning of a 4B one.
+
+    >>> GRPOStageConfig.for_profile("paper").learning_rate, GRPOStageConfig().num_generations
+    (1e-06, 8)
+    """
+
+    stage: int = 3  # 2: easy problems (GSM8K / TinyGSM-easy) | 3: hard ones (DAPO / TinyGSM-hard)
+    reward: str = "alternating"  # accuracy | parallel_correct | tiered | structure | alternating
+    window: int = 10  # alternating: steps per window ...
+    parallel_steps: int = 2  # ... of which the last ones use the tiered reward
+    reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
+    extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms, e.g. (("structure", 0.2),)
+    variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + restarted positions
+    rollout: str = "forked"  # forked | seen (pr1lib.rollout engine) | trl (TRL's model.generate)
+    train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code
+    data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's for the profile
+    train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
+    num_generations: int = 8  # the group size G
+    per_device_train_batch_size: int = 32  # completions per optimizer step (= 4 prompts x G)
+    gradient_accumulation_steps: int = 1
+    max_completion_length: int = 256  # whole response: trunk, every path, injected tags, summary
+    max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
+    max_blocks: int = 4
+    num_paths: int = 2
+    learning_rate: float = 2e-4
+    lr_scheduler_type: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_steps: int = 40
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # None: 0.28 with the alternating reward (S2), else epsilon
+    beta: float = 0.0  # no KL term and no reference model, as in the official scripts
+    temperature: float = 1.0
+    top_p: float = 1.0
+    loss_type: str = "dapo"  # token mean over the batch (verl's token-mean)
+    scale_rewards: str = "group"  # A = (r - mean) / std within each group
+    use_lora: bool = True
+    lora_r: int = 16
+    lora_alpha: int = 32
+    train_tag_rows: bool = True  # with LoRA, the six tag rows of the embedding train too
+    load_in_4bit: bool | None = None  # None: the profile's ModelConfig
+    gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
+    save_steps: int = 10  # checkpoint every N steps; a rerun resumes from the last one
+    logging_steps: int = 1
+    eval_n: int = 100  # held-out test problems of the stage's tier, greedy, before and after
+    eval_max_new_tokens: int = 256
+    eval_mode: str = "forked"  # pr1lib.rollout mode of the before/after evaluation
+    num_threads: int | None = None  # torch CPU threads (None: leave torch's default)
+    seed: int = 0
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8, max_completion_length=48,
+                      max_path_length=16, max_steps=3, save_steps=2, eval_n=4, eval_max_new_tokens=24),
+        "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16, gradient_accumulation_steps=2,
+                      max_completion_length=1024, max_path_length=512, max_steps=100, eval_n=50,
+                      eval_max_new_tokens=1024, train_n=4000),
+        "paper": dict(variant="unseen", learning_rate=1e-6, use_lora=False, per_device_train_batch_size=16,
+                      gradient_accumulation_steps=64, max_completion_length=3000, max_path_length=4096,
+                      max_steps=300, eval_n=500, eval_max_new_tokens=3000, train_n=17917),
+    }

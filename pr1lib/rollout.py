@@ -13,7 +13,8 @@ mode (the "unseen" semantics, decoded for real in parallel):
 
 All rows of all prompts share one cache (``Streams``): every row has its own positions and key
 mask, finished paths wait with masked "holes" for their siblings, and forks, merges and finished
-rows trigger one regroup that also compacts the holes away.
+rows trigger one regroup that also compacts the holes away. A regroup copies the cache once, so
+memory peaks at about twice the cache; pass prompts in chunks if that is too much.
 
 Rules (all deterministic):
 
@@ -104,6 +105,8 @@ class Streams:
         """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
         from transformers import DynamicCache
 
+        if not prompts or min(len(p) for p in prompts) == 0:
+            raise ValueError("every prompt needs at least one token")
         dev = self.model.device
         lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
         width = int(lens.max())
@@ -146,6 +149,7 @@ class Streams:
         self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
 
     def n_real(self, row: int) -> int:
+        """How many real (non-hole) keys row ``row`` has in the cache."""
         return int(self.valid[row].sum())
 
 
@@ -233,7 +237,7 @@ class _Engine:
         cand = sample_tokens(banned, temp, self.cfg.top_p, self.gen)  # (R,)
         cand_lp = self.logp.gather(1, cand[:, None]).squeeze(1).tolist()  # (R,)
         for i, (row, tok, lp) in enumerate(zip(self.rows, cand.tolist(), cand_lp)):
-            if row.feed is None and row.kind == "path" and row.waiting:
+            if row.waiting:  # a finished path waiting for its siblings
                 continue
             (self.path_step if row.kind == "path" else self.main_step)(i, row, tok, lp)
 
@@ -364,7 +368,22 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: Rollout
 
     ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
     dict receives ``fed_tokens`` (tokens run through the model: each prompt and completion token
-    at most once, so no path is ever re-processed) and ``steps`` (decoding steps).
+    at most once, so no path is ever re-processed) and ``steps`` (decoding steps). ``generator``
+    (on the model's device) makes sampling reproducible; it is shared by the batch.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> from pr1lib.models import train_tiny_tokenizer
+    >>> from pr1lib.tokens import add_parallel_tags
+    >>> tok = train_tiny_tokenizer(["think in parallel"] * 5, vocab_size=270)
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8, intermediate_size=32,
+    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)).eval()
+    >>> _ = add_parallel_tags(tok, model)
+    >>> r = generate(model, tok, ["think"], max_completion_length=8, generator=torch.Generator().manual_seed(0))[0]
+    >>> len(r.completion_ids) <= 8, len(r.logprobs) == len(r.forced) == len(r.completion_ids)
+    (True, True)
+    >>> again = rollout_logprobs(model, tok, [r])[0]  # the trainer's view: the same numbers
+    >>> max(abs(a - b) for a, b in zip(r.logprobs, again)) < 1e-4
+    True
     """
     config = (config or RolloutConfig()).replace(**overrides)
     engine = _Engine(model, tokenizer, config, generator)

@@ -242,7 +242,7 @@ def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -
         weight_decay=cfg.weight_decay, adam_beta2=cfg.adam_beta2, max_grad_norm=cfg.max_grad_norm,
         logging_steps=cfg.logging_steps, seed=cfg.seed, data_seed=cfg.seed, save_strategy="no",
         report_to="none", completion_only_loss=True, packing=False, padding_free=False,
-        remove_unused_columns=True, gradient_checkpointing=model_cfg.gradient_checkpointing,
+        remove_unused_columns=True, activation_checkpointing=model_cfg.gradient_checkpointing,
         bf16=cuda and model_cfg.dtype == "bfloat16", fp16=cuda and model_cfg.dtype == "float16",
         use_cpu=not cuda, disable_tqdm=True,
     )
@@ -293,17 +293,43 @@ def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completio
     return fig
 
 
-def live_loss_plot(curves: dict[str, list[dict]], name: str) -> LossLog:
-    """A ``LossLog`` that redraws one notebook figure (all of ``curves`` plus this run) as it logs."""
-    from IPython.display import display
+class LiveLossPlot:
+    """One notebook figure, redrawn as runs log: ``trainer callbacks=[plot.callback("seen")]``."""
 
-    handle = display(loss_figure(curves), display_id=True)
+    def __init__(self, title: str = "SFT loss (completion tokens)"):
+        from IPython.display import display
 
-    def redraw(rows: list[dict]) -> None:
-        curves[name] = list(rows)
-        handle.update(loss_figure(curves))
+        self.title, self.curves = title, {}
+        self.handle = display(loss_figure(self.curves, title), display_id=True)
 
-    return LossLog(redraw)
+    def callback(self, name: str) -> LossLog:
+        def redraw(rows: list[dict]) -> None:
+            self.curves[name] = list(rows)
+            self.handle.update(loss_figure(self.curves, self.title))
+
+        return _PlotLog(redraw)
+
+
+class _PlotLog(LossLog):
+    """A ``LossLog`` of its own class, so a trainer keeps it next to the run's own ``LossLog``."""
+
+
+def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
+    """Side-by-side heatmaps of each collated batch's first mask, from token ``start`` on
+    (rows = queries, columns = keys, dark = may attend)."""
+    from plotly.subplots import make_subplots
+
+    ids = next(iter(batches.values()))["input_ids"][0, start:].tolist()
+    labels = [f"{i}:{tokenizer.decode([t])}" for i, t in enumerate(ids, start)]
+    fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
+    for col, batch in enumerate(batches.values(), 1):
+        allowed = batch["attention_mask"][0, 0, start:, start:].int().tolist()  # (L', L')
+        fig.add_heatmap(z=allowed, x=labels, y=labels, colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
+                        showscale=False, row=1, col=col)
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(height=420, width=880, margin=dict(t=40, b=10, l=10, r=10))
+    return fig
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -435,13 +461,33 @@ class SFTRun:
     samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
 
 
+def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
+    """``(TrainOutput, seconds)``; ``quiet`` drops the trainer's printed log lines (notebooks plot)."""
+    if quiet:
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    start = time.perf_counter()
+    out = trainer.train()
+    return out, time.perf_counter() - start
+
+
+def write_run_card(run_dir: Path, result: dict, cfg: SFTStageConfig, model_cfg: ModelConfig,
+                   loss: list[dict]) -> None:
+    """``run_card.json``: the result plus both configs, library versions and the loss log."""
+    card = {**result, "config": cfg.to_dict(), "model_config": model_cfg.to_dict(),
+            "environment": environment_report(result["profile"], cfg.seed).versions, "loss": loss}
+    (run_dir / "run_card.json").write_text(json.dumps(card, indent=2, default=str))
+    write_loss_csv(loss, run_dir / "loss.csv")
+
+
 def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | None = None,
             out: str | Path | None = None, evaluate: bool = True,
             callbacks: Sequence[TrainerCallback] = (), before: dict | None = None,
-            model_cfg: ModelConfig | None = None) -> SFTRun:
+            model_cfg: ModelConfig | None = None, quiet: bool = False) -> SFTRun:
     """Load, (evaluate), train, evaluate, save adapter + merged copy + run card. ``before`` reuses
     an earlier base-model evaluation (the base is the same for seen and unseen); ``model_cfg``
-    replaces the profile's model (e.g. a local folder)."""
+    replaces the profile's model (e.g. a local folder); ``quiet`` drops the printed log lines."""
     profile, start = check_profile(profile), time.perf_counter()
     run_dir = Path(out or runs_dir() / f"sft-{profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -450,23 +496,19 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
     model_cfg.save(run_dir / "model_config.json")
     model, tokenizer, peft_config = load_sft_policy(model_cfg, cfg.train_tag_rows)
     rows, dropped = sft_rows(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), tokenizer, cfg.max_length)
-    problems = held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []
-    samples: dict[str, list[dict]] = {}
+    problems, samples = (held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []), {}
+    judge = dict(prompt_style=model_cfg.prompt_style, profile=profile, mode=cfg.eval_mode,
+                 max_new_tokens=cfg.eval_max_new_tokens)
     if evaluate and before is None:
-        before, samples["before"] = evaluate_policy(model, tokenizer, problems, model_cfg.prompt_style, profile,
-                                                    cfg.eval_mode, cfg.eval_max_new_tokens)
+        before, samples["before"] = evaluate_policy(model, tokenizer, problems, **judge)
     log = LossLog()
     trainer = build_trainer(cfg, model, tokenizer, peft_config, rows, run_dir / "trainer", model_cfg,
                             [log, *callbacks])
-    t0 = time.perf_counter()
-    train_out = trainer.train()
-    train_seconds = time.perf_counter() - t0
+    train_out, train_seconds = train_timed(trainer, quiet)
     after = None
     if evaluate:
-        after, samples["after"] = evaluate_policy(trainer.model, tokenizer, problems, model_cfg.prompt_style,
-                                                  profile, cfg.eval_mode, cfg.eval_max_new_tokens)
+        after, samples["after"] = evaluate_policy(trainer.model, tokenizer, problems, **judge)
     paths = save_run(trainer, tokenizer, run_dir, model_cfg)
-    write_loss_csv(log.rows, run_dir / "loss.csv")
     result = {
         "profile": profile, "variant": cfg.variant, "model": model_cfg.name, "load_in_4bit": model_cfg.load_in_4bit,
         "use_lora": model_cfg.use_lora, "train_rows": len(rows), "dropped_too_long": dropped,
@@ -474,9 +516,7 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
         "train_seconds": round(train_seconds, 1), "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(), "before": before, "after": after, "run_dir": str(run_dir), **paths,
     }
-    card = {**result, "config": cfg.to_dict(), "model_config": model_cfg.to_dict(),
-            "environment": environment_report(profile, cfg.seed).versions, "loss": log.rows}
-    (run_dir / "run_card.json").write_text(json.dumps(card, indent=2, default=str))
+    write_run_card(run_dir, result, cfg, model_cfg, log.rows)
     return SFTRun(result, run_dir, trainer.model, tokenizer, log.rows, samples)
 
 

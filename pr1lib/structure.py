@@ -37,10 +37,7 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
-try:  # the format module owns the tag strings
-    from pr1lib.format import TAGS
-except ImportError:  # pragma: no cover - fallback while the format module is absent
-    TAGS = ("<Parallel>", "</Parallel>", "<Path>", "</Path>", "<Summary>", "</Summary>")
+from pr1lib.format import TAGS
 
 MODES = ("seen", "unseen")
 

@@ -52,7 +52,8 @@ def test_golden_summary_inside_block():
     seq = HEAD + [S] + tokens("t") + [ES, EP] + tokens("z")
     s = parse(seq, T)
     assert s.positions == [0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    allowed = allowed_mask(torch.tensor([s.block]), torch.tensor([s.path]), torch.ones(1, len(seq), dtype=torch.bool))[0]
+    real = torch.ones(1, len(seq), dtype=torch.bool)
+    allowed = allowed_mask(torch.tensor([s.block]), torch.tensor([s.path]), real)[0]
     attends = {q: allowed[q].nonzero().squeeze(1).tolist() for q in range(len(seq))}
     assert attends[7] == list(range(8))
     assert attends[8] == [0, 1, 2, 3, 8]
@@ -223,3 +224,14 @@ def test_tag_ids_and_api_drift_guards(model):
         cache.crop(2)
     with pytest.raises(ValueError, match="2D"):
         model.generate(torch.tensor([[5, 6]]), attention_mask=torch.ones(1, 1, 2, 2), max_new_tokens=1)
+
+
+def test_tokenizer_without_tags_is_a_clear_error():
+    class NoTags:
+        unk_token_id, pad_token_id = 1, 0
+
+        def convert_tokens_to_ids(self, tokens):
+            return [1] * len(tokens)
+
+    with pytest.raises(ValueError, match="lacks"):
+        tag_ids(NoTags())

@@ -1,0 +1,287 @@
+# %% [markdown]
+# # 03 · Stage 1: cold-start SFT with LoRA (4-bit where available), seen and unseen
+#
+# **Goal:** teach a base model the parallel-thinking format by supervised fine-tuning on the
+# cold-start set from notebook 02, in both of the paper's variants, and measure what changed.
+#
+# You will learn
+# - the paper's SFT recipe (loss on the response only, per-sample token mean, cosine schedule) and how
+#   it maps onto TRL's `SFTTrainer`, LoRA through PEFT and NF4 4-bit loading;
+# - why the six new tag rows must train alongside LoRA, and how to check that they did;
+# - what **seen** and **unseen** SFT feed the model: the same tokens, two attention masks and two sets
+#   of position ids, with the structure read from the **response only**;
+# - how much GPU memory the colab and paper settings need (computed), and what a run folder holds;
+# - how format validity, parallel ratio, accuracy and length move from before to after SFT.
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+
+# %%
+from pr1lib.config import check_profile, environment_report, runs_dir, set_seed
+
+PROFILE = check_profile(PROFILE)
+set_seed(SEED)
+print(environment_report(PROFILE, SEED))
+
+# %% [markdown]
+# ## 1. The recipe
+#
+# The paper fine-tunes Qwen3-4B-Base on its 7k-row Parallel-GSM8K set for 5 epochs: AdamW with
+# lr 1e-5, betas (0.9, 0.95), weight decay 0.01, cosine decay after a 10 % warm-up, global batch 128,
+# sequences up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged
+# per sample and then over samples (its micro-batches hold one sample each). The end-of-text token is
+# appended to every response, so the model learns to stop.
+#
+# `SFTStageConfig` holds these knobs under TRL's names; each profile picks values that fit its
+# hardware. `paper` is the recipe above, as full fine-tuning. `colab` is QLoRA (4-bit base + LoRA)
+# on a T4, so its learning rate is the usual LoRA one. `tiny` trains LoRA on this project's ~2M-parameter
+# model on a laptop CPU; a model that small needs a much larger step. `smoke` takes four steps to show
+# that everything is wired.
+
+# %%
+import datasets
+import pandas as pd
+import transformers
+
+from pr1lib import sft
+from pr1lib.config import SFTStageConfig
+
+datasets.disable_progress_bars()
+transformers.utils.logging.disable_progress_bar()
+pd.set_option("display.max_colwidth", 160)
+config = SFTStageConfig.for_profile(PROFILE, seed=SEED)
+model_config = sft.sft_model_config(config, PROFILE)
+shown = ["variant", "learning_rate", "lr_scheduler_type", "warmup_ratio", "num_train_epochs", "max_steps",
+         "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "loss_reduction",
+         "use_lora", "load_in_4bit", "budget_vram_gib", "budget_minutes"]
+recipes = pd.DataFrame({p: SFTStageConfig.for_profile(p).to_dict() for p in ("smoke", "tiny", "colab", "paper")})
+recipes.loc[shown].astype(str)
+
+# %% [markdown]
+# `load_in_4bit = None` means "whatever the profile's model config says": NF4 for `colab`, full
+# precision elsewhere. This run's model:
+
+# %%
+print(model_config)
+
+# %% [markdown]
+# ## 2. The memory budget for the GPU profiles
+#
+# These numbers are **computed**, not measured (no GPU took part in writing this notebook):
+# weights at ~0.53 byte per parameter in NF4 with double quantization (2 bytes in bf16), 16 bytes per
+# *trainable* parameter (fp32 weight, gradient and two AdamW moments), activations with gradient
+# checkpointing (one saved input per layer plus one layer recomputed), the boolean 4D mask of the
+# unseen variant (`batch × length²` bytes) and ~0.6 GiB of CUDA context. TRL's fused LM head scores
+# tokens in tiles, so the `batch × length × 151,936` logits tensor (5 GiB in fp32 at batch 4 ×
+# 2,048) is never built. Treat them as a floor; allocator fragmentation adds 10–20 %.
+
+# %% tags=["report"]
+budgets = []
+for name, four_bit, r, batch, length in [("Qwen/Qwen3-0.6B-Base", True, 16, 4, 2048),
+                                         ("Qwen/Qwen3-1.7B-Base", True, 16, 2, 2048),
+                                         ("Qwen/Qwen3-4B-Base", True, 16, 1, 4096),
+                                         ("Qwen/Qwen3-4B-Base", False, None, 1, 4096)]:
+    est = sft.memory_estimate(sft.QWEN3_SHAPES[name], batch, length, four_bit, r)
+    setup = f"{'NF4 + LoRA r=' + str(r) if four_bit else 'bf16 full fine-tune'}, batch {batch} x {length}"
+    budgets.append({"model": name.split("/")[1], "setup": setup, **est})
+budgets = pd.DataFrame(budgets).set_index(["model", "setup"])
+print(f"colab budget: {SFTStageConfig.for_profile('colab').budget_vram_gib} GiB of a 16 GB T4, "
+      f"{SFTStageConfig.for_profile('colab').budget_minutes} minutes; all numbers computed (GiB)")
+budgets
+
+# %% [markdown]
+# QLoRA on the 0.6B model leaves most of a T4 free; even the 4B model fits in 4-bit at the paper's
+# length. Full fine-tuning of the 4B model needs ~60 GiB for weights, gradients and optimizer states
+# alone, which is why the paper used eight GPUs with FSDP.
+
+# %% [markdown]
+# ## 3. The data
+#
+# The cold-start set comes from notebook 02's pipeline: TinyGSM-easy problems through the rule
+# teacher, filtered for a strictly valid format, at least one block and the right answer. The
+# command line builds the same set (`python -m pr1lib sft`); set `DATA` to the folder of a saved set
+# (notebook 02's `runs/02_cold_start_data-<profile>/sft`) to train on that one instead.
+#
+# Each row is rendered as the model will see it: the prompt in this profile's style, then the
+# completion, then end-of-text. Rows longer than `max_length` are dropped, never cut, because a
+# trace cut inside a path would teach the model to stop mid-thought.
+
+# %%
+DATA = None
+OUT = runs_dir() / f"03_sft_lora-{PROFILE}"
+base_model, tokenizer, lora_config = sft.load_sft_policy(model_config, config.train_tag_rows)
+raw = sft.load_coldstart(DATA, config, model_config.prompt_style, OUT)
+rows, dropped = sft.sft_rows(raw, tokenizer, config.max_length)
+print(f"{len(rows)} rows ({dropped} dropped as too long), data hash {sft.data_hash(rows)}")
+print(rows[0]["prompt"] + rows[0]["completion"])
+
+# %% [markdown]
+# ## 4. Seen and unseen: the same tokens, two views
+#
+# TRL tokenizes each row twice (prompt alone, prompt + completion) and sets the labels of the prompt
+# tokens to −100, so only the response is trained. The **seen** variant stops there: plain causal
+# attention, positions 0, 1, 2, …, TRL's own collator.
+#
+# The **unseen** variant swaps in `ParallelCollator`. It pads the batch on the right and calls
+# `pr1lib.structure.attention_inputs` with `response_start` = the first trained token of each row.
+# Inside a block, a path cannot attend to its sibling paths, and every path restarts at the position
+# right after `<Parallel>`. The summary and everything after it see all paths. The structure is read
+# from the response only: the paper's prompt mentions the tags by name, and the official data set
+# parsed them there too, which put 47 prompt tokens at position 0 (spec §9.1). The mask always
+# travels with the positions: restarted positions without a mask would make transformers treat the
+# sequence as several packed ones.
+
+# %%
+example = {"input_ids": tokenizer(rows[0]["prompt"] + rows[0]["completion"])["input_ids"] + [tokenizer.eos_token_id]}
+n_prompt = len(tokenizer(rows[0]["prompt"])["input_ids"])
+example["labels"] = [-100] * n_prompt + example["input_ids"][n_prompt:]
+views = {mode: sft.ParallelCollator(tokenizer, mode)([example]) for mode in ("seen", "unseen")}
+sft.mask_figure(views, tokenizer, start=n_prompt - 2)
+
+# %% [markdown]
+# Dark squares are allowed attention. Under "unseen", each later path's rows have a blank rectangle
+# where the earlier paths' keys are. Below are the tags of the example with their position ids:
+# every `<Path>` starts at the same position under "unseen", and `</Parallel>` continues after the
+# longest path. Every tag is trained (it is part of the response).
+
+# %%
+from pr1lib.format import TAGS
+
+tokens = pd.DataFrame({
+    "token": [tokenizer.decode([t]) for t in example["input_ids"]],
+    "trained": [label != -100 for label in example["labels"]],
+    "position (seen)": views["seen"]["position_ids"][0].tolist(),
+    "position (unseen)": views["unseen"]["position_ids"][0].tolist(),
+})
+tokens[tokens["token"].isin(TAGS) | (tokens.index == n_prompt)]
+
+# %% [markdown]
+# ## 5. The model: tags, LoRA and 4-bit
+#
+# `load_sft_policy` adds the six tags as single tokens, gives each new embedding row the mean of the
+# rows of the pieces it used to split into (`<`, `Path`, `>`), loads the base in NF4 when asked, and
+# builds a `LoraConfig` on every linear layer. LoRA alone would leave the tag rows at their initial
+# values, so `trainable_token_indices` makes PEFT train exactly those six rows too (the tied LM head
+# follows the embedding). Two traps are handled here. TRL's fused LM head reads `lm_head.bias`,
+# which PEFT's wrapper for those rows does not expose. And on CPU, bitsandbytes repacks 4-bit weights
+# for a faster inference kernel the first time they run in eval mode; that kernel has no backward,
+# so LoRA gradients after a "before" evaluation would be silently wrong. `keep_4bit_differentiable`
+# turns the repacking off.
+
+# %%
+from pr1lib.tokens import tag_token_ids
+
+print("tag ids:", tag_token_ids(tokenizer))
+print("4-bit base:", getattr(base_model, "is_loaded_in_4bit", False))
+if lora_config is not None:
+    print(f"LoRA r={lora_config.r}, alpha={lora_config.lora_alpha}, targets={lora_config.target_modules}, "
+          f"tag rows={lora_config.trainable_token_indices}")
+del base_model  # each run below loads its own copy of the base
+
+# %% [markdown]
+# ## 6. Training, seen and unseen
+#
+# `run_sft` evaluates the base model once on held-out TinyGSM-easy *test* problems, trains, evaluates
+# again, and saves the run. Both evaluations decode greedily with `pr1lib.rollout`, the engine the
+# RL stage samples with (`forked` mode: paths decode as separate rows from the shared prefix). The
+# figure updates while the two runs train.
+
+# %%
+plot = sft.LiveLossPlot()
+runs, before = {}, None
+for variant in ("seen", "unseen"):
+    cfg = config.replace(variant=variant)
+    runs[variant] = sft.run_sft(cfg, PROFILE, DATA or OUT / "coldstart", OUT / variant,
+                                callbacks=[plot.callback(variant)], before=before, quiet=True)
+    before = runs[variant].result["before"]
+    print(f"{variant}: {runs[variant].result['steps']} steps in {runs[variant].result['train_seconds']} s")
+
+# %% [markdown]
+# ## 7. Before and after
+#
+# Four numbers per model, parsed exactly as the rewards parse them: **valid_block_rate**, the share of
+# completions with at least one block and a strictly valid format (the tiny target is ≥ 80 %);
+# **parallel_ratio**, the share that opens a block at all; **accuracy** (the tiny target: at most
+# 10 points below the base model); and **mean_length** in completion tokens. A base model that never
+# writes a tag is "valid" in the strict grammar (no tags, no errors), so `valid_ratio` alone says little.
+
+# %% tags=["report"]
+metrics = ["valid_block_rate", "valid_ratio", "parallel_ratio", "accuracy", "mean_length", "n"]
+table = pd.DataFrame({"base": before, **{f"SFT {v}": r.result["after"] for v, r in runs.items()}}).T[metrics]
+table["train_seconds"] = [None] + [r.result["train_seconds"] for r in runs.values()]
+for variant, run in runs.items():
+    after = run.result["after"]
+    print(f"{variant}: valid block rate {after['valid_block_rate']:.0%} (target >= 80%), accuracy "
+          f"{after['accuracy']:.0%} vs base {before['accuracy']:.0%} (target: at most 10 points lower)")
+table
+
+# %% [markdown]
+# The same problems, before and after (first three):
+
+# %% tags=["report"]
+samples = pd.DataFrame({
+    "gold": [s["gold"] for s in runs["seen"].samples["before"]],
+    "base": [s["completion"] for s in runs["seen"].samples["before"]],
+    **{f"SFT {v}": [s["completion"] for s in r.samples["after"]] for v, r in runs.items()},
+})
+samples.head(3).T
+
+# %% [markdown]
+# ## 8. What a run leaves behind
+#
+# Each run folder holds the stage config and the model config (`config.json`, `model_config.json`),
+# the LoRA adapter with the six trained tag rows (`adapter/`), a **merged** copy that loads with a
+# plain `from_pretrained` (`merged/`; with a 4-bit base the adapter is merged into the
+# full-precision weights), the loss log (`loss.csv`) and a run card with the data hash, steps,
+# timings and metrics. Reloading needs no network. The classic failure with new tokens and LoRA is a
+# reloaded model whose tags are split into pieces again, or whose tag rows are back at their initial
+# values; the check below decodes a trace with the reloaded tokenizer and compares logits with the
+# trained model.
+
+# %%
+import json
+
+import torch
+
+run = runs["unseen"]
+card = json.loads((run.run_dir / "run_card.json").read_text())
+print(sorted(p.name for p in run.run_dir.iterdir()))
+print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds", "use_lora", "load_in_4bit")})
+reloaded, reloaded_tok = sft.load_run(run.run_dir, merged=True)
+ids = reloaded_tok(rows[0]["prompt"] + rows[0]["completion"], return_tensors="pt")["input_ids"]
+with torch.no_grad():
+    gap = (reloaded(input_ids=ids).logits - run.model.eval()(input_ids=ids).logits).abs().max().item()
+single = all(len(reloaded_tok.encode(t, add_special_tokens=False)) == 1 for t in ("<Parallel>", "<Path>", "<Summary>"))
+print("tags are single tokens after reload:", single,
+      "| max logit gap, merged vs trained:", f"{gap:.1e}")
+
+# %% [markdown]
+# The same stage from the command line (it prints the config, trains, and ends with one JSON line):
+#
+# ```bash
+# python -m pr1lib sft --profile tiny --variant both          # seen and unseen, before/after metrics
+# python -m pr1lib sft --profile colab --set load_in_4bit=True --data runs/02_cold_start_data-colab/sft
+# ```
+
+# %% [markdown]
+# ## Summary
+#
+# - Stage 1 is TRL's `SFTTrainer` with completion-only loss, a per-sample token mean, LoRA on every
+#   linear layer plus the six tag rows, and an NF4 base where memory is tight.
+# - Seen and unseen SFT differ only in what the collator hands the model: unseen adds a 4D mask that
+#   hides sibling paths from each other and position ids that restart at each path, parsed from the
+#   response so the prompt stays sequential.
+# - After a few minutes on a CPU the tiny model writes valid parallel blocks on held-out problems and
+#   keeps most of its accuracy; the table above has this run's numbers.
+# - A run folder is self-contained: configs, adapter, merged model, loss log and run card.
+#
+# ## Exercises
+#
+# 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and what
+#    does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
+# 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use a
+#    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens land
+#    on the same positions, and what does the model see at inference instead?
+# 3. Switch `loss_reduction` to `"token"` and compare the loss curves. Which rows weigh more under
+#    each reduction, and when would the difference matter for traces of very different lengths?

@@ -1,0 +1,116 @@
+"""pretrain-tiny: batches, the loss that falls, exact resume, and the shipped model's accuracy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from pr1lib import pretrain
+from pr1lib.cli import main
+from pr1lib.config import REPO_ROOT, PretrainConfig
+from pr1lib.models import TINY_MODEL_DIR, build_random_tiny, load_tiny_tokenizer
+from pr1lib.pretrain import (
+    accumulate_loss, encode_batch, evaluate_accuracy, generate_solutions, score, step_records, training_pair,
+)
+from pr1lib.tasks import generate
+
+SHIPPED = REPO_ROOT / TINY_MODEL_DIR
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tiny_tokenizer()
+
+
+def test_labels_cover_exactly_the_solution_and_eos(tok):
+    records = generate(3, "hard", "train", seed=2)
+    batch = encode_batch(tok, records)
+    for row, record in enumerate(records):
+        labels = batch["labels"][row]
+        kept = labels[labels != -100].tolist()
+        assert kept[-1] == tok.eos_token_id
+        assert tok.decode(kept[:-1]) == training_pair(record)[1]
+        assert batch["attention_mask"][row].sum() == len(tok(''.join(training_pair(record)))["input_ids"]) + 1
+
+
+def test_step_batches_are_a_function_of_seed_and_step():
+    cfg = PretrainConfig(batch_size=10, hard_fraction=0.3)
+    assert step_records(cfg, 5) == step_records(cfg, 5)
+    assert step_records(cfg, 5) != step_records(cfg, 6)
+    assert step_records(cfg, 5) != step_records(cfg.replace(seed=1), 5)
+    hard = [r for r in step_records(cfg, 5) if r["answer"].count("<<") >= 3]
+    assert len(hard) == 3
+
+
+def test_bucketed_loss_has_the_gradient_of_the_whole_batch(tok):
+    model, _ = build_random_tiny(seed=0, tokenizer=tok)
+    records = generate(6, "easy", "train") + generate(2, "hard", "train")
+    grads = []
+    for buckets in (1, 3):
+        model.zero_grad()
+        loss = accumulate_loss(model, tok, records, buckets)
+        grads.append((loss, model.lm_head.weight.grad.clone()))
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+    assert torch.allclose(grads[0][1], grads[1][1], atol=1e-6)
+
+
+def test_score_reads_the_final_answer_line():
+    records = [{"answer": "#### 12"}, {"answer": "#### 12"}, {"answer": "#### 12"}]
+    assert score(["x\nFinal Answer: 12", "Final Answer: 13", "12"], records) == [True, False, False]
+
+
+def test_left_padded_batch_generation_matches_one_at_a_time(tok):
+    model, _ = build_random_tiny(seed=0, tokenizer=tok)
+    questions = [r["question"] for r in generate(3, "hard", "test")] + ["Tom has 2 pens. How many?"]
+    batched = generate_solutions(model, tok, questions, max_new_tokens=12)
+    alone = [generate_solutions(model, tok, [q], max_new_tokens=12)[0] for q in questions]
+    assert batched == alone
+    assert tok.padding_side == "right"  # restored
+
+
+def test_smoke_pretrain_command_lowers_the_loss(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["pretrain-tiny", "--profile", "smoke", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = (out / "loss.csv").read_text().splitlines()[1:]
+    losses = [float(row.split(",")[1]) for row in rows]
+    assert losses[-1] < 0.7 * losses[0]
+    assert summary["final_loss"] == pytest.approx(losses[-1])
+    assert {"easy_greedy", "hard_greedy", "easy_t1", "train_time_s"} <= set(summary)
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert json.loads((out / "pretrain_config.json").read_text())["max_steps"] == 10
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    cfg = PretrainConfig.for_profile("smoke", max_steps=6, save_steps=3, batch_size=4, num_threads=1)
+    pretrain.pretrain(cfg, tmp_path / "straight", progress=False, evaluate=False)
+    real = pretrain.step_records
+
+    def crash_at_step_4(c, step):
+        if step == 4:
+            raise KeyboardInterrupt
+        return real(c, step)
+
+    monkeypatch.setattr(pretrain, "step_records", crash_at_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain.pretrain(cfg, tmp_path / "resumed", progress=False, evaluate=False)
+    assert (tmp_path / "resumed" / "checkpoint" / "state.pt").exists()
+    monkeypatch.setattr(pretrain, "step_records", real)
+    pretrain.pretrain(cfg, tmp_path / "resumed", progress=False, evaluate=False)
+    from safetensors.torch import load_file
+
+    a, b = (load_file(tmp_path / d / "model.safetensors") for d in ("straight", "resumed"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.skipif(not (SHIPPED / "model.safetensors").exists(), reason="data/tiny-base not built")
+def test_shipped_model_solves_half_of_50_held_out_easy_problems():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED).eval()
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
+    accuracy = evaluate_accuracy(model, tokenizer, generate(50, "easy", "test", seed=0), max_new_tokens=128)
+    assert accuracy >= 0.5
