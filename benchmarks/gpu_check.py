@@ -17,6 +17,9 @@ failure (say, out of memory) is recorded and the rest still runs:
   two parallel blocks each: per-token log-probs under the causal (seen) or path-isolating (unseen,
   ``pr1lib.structure``) mask, a clipped policy-gradient loss, backward and an AdamW step.
 
+Log-probs come from TRL's fused LM head (``trl.trainer.utils.add_fused_lm_head``), as in
+``pr1lib.sft`` and ``pr1lib.grpo``: the ``(batch, length, vocab)`` logits are never built.
+
 Each entry has the median step time (``step_s``) and the peak CUDA memory of the step
 (``peak_gib``, ``torch.cuda.max_memory_allocated``). Without CUDA the script prints
 ``{"skipped": true, ...}`` and exits 0, unless ``--tiny-shapes`` asks for the CPU dry run with
@@ -42,6 +45,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import torch  # noqa: E402
+
+STARTED = time.monotonic()  # the budget counts from here, imports included
 
 # config.json of the Qwen3 base models (tied embeddings, head_dim 128, vocab 151936)
 SHAPES: dict[str, dict[str, int]] = {
@@ -78,8 +83,8 @@ class Sizes:
 class Budget:
     """Wall-clock budget: ``left()`` seconds remain; a SIGALRM stops a step that runs past the end."""
 
-    def __init__(self, seconds: float, grace: float = 30.0):
-        self.end = time.monotonic() + seconds
+    def __init__(self, seconds: float, grace: float = 30.0, start: float | None = None):
+        self.end = (time.monotonic() if start is None else start) + seconds
         self.grace = grace
 
     def left(self) -> float:
@@ -220,9 +225,12 @@ def build_model(shape: dict[str, int], vocab: int, four_bit: bool = True) -> tup
 
 
 def add_lora(model: Any, r: int) -> tuple[Any, int]:
-    """PEFT LoRA on all linear layers, gradient checkpointing on; returns (model, trainable params)."""
+    """TRL's fused LM head (as the SFT and GRPO trainers add it), then PEFT LoRA on all linear
+    layers and gradient checkpointing; returns (model, trainable params)."""
     from peft import LoraConfig, get_peft_model
+    from trl.trainer.utils import add_fused_lm_head
 
+    add_fused_lm_head(model)  # before PEFT, as TRL requires
     model.config.use_cache = False
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear",
@@ -237,19 +245,23 @@ def lora_param_count(shape: dict[str, int], r: int) -> int:
     >>> lora_param_count(SHAPES["qwen3-0.6b"], 16)
     10092544
     """
-    h, q, kv, m = shape["hidden"], shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"], shape["mlp"]
+    h, m = shape["hidden"], shape["mlp"]
+    q, kv = shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
     pairs = [(h, q), (h, kv), (h, kv), (q, h), (h, m), (h, m), (m, h)]
     return shape["layers"] * sum(r * (a + b) for a, b in pairs)
 
 
 # ---------------------------------------------------------------- inputs
-def parallel_sequences(tags: Any, rows: int, prompt: int, completion: int, vocab: int, seed: int = 0) -> torch.Tensor:
-    """``(rows, prompt + completion)`` random ids whose completion holds two blocks of two paths."""
+def parallel_sequences(tags: Any, rows: int, prompt: int, completion: int, vocab: int,
+                       seed: int = 0) -> torch.Tensor:
+    """``(rows, prompt + completion)`` random ids whose completion holds two blocks of two paths,
+    each path ``completion // 8`` tokens long, tags included."""
     g = torch.Generator().manual_seed(seed)
     text = lambda n: torch.randint(1, vocab, (max(n, 0),), generator=g).tolist()  # noqa: E731
     p = max(completion // 8, 3)
-    block = lambda: [tags.parallel, tags.path, *text(p - 2), tags.end_path,  # noqa: E731
-                     tags.path, *text(p - 2), tags.end_path, tags.end_parallel, tags.summary, *text(2), tags.end_summary]
+    path = lambda: [tags.path, *text(p - 2), tags.end_path]  # noqa: E731
+    block = lambda: [tags.parallel, *path(), *path(), tags.end_parallel, tags.summary, *text(2),  # noqa: E731
+                     tags.end_summary]
     out = []
     for _ in range(rows):
         body = text(p) + block() + text(p) + block()
@@ -275,17 +287,25 @@ def lora_norm(model: Any) -> float:
     return float(sum(p.detach().float().norm() for n, p in model.named_parameters() if "lora_B" in n))
 
 
-def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, Any]:
-    """One QLoRA SFT step: loss on the second half of each sequence (the completion)."""
-    device = next(model.parameters()).device
-    ids = parallel_sequences(tags, sizes.sft_batch, sizes.sft_len // 2, sizes.sft_len - sizes.sft_len // 2, vocab).to(device)
+def completion_labels(ids: torch.Tensor, prompt: int) -> torch.Tensor:
+    """Labels that score the completion only (``-100`` on the first ``prompt`` tokens)."""
     labels = ids.clone()
-    labels[:, : sizes.sft_len // 2] = -100
+    labels[:, :prompt] = -100
+    return labels
+
+
+def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, Any]:
+    """One QLoRA SFT step as ``pr1lib.sft`` takes it: TRL's fused LM head (no full logits), loss on
+    the second half of each sequence (the completion), AdamW."""
+    device, half = next(model.parameters()).device, sizes.sft_len // 2
+    ids = parallel_sequences(tags, sizes.sft_batch, half, sizes.sft_len - half, vocab).to(device)
+    labels = completion_labels(ids, half)
     opt = torch.optim.AdamW(trainable(model), lr=1e-4)
     before = lora_norm(model)
 
     def step() -> float:
-        loss = model(input_ids=ids, labels=labels, use_cache=False).loss
+        out = model(input_ids=ids, labels=labels, use_cache=False, fused_lm_head=True)
+        loss = -out.log_probs.sum() / out.label_mask.sum()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -297,27 +317,33 @@ def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, An
 
 
 def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> dict[str, Any]:
-    """One GRPO policy update on a group: masked log-probs, clipped PG loss (token mean), AdamW."""
-    from pr1lib.structure import structured_logprobs
+    """One GRPO policy update on a group as ``pr1lib.grpo`` runs it: completion log-probs from the
+    fused LM head (``seen``: TRL's causal forward; ``unseen``: plus the 4D mask and positions of
+    ``pr1lib.structure``), a clipped policy-gradient loss (token mean), AdamW."""
+    from pr1lib.structure import attention_inputs
 
-    device, c = next(model.parameters()).device, sizes.grpo_completion
-    ids = parallel_sequences(tags, sizes.grpo_group, sizes.grpo_prompt, c, vocab, seed=1).to(device)
+    device, prompt = next(model.parameters()).device, sizes.grpo_prompt
+    ids = parallel_sequences(tags, sizes.grpo_group, prompt, sizes.grpo_completion, vocab, seed=1).to(device)
+    labels = completion_labels(ids, prompt)
     adv = torch.randn(sizes.grpo_group, 1, generator=torch.Generator().manual_seed(0)).to(device)
-    starts = [sizes.grpo_prompt] * sizes.grpo_group
+    extra = ({"attention_mask": torch.ones_like(ids)} if mode == "seen" else
+             attention_inputs(ids, tags, "unseen", [prompt] * ids.shape[0], "sdpa"))
     opt = torch.optim.AdamW(trainable(model), lr=1e-6)
 
     def step() -> float:
-        logp = structured_logprobs(model, ids, tags, mode, starts, logits_to_keep=c)  # (G, C)
+        out = model(input_ids=ids, labels=labels, fused_lm_head=True, **extra)
+        logp, mask = out.log_probs, out.label_mask.float()  # (G, L-1)
         ratio = torch.exp(logp - logp.detach())  # 1, with the gradient of logp (one update per batch)
-        loss = -torch.min(ratio * adv, ratio.clamp(0.8, 1.28) * adv).mean()
+        per_token = -torch.min(ratio * adv, ratio.clamp(0.8, 1.28) * adv)
+        loss = (per_token * mask).sum() / mask.sum()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return logp.detach().float().mean().item()
+        return ((logp.detach() * mask).sum() / mask.sum()).item()
 
     seconds, peak, mean_logp = timed(step, sizes.repeats)
-    return {"step_s": round(seconds, 4), "peak_gib": peak, "group": sizes.grpo_group,
-            "tokens": int(ids.numel()), "mean_logp": round(mean_logp, 6), "masked_pairs": masked_pairs(ids.cpu(), tags, sizes.grpo_prompt, mode),
+    return {"step_s": round(seconds, 4), "peak_gib": peak, "group": sizes.grpo_group, "tokens": int(ids.numel()),
+            "mean_logp": round(mean_logp, 6), "masked_pairs": masked_pairs(ids.cpu(), tags, prompt, mode),
             "mask_gib": gib(ids.shape[0] * ids.shape[1] ** 2) if mode == "unseen" else 0.0}
 
 
@@ -409,14 +435,15 @@ def environment() -> dict[str, Any]:
 
 
 def run(models: list[str] | None = None, tiny: bool = False, budget_s: float = 400.0,
-        four_bit: bool = True, out: str | None = None) -> dict[str, Any]:
-    """The whole check as one dict (see the module docstring)."""
+        four_bit: bool = True, out: str | None = None, start: float | None = None) -> dict[str, Any]:
+    """The whole check as one dict (see the module docstring); the budget counts from ``start``
+    (``time.monotonic()``; default: now)."""
     start = time.perf_counter()
     if not cuda() and not tiny:
         return {"skipped": True, "reason": "no CUDA device (use --tiny-shapes for the CPU dry run)",
                 "environment": environment()}
     sizes = Sizes.tiny() if tiny else Sizes()
-    budget = Budget(budget_s)
+    budget = Budget(budget_s, start=start)
     budget.arm()
     result: dict[str, Any] = {"skipped": False, "tiny_shapes": tiny, "sizes": asdict(sizes), "budget_s": budget_s,
                               "environment": environment(), "models": {}, "note": "measured; weights are random"}
@@ -456,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in models if m not in SHAPES]
     if unknown:
         p.error(f"unknown model(s) {unknown}; choose from {list(SHAPES)}")
-    result = run(models, args.tiny_shapes, args.budget_s, not args.no_4bit, args.out)
+    result = run(models, args.tiny_shapes, args.budget_s, not args.no_4bit, args.out, start=STARTED)
     print(json.dumps(result), flush=True)
     return 0
 

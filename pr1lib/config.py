@@ -195,7 +195,7 @@ class PretrainConfig(Preset):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_steps=10, batch_size=8, warmup_steps=2, logging_steps=2, save_steps=5,
-                      eval_n=4, max_new_tokens=48),
+                      eval_n=4, max_new_tokens=48, num_threads=1),
     }
 
 
@@ -251,6 +251,8 @@ class SFTStageConfig(Preset):
     max_grad_norm: float = 1.0
     loss_reduction: str = "sample"  # sample: mean over samples of per-sample token means (paper) | token
     use_lora: bool = True  # False: full fine-tuning (the paper)
+    lora_r: int | None = None  # None: the profile's ModelConfig (targets: ModelConfig.lora_target_modules)
+    lora_alpha: int | None = None
     train_tag_rows: bool = True  # with LoRA, the six tag rows of the embedding train too
     load_in_4bit: bool | None = None  # NF4 through BitsAndBytesConfig; None: the profile's ModelConfig
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
@@ -258,9 +260,10 @@ class SFTStageConfig(Preset):
     train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
     eval_n: int = 100  # held-out TinyGSM-easy test problems for the before/after evaluation
     eval_max_new_tokens: int = 256
-    eval_mode: str = "forked"  # pr1lib.rollout mode for the before/after evaluation (the RL engine's)
+    eval_mode: str | None = None  # pr1lib.rollout mode for before/after; None: seen -> "seen", unseen -> "forked"
     budget_vram_gib: float | None = None  # stated budget for the GPU profiles (see ``memory_estimate``)
     budget_minutes: float | None = None
+    num_threads: int | None = 1  # torch CPU threads; 1 is fastest for the tiny model (None: torch's default)
     seed: int = 0
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -268,10 +271,10 @@ class SFTStageConfig(Preset):
                       train_n=24, eval_n=4, eval_max_new_tokens=24),
         "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
                       gradient_accumulation_steps=4, max_length=2048, train_n=2000, eval_n=50,
-                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0),
+                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0, num_threads=None),
         "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
                       per_device_train_batch_size=1, gradient_accumulation_steps=128, max_length=4096,
-                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000),
+                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000, num_threads=None),
     }
 
 
@@ -382,7 +385,7 @@ class GRPOStageConfig(Preset):
     eval_n: int = 100  # held-out test problems of the stage's tier, greedy, before and after
     eval_max_new_tokens: int = 256
     eval_mode: str = "forked"  # pr1lib.rollout mode of the before/after evaluation
-    num_threads: int | None = None  # torch CPU threads (None: leave torch's default)
+    num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model's small matmuls
     seed: int = 0
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -390,8 +393,8 @@ class GRPOStageConfig(Preset):
                       max_path_length=16, max_steps=3, save_steps=2, eval_n=4, eval_max_new_tokens=24),
         "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16, gradient_accumulation_steps=2,
                       max_completion_length=1024, max_path_length=512, max_steps=100, eval_n=50,
-                      eval_max_new_tokens=1024, train_n=4000),
+                      eval_max_new_tokens=1024, train_n=4000, num_threads=None),
         "paper": dict(variant="unseen", learning_rate=1e-6, use_lora=False, per_device_train_batch_size=16,
                       gradient_accumulation_steps=64, max_completion_length=3000, max_path_length=4096,
-                      max_steps=300, eval_n=500, eval_max_new_tokens=3000, train_n=17917),
+                      max_steps=300, eval_n=500, eval_max_new_tokens=3000, train_n=17917, num_threads=None),
     }

@@ -154,11 +154,22 @@ def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str, prof
                               "answer": [str(r["answer"]) for r in records]})
 
 
-def held_out(cfg: GRPOStageConfig, tier: str) -> list[dict]:
-    """``cfg.eval_n`` held-out test problems of a TinyGSM tier (``question``, ``answer`` with ``####``)."""
-    from pr1lib.tasks import generate
+# Held-out evaluation sets per profile: "easy" and "hard" (pr1lib.benchmarks names).
+EVAL_SETS = {"smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+             "tiny": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+             "colab": {"easy": "gsm8k", "hard": "math500"}, "paper": {"easy": "gsm8k", "hard": "math500"}}
 
-    return generate(cfg.eval_n, tier, "test", cfg.seed)
+
+def held_out(cfg: GRPOStageConfig, tier: str, profile: str | None = None) -> list[dict]:
+    """The first ``cfg.eval_n`` problems of the profile's held-out ``easy`` or ``hard`` set
+    (TinyGSM test splits on the CPU profiles, never seen in training).
+
+    >>> [r["source"] for r in held_out(GRPOStageConfig(eval_n=1), "hard", "tiny")]
+    ['tinygsm-hard']
+    """
+    from pr1lib.benchmarks import load_benchmark
+
+    return load_benchmark(EVAL_SETS[check_profile(profile)][tier], cfg.eval_n, seed=cfg.seed)
 
 
 # ----------------------------------------------------------------------------- rewards
@@ -297,9 +308,8 @@ class ParallelGRPOTrainer(GRPOTrainer):
 
         start = torch.full((ids.size(0),), ids.size(1) - logits_to_keep)  # prompts are left-padded to one width
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        dtype = next(model.parameters()).dtype
         extra = attention_inputs(ids, self.processing_class, "unseen", start, attn, padding_mask=mask2d.bool(),
-                                 dtype=torch.float32 if dtype not in (torch.float16, torch.bfloat16) else dtype)
+                                 dtype=model.dtype)  # eager's additive mask takes the compute dtype
         labels = ids.masked_fill(mask2d == 0, -100)  # (b, L) from the 2D mask: the 4D one hides padding
         labels[:, :-logits_to_keep] = -100
         with self.accelerator.autocast():
@@ -327,12 +337,12 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
                   out_dir: str | Path, model_cfg: ModelConfig, callbacks: Sequence[TrainerCallback] = (),
                   rewards: Sequence[Callable] | None = None) -> ParallelGRPOTrainer:
     """The trainer: TRL's generation for ``rollout="trl"``, else ``EngineRollout``."""
+    from transformers import PrinterCallback
+
     from pr1lib.sft import keep_4bit_differentiable
 
     check_config(cfg)
     keep_4bit_differentiable(model)
-    from transformers import PrinterCallback
-
     rollout = None if cfg.rollout == "trl" else EngineRollout(cfg, tokenizer)
     trainer = ParallelGRPOTrainer(
         model=model, reward_funcs=list(rewards or reward_funcs(cfg)), args=trl_args(cfg, out_dir, model_cfg),
@@ -375,13 +385,14 @@ class SaveAtEnd(TrainerCallback):
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(model: Any, tokenizer: Any, cfg: GRPOStageConfig, model_cfg: ModelConfig, profile: str | None,
              tiers: Sequence[str] = ("easy", "hard")) -> tuple[dict[str, dict], dict[str, list]]:
-    """Greedy held-out metrics per TinyGSM tier (``pr1lib.sft.evaluate_policy``) and the samples."""
+    """Greedy held-out metrics per tier (``pr1lib.sft.evaluate_policy``, the rollout engine) and samples."""
     from pr1lib.sft import evaluate_policy
 
     metrics, samples = {}, {}
     for tier in tiers:
-        metrics[tier], samples[tier] = evaluate_policy(model, tokenizer, held_out(cfg, tier), model_cfg.prompt_style,
-                                                       profile, cfg.eval_mode, cfg.eval_max_new_tokens)
+        metrics[tier], samples[tier] = evaluate_policy(model, tokenizer, held_out(cfg, tier, profile),
+                                                       model_cfg.prompt_style, profile, cfg.eval_mode,
+                                                       cfg.eval_max_new_tokens)
     return metrics, samples
 
 
@@ -444,7 +455,7 @@ class GRPOSession:
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None
-        self.train_seconds = 0.0
+        self.train_seconds, self.started = 0.0, time.perf_counter()
 
     @property
     def step(self) -> int:
@@ -468,10 +479,21 @@ class GRPOSession:
                                      self.run_dir / "trainer", self.model_cfg,
                                      [*self.callbacks, *callbacks, SaveAtEnd()], self.rewards)
         ckpt = last_checkpoint(self.run_dir / "trainer")
+        if ckpt is not None and cfg.max_steps <= done:  # nothing left: load the checkpoint (Trainer would step once)
+            self._load(ckpt)
+            return done
         start = time.perf_counter()
         self.trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         self.train_seconds += time.perf_counter() - start
         return self.trainer.state.global_step
+
+    def _load(self, ckpt: Path) -> None:
+        """The checkpoint's weights and step count, without training."""
+        from transformers import TrainerState
+
+        self.trainer._load_from_checkpoint(str(ckpt))
+        self.trainer.state = TrainerState.load_from_json(str(ckpt / "trainer_state.json"))
+        self.dashboard.on_train_begin(self.trainer.args, self.trainer.state, self.trainer.control)
 
     @property
     def rows(self) -> list[dict]:
@@ -488,6 +510,10 @@ class GRPOSession:
     @property
     def policy(self) -> Any:
         return self.trainer.model if self.trainer is not None else self.model
+
+    def evaluate(self, tiers: Sequence[str] = ("easy", "hard")) -> tuple[dict[str, dict], dict[str, list]]:
+        """Greedy held-out metrics of the current policy per TinyGSM tier (and the samples)."""
+        return evaluate(self.policy, self.tokenizer, self.cfg, self.model_cfg, self.profile, tiers)
 
 
 @dataclass
@@ -516,22 +542,27 @@ def run_grpo(cfg: GRPOStageConfig, profile: str | None = None, init: str | Path 
         print(table(checks), flush=True)
     samples: dict[str, Any] = {}
     if evaluate_tiers and before is None:
-        before, samples["before"] = evaluate(session.model, session.tokenizer, cfg, session.model_cfg,
-                                             session.profile, evaluate_tiers)
+        before, samples["before"] = session.evaluate(evaluate_tiers)
     session.run()
+    return finish(session, before, evaluate_tiers, checks, start, samples)
+
+
+def finish(session: GRPOSession, before: dict | None = None, evaluate_tiers: Sequence[str] = ("easy", "hard"),
+           checks: Sequence[Any] = (), start: float | None = None, samples: dict | None = None) -> GRPORun:
+    """Evaluate the trained policy, save ``adapter/`` + ``merged/`` and write ``run_card.json``."""
+    cfg, samples = session.cfg, dict(samples or {})
     after = None
     if evaluate_tiers:
-        after, samples["after"] = evaluate(session.policy, session.tokenizer, cfg, session.model_cfg,
-                                           session.profile, evaluate_tiers)
+        after, samples["after"] = session.evaluate(evaluate_tiers)
     paths = session.save()
     rollout = session.trainer.rollout_func
     result = {
         "profile": session.profile, "stage": cfg.stage, "variant": cfg.variant, "reward": cfg.reward,
-        "rollout": cfg.rollout, "seed": cfg.seed, "init": str(init) if init else session.model_cfg.name,
+        "rollout": cfg.rollout, "seed": cfg.seed, "init": str(session.init or session.model_cfg.name),
         "data": cfg.data or stage_source(cfg.stage, session.profile), "steps": session.step,
         "train_seconds": round(session.train_seconds, 1),
         "rollout_seconds": round(rollout.seconds, 1) if rollout is not None else None,
-        "seconds": round(time.perf_counter() - start, 1), "threads": torch.get_num_threads(),
+        "seconds": round(time.perf_counter() - (start or session.started), 1), "threads": torch.get_num_threads(),
         "doctor": {c.name: c.status for c in checks}, "train": train_summary(session.rows),
         "before": before, "after": after, "run_dir": str(session.run_dir), **paths,
     }
@@ -608,16 +639,24 @@ def curriculum(variant: str, keep_stage2: bool = False) -> tuple[int, ...]:
     return (2, 3) if variant == "seen" or keep_stage2 else (3,)
 
 
+def sft_run(variant: str, profile: str) -> Path | None:
+    """The variant's SFT run folder: ``runs/sft-<profile>-<variant>`` (the command line), else
+    ``runs/03_sft_lora-<profile>/<variant>`` (notebook 03); ``None`` when neither has ``merged/``."""
+    root = runs_dir()
+    for folder in (root / f"sft-{profile}-{variant}", root / f"03_sft_lora-{profile}" / variant):
+        if (folder / "merged").is_dir():
+            return folder
+    return None
+
+
 def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path | None:
     """Where a stage starts by default: Stage 3 (seen) from the newest Stage 2 run of this seed,
-    else the variant's SFT run (``runs/sft-<profile>-<variant>``), else ``None`` (the base model)."""
-    root = runs_dir()
+    else the variant's SFT run (``sft_run``), else ``None`` (the base model)."""
     if stage == 3 and variant == "seen":
-        found = sorted(root.glob(f"grpo-{profile}-seen-s2-*-seed{seed}/merged"), key=lambda p: p.stat().st_mtime)
+        found = sorted(runs_dir().glob(f"grpo-{profile}-seen-s2-*-seed{seed}/merged"), key=lambda p: p.stat().st_mtime)
         if found:
             return found[-1].parent
-    sft = root / f"sft-{profile}-{variant}"
-    return sft if (sft / "merged").is_dir() else None
+    return sft_run(variant, profile)
 
 
 def run_curriculum(profile: str | None = None, variant: str = "seen", init: str | Path | None = None,
@@ -655,6 +694,27 @@ def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
             "final_mean": round(statistics.fmean(final), 4), "final_std": spread(final),
             "gain_mean": round(statistics.fmean(gain), 4), "gain_std": spread(gain),
             "improved_seeds": sum(g > 0 for g in gain), "n_seeds": len(runs)}
+
+
+def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
+                         out: str | Path | None = None, refresh: bool = False, **overrides: Any) -> dict[str, Any]:
+    """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
+    and Stage 2 then Stage 3 (the seen recipe kept); cached in ``OUT/unseen_stage2.json``."""
+    profile = check_profile(profile)
+    init = init if init is not None else default_init(2, "unseen", profile, seed)
+    out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
+    path = out / "unseen_stage2.json"
+    key = json.dumps({"init": str(init), "overrides": overrides}, sort_keys=True, default=str)
+    if path.exists() and not refresh and json.loads(path.read_text()).get("key") == key:
+        return json.loads(path.read_text())
+    result: dict[str, Any] = {"key": key, "init": str(init)}
+    for name, keep in (("direct", False), ("kept", True)):
+        runs = run_curriculum(profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides)
+        result[name] = {"stages": [{k: r[k] for k in ("stage", "reward", "steps", "after", "train")}
+                                   for r in runs["stages"]], "sft": runs["sft"], "final": runs["final"]}
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str))
+    return result
 
 
 # ----------------------------------------------------------------------------- reward-mode ablation

@@ -265,7 +265,7 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
         "## Training", "",
         f"{card['steps']} steps x {cfg['batch_size']} problems, AdamW lr {cfg['learning_rate']} "
         f"(warm-up {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']}x), seed {cfg['seed']}, "
-        f"{cfg['num_threads']} CPU threads: {card['train_time_s'] / 60:.1f} min "
+        f"{cfg['num_threads']} CPU thread(s): {card['train_time_s'] / 60:.1f} min "
         f"({card['s_per_step']:.2f} s/step) on {card['machine']}. Final loss {card['final_loss']:.4f} "
         "(`loss.csv`).", "",
         "## Accuracy", "",
@@ -273,11 +273,23 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
         "| tier | greedy | sampled T=1.0 |", "|---|---|---|",
         f"| easy (1-2 steps) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
         f"| hard (3-5 steps) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |", "",
+        *([f"Notes: {card['notes']}", ""] if card.get("notes") else []),
         "## Reproduce", "", "```", card["command"], "```", "",
         "Load offline: `AutoModelForCausalLM.from_pretrained(\"data/tiny-base\")` "
         "(or `pr1lib.models.load_policy(\"tiny\")`).", "",
     ]
     (out / "README.md").write_text("\n".join(lines))
+
+
+def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:
+    """The ``pretrain-tiny`` command line that rebuilds ``cfg`` (``--set`` for non-default fields).
+
+    >>> reproduce_command(PretrainConfig(max_steps=5), "runs/x")
+    'python -m pr1lib pretrain-tiny --out runs/x --seed 0 --set max_steps=5'
+    """
+    defaults = PretrainConfig().to_dict()
+    sets = [f" --set {k}={v}" for k, v in cfg.to_dict().items() if k != "seed" and v != defaults[k]]
+    return f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}" + "".join(sets)
 
 
 def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True) -> dict:
@@ -302,8 +314,8 @@ def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evalua
         "config": cfg.to_dict(), "steps": cfg.max_steps, "train_time_s": trained["train_time_s"],
         "s_per_step": trained["train_time_s"] / max(1, cfg.max_steps),
         "final_loss": trained["rows"][-1]["loss"], "parameters": model.num_parameters(),
-        "vocab_size": len(tokenizer), "machine": f"{platform.machine()} CPU, {cfg.num_threads} threads",
-        "command": f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}",
+        "vocab_size": len(tokenizer), "machine": f"{platform.machine()} CPU",
+        "command": reproduce_command(cfg, out),
         "accuracy": measure(model, tokenizer, cfg) if evaluate else {},
     }
     if evaluate:

@@ -50,8 +50,9 @@ def sft_model_config(cfg: SFTStageConfig, profile: str | None = None) -> ModelCo
     base = ModelConfig.for_profile(profile)
     four_bit = base.load_in_4bit if cfg.load_in_4bit is None else cfg.load_in_4bit
     checkpointing = torch.cuda.is_available() if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
+    lora = {k: getattr(cfg, k) for k in ("lora_r", "lora_alpha") if getattr(cfg, k) is not None}
     return base.replace(use_lora=cfg.use_lora, load_in_4bit=four_bit, gradient_checkpointing=checkpointing,
-                        seed=cfg.seed)
+                        seed=cfg.seed, **lora)
 
 
 def quantize_4bit(model, model_cfg: ModelConfig):
@@ -340,6 +341,18 @@ def held_out_problems(n: int, seed: int = 0) -> list[dict]:
     return generate(n, "easy", "test", seed)
 
 
+def eval_mode(cfg: SFTStageConfig) -> str:
+    """The rollout mode that matches how ``cfg.variant`` trains: ``forked`` decoding reproduces the
+    unseen mask exactly (paths cannot see each other), ``seen`` decoding is plain causal.
+
+    >>> eval_mode(SFTStageConfig(variant="unseen")), eval_mode(SFTStageConfig(variant="seen"))
+    ('forked', 'seen')
+    """
+    if cfg.eval_mode is not None:
+        return cfg.eval_mode
+    return "forked" if cfg.variant == "unseen" else "seen"
+
+
 def rollout_completions(model, tokenizer, prompts: list[str], profile: str | None, mode: str = "forked",
                         max_new_tokens: int = 256, batch_size: int = 32) -> list[tuple[str, int]]:
     """``(text, n_tokens)`` per prompt, greedy, from ``pr1lib.rollout`` (the engine GRPO samples with)."""
@@ -467,8 +480,9 @@ def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = trainer.train()
+    out.metrics["train_cpu_seconds"] = time.process_time() - cpu  # all threads: shared cores inflate wall time
     return out, time.perf_counter() - start
 
 
@@ -489,6 +503,8 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
     an earlier base-model evaluation (the base is the same for seen and unseen); ``model_cfg``
     replaces the profile's model (e.g. a local folder); ``quiet`` drops the printed log lines."""
     profile, start = check_profile(profile), time.perf_counter()
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)  # small matrices: more threads only wait on each other
     run_dir = Path(out or runs_dir() / f"sft-{profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = model_cfg or sft_model_config(cfg, profile)
@@ -497,7 +513,7 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
     model, tokenizer, peft_config = load_sft_policy(model_cfg, cfg.train_tag_rows)
     rows, dropped = sft_rows(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), tokenizer, cfg.max_length)
     problems, samples = (held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []), {}
-    judge = dict(prompt_style=model_cfg.prompt_style, profile=profile, mode=cfg.eval_mode,
+    judge = dict(prompt_style=model_cfg.prompt_style, profile=profile, mode=eval_mode(cfg),
                  max_new_tokens=cfg.eval_max_new_tokens)
     if evaluate and before is None:
         before, samples["before"] = evaluate_policy(model, tokenizer, problems, **judge)
@@ -513,7 +529,8 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
         "profile": profile, "variant": cfg.variant, "model": model_cfg.name, "load_in_4bit": model_cfg.load_in_4bit,
         "use_lora": model_cfg.use_lora, "train_rows": len(rows), "dropped_too_long": dropped,
         "data_hash": data_hash(rows), "steps": trainer.state.global_step, "train_loss": train_out.training_loss,
-        "train_seconds": round(train_seconds, 1), "seconds": round(time.perf_counter() - start, 1),
+        "train_seconds": round(train_seconds, 1), "train_cpu_seconds": round(train_out.metrics["train_cpu_seconds"], 1),
+        "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(), "before": before, "after": after, "run_dir": str(run_dir), **paths,
     }
     write_run_card(run_dir, result, cfg, model_cfg, log.rows)

@@ -51,8 +51,10 @@ class TierSpec:
 
 
 SPECS = {
-    "easy": TierSpec(steps=(1, 2), start=(2, 40), delta=(1, 30), factor=(2, 5), per_bag=(2, 12), cap=200),
-    "hard": TierSpec(steps=(3, 5), start=(10, 150), delta=(5, 99), factor=(2, 9), per_bag=(3, 25), cap=999),
+    "easy": TierSpec(steps=(1, 2), start=(2, 40), delta=(1, 30), factor=(2, 5), per_bag=(2, 12),
+                     cap=200),
+    "hard": TierSpec(steps=(3, 5), start=(10, 150), delta=(5, 99), factor=(2, 9), per_bag=(3, 25),
+                     cap=999),
 }
 
 

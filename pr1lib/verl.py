@@ -10,21 +10,22 @@ test split). Every row has verl's five columns:
 | ``prompt`` | chat list ``[{"role": "user", "content": <the paper's v3 prompt around the problem>}]`` |
 | ``ability`` | ``"math"`` |
 | ``reward_model`` | ``{"style": "rule", "ground_truth": <gold final answer>}`` |
-| ``extra_info`` | ``index``, ``id``, ``split``, ``stage`` (``rl`` or ``sft``), ``problem`` (raw text), ``question`` (the user turn), ``answer`` (a target response), ``reward_mode`` |
+| ``extra_info`` | ``index``, ``id``, ``split``, ``stage``, ``problem``, ``question``, ``answer``, ``reward_mode`` |
 
-``extra_info.question``/``extra_info.answer`` are always a prompt/response pair, so verl's SFT
-trainer reads the cold-start file with ``data.prompt_key=extra_info data.response_key=extra_info
-+data.prompt_dict_keys=[question] +data.response_dict_keys=[answer]`` (it adds the chat template
-and eos itself). Cold-start rows also carry ``messages`` (user + assistant turns) for verl's
+``stage`` is ``rl`` or ``sft``; ``problem`` is the raw problem text, ``question`` the user turn
+and ``answer`` a target response, so ``extra_info.question``/``extra_info.answer`` are always a
+prompt/response pair and verl's SFT trainer reads the cold-start file with
+``data.prompt_key=extra_info data.response_key=extra_info ++data.prompt_dict_keys=[question]
+++data.response_dict_keys=[answer]`` (it adds the chat template and eos itself). Cold-start rows also carry ``messages`` (user + assistant turns) for verl's
 multi-turn SFT dataset. In RL rows ``answer`` is the reference solution (``""`` for DAPO).
 
 **Reward.** ``compute_score(data_source, solution_str, ground_truth, extra_info)`` is verl's
 custom-reward signature around the same core as the TRL rewards (``pr1lib.rewards.score``), so a
 completion gets the same number in both frameworks. Point verl at this file:
 ``custom_reward_function.path=$(python -c "import pr1lib.verl as v; print(v.__file__)")`` and
-``custom_reward_function.name=compute_score`` (newer verl nests both under ``reward.``).
+``custom_reward_function.name=compute_score`` (recent verl documents both under ``reward.``).
 
-The mode comes from ``reward_kwargs`` (``custom_reward_function.reward_kwargs.mode=…``), else the
+The mode comes from ``reward_kwargs`` (``++custom_reward_function.reward_kwargs.mode=…``), else the
 row's ``extra_info.reward_mode``, else ``accuracy``. ``alternating`` needs verl's step counter
 in ``extra_info["global_steps"]`` (the official fork's key; ``global_step`` is accepted too). verl
 counts from 1, TRL from 0, so verl step s uses ``pr1lib.rewards.mode_at(s - 1)``: tiered on steps
@@ -42,7 +43,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pr1lib.rewards import MODES, mode_at, score, terms, score_terms
+from pr1lib.rewards import MODES, mode_at, score, score_terms, terms
 
 SOURCE_PREFIX = "pr1/"
 ABILITY = "math"
@@ -248,7 +249,8 @@ def export_source(source: str, out: str | Path, limit: int | None = None, reward
         if split is None:
             continue
         records = load_source(source, split, limit, data_path)
-        path = write_parquet(rl_rows(records, source, split, reward_mode, style), Path(out) / source / f"{split}.parquet")
+        rows = rl_rows(records, source, split, reward_mode, style)
+        path = write_parquet(rows, Path(out) / source / f"{split}.parquet")
         written[f"{source}/{split}"] = {"path": str(path), "rows": len(records)}
     return written
 

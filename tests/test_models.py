@@ -17,8 +17,10 @@ from pr1lib.models import (
 )
 
 SHIPPED = REPO_ROOT / TINY_MODEL_DIR
-needs_shipped = pytest.mark.skipif(not (SHIPPED / "model.safetensors").exists(),
-                                   reason="data/tiny-base not built (python -m pr1lib pretrain-tiny --out data/tiny-base)")
+needs_shipped = pytest.mark.skipif(
+    not (SHIPPED / "model.safetensors").exists(),
+    reason="data/tiny-base not built (python -m pr1lib pretrain-tiny --out data/tiny-base)",
+)
 TAGS = ("<Parallel>", "</Parallel>", "<Path>", "</Path>", "<Summary>", "</Summary>")
 
 

@@ -24,6 +24,15 @@ TRACE = ("<Parallel><Path>{a}+{b}={c}</Path><Path>{b}+{a}={c}</Path></Parallel>\
          "<Summary>Both give {c}.</Summary>\nFinal Answer: {c}")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny matrices: one torch thread is much faster than two fighting over shared cores."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def rows(n: int) -> list[dict]:
     out = []
     for i in range(n):
@@ -191,3 +200,26 @@ def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, mo
         assert text == TRACE.format(a=2, b=3, c=5)
         with torch.no_grad():
             torch.testing.assert_close(model.eval()(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("reduction", ["sample", "token"])
+def test_loss_is_a_mean_over_samples_of_per_sample_token_means(base_dir, tmp_path, reduction):
+    import torch.nn.functional as F
+
+    mcfg = model_config(base_dir)
+    model, tok, lora = load_sft_policy(mcfg)
+    short, long = rows(2)
+    long["completion"] = long["completion"].replace("Both give", "Both paths give the same sum, so both give")
+    data, _ = sft_rows([short, long], tok, 128)
+    trainer = build_trainer(train_cfg(loss_reduction=reduction), model, tok, lora, data, tmp_path, mcfg)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    trainer.model.eval()
+    with torch.no_grad():
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        logits = trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), batch["labels"][:, 1:], reduction="none")  # (B, L-1)
+    mask = batch["labels"][:, 1:] != -100  # (B, L-1)
+    assert mask.sum(1)[0] != mask.sum(1)[1]  # two lengths, so the reductions differ
+    per_sample = (nll * mask).sum(1) / mask.sum(1)  # (B,)
+    expected = per_sample.mean() if reduction == "sample" else (nll * mask).sum() / mask.sum()
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)

@@ -44,8 +44,9 @@ def test_alternating_follows_verl_step_like_trl_follows_its_step():
 
 def test_alternating_uses_tiered_on_the_papers_steps():
     honest = HACKING_CASES[0]
-    tiered_steps = [s for s in range(1, 31)
-                    if verl.compute_score("d", honest["completion"], "12", {"global_steps": s}, mode="alternating") == 1.2]
+    scores = {s: verl.compute_score("d", honest["completion"], "12", {"global_steps": s}, mode="alternating")
+              for s in range(1, 31)}
+    tiered_steps = [s for s, value in scores.items() if value == 1.2]
     assert tiered_steps == [9, 10, 19, 20, 29, 30]  # the paper: (step - 1) % 10 in {8, 9}
     assert verl.resolve_mode({"global_step": 10}, "alternating") == "tiered"  # the alias key
 
@@ -113,7 +114,8 @@ def test_export_tinygsm_writes_train_and_test_parquet(tmp_path):
     _check_rl_frame(test, "tinygsm-easy", 7)
     assert set(e["reward_mode"] for e in train["extra_info"]) == {"alternating"}
     assert set(e["reward_mode"] for e in test["extra_info"]) == {"accuracy"}  # validation: accuracy
-    assert not set(train["extra_info"].map(lambda e: e["problem"])) & set(test["extra_info"].map(lambda e: e["problem"]))
+    problems = {name: {e["problem"] for e in frame["extra_info"]} for name, frame in (("train", train), ("test", test))}
+    assert not problems["train"] & problems["test"]
     # the gold answer is the reference solution's final value
     for extra, reward in zip(train["extra_info"], train["reward_model"]):
         assert extra["answer"].rstrip().endswith(f"#### {reward['ground_truth']}")

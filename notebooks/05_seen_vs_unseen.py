@@ -1,0 +1,421 @@
+# %% [markdown]
+# # 05 · Seen versus unseen: masks, positions and parallel decoding
+#
+# **Goal:** see on one real response exactly what the "unseen" structure changes, prove its key
+# property on the model's logits, measure what it buys at decoding time, and compare seen and unseen
+# training on the tiny model.
+#
+# You will learn
+# - how the two attention masks and the two sets of position ids look, token by token, on a teacher
+#   trace (and how to build them yourself in a dozen lines);
+# - why, under "unseen", a path's predictions do not depend on its sibling paths at all, while the
+#   summary depends on every path;
+# - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache, and
+#   how much faster that is than decoding them one after another;
+# - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to see.
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+
+# %%
+from pr1lib.config import check_profile, environment_report, runs_dir, set_seed
+
+PROFILE = check_profile(PROFILE)
+set_seed(SEED)
+print(environment_report(PROFILE, SEED))
+
+# %% [markdown]
+# ## 1. One real response
+#
+# The rule teacher from notebook 02 rewrites a worked TinyGSM solution into a parallel trace: one step
+# becomes a `<Parallel>` block whose paths compute the same number in different ways, followed by a
+# `<Summary>`. We take the **shortest** two-path trace among a few hundred held-out problems, so every
+# token fits on the axes of a heatmap, and tokenize it with this profile's tokenizer after adding the
+# six tags as single tokens. (In `smoke` the model is random; the tokenizer is the tiny model's.)
+
+# %%
+import pandas as pd
+import torch
+
+from pr1lib.config import ModelConfig
+from pr1lib.data import load_tinygsm
+from pr1lib.format import validate
+from pr1lib.models import ModelNotAvailableError, build_random_tiny, load_policy
+from pr1lib.prompts import chat_prompt
+from pr1lib.teachers import RuleTeacher
+from pr1lib.tokens import add_parallel_tags
+
+torch.set_num_threads(1)  # models this small run as fast on one thread, and far steadier on a busy CPU
+try:
+    model, tok, _ = load_policy(PROFILE)
+except ModelNotAvailableError as err:  # e.g. tiny before data/tiny-base exists
+    print(f"{err}\nFalling back to a random tiny model.")
+    model, tok = build_random_tiny(seed=SEED)
+add_parallel_tags(tok, model)
+model.eval()
+STYLE = ModelConfig.for_profile(PROFILE).prompt_style
+
+
+def teacher_examples(n, split="test"):
+    """(prompt, response) pairs: rule-teacher traces with one strictly valid two-path block."""
+    problems = load_tinygsm(n, "easy", split, seed=SEED)
+    traces = RuleTeacher(seed=SEED).generate(problems)
+    return [(chat_prompt(p["question"], tok, STYLE), t["text"]) for p, t in zip(problems, traces)
+            if not t["error"] and t["text"].count("<Path>") == 2 and not validate(t["text"])]
+
+
+examples = teacher_examples(300)
+prompt, response = min(examples, key=lambda e: len(tok.encode(e[0] + e[1], add_special_tokens=False)))
+print(prompt + response)
+
+# %% [markdown]
+# The structure is read from token ids. `structure_tensors` labels every token with its position id,
+# its block and its path (−1 outside paths), starting at `response_start` so that nothing in the
+# prompt is ever parsed as structure. `allowed_mask` turns the labels into the `(L, L)` mask: rows are
+# queries (the token being computed), columns are keys (what it may look at).
+
+# %%
+from pr1lib import plots
+from pr1lib.structure import allowed_mask, parse, structure_tensors
+
+prompt_ids = tok.encode(prompt, add_special_tokens=False)
+ids = torch.tensor([prompt_ids + tok.encode(response, add_special_tokens=False)])  # (1, L)
+START = len(prompt_ids)
+view = {}
+for mode in ("seen", "unseen"):
+    st = structure_tensors(ids, tok, mode, [START])
+    view[mode] = {**st, "allowed": allowed_mask(st["block"], st["path"], st["valid"])[0]}  # (L, L)
+spans = parse(ids[0].tolist(), tok, START).spans()  # [(block, start, end)] per path
+labels = plots.token_labels([tok.decode([t]) for t in ids[0].tolist()])
+W = slice(START - 3, ids.shape[1])  # the response, plus the last prompt tokens
+print(f"{ids.shape[1]} tokens: prompt {START}, response {ids.shape[1] - START}; path spans {spans}")
+
+# %% [markdown]
+# ## 2. The two masks
+#
+# **Seen** is the ordinary causal triangle: every token sees everything before it, so the second path
+# can read the first. The figure shows the response and the last three prompt tokens; hover over a
+# cell to read the query and the key.
+
+# %% tags=["report"]
+plots.mask_heatmap(view["seen"]["allowed"][W, W], labels[W], "Seen: plain causal attention").show()
+
+# %% [markdown]
+# **Unseen** removes exactly one rectangle: the rows of the second path lose the columns of the first
+# (orange). A path span runs from `<Path>` to `</Path>`, both included. Everything after the paths,
+# `</Parallel>`, the summary and the final answer, sees both paths again.
+
+# %% tags=["report"]
+plots.mask_heatmap(view["unseen"]["allowed"][W, W], labels[W], "Unseen: sibling paths hidden from each other",
+                   compare=view["seen"]["allowed"][W, W]).show()
+
+# %% [markdown]
+# ## 3. The position ids
+#
+# Seen counts 0, 1, 2, … Unseen restarts every path at `pos(<Parallel>) + 1`, and the first token
+# after the paths (`</Parallel>`) continues from the longest path's end + 1. With rotary embeddings
+# only relative distances matter, so each path sees the prompt at exactly the distances it would see
+# if it were the only path. That is what makes decoding the paths separately exact (section 6).
+
+# %% tags=["report"]
+positions = {m: view[m]["position_ids"][0, W].tolist() for m in ("seen", "unseen")}
+plots.positions_figure(positions, labels[W], view["unseen"]["path"][0, W].tolist(),
+                       "Position ids: seen counts on, unseen restarts each path").show()
+
+# %%
+from pr1lib.structure import tag_ids
+
+tags = [i for i, t in enumerate(ids[0].tolist()) if t in tag_ids(tok)[:6]]
+pd.DataFrame({"token": [labels[i] for i in tags], "index": tags,
+              "position (seen)": [view["seen"]["position_ids"][0, i].item() for i in tags],
+              "position (unseen)": [view["unseen"]["position_ids"][0, i].item() for i in tags],
+              "path": [view["unseen"]["path"][0, i].item() for i in tags]}).set_index("token").T
+
+# %% [markdown]
+# ## 4. From scratch: both rules in a dozen lines
+#
+# For one block the whole rule fits in one loop over the token strings: remember which path each
+# token is in, restart the position counter at every `<Path>`, jump past the longest path at
+# `</Parallel>`, and forbid a key when query and key sit in different paths. The library version also
+# handles several blocks, truncated rollouts and malformed input, but on this trace the two must agree.
+
+# %%
+def by_hand(tokens, start):
+    """(mask, positions) of a response with one block; tokens before ``start`` are plain text."""
+    path, pos = [], []
+    current, n_paths, p, base, top = -1, 0, 0, 0, 0
+    for i, t in enumerate(tokens):
+        if i >= start and t == "<Path>":
+            current, n_paths, p = n_paths, n_paths + 1, base  # every path restarts at base
+        elif i >= start and t == "</Parallel>":
+            p = top + 1  # continue after the longest path
+        path.append(current)
+        pos.append(p)
+        top, p = max(top, p), p + 1
+        if i >= start and t == "<Parallel>":
+            base = p
+        if t == "</Path>":
+            current = -1
+    sibling = lambda q, k: path[q] >= 0 and path[k] >= 0 and path[q] != path[k]  # noqa: E731
+    mask = [[k <= q and not sibling(q, k) for k in range(len(tokens))] for q in range(len(tokens))]
+    return torch.tensor(mask), pos
+
+
+mine_mask, mine_pos = by_hand(tok.convert_ids_to_tokens(ids[0].tolist()), START)
+
+# %% tags=["report"]
+assert torch.equal(mine_mask, view["unseen"]["allowed"])
+assert mine_pos == view["unseen"]["position_ids"][0].tolist()
+print(f"by_hand agrees with pr1lib.structure on all {ids.shape[1]}² mask cells and {ids.shape[1]} positions")
+
+# %% [markdown]
+# ## 5. Pick a token, see what it attends to
+#
+# The same row of the mask, laid out like text: red is the chosen token, blue what it attends to,
+# orange the earlier tokens it may **not** see. The static figure shows the first token inside the
+# second path under "unseen": it sees the prompt, `<Parallel>` and its own `<Path>`, and nothing of
+# the first path.
+
+# %% tags=["report"]
+FOCUS = spans[1][1] + 1  # the first token inside the second path
+plots.attends_to_figure(view["unseen"]["allowed"], labels, FOCUS).show()
+
+# %% [markdown]
+# In Jupyter, use the widget below: pick the mask and move the slider over the tokens. (In a headless
+# run, such as the tour or the tests, it has no frontend to draw in; the figure above stands in.)
+
+# %%
+plots.attention_explorer({m: view[m]["allowed"] for m in ("unseen", "seen")}, labels, FOCUS)
+
+# %% [markdown]
+# ## 6. The invariance, live
+#
+# The property that matters: under "unseen", **nothing** in the first path can change what the model
+# predicts inside the second path. We rewrite the first path (a different text of a different
+# length), run the model on both sequences under both masks, and compare the logits row by row,
+# aligning each part of the sequence by its span. Under "seen" the second path reads the first, so its
+# logits move; under "unseen" they must not move at all (up to float rounding). The summary reads both
+# paths under either mask, so it moves in both.
+
+# %%
+from pr1lib.structure import attention_inputs
+
+
+def logits_of(seq, mode):
+    x = torch.tensor([seq])  # (1, L)
+    with torch.no_grad():
+        return model(input_ids=x, use_cache=False, **attention_inputs(x, tok, mode, [START])).logits[0]  # (L, V)
+
+
+(_, a1, b1), (_, a2, b2) = spans
+original = ids[0].tolist()
+new_path = tok.encode("I am not sure, maybe 7+7=14, or 99.", add_special_tokens=False)
+edited = original[: a1 + 1] + new_path + original[b1 - 1:]  # keep <Path> and </Path>
+shift = len(edited) - len(original)
+parts = {"prompt": (slice(0, START), slice(0, START)),
+         "second path": (slice(a2, b2), slice(a2 + shift, b2 + shift)),
+         "summary and after": (slice(b2, None), slice(b2 + shift, None))}
+rows = {}
+for mode in ("seen", "unseen"):
+    before, after = logits_of(original, mode), logits_of(edited, mode)
+    rows[mode] = {name: (before[o] - after[e]).abs().max().item() for name, (o, e) in parts.items()}
+invariance = pd.DataFrame(rows).rename(columns=lambda m: f"max |Δ logit|, {m}")
+print(f"first path rewritten: {b1 - a1} -> {b1 - a1 + shift} tokens")
+
+# %% tags=["report"]
+assert invariance.loc["second path", "max |Δ logit|, unseen"] < 1e-4
+assert invariance.loc["second path", "max |Δ logit|, seen"] > 1e-3
+assert (invariance.loc["summary and after"] > 1e-3).all()
+invariance.style.format("{:.1e}")
+
+# %% [markdown]
+# The same fact, read the other way: the second path's logits in the full unseen forward equal those
+# of a plain causal forward over **the prompt and that path alone** — no mask, no first path, ordinary
+# positions. That is exactly what a decoder computes when it forks the prompt's cache and decodes the
+# second path as its own row.
+
+# %%
+alone = original[: a1] + original[a2:b2]  # prompt + <Parallel> + the second path
+with torch.no_grad():
+    plain = model(input_ids=torch.tensor([alone])).logits[0, a1:]  # (path length, V)
+gap = (plain - logits_of(original, "unseen")[a2:b2]).abs().max().item()
+print(f"second path: unseen full forward vs decoded alone after the prompt, max |Δ logit| = {gap:.1e}")
+assert gap < 1e-4
+
+# %% [markdown]
+# ## 7. Why forking is fast
+#
+# Decoding is memory-bound: one step for k rows costs about as much as one step for one row, until
+# the batch is large. So `pr1lib.rollout` decodes the k paths of a block as k rows forked from the
+# prompt's cache, then merges them by concatenating their cached keys and values (no path token is
+# processed twice) and decodes the summary as one row. The timing below is `bench_forked` from
+# `benchmarks/rollout.py` (the same function `python -m pr1lib bench rollout` runs): the model is
+# steered to open a block at once and write every path to exactly `PATH_LEN` tokens; forked k paths
+# are timed against one path, and "sequential" is k times one path. It runs on one CPU thread, on a
+# shared machine (this notebook set one thread at the start), so read the ratios rather than the seconds.
+
+# %%
+from pr1lib import bench
+
+PATH_LEN, REPEATS = (8, 1) if PROFILE == "smoke" else (48, 3)
+timing = bench._load("rollout").bench_forked(model, tok, PATH_LEN, REPEATS)
+speed = pd.DataFrame({k: {"forked s": v["seconds"], "sequential s": round(int(k) * timing["single_path_s"], 4),
+                          "speed-up": v["speedup_vs_sequential"]} for k, v in timing["forked"].items()}).T
+speed.index.name = "paths k"
+
+# %% tags=["report"]
+plots.timing_chart(timing).show()
+print(f"one path of {PATH_LEN} tokens: {timing['single_path_s']} s; path tokens a re-prefill summary would "
+      f"process again at k = 4: {timing['summary_reprefill_tokens']}, this engine's merge: "
+      f"{timing['summary_merge_reprocessed_tokens']}")
+speed
+
+# %% [markdown]
+# On a GPU the forked rows are nearly free until the batch fills the chip; on a CPU with a model this
+# small, per-step overhead dominates and the same holds. The official Parallel-R1 loop decodes paths
+# as separate vLLM requests sharing the prompt's cache (the same speed-up) but then **re-prefills**
+# the prompt and all paths to write the summary causally, with sequential positions: that is "seen"
+# encoding at the summary, while its trainer scores the summary under "unseen". Here the merge keeps
+# the paths' cached keys, so training and decoding agree token for token.
+
+# %% [markdown]
+# ## 8. Seen versus unseen training on the tiny model
+#
+# Notebook 03 trains the same cold-start set twice, once per variant. If its run folders exist for
+# this profile we load them; otherwise we run a short version of the same stage here (`pr1lib.sft`,
+# the same code, fewer steps, no before/after evaluation). Both variants see identical data in the
+# same order; they differ only in the mask and positions their collator builds.
+
+# %%
+import json
+
+import datasets
+import transformers
+
+from pr1lib import sft
+from pr1lib.config import SFTStageConfig
+
+datasets.disable_progress_bars()
+transformers.utils.logging.disable_progress_bar()
+RUN_03 = runs_dir() / f"03_sft_lora-{PROFILE}"
+OUT = runs_dir() / f"05_seen_vs_unseen-{PROFILE}"
+SHORT = {"smoke": dict(max_steps=4), "tiny": dict(max_steps=40, train_n=400)}.get(PROFILE, dict(max_steps=50))
+
+
+def cached_runs():
+    """{variant: (loss rows, run card, model)} from notebook 03's folders, or None if absent or stale."""
+    cards = {v: RUN_03 / v / "run_card.json" for v in sft.VARIANTS}
+    if not all(p.exists() and (p.parent / "merged").is_dir() for p in cards.values()):
+        return None
+    out = {}
+    for v, path in cards.items():
+        card = json.loads(path.read_text())
+        trained, trained_tok = sft.load_run(path.parent, merged=True)
+        if trained_tok.get_vocab() != tok.get_vocab():  # made with another tokenizer: retrain
+            return None
+        out[v] = (card["loss"], card, trained.eval())
+    return out
+
+
+runs = cached_runs()
+print("using notebook 03's runs" if runs else f"no usable runs in {RUN_03}: a short run here ({SHORT})")
+
+# %%
+if runs is None:
+    config = SFTStageConfig.for_profile(PROFILE, seed=SEED).replace(**SHORT)
+    sft.load_coldstart(None, config, STYLE, OUT)  # builds OUT/coldstart once, for both runs
+    plot, runs = sft.LiveLossPlot(), {}
+    for variant in sft.VARIANTS:
+        run = sft.run_sft(config.replace(variant=variant), PROFILE, OUT / "coldstart", OUT / variant,
+                          evaluate=False, callbacks=[plot.callback(variant)], quiet=True)
+        runs[variant] = (run.loss, run.result, run.model.eval())
+for variant, (loss, card, _) in runs.items():
+    print(f"{variant}: {card['steps']} steps on {card['train_rows']} rows in {card['train_seconds']} s, "
+          f"final logged loss {loss[-1]['loss']:.3f}")
+
+# %% [markdown]
+# The loss curves of both runs, side by side. They are close, but not equal: the unseen run's second
+# path cannot copy the number the first path just computed (the rule teacher's paths reach the same
+# value in different ways), so its loss on those tokens stays higher.
+
+# %% tags=["report"]
+sft.loss_figure({v: loss for v, (loss, _, _) in runs.items()}, "SFT loss, seen vs unseen").show()
+
+# %% [markdown]
+# Training loss alone hides the real difference, which is about **what the model expects to see**.
+# At RL and evaluation time the paths are decoded forked, i.e. under the unseen view. We score
+# held-out teacher traces (the *train* split is what SFT saw; these come from the *test* split) with
+# each model under each view, and report the mean negative log-likelihood per token, on the tokens of
+# the later path (the only ones whose context differs) and on the whole response.
+
+# %%
+from pr1lib.structure import structured_logprobs
+
+
+def nll_table(models, pairs):
+    """Mean NLL per token of each model under each view: later-path tokens and whole responses."""
+    seqs = [tok.encode(p + r, add_special_tokens=False) for p, r in pairs]
+    starts = [len(tok.encode(p, add_special_tokens=False)) for p, _ in pairs]
+    width = max(map(len, seqs))
+    x = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s in seqs])  # (B, L)
+    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])  # (B, L)
+    response = real.bool() & (torch.arange(width)[None] >= torch.tensor(starts)[:, None])  # (B, L)
+    path = structure_tensors(x, tok, "unseen", starts, padding_mask=real)["path"]  # (B, L)
+    first = torch.where(path >= 0, path, 10**9).amin(dim=1, keepdim=True)  # (B, 1) first path of each row
+    later = (path > first) & response  # (B, L) tokens of the second path
+    rows = {}
+    for name, m in models.items():
+        for mode in ("seen", "unseen"):
+            with torch.no_grad():
+                nll = -structured_logprobs(m, x, tok, mode, starts, padding_mask=real)  # (B, L)
+            rows[(name, mode)] = {"later path": nll[later].mean().item(), "whole response": nll[response].mean().item()}
+    return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
+
+
+held_out = examples[: 16 if PROFILE == "smoke" else 64]
+models = {"base": model, **{f"SFT {v}": m for v, (_, _, m) in runs.items()}}
+table = nll_table(models, held_out)
+
+# %% tags=["report"]
+table.unstack("scored as").loc[list(models)].round(3)
+
+# %% [markdown]
+# How to read it (with the tiny model; the random `smoke` model shows only that the code runs):
+#
+# - **Seen scored as seen** is the lowest number on the later path: the second path can copy from
+#   the first. But forked decoding never gives it that context. The same model **scored as unseen**,
+#   the view it meets at inference, does worse: a train/inference mismatch.
+# - **Unseen** trains on exactly the view that forked decoding produces, so its two numbers measure
+#   what it will really face. Its whole-response loss stays close to seen's: the summary and the
+#   final answer still see every path.
+# - The price of unseen training is small: one `(L, L)` mask and a position vector per sample.
+
+# %%
+if all("train_seconds" in card for _, card, _ in runs.values()):
+    seen_s, unseen_s = (runs[v][1]["train_seconds"] for v in ("seen", "unseen"))
+    print(f"training time: seen {seen_s} s, unseen {unseen_s} s (x{unseen_s / max(seen_s, 1e-9):.2f}, noisy CPU)")
+
+# %% [markdown]
+# ## Summary
+#
+# - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of the
+#   same block. Every path restarts its positions right after `<Parallel>`; the text after the block
+#   continues from the longest path.
+# - Under that view the model's predictions inside a path do not depend on its siblings at all (max
+#   |Δ logit| ≈ 0 above), and equal a plain forward over the prompt and that path alone. The summary
+#   still reads every path.
+# - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's cache
+#   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in turn.
+# - Seen and unseen SFT differ only in the collator. Seen lets later paths copy earlier ones, which
+#   looks good in the training loss but is not what forked decoding gives the model.
+#
+# ## Exercises
+#
+# 1. Build a response with **three** paths and check `by_hand` against `pr1lib.structure` again.
+#    Which rectangles turn orange now, and where does `</Parallel>` land when the paths differ in length?
+# 2. In section 6, rewrite the **second** path instead of the first. Which rows change under each mask,
+#    and why is the first path unaffected even under "seen"?
+# 3. Pass the unseen `position_ids` to the model **without** the 4D mask (only a 2D `attention_mask`
+#    of ones and `use_cache=False`). Compare the logits with the table in section 6: what did
+#    transformers do with the restarted positions? (Hint: reference/parallel-decoding.md, "Silent traps".)

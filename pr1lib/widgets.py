@@ -1,0 +1,154 @@
+"""The GRPO control panel: pick the reward, preview its schedule, train N steps at a time.
+
+The knobs are the ones Parallel-R1 turns (reference/paper-spec.md §4.3): the reward mode, the
+alternation window and how many of its steps use the tiered (parallel-aware) reward, the weight
+of the main reward and of an optional structure bonus, and how many steps the next run takes.
+Everything the panel does is a plain function, so tests and headless runs (``make tour``) call
+the same code without a widget frontend:
+
+* ``PanelState`` holds the knob values; ``config_changes(state)`` turns them into
+  ``GRPOStageConfig`` fields;
+* ``schedule_figure(state)`` plots which reward each step will use, before training;
+* ``run_next(session, state)`` trains ``state.steps`` more steps of a ``pr1lib.grpo.GRPOSession``
+  with those fields (it resumes from the session's last checkpoint, so the live dashboard goes on
+  from where it stopped).
+
+``ControlPanel(session)`` wires these to ipywidgets: sliders, a preview that redraws as they move
+and a "run next N steps" button.
+
+>>> state = PanelState(reward="alternating", window=4, parallel_steps=1, steps=8)
+>>> active_modes(state)
+['accuracy', 'accuracy', 'accuracy', 'tiered', 'accuracy', 'accuracy', 'accuracy', 'tiered']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pr1lib.rewards import schedule
+
+REWARD_CHOICES = ("accuracy", "parallel_correct", "tiered", "structure", "alternating")
+
+
+@dataclass(frozen=True)
+class PanelState:
+    """The panel's knobs (defaults: the paper's S2 schedule, 8 accuracy steps then 2 tiered)."""
+
+    reward: str = "alternating"
+    window: int = 10
+    parallel_steps: int = 2
+    reward_weight: float = 1.0
+    structure_weight: float = 0.0  # > 0 adds structure_reward as a second TRL reward function
+    steps: int = 10  # steps per "run next" click
+    start: int = 0  # the session's current step: the preview starts here
+
+    def replace(self, **changes: Any) -> "PanelState":
+        return replace(self, **changes)
+
+
+def config_changes(state: PanelState) -> dict[str, Any]:
+    """``GRPOStageConfig`` fields for a state (what ``GRPOSession.run`` receives).
+
+    >>> config_changes(PanelState(reward="accuracy", structure_weight=0.2))["extra_rewards"]
+    (('structure', 0.2),)
+    """
+    extra = (("structure", float(state.structure_weight)),) if state.structure_weight else ()
+    return {"reward": state.reward, "window": int(state.window), "parallel_steps": int(state.parallel_steps),
+            "reward_weight": float(state.reward_weight), "extra_rewards": extra}
+
+
+def active_modes(state: PanelState) -> list[str]:
+    """The reward used at each of the next ``state.steps`` steps (global steps from ``state.start``)."""
+    if state.reward != "alternating":
+        return [state.reward] * state.steps
+    return schedule(state.start + state.steps, state.window, state.parallel_steps)[state.start:]
+
+
+def schedule_figure(state: PanelState, title: str | None = None):
+    """A strip of bars, one per upcoming step (TRL's 1-based log rows), coloured by its reward."""
+    import plotly.graph_objects as go
+
+    modes = active_modes(state)
+    steps = list(range(state.start + 1, state.start + len(modes) + 1))
+    fig = go.Figure(layout=dict(height=220, margin=dict(t=40, b=40, l=40, r=20), barmode="stack",
+                                title=title or f"reward schedule: {state.reward}"
+                                + (f" (window {state.window}, {state.parallel_steps} tiered)"
+                                   if state.reward == "alternating" else "")))
+    for mode in dict.fromkeys(modes):
+        fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode)
+    if state.structure_weight:
+        fig.add_bar(x=steps, y=[state.structure_weight] * len(steps), name="structure bonus")
+    fig.update_xaxes(title="optimizer step (log row)")
+    fig.update_yaxes(title="weight")
+    return fig
+
+
+def run_next(session: Any, state: PanelState) -> int:
+    """Train ``state.steps`` more steps of ``session`` with the state's reward settings; returns the step."""
+    return session.run(state.steps, **config_changes(state))
+
+
+class ControlPanel:
+    """ipywidgets front end of the functions above, bound to a ``GRPOSession`` (or none: preview only)."""
+
+    def __init__(self, session: Any = None, state: PanelState | None = None) -> None:
+        import ipywidgets as w
+
+        cfg = getattr(session, "cfg", None)
+        self.session = session
+        start = session.step if session is not None else 0
+        base = state or PanelState(**({k: getattr(cfg, k) for k in ("reward", "window", "parallel_steps",
+                                                                      "reward_weight")} if cfg else {}))
+        base = base.replace(start=start)
+        self.reward = w.Dropdown(options=REWARD_CHOICES, value=base.reward, description="reward")
+        self.window = w.IntSlider(value=base.window, min=1, max=20, description="window")
+        self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20, description="tiered steps")
+        self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1, description="weight")
+        self.structure_weight = w.FloatSlider(value=base.structure_weight, min=0, max=1, step=0.05,
+                                              description="structure +")
+        self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
+        self.button = w.Button(description="run next steps", button_style="primary", disabled=session is None)
+        self.status = w.Label(value=f"at step {start}")
+        self.preview = w.Output()
+        for control in self.controls:
+            control.observe(lambda _change: self.redraw(), names="value")
+        self.button.on_click(lambda _button: self.run())
+        self.widget = w.VBox([w.HBox([self.reward, self.steps]), w.HBox([self.window, self.parallel_steps]),
+                              w.HBox([self.reward_weight, self.structure_weight]), w.HBox([self.button, self.status]),
+                              self.preview])
+        self.redraw()
+
+    @property
+    def controls(self) -> list:
+        return [self.reward, self.window, self.parallel_steps, self.reward_weight, self.structure_weight, self.steps]
+
+    @property
+    def state(self) -> PanelState:
+        self.parallel_steps.max = self.window.value
+        start = self.session.step if self.session is not None else 0
+        return PanelState(self.reward.value, self.window.value, min(self.parallel_steps.value, self.window.value),
+                          self.reward_weight.value, self.structure_weight.value, self.steps.value, start)
+
+    def redraw(self) -> None:
+        from IPython.display import display
+
+        self.preview.clear_output(wait=True)
+        with self.preview:
+            display(schedule_figure(self.state))
+
+    def run(self) -> int:
+        """The button: train the next steps, then refresh the status and the preview."""
+        self.button.disabled = True
+        try:
+            step = run_next(self.session, self.state)
+        finally:
+            self.button.disabled = False
+        self.status.value = f"at step {step}"
+        self.redraw()
+        return step
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

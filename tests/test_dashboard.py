@@ -1,0 +1,73 @@
+"""The dashboard callback (rows, CSV, resume) and the control panel's headless functions."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pr1lib.dashboard import Dashboard, dashboard_figure, eta_text, keep_row, read_metrics
+from pr1lib.widgets import ControlPanel, PanelState, active_modes, config_changes, schedule_figure
+
+
+def _log(dash: Dashboard, step: int, **logs) -> None:
+    dash.on_log(None, SimpleNamespace(global_step=step, max_steps=10), None, logs=logs)
+
+
+def _begin(dash: Dashboard, step: int) -> None:
+    dash.on_train_begin(None, SimpleNamespace(global_step=step, max_steps=10), None)
+
+
+def test_dashboard_writes_each_step_and_skips_the_train_summary(tmp_path):
+    seen = []
+    dash = Dashboard(tmp_path / "metrics.csv", live=False, on_row=seen.append)
+    _begin(dash, 0)
+    _log(dash, 1, reward=-1.0, accuracy=0.0, parallel_ratio=0.25, **{"rewards/accuracy_reward/mean": -1.0})
+    _log(dash, 2, reward=0.5, accuracy=0.75, parallel_ratio=0.5, **{"completions/clipped_ratio": 0.1})
+    _log(dash, 2, train_runtime=3.0, train_loss=0.0)  # Trainer's final summary: no "reward"
+    rows = read_metrics(tmp_path / "metrics.csv")
+    assert [r["step"] for r in rows] == [1, 2] and [r["step"] for r in seen] == [1, 2]
+    assert rows[0]["rewards/accuracy_reward/mean"] == -1.0 and rows[1]["completions/clipped_ratio"] == 0.1
+    assert "train_runtime" not in rows[-1]
+
+
+def test_dashboard_resumes_its_history_up_to_the_checkpoint(tmp_path):
+    first = Dashboard(tmp_path / "metrics.csv", live=False)
+    _begin(first, 0)
+    for step in (1, 2, 3):  # step 3 was logged but the last checkpoint is at step 2
+        _log(first, step, reward=float(step))
+    again = Dashboard(tmp_path / "metrics.csv", live=False)
+    _begin(again, 2)
+    _log(again, 3, reward=30.0)
+    assert [(r["step"], r["reward"]) for r in read_metrics(tmp_path / "metrics.csv")] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+def test_figure_has_one_trace_per_logged_series():
+    rows = [keep_row(1, {"reward": 0.1, "accuracy": 0.2, "parallel_ratio": 0.3, "frac_reward_zero_std": 0.5,
+                         "completions/mean_length": 40.0, "loss": 0.0})]
+    names = [t.name for t in dashboard_figure(rows).data]
+    assert names == ["reward", "accuracy", "parallel ratio", "zero-std groups", "mean completion length"]
+
+
+def test_eta_counts_the_remaining_steps():
+    assert eta_text(0, 10, None) == "step 0/10"
+    assert eta_text(4, 10, 30.0) == "step 4/10 · 30.0 s/step · ETA 3.0 min"
+
+
+def test_panel_functions_without_a_frontend():
+    state = PanelState(reward="alternating", window=5, parallel_steps=2, steps=10, start=3)
+    modes = active_modes(state)  # global steps 3..12: the last 2 of every 5 are tiered
+    assert modes == ["tiered", "tiered", "accuracy", "accuracy", "accuracy", "tiered", "tiered", "accuracy",
+                     "accuracy", "accuracy"]
+    assert active_modes(state.replace(reward="structure")) == ["structure"] * 10
+    fig = schedule_figure(state.replace(structure_weight=0.3))
+    assert [t.name for t in fig.data] == ["tiered", "accuracy", "structure bonus"]
+    assert list(fig.data[0].x) == list(range(4, 14))
+    assert config_changes(state) == {"reward": "alternating", "window": 5, "parallel_steps": 2, "reward_weight": 1.0,
+                                     "extra_rewards": ()}
+
+
+def test_control_panel_reads_its_widgets():
+    panel = ControlPanel()  # no session: preview only, the run button is disabled
+    panel.reward.value, panel.window.value, panel.parallel_steps.value = "alternating", 4, 9
+    state = panel.state
+    assert state.parallel_steps == 4 and panel.parallel_steps.max == 4  # capped at the window
+    assert panel.button.disabled

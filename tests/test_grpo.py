@@ -1,0 +1,204 @@
+"""GRPO wiring on the smoke profile: every reward mode trains, the alternating schedule is logged
+truthfully, an interrupted run resumes to the same weights, and the unseen log-probs are the
+path-isolated ones (and equal TRL's own when there is no block)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+import torch
+
+from pr1lib.grpo import (ABLATION_MODES, GRPOSession, ParallelGRPOTrainer, StopAt, ablation_table, check_config,
+                         load_policy, model_config, ordering_reproduced, stage_config, trl_args)
+from pr1lib.rewards import schedule
+from pr1lib.widgets import PanelState, run_next
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="module")
+def base():
+    """One smoke policy (random tiny Qwen3 + tags + LoRA config); tests train deep copies."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cfg = stage_config(3, "smoke")
+    yield load_policy(cfg, model_config(cfg, "smoke"))
+    torch.set_num_threads(before)
+
+
+def fresh(base):
+    model, tokenizer, lora = base
+    return copy.deepcopy(model), tokenizer, copy.deepcopy(lora)
+
+
+def varied_reward(completions, answer, **kwargs):
+    """A reward with spread in every group (the random smoke model never answers correctly)."""
+    return [float(len(c) % 5) for c in completions]
+
+
+def trainable(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+# ----------------------------------------------------------------------------- every mode, 3 steps
+@pytest.mark.parametrize("mode, variant", [("accuracy", "seen"), ("parallel_correct", "seen"), ("tiered", "unseen"),
+                                           ("structure", "seen"), ("alternating", "seen")])
+def test_each_reward_mode_trains_three_steps_and_logs_its_term(base, tmp_path, mode, variant):
+    cfg = stage_config(3, "smoke", reward=mode, window=3, parallel_steps=1, variant=variant)
+    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=fresh(base))
+    assert session.run() == 3
+    rows = session.rows
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    name = "alternating_reward" if mode == "alternating" else f"{mode}_reward"
+    assert all(f"rewards/{name}/mean" in r for r in rows)
+    if mode == "alternating":  # the logged mode follows the schedule (global steps 0, 1, 2)
+        expected = [m == "tiered" for m in schedule(3, window=3, parallel_steps=1)]
+        assert [bool(r["reward_mode/tiered"]) for r in rows] == expected == [False, False, True]
+        used = ["tiered" if t else "accuracy" for t in expected]
+    else:
+        assert not any("reward_mode/tiered" in r for r in rows)
+        used = [mode] * 3
+    for row, term in zip(rows, used):  # the trained reward is the active term's score
+        assert row["reward"] == pytest.approx(row[f"term/{term}"], abs=1e-6)
+    assert (tmp_path / "metrics.csv").read_text().count("\n") == 4  # header + 3 rows
+    assert json.loads((tmp_path / "config.json").read_text())["reward"] == mode
+
+
+def test_paper_knobs_reach_trl(tmp_path):
+    cfg = stage_config(3, "paper")
+    args = trl_args(cfg, tmp_path, model_config(cfg, "paper"))
+    assert (args.num_generations, args.epsilon, args.epsilon_high, args.beta, args.temperature) == (8, 0.2, 0.28, 0.0, 1.0)
+    assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant" and args.loss_type == "dapo"
+    s1 = trl_args(stage_config(3, "paper", reward="accuracy"), tmp_path, model_config(cfg, "paper"))
+    assert s1.epsilon_high == 0.2  # clip-higher only for the alternating (S2) run
+    with pytest.raises(ValueError, match="counts completions"):
+        check_config(cfg.replace(per_device_train_batch_size=12))
+
+
+# ----------------------------------------------------------------------------- resume
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
+    """Stop after step 2 (a disconnect), resume in a new session from the checkpoint, reach step 4:
+    the data order, the sampled completions and the weights equal those of an uninterrupted run."""
+    cfg = stage_config(3, "smoke", reward="accuracy", max_steps=4, save_steps=2)
+    seen: dict[str, list] = {"whole": [], "resumed": []}
+
+    def recorder(tag):
+        def varied(completions, answer, trainer_state=None, prompts=None, **kwargs):
+            seen[tag].append((trainer_state.global_step, prompts[0], completions[0]))
+            return varied_reward(completions, answer)
+        varied.__name__ = "varied_reward"
+        return varied
+
+    whole = GRPOSession(cfg, "smoke", out=tmp_path / "whole", policy=fresh(base), rewards=[recorder("whole")])
+    whole.run()
+    cut = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
+    assert cut.run(callbacks=[StopAt(2)]) == 2
+    again = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
+    assert again.step == 2 and again.run() == 4
+    assert seen["resumed"] == seen["whole"] and [s for s, _, _ in seen["whole"]] == [0, 1, 2, 3]
+    a, b = trainable(whole.policy), trainable(again.policy)
+    assert max((a[n] - b[n]).abs().max().item() for n in a) <= 1e-5
+    assert max(a[n].abs().max().item() for n in a if "lora_B" in n) > 0  # it did train
+    assert [r["step"] for r in again.rows] == [1, 2, 3, 4]  # the CSV history survives the restart
+    rerun = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[varied_reward])
+    assert rerun.run() == 4 and len(seen["resumed"]) == 4  # done already: loads step 4, trains nothing
+    c = trainable(rerun.policy)
+    assert all(torch.equal(b[n], c[n]) for n in b) and len(rerun.rows) == 4
+
+
+@pytest.mark.slow
+def test_panel_runs_the_next_steps_from_the_last_checkpoint(base, tmp_path):
+    cfg = stage_config(3, "smoke", reward="accuracy", max_steps=4, save_steps=100)
+    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=fresh(base), rewards=[varied_reward])
+    assert run_next(session, PanelState(reward="accuracy", steps=2)) == 2
+    assert run_next(session, PanelState(reward="accuracy", steps=1)) == 3
+    assert session.cfg.reward == "accuracy" and [r["step"] for r in session.rows] == [1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- unseen log-probs
+def _trainer(base, tmp_path, variant: str) -> ParallelGRPOTrainer:
+    from pr1lib.grpo import build_trainer, prompt_dataset
+
+    cfg = stage_config(3, "smoke", variant=variant)
+    model, tok, _ = base
+    data = prompt_dataset(cfg, tok, "tiny", "smoke")
+    return build_trainer(cfg, copy.deepcopy(model), tok, None, data, tmp_path / variant, model_config(cfg, "smoke"))
+
+
+def _batch(tok, prompts, completions):
+    """TRL's layout: prompts left-padded, completions right-padded; returns ids, 2D mask, width."""
+    p = [tok.encode(x, add_special_tokens=False) for x in prompts]
+    c = [tok.encode(x, add_special_tokens=False) for x in completions]
+    P, C, pad = max(map(len, p)), max(map(len, c)), tok.pad_token_id
+    ids = [[pad] * (P - len(a)) + a + b + [pad] * (C - len(b)) for a, b in zip(p, c)]
+    mask = [[0] * (P - len(a)) + [1] * (len(a) + len(b)) + [0] * (C - len(b)) for a, b in zip(p, c)]
+    return torch.tensor(ids), torch.tensor(mask), C
+
+
+def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_path):
+    from pr1lib.structure import structured_logprobs
+
+    seen, unseen = _trainer(base, tmp_path, "seen"), _trainer(base, tmp_path, "unseen")
+    tok = seen.processing_class
+    prompts = ["Problem: Tom has 3 pens.\nSolution:\n", "Problem: 2+2?\nSolution:\n"]
+    plain = ["He has 3 pens.\nFinal Answer: 3", "2+2=4\nFinal Answer: 4"]
+    ids, mask, k = _batch(tok, prompts, plain)
+    with torch.no_grad():
+        lp_seen = seen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
+        lp_unseen = unseen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
+    real = mask[:, -k:].bool()
+    assert torch.allclose(lp_seen[real], lp_unseen[real], atol=1e-5)  # no block: the same as stock TRL
+
+    block = ["<Parallel><Path>3+1=4</Path><Path>1+3=4</Path></Parallel>\n<Summary>4</Summary>\nFinal Answer: 4"] * 2
+    ids, mask, k = _batch(tok, prompts, block)
+    with torch.no_grad():
+        lp_seen = seen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
+        lp_unseen = unseen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
+        # reference: the same sequences right-padded, scored by pr1lib.structure directly
+        rows = [r[m.bool()].tolist() for r, m in zip(ids, mask)]
+        width = max(map(len, rows))
+        right = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        real_r = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        starts = [len(r) - len(tok.encode(block[0], add_special_tokens=False)) for r in rows]
+        ref = structured_logprobs(seen.model, right, tok, "unseen", starts, padding_mask=real_r)
+    n = len(tok.encode(block[0], add_special_tokens=False))
+    for b, s in enumerate(starts):
+        assert torch.allclose(lp_unseen[b, :n], ref[b, s:s + n], atol=1e-5)
+    second_path = (tok.encode("<Parallel><Path>3+1=4</Path>", add_special_tokens=False).__len__())
+    assert torch.allclose(lp_unseen[:, :second_path], lp_seen[:, :second_path], atol=1e-5)  # trunk + path 1
+    assert not torch.allclose(lp_unseen[:, second_path:n], lp_seen[:, second_path:n], atol=1e-4)  # path 2 on
+
+
+# ----------------------------------------------------------------------------- ablation + CLI
+@pytest.mark.slow
+def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, monkeypatch):
+    from pr1lib import grpo
+    from pr1lib.cli import main
+
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
+    argv = ["grpo", "--profile", "smoke", "--out", str(tmp_path / "abl"), "--set", "max_steps=1"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(first[-1])
+    assert [r["reward"] for r in result["ablation"]] == list(ABLATION_MODES)
+    assert any(line.startswith("reward") and "paper_parallel_ratio_%" in line for line in first)
+    monkeypatch.setattr(grpo, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained"))
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
+
+
+def test_ablation_table_orders_against_the_paper():
+    def res(mode, ratio):
+        hard = {"parallel_ratio": ratio, "accuracy": 0.5}
+        return {"reward": mode, "steps": 5, "before": {"hard": hard}, "after": {"hard": hard},
+                "train": {"parallel_ratio": ratio}}
+
+    rows = ablation_table([res("accuracy", 0.1), res("alternating", 0.6), res("structure", 0.9)])
+    assert [r["paper_parallel_ratio_%"] for r in rows] == [13.6, 63.0, 80.3]
+    assert ordering_reproduced(rows) is True
+    assert ordering_reproduced(ablation_table([res("accuracy", 0.7), res("alternating", 0.6),
+                                               res("structure", 0.9)])) is False

@@ -1,0 +1,94 @@
+"""pr1lib.plots: the figures show exactly the masks and positions pr1lib.structure computes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _tiny import ids, toy_tokenizer  # noqa: E402
+
+from pr1lib import plots  # noqa: E402
+from pr1lib.structure import allowed_mask, structure_tensors, tag_ids  # noqa: E402
+
+TOK = toy_tokenizer()
+T = tag_ids(TOK)
+# reference/parallel-decoding.md §1.4: q r s <Parallel> <Path> a b </Path> <Path> c d e </Path> <Summary> t …
+SEQ = (ids(TOK, "qrs") + [T.parallel, T.path] + ids(TOK, "ab") + [T.end_path, T.path] + ids(TOK, "cde")
+       + [T.end_path, T.summary] + ids(TOK, "t") + [T.end_summary, T.end_parallel] + ids(TOK, "z"))
+LABELS = plots.token_labels(TOK.convert_ids_to_tokens(SEQ))
+
+
+def structure(mode: str) -> dict[str, torch.Tensor]:
+    st = structure_tensors(torch.tensor([SEQ]), TOK, mode)
+    return {**st, "allowed": allowed_mask(st["block"], st["path"], st["valid"])[0]}  # allowed (L, L)
+
+
+UNSEEN, SEEN = structure("unseen"), structure("seen")
+
+
+def test_heatmap_shows_the_mask_with_unique_axis_labels():
+    fig = plots.mask_heatmap(UNSEEN["allowed"], LABELS, "unseen")
+    heat = fig.data[0]
+    assert [list(r) for r in heat.z] == UNSEEN["allowed"].int().tolist()
+    assert len(set(heat.x)) == len(SEQ) and list(heat.x) == list(heat.y)
+    assert [trace.name for trace in fig.data[1:]] == ["blocked", "attends"]
+
+
+def test_heatmap_compare_marks_exactly_the_sibling_cells():
+    z = torch.tensor(plots.mask_heatmap(UNSEEN["allowed"], LABELS, compare=SEEN["allowed"]).data[0].z)  # (L, L)
+    hidden = (z == 2).nonzero().tolist()
+    # path 2 (tokens 8..12) may not look at path 1 (tokens 4..7); nothing else differs
+    assert hidden == [[q, k] for q in range(8, 13) for k in range(4, 8)]
+    assert torch.equal(z == 1, UNSEEN["allowed"])
+
+
+def test_positions_figure_plots_structure_positions_coloured_by_path():
+    pos = {m: s["position_ids"][0].tolist() for m, s in (("seen", SEEN), ("unseen", UNSEEN))}
+    fig = plots.positions_figure(pos, LABELS, path=UNSEEN["path"][0].tolist())
+    assert [list(d.y) for d in fig.data] == [pos["seen"], pos["unseen"]]
+    assert pos["unseen"][4] == pos["unseen"][8] == 4  # both paths restart at pos(<Parallel>) + 1
+    colors = fig.data[1].marker.color
+    assert colors[4] == colors[7] != colors[8] == colors[12] and colors[0] == colors[13]
+
+
+def test_attends_to_row_equals_the_allowed_mask_row():
+    mask = UNSEEN["allowed"]
+    for q in range(len(SEQ)):
+        z = [v for line in plots.attends_to_figure(mask, LABELS, q, width=5).data[0].z for v in line][: len(SEQ)]
+        assert [v in (1, 3) for v in z] == mask[q].tolist()
+        assert z.index(3) == q and z.count(3) == 1
+        assert [k for k, v in enumerate(z) if v == 2] == [k for k in range(q) if not mask[q, k]]
+
+
+def test_attends_to_grid_wraps_and_pads():
+    fig = plots.attends_to_figure(UNSEEN["allowed"], LABELS, 10, width=8)
+    z, text = fig.data[0].z, fig.data[0].text
+    assert len(z) == 3 and all(len(line) == 8 for line in z)  # 18 tokens -> 3 lines of 8
+    assert list(z[-1][2:]) == [None] * 6 and list(text[-1][2:]) == [""] * 6 and text[1][2] == LABELS[10]
+    assert fig.layout.title.text.startswith("token 10") and "attends to 7 of 11" in fig.layout.title.text
+
+
+def test_timing_chart_bars_are_forked_and_k_times_single():
+    results = {"path_len": 8, "single_path_s": 0.5,
+               "forked": {"16": {"seconds": 2.0}, "2": {"seconds": 0.6}, "4": {"seconds": 0.8}}}
+    fig = plots.timing_chart(results)
+    forked, sequential = fig.data
+    assert list(forked.x) == ["k = 1", "k = 2", "k = 4", "k = 16"]  # numeric order, not text order
+    assert list(forked.y) == [0.5, 0.6, 0.8, 2.0]
+    assert list(sequential.y) == [0.5, 1.0, 2.0, 8.0]
+    assert forked.text[2] == "2.5× faster"
+
+
+def test_explorer_redraws_for_the_chosen_mask_and_token():
+    box = plots.attention_explorer({"unseen": UNSEEN["allowed"], "seen": SEEN["allowed"]}, LABELS, index=3)
+    pick, token = box.children[0].children
+    assert list(pick.options) == ["unseen", "seen"] and token.max == len(SEQ) - 1
+    token.value = 9  # first token of path 2: under unseen it cannot see path 1
+    row = [v for line in box.figure.data[0].z for v in line][: len(SEQ)]
+    assert [v in (1, 3) for v in row] == UNSEEN["allowed"][9].tolist() and row[5] == 2
+    pick.value = "seen"
+    row = [v for line in box.figure.data[0].z for v in line][: len(SEQ)]
+    assert [v in (1, 3) for v in row] == SEEN["allowed"][9].tolist() and row[5] == 1
