@@ -149,7 +149,7 @@ for record, out, ok in zip(shown, outs, score(outs, shown)):
 # %% tags=["report"]
 from pr1lib.pretrain import evaluate_accuracy
 
-N_EVAL = 4 if PROFILE == "smoke" else 100
+N_EVAL = 4 if PROFILE == "smoke" else 50
 measured = []
 for tier in ("easy", "hard"):
     records = generate(N_EVAL, tier, "test", SEED)

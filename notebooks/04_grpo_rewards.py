@@ -225,11 +225,14 @@ pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"
 # alternating, structure only. The paper (unseen, Qwen3-4B, 200+ steps) saw the parallel ratio
 # order accuracy (13.6 %) < alternating (63.0 %) < structure (80.3 %), with structure-only paying
 # for it in accuracy. `parallel_ratio_%` is measured on held-out hard problems (greedy);
-# `train_parallel_ratio_%` is the sampled ratio over the last training steps. Results are cached:
-# `python -m pr1lib grpo --profile tiny` prints the same table without retraining.
+# `train_parallel_ratio_%` is the sampled ratio over the last training steps. Results are cached
+# in the run folder and shown as they are (delete it, or call `run_ablation(..., refresh=True)`, to
+# retrain); `python -m pr1lib grpo --profile tiny` prints the same table.
 
 # %%
-ablation = pd.DataFrame(grpo.ablation_table(grpo.run_ablation(PROFILE, "seen", seed=SEED))).set_index("reward")
+results = grpo.load_ablation(PROFILE, "seen", SEED) or grpo.run_ablation(PROFILE, "seen", seed=SEED)
+print("start:", results[0]["init"])
+ablation = pd.DataFrame(grpo.ablation_table(results)).set_index("reward")
 print("paper's order reproduced:", grpo.ordering_reproduced(ablation.reset_index().to_dict("records")))
 ablation
 

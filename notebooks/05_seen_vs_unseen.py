@@ -37,6 +37,7 @@ print(environment_report(PROFILE, SEED))
 # %%
 import pandas as pd
 import torch
+import transformers
 
 from pr1lib.config import ModelConfig
 from pr1lib.data import load_tinygsm
@@ -46,6 +47,7 @@ from pr1lib.prompts import chat_prompt
 from pr1lib.teachers import RuleTeacher
 from pr1lib.tokens import add_parallel_tags
 
+transformers.utils.logging.disable_progress_bar()
 torch.set_num_threads(1)  # models this small run as fast on one thread, and far steadier on a busy CPU
 try:
     model, tok, _ = load_policy(PROFILE)
@@ -201,11 +203,14 @@ plots.attention_explorer({m: view[m]["allowed"] for m in ("unseen", "seen")}, la
 # %%
 from pr1lib.structure import attention_inputs
 
+TOL = 1e-4 if model.dtype == torch.float32 else 5e-2  # half precision rounds differently per shape
+
 
 def logits_of(seq, mode):
-    x = torch.tensor([seq])  # (1, L)
+    x = torch.tensor([seq], device=model.device)  # (1, L)
     with torch.no_grad():
-        return model(input_ids=x, use_cache=False, **attention_inputs(x, tok, mode, [START])).logits[0]  # (L, V)
+        out = model(input_ids=x, use_cache=False, **attention_inputs(x, tok, mode, [START], dtype=model.dtype))
+    return out.logits[0].float().cpu()  # (L, V)
 
 
 (_, a1, b1), (_, a2, b2) = spans
@@ -224,9 +229,9 @@ invariance = pd.DataFrame(rows).rename(columns=lambda m: f"max |Δ logit|, {m}")
 print(f"first path rewritten: {b1 - a1} -> {b1 - a1 + shift} tokens")
 
 # %% tags=["report"]
-assert invariance.loc["second path", "max |Δ logit|, unseen"] < 1e-4
-assert invariance.loc["second path", "max |Δ logit|, seen"] > 1e-3
-assert (invariance.loc["summary and after"] > 1e-3).all()
+assert invariance.loc["second path", "max |Δ logit|, unseen"] < TOL
+assert invariance.loc["second path", "max |Δ logit|, seen"] > 10 * TOL
+assert (invariance.loc["summary and after"] > 10 * TOL).all()
 invariance.style.format("{:.1e}")
 
 # %% [markdown]
@@ -238,10 +243,10 @@ invariance.style.format("{:.1e}")
 # %%
 alone = original[: a1] + original[a2:b2]  # prompt + <Parallel> + the second path
 with torch.no_grad():
-    plain = model(input_ids=torch.tensor([alone])).logits[0, a1:]  # (path length, V)
+    plain = model(input_ids=torch.tensor([alone], device=model.device)).logits[0, a1:].float().cpu()  # (n, V)
 gap = (plain - logits_of(original, "unseen")[a2:b2]).abs().max().item()
 print(f"second path: unseen full forward vs decoded alone after the prompt, max |Δ logit| = {gap:.1e}")
-assert gap < 1e-4
+assert gap < TOL
 
 # %% [markdown]
 # ## 7. Why forking is fast
@@ -252,8 +257,8 @@ assert gap < 1e-4
 # processed twice) and decodes the summary as one row. The timing below is `bench_forked` from
 # `benchmarks/rollout.py` (the same function `python -m pr1lib bench rollout` runs): the model is
 # steered to open a block at once and write every path to exactly `PATH_LEN` tokens; forked k paths
-# are timed against one path, and "sequential" is k times one path. It runs on one CPU thread, on a
-# shared machine (this notebook set one thread at the start), so read the ratios rather than the seconds.
+# are timed against one path, and "sequential" is k times one path. Torch runs on one thread here (set in
+# section 1) and the machine may be shared, so read the ratios rather than the seconds.
 
 # %%
 from pr1lib import bench
@@ -274,7 +279,7 @@ speed
 # %% [markdown]
 # On a GPU the forked rows are nearly free until the batch fills the chip; on a CPU with a model this
 # small, per-step overhead dominates and the same holds. The official Parallel-R1 loop decodes paths
-# as separate vLLM requests sharing the prompt's cache (the same speed-up) but then **re-prefills**
+# as separate vLLM requests sharing the prompt's cache (the same idea) but then **re-prefills**
 # the prompt and all paths to write the summary causally, with sequential positions: that is "seen"
 # encoding at the summary, while its trainer scores the summary under "unseen". Here the merge keeps
 # the paths' cached keys, so training and decoding agree token for token.
@@ -291,13 +296,11 @@ speed
 import json
 
 import datasets
-import transformers
 
 from pr1lib import sft
 from pr1lib.config import SFTStageConfig
 
 datasets.disable_progress_bars()
-transformers.utils.logging.disable_progress_bar()
 RUN_03 = runs_dir() / f"03_sft_lora-{PROFILE}"
 OUT = runs_dir() / f"05_seen_vs_unseen-{PROFILE}"
 SHORT = {"smoke": dict(max_steps=4), "tiny": dict(max_steps=40, train_n=400)}.get(PROFILE, dict(max_steps=50))
@@ -335,9 +338,9 @@ for variant, (loss, card, _) in runs.items():
           f"final logged loss {loss[-1]['loss']:.3f}")
 
 # %% [markdown]
-# The loss curves of both runs, side by side. They are close, but not equal: the unseen run's second
-# path cannot copy the number the first path just computed (the rule teacher's paths reach the same
-# value in different ways), so its loss on those tokens stays higher.
+# The loss curves of both runs, side by side. Expect them to be close: the two variants give a
+# different context only to the tokens of the later path (and different positions to the text after
+# the block), a fraction of each response.
 
 # %% tags=["report"]
 sft.loss_figure({v: loss for v, (loss, _, _) in runs.items()}, "SFT loss, seen vs unseen").show()
@@ -368,7 +371,8 @@ def nll_table(models, pairs):
     for name, m in models.items():
         for mode in ("seen", "unseen"):
             with torch.no_grad():
-                nll = -structured_logprobs(m, x, tok, mode, starts, padding_mask=real)  # (B, L)
+                lp = structured_logprobs(m, x.to(m.device), tok, mode, starts, padding_mask=real.to(m.device))
+            nll = -lp.cpu()  # (B, L)
             rows[(name, mode)] = {"later path": nll[later].mean().item(), "whole response": nll[response].mean().item()}
     return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
 
@@ -381,17 +385,27 @@ table = nll_table(models, held_out)
 table.unstack("scored as").loc[list(models)].round(3)
 
 # %% [markdown]
-# How to read it (with the tiny model; the random `smoke` model shows only that the code runs):
+# How to read it (with the tiny model; the random `smoke` model only shows that the code runs):
 #
-# - **Seen scored as seen** is the lowest number on the later path: the second path can copy from
-#   the first. But forked decoding never gives it that context. The same model **scored as unseen**,
-#   the view it meets at inference, does worse: a train/inference mismatch.
-# - **Unseen** trains on exactly the view that forked decoding produces, so its two numbers measure
-#   what it will really face. Its whole-response loss stays close to seen's: the summary and the
-#   final answer still see every path.
-# - The price of unseen training is small: one `(L, L)` mask and a position vector per sample.
+# - Each trained model should do best under the view it was trained on, and worse under the other.
+#   A seen model's later path learned to read its sibling; an unseen model's never did.
+# - The column that matters at inference is **unseen**: forked decoding gives each path only the
+#   prompt and `<Parallel>`. For the seen model, its gap between the two columns is the price of
+#   training on a context it will not get. For the unseen model, training and inference agree.
+# - The summary and the final answer see every path under both views, so the whole-response numbers
+#   move less than the later-path ones.
+#
+# This run's numbers, in words:
 
-# %%
+# %% tags=["report"]
+later = table["later path"].unstack()  # rows: model, columns: the view it is scored under
+for name, trained in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
+    other = "unseen" if trained == "seen" else "seen"
+    own, swapped = later.loc[name, trained], later.loc[name, other]
+    print(f"{name}: later-path NLL {own:.3f} under the view it was trained on ({trained}), "
+          f"{swapped:.3f} under {other} ({swapped - own:+.3f})")
+print(f"under the forked (unseen) view: SFT seen {later.loc['SFT seen', 'unseen']:.3f}, "
+      f"SFT unseen {later.loc['SFT unseen', 'unseen']:.3f}")
 if all("train_seconds" in card for _, card, _ in runs.values()):
     seen_s, unseen_s = (runs[v][1]["train_seconds"] for v in ("seen", "unseen"))
     print(f"training time: seen {seen_s} s, unseen {unseen_s} s (x{unseen_s / max(seen_s, 1e-9):.2f}, noisy CPU)")
@@ -407,8 +421,9 @@ if all("train_seconds" in card for _, card, _ in runs.values()):
 #   still reads every path.
 # - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's cache
 #   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in turn.
-# - Seen and unseen SFT differ only in the collator. Seen lets later paths copy earlier ones, which
-#   looks good in the training loss but is not what forked decoding gives the model.
+# - Seen and unseen SFT differ only in the collator. Seen SFT trains later paths with their siblings in
+#   view, a context forked decoding never provides; each model scores best under the view it was
+#   trained on, so only unseen training matches forked inference.
 #
 # ## Exercises
 #

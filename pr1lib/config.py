@@ -366,7 +366,7 @@ class GRPOStageConfig(Preset):
     warmup_steps: int = 0
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    max_steps: int = 40
+    max_steps: int = 30
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None: 0.28 with the alternating reward (S2), else epsilon
     beta: float = 0.0  # no KL term and no reference model, as in the official scripts

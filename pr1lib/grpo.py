@@ -54,6 +54,8 @@ STAGE_SOURCES = {"smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"}, "tiny": {2: "t
                  "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"}}
 # The paper's default reward per stage (§4.5): Seen Stage 2 = parallel AND correct; Stage 3 = S2.
 STAGE_REWARDS = {2: "parallel_correct", 3: "alternating"}
+# Stage 2 is short (the paper: 35 steps, against 300 for Stage 3); per profile.
+STAGE2_STEPS = {"smoke": 3, "tiny": 15, "colab": 40, "paper": 35}
 PAPER_TABLE4 = [  # Table 4 (Unseen, from Parallel-SFT-Unseen): reward -> parallel ratio %, Avg score
     {"reward": "accuracy", "paper_parallel_ratio": 13.6, "paper_avg": 47.1},
     {"reward": "alternating", "paper_parallel_ratio": 63.0, "paper_avg": 46.8},
@@ -70,12 +72,17 @@ def stage_source(stage: int, profile: str | None = None) -> str:
 
 
 def stage_config(stage: int, profile: str | None = None, **overrides: Any) -> GRPOStageConfig:
-    """The profile's config for ``stage`` with the paper's stage reward, then ``overrides``.
+    """The profile's config for ``stage`` with the paper's stage reward (and Stage 2's shorter
+    length), then ``overrides``.
 
     >>> stage_config(2, "smoke").reward, stage_config(3, "smoke", reward="accuracy").reward
     ('parallel_correct', 'accuracy')
+    >>> stage_config(2, "paper").max_steps, stage_config(3, "paper").max_steps
+    (35, 300)
     """
-    defaults = {"stage": stage, "reward": STAGE_REWARDS[stage]}
+    defaults: dict[str, Any] = {"stage": stage, "reward": STAGE_REWARDS[stage]}
+    if stage == 2:
+        defaults["max_steps"] = STAGE2_STEPS[check_profile(profile)]
     cfg = GRPOStageConfig.for_profile(profile, **{**defaults, **overrides})
     check_config(cfg)
     return cfg
@@ -162,14 +169,15 @@ EVAL_SETS = {"smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
 
 def held_out(cfg: GRPOStageConfig, tier: str, profile: str | None = None) -> list[dict]:
     """The first ``cfg.eval_n`` problems of the profile's held-out ``easy`` or ``hard`` set
-    (TinyGSM test splits on the CPU profiles, never seen in training).
+    (TinyGSM test splits on the CPU profiles, never seen in training). The set does not depend on
+    the training seed, so runs with different seeds are scored on the same problems.
 
     >>> [r["source"] for r in held_out(GRPOStageConfig(eval_n=1), "hard", "tiny")]
     ['tinygsm-hard']
     """
     from pr1lib.benchmarks import load_benchmark
 
-    return load_benchmark(EVAL_SETS[check_profile(profile)][tier], cfg.eval_n, seed=cfg.seed)
+    return load_benchmark(EVAL_SETS[check_profile(profile)][tier], cfg.eval_n, seed=0)
 
 
 # ----------------------------------------------------------------------------- rewards
@@ -661,13 +669,15 @@ def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path 
 
 def run_curriculum(profile: str | None = None, variant: str = "seen", init: str | Path | None = None,
                    seed: int = 0, out: str | Path | None = None, keep_stage2: bool = False,
-                   stage_overrides: dict[int, dict] | None = None, **overrides: Any) -> dict[str, Any]:
+                   stage_overrides: dict[int, dict] | None = None, sft_metrics: dict | None = None,
+                   **overrides: Any) -> dict[str, Any]:
     """Every stage of ``curriculum(variant)``, each from the previous one's ``merged/``; returns
-    ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``."""
+    ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``.
+    ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed)."""
     profile = check_profile(profile)
     init = init if init is not None else default_init(2, variant, profile, seed)
     root = Path(out) if out else runs_dir()
-    results, before = [], None
+    results, before = [], sft_metrics
     for stage in curriculum(variant, keep_stage2):
         cfg = stage_config(stage, profile, variant=variant, seed=seed,
                            **{**overrides, **(stage_overrides or {}).get(stage, {})})
@@ -699,15 +709,15 @@ def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
 def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
                          out: str | Path | None = None, refresh: bool = False, **overrides: Any) -> dict[str, Any]:
     """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
-    and Stage 2 then Stage 3 (the seen recipe kept); cached in ``OUT/unseen_stage2.json``."""
+    and Stage 2 then Stage 3 (the seen recipe kept). The result is cached in
+    ``OUT/unseen_stage2.json`` and returned as it is until ``refresh``."""
     profile = check_profile(profile)
-    init = init if init is not None else default_init(2, "unseen", profile, seed)
     out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
     path = out / "unseen_stage2.json"
-    key = json.dumps({"init": str(init), "overrides": overrides}, sort_keys=True, default=str)
-    if path.exists() and not refresh and json.loads(path.read_text()).get("key") == key:
+    if path.exists() and not refresh:
         return json.loads(path.read_text())
-    result: dict[str, Any] = {"key": key, "init": str(init)}
+    init = init if init is not None else default_init(2, "unseen", profile, seed)
+    result: dict[str, Any] = {"init": str(init), "overrides": overrides}
     for name, keep in (("direct", False), ("kept", True)):
         runs = run_curriculum(profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides)
         result[name] = {"stages": [{k: r[k] for k in ("stage", "reward", "steps", "after", "train")}
@@ -864,8 +874,12 @@ def _cli(args: Any) -> int:
         results = [_cli_ablation(args, profile, s) for s in seeds]
     elif args.stage == "all":
         overrides = {k: v for k, v in _overrides(args).items() if k != "reward"}
-        results = [run_curriculum(profile, overrides.pop("variant", "seen"), args.init, s,
-                                  args.out and Path(args.out) / f"seed{s}", **overrides) for s in seeds]
+        variant, results = overrides.pop("variant", "seen"), []
+        for s in seeds:  # the start is evaluated once: the held-out sets do not depend on the seed
+            sft_metrics = results[0]["sft"] if results else None
+            results.append(run_curriculum(profile, variant, args.init, s, args.out and Path(args.out) / f"seed{s}",
+                                          sft_metrics=sft_metrics, **overrides))
+            print(json.dumps({"seed": s, "sft": results[-1]["sft"], "final": results[-1]["final"]}), flush=True)
         if len(results) > 1:
             results = [{"seeds": seeds_summary(results), "runs": results}]
     else:
