@@ -184,8 +184,11 @@ del base_model  # each run below loads its own copy of the base
 #
 # `run_sft` evaluates the base model once on held-out TinyGSM-easy *test* problems, trains, evaluates
 # again, and saves the run. Both evaluations decode greedily with `pr1lib.rollout`, the engine the
-# RL stage samples with (`forked` mode: paths decode as separate rows from the shared prefix). The
-# figure updates while the two runs train.
+# RL stage samples with, in the mode that matches how the variant was trained: the unseen model in
+# `forked` mode (each path decodes as its own row from the shared prefix, exactly the unseen mask),
+# the seen model in `seen` mode (one causal stream, path 2 written after path 1). Greedy forked
+# decoding gives identical paths; sampling (stage 2) makes them differ. The figure updates while the
+# two runs train.
 
 # %%
 plot = sft.LiveLossPlot()

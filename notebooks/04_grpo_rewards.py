@@ -224,8 +224,9 @@ pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"
 # Same start (the SFT checkpoint), same seed, same steps; only the reward changes: accuracy only,
 # alternating, structure only. The paper (unseen, Qwen3-4B, 200+ steps) saw the parallel ratio
 # order accuracy (13.6 %) < alternating (63.0 %) < structure (80.3 %), with structure-only paying
-# for it in accuracy. `parallel_ratio_%` is measured on held-out hard problems (greedy);
-# `train_parallel_ratio_%` is the sampled ratio over the last training steps. Results are cached
+# for it in accuracy. `parallel_ratio_%` and `accuracy_%` are measured greedily on held-out problems
+# of the tier the run trained on; `train_parallel_ratio_%` is the sampled (T = 1) ratio over the last
+# training steps. Results are cached
 # in the run folder and shown as they are (delete it, or call `run_ablation(..., refresh=True)`, to
 # retrain); `python -m pr1lib grpo --profile tiny` prints the same table.
 

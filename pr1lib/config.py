@@ -357,7 +357,7 @@ class GRPOStageConfig(Preset):
     num_generations: int = 8  # the group size G
     per_device_train_batch_size: int = 32  # completions per optimizer step (= 4 prompts x G)
     gradient_accumulation_steps: int = 1
-    max_completion_length: int = 256  # whole response: trunk, every path, injected tags, summary
+    max_completion_length: int = 320  # whole response: trunk, every path, injected tags, summary
     max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
     max_blocks: int = 4
     num_paths: int = 2
@@ -383,7 +383,7 @@ class GRPOStageConfig(Preset):
     save_steps: int = 10  # checkpoint every N steps; a rerun resumes from the last one
     logging_steps: int = 1
     eval_n: int = 100  # held-out test problems of the stage's tier, greedy, before and after
-    eval_max_new_tokens: int = 256
+    eval_max_new_tokens: int = 320
     eval_mode: str = "forked"  # pr1lib.rollout mode of the before/after evaluation
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model's small matmuls
     seed: int = 0

@@ -753,7 +753,7 @@ def run_ablation(profile: str | None = None, variant: str = "seen", init: str | 
         if cache.get(mode, {}).get("key") == key:
             before = before or cache[mode]["result"]["before"]
             continue
-        run = run_grpo(cfg, profile, init, out / mode, evaluate_tiers=("hard",), before=before, preflight=False)
+        run = run_grpo(cfg, profile, init, out / mode, before=before, preflight=False)
         before = run.result["before"]
         cache[mode] = {"key": key, "result": run.result}
         out.mkdir(parents=True, exist_ok=True)
@@ -768,11 +768,22 @@ def load_ablation(profile: str | None = None, variant: str = "seen", seed: int =
     return [entry["result"] for entry in json.loads(path.read_text()).values()] if path.exists() else []
 
 
-def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
-    """One row per reward mode: this run's parallel ratio (held-out greedy, and sampled during the
-    last training steps) and accuracy, next to the paper's Table 4 (Unseen, from Parallel-SFT).
+def data_tier(data: str) -> str:
+    """The held-out tier that matches a training source: ``easy`` for GSM8K-like, else ``hard``.
 
-    >>> res = [{"reward": "accuracy", "steps": 5, "before": {"hard": {"parallel_ratio": 0.5, "accuracy": 0.1}},
+    >>> data_tier("tinygsm-easy"), data_tier("dapo")
+    ('easy', 'hard')
+    """
+    return "easy" if data in ("gsm8k", "tinygsm-easy") else "hard"
+
+
+def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
+    """One row per reward mode: this run's parallel ratio (held-out greedy on the tier it trained
+    on, and sampled during the last training steps) and accuracy, next to the paper's Table 4
+    (Unseen, from Parallel-SFT).
+
+    >>> res = [{"reward": "accuracy", "steps": 5, "data": "tinygsm-hard",
+    ...         "before": {"hard": {"parallel_ratio": 0.5, "accuracy": 0.1}},
     ...         "after": {"hard": {"parallel_ratio": 0.25, "accuracy": 0.2}}, "train": {"parallel_ratio": 0.3}}]
     >>> row = ablation_table(res)[0]
     >>> row["parallel_ratio_%"], row["paper_parallel_ratio_%"], row["accuracy_%"]
@@ -781,9 +792,10 @@ def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
     paper = {row["reward"]: row for row in PAPER_TABLE4}
     rows = []
     for res in results:
-        after, start = res["after"]["hard"], res["before"]["hard"]
+        tier = data_tier(res.get("data", "tinygsm-hard"))
+        after, start = res["after"][tier], res["before"][tier]
         ref = paper.get(res["reward"], {})
-        rows.append({"reward": res["reward"], "steps": res["steps"],
+        rows.append({"reward": res["reward"], "data": res.get("data"), "steps": res["steps"],
                      "parallel_ratio_%": round(100 * after["parallel_ratio"], 1),
                      "train_parallel_ratio_%": round(100 * res["train"].get("parallel_ratio", float("nan")), 1),
                      "accuracy_%": round(100 * after["accuracy"], 1),
@@ -857,8 +869,12 @@ def _cli_stage(args: Any, profile: str, seed: int) -> dict:
 def _cli_ablation(args: Any, profile: str, seed: int) -> dict:
     overrides = {k: v for k, v in _overrides(args).items() if k not in ("reward",)}
     variant = overrides.pop("variant", "seen")
-    rows = ablation_table(run_ablation(profile, variant, args.init, seed, args.out, refresh=args.refresh,
-                                       **overrides))
+    cached = [] if args.ablation or args.refresh or args.init or overrides else load_ablation(profile, variant,
+                                                                                              seed, args.out)
+    if cached:  # plain `python -m pr1lib grpo`: show what is there (--ablation reruns what changed)
+        print(f"cached results (start: {cached[0]['init']}); pass --ablation to run it again", flush=True)
+    results = cached or run_ablation(profile, variant, args.init, seed, args.out, refresh=args.refresh, **overrides)
+    rows = ablation_table(results)
     print(format_table(rows), flush=True)
     verdict = ordering_reproduced(rows)
     print(f"paper's order of parallel ratio (accuracy < alternating < structure) reproduced: {verdict}")

@@ -172,8 +172,9 @@ def model_kwargs(config: ModelConfig) -> dict[str, Any]:
 
     dtype = getattr(torch, config.dtype)
     kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": config.attn_implementation}
-    if torch.cuda.is_available():
-        kwargs["device_map"] = {"": 0}
+    if torch.cuda.is_available() and os.environ.get("ACCELERATE_USE_DEEPSPEED") != "true":
+        # one GPU per process: under accelerate/torchrun each rank loads onto its own device
+        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
     if config.load_in_4bit:
         from transformers import BitsAndBytesConfig
 

@@ -168,9 +168,15 @@ def timing_chart(results: Mapping[str, Any]) -> go.Figure:
 def attention_explorer(masks: Mapping[str, Any], labels: Sequence[str], index: int = 0, width: int = 16):
     """An ipywidgets box: pick a mask and a token, see ``attends_to_figure`` for it.
 
-    The latest figure is kept as ``box.figure`` (what a headless run can show instead).
+    The latest figure is kept as ``box.figure`` (outside a kernel nothing is displayed).
+
+    >>> box = attention_explorer({"causal": [[1, 0], [1, 1]]}, ["a", "b"], width=2)
+    >>> box.children[0].children[1].value = 1
+    >>> box.figure.data[0].z
+    ([1, 3],)
     """
     import ipywidgets as widgets
+    from IPython import get_ipython
     from IPython.display import display
 
     pick = widgets.Dropdown(options=list(masks), description="mask")
@@ -181,6 +187,8 @@ def attention_explorer(masks: Mapping[str, Any], labels: Sequence[str], index: i
 
     def render(_: Any = None) -> None:
         box.figure = attends_to_figure(masks[pick.value], labels, token.value, width)
+        if get_ipython() is None:
+            return
         with out:
             out.clear_output(wait=True)
             display(box.figure)

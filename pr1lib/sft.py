@@ -111,13 +111,14 @@ def load_sft_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):
 
 # ----------------------------------------------------------------------------- data
 def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: str, work_dir: Path):
-    """The cold-start set saved by notebook 02 / ``coldstart`` (a folder, or its ``dataset/``);
-    without one, build ``cfg.train_n`` rows with the rule teacher on TinyGSM-easy."""
+    """The first ``cfg.train_n`` rows of the cold-start set saved by notebook 02 / ``coldstart`` (a
+    folder, or its ``dataset/``); without one, build them with the rule teacher on TinyGSM-easy."""
     from datasets import load_from_disk
 
     if data is not None:
         folder = Path(data)
-        return load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
+        dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
+        return dataset.select(range(min(cfg.train_n, len(dataset))))
     from pr1lib.coldstart import run_coldstart
     from pr1lib.config import ColdStartConfig
 

@@ -189,12 +189,15 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     monkeypatch.setattr(grpo, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained"))
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
+    assert main(argv[:5]) == 0  # plain `grpo --profile P`: prints the cached table whatever its config
+    out = capsys.readouterr().out
+    assert "cached results" in out and json.loads(out.strip().splitlines()[-1])["ablation"] == result["ablation"]
 
 
 def test_ablation_table_orders_against_the_paper():
     def res(mode, ratio):
         hard = {"parallel_ratio": ratio, "accuracy": 0.5}
-        return {"reward": mode, "steps": 5, "before": {"hard": hard}, "after": {"hard": hard},
+        return {"reward": mode, "steps": 5, "data": "tinygsm-hard", "before": {"hard": hard}, "after": {"hard": hard},
                 "train": {"parallel_ratio": ratio}}
 
     rows = ablation_table([res("accuracy", 0.1), res("alternating", 0.6), res("structure", 0.9)])

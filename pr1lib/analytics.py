@@ -1,0 +1,447 @@
+"""Analytics over training and evaluation: Figure 3, the mid-training scaffold, Table 2's rows.
+
+* **Training curves** come from a GRPO run folder: its ``metrics.csv`` (the dashboard's rows), or,
+  when that is missing, the ``log_history`` kept in the last ``trainer/checkpoint-N``. ``figure3``
+  plots the parallel ratio and the mean relative position of the first ``<Parallel>`` block
+  against the step (the paper's Figure 3: blocks drift from the start toward the end during RL);
+  ``trend`` measures the drift and ``describe_trend`` says in words what the numbers show.
+* **The mid-training scaffold** (reference/paper-spec.md §7.3): the alternating reward for the
+  first ``switch_step`` steps, then a new run from that checkpoint with the accuracy reward only.
+  ``mid_training`` runs both with ``pr1lib.grpo.run_grpo`` and ``scaffold_figure`` draws the two
+  as one curve with the switch marked.
+* **The checkpoints of Table 2**: ``find_checkpoints`` looks for each stage's run folder (the
+  notebooks' and the command line's), ``evaluate_checkpoints`` scores those that exist with
+  ``pr1lib.evaluate.run_eval`` (cached, resumable), and ``headline_table`` / ``write_headline``
+  give the short table ``make tour`` prints and puts at the top of its report.
+
+Simplification: the paper's block position averages over every block; ours (as the dashboard
+logs it) is the first block's position, averaged over the samples that have one.
+
+>>> trend(__import__("pandas").DataFrame({"step": [1, 2, 3, 4, 5, 6], "x": [.1, .1, .2, .2, .3, .3]}), "x")["direction"]
+'rising'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir
+
+CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio", "completions/mean_length",
+              "reward_mode/tiered")
+
+
+# ----------------------------------------------------------------------------- training curves
+def _log_history(run_dir: Path) -> list[dict]:
+    """Rows from the last checkpoint's ``trainer_state.json`` (the steps that logged a reward)."""
+    from pr1lib.grpo import last_checkpoint
+
+    ckpt = last_checkpoint(run_dir / "trainer")
+    if ckpt is None or not (ckpt / "trainer_state.json").exists():
+        return []
+    history = json.loads((ckpt / "trainer_state.json").read_text()).get("log_history", [])
+    return [{"step": int(h["step"]), **{k: v for k, v in h.items() if k != "step"}} for h in history if "reward" in h]
+
+
+def training_curves(run_dir: str | Path, step_offset: int = 0, label: str | None = None):
+    """One row per logged step of a GRPO run folder: ``step`` (+ ``step_offset``), ``run`` and the
+    ``CURVE_KEYS`` it logged (NaN where a step lacks one, e.g. no block -> no block position).
+
+    >>> import tempfile; from pr1lib.dashboard import write_metrics
+    >>> d = Path(tempfile.mkdtemp()); _ = write_metrics([{"step": 1, "parallel_ratio": 0.5}], d / "metrics.csv")
+    >>> training_curves(d, step_offset=10)[["step", "parallel_ratio"]].values.tolist()
+    [[11.0, 0.5]]
+    """
+    import pandas as pd
+
+    from pr1lib.dashboard import read_metrics
+
+    run_dir = Path(run_dir)
+    rows = read_metrics(run_dir / "metrics.csv") or _log_history(run_dir)
+    frame = pd.DataFrame(rows, columns=["step", *CURVE_KEYS]).sort_values("step").reset_index(drop=True)
+    frame = frame.astype(float)
+    frame["step"] += step_offset
+    frame.insert(1, "run", label or run_dir.name)
+    return frame
+
+
+def trend(frame, column: str, frac: float = 1 / 3) -> dict[str, Any]:
+    """How ``column`` moves over the steps: least-squares ``slope`` per step, the mean of the first
+    and last ``frac`` of the logged steps, and a ``direction`` (``rising`` / ``falling`` when the
+    late mean differs from the early one by more than 0.05 and the slope agrees, else ``flat``;
+    ``too few steps`` under 4 points).
+
+    >>> import pandas as pd
+    >>> t = trend(pd.DataFrame({"step": [1, 2, 3, 4], "x": [0.9, 0.8, None, 0.2]}), "x")
+    >>> t["direction"], t["points"], round(t["early"], 2), t["late"]
+    ('too few steps', 3, 0.9, 0.2)
+    """
+    import numpy as np
+
+    data = frame[["step", column]].dropna() if column in frame else frame.iloc[0:0]
+    out: dict[str, Any] = {"column": column, "points": len(data), "steps": len(frame)}
+    if len(data) < 2:
+        return {**out, "slope": None, "early": None, "late": None, "direction": "too few steps"}
+    cut = max(1, round(len(data) * frac))
+    early, late = float(data[column].iloc[:cut].mean()), float(data[column].iloc[-cut:].mean())
+    slope = float(np.polyfit(data["step"], data[column], 1)[0])
+    direction = "too few steps" if len(data) < 4 else "flat"
+    if len(data) >= 4 and abs(late - early) > 0.05 and (late - early) * slope > 0:
+        direction = "rising" if late > early else "falling"
+    return {**out, "slope": slope, "early": early, "late": late, "direction": direction}
+
+
+def describe_trend(t: dict[str, Any], what: str) -> str:
+    """One sentence on a ``trend``, worded from its numbers only.
+
+    >>> describe_trend({"direction": "flat", "points": 9, "steps": 9, "early": .31, "late": .33, "slope": .001}, "x")
+    'x: 0.31 over the first third of the 9 steps with data, 0.33 over the last third (slope +0.0010/step): no clear trend.'
+    """
+    if t["early"] is None:
+        return f"{what}: fewer than 2 of the {t['steps']} logged steps have a value, so there is no trend to read."
+    verdict = {"rising": "it rises", "falling": "it falls", "flat": "no clear trend",
+               "too few steps": "too few steps to call a trend"}[t["direction"]]
+    return (f"{what}: {t['early']:.2f} over the first third of the {t['points']} steps with data, "
+            f"{t['late']:.2f} over the last third (slope {t['slope']:+.4f}/step): {verdict}.")
+
+
+def figure3(frame, window: int = 3, title: str = "Figure 3, our run: where and how often blocks open"):
+    """Two panels against the step: the parallel ratio and the mean first-block relative position,
+    each as markers (the logged values, one trace per ``run``) plus a centred rolling mean.
+
+    >>> import pandas as pd
+    >>> f = figure3(pd.DataFrame({"step": [1, 2], "run": "r", "parallel_ratio": [.5, 1], "block_position": [.1, .3]}))
+    >>> [(t.name, t.y.tolist()) for t in f.data][::2]
+    [('r · parallel ratio', [0.5, 1.0]), ('r · first-block position', [0.1, 0.3])]
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=["parallel ratio (share of samples with a block)",
+                                        "first <Parallel> position (0 = start, 1 = end of the response)"])
+    for i, (name, part) in enumerate(frame.groupby("run", sort=False)):
+        for row, (key, what) in enumerate((("parallel_ratio", "parallel ratio"),
+                                           ("block_position", "first-block position")), start=1):
+            values = part[key].astype(float)
+            fig.add_scatter(x=part["step"], y=values, mode="markers", name=f"{name} · {what}", row=row, col=1,
+                            marker=dict(color=_COLORS[i % len(_COLORS)], size=6, opacity=0.6))
+            fig.add_scatter(x=part["step"], y=values.rolling(window, center=True, min_periods=1).mean(),
+                            mode="lines", name=f"{name} · rolling mean", row=row, col=1,
+                            line=dict(color=_COLORS[i % len(_COLORS)]), showlegend=row == 1)
+    fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_xaxes(title_text="optimizer step", row=2, col=1)
+    fig.update_layout(title=title, height=520, margin=dict(t=70, b=40, l=50, r=20))
+    return fig
+
+
+_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+# ----------------------------------------------------------------------------- the mid-training scaffold
+def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: int, variant: str,
+                      overrides: dict[str, Any]):
+    from pr1lib.grpo import stage_config
+
+    if not 0 < switch_step < total_steps:
+        raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
+    common = {"variant": variant, "seed": seed, "save_steps": total_steps, **overrides}
+    return (stage_config(3, profile, **{**common, "reward": "alternating", "max_steps": switch_step}),
+            stage_config(3, profile, **{**common, "reward": "accuracy", "max_steps": total_steps - switch_step}))
+
+
+def mid_training(profile: str | None = None, init: str | Path | None = None, switch_step: int = 10,
+                 total_steps: int = 20, seed: int = 0, variant: str = "unseen", out: str | Path | None = None,
+                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False, **overrides: Any) -> dict[str, Any]:
+    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint with
+    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data). Returns ``curve``
+    (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
+    ``accuracy``), ``held_out`` (greedy metrics on ``tiers`` at the start, the switch and the end)
+    and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
+    from pr1lib.grpo import run_grpo
+
+    profile = check_profile(profile)
+    out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
+    first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
+    key = json.dumps({"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
+                     sort_keys=True, default=str)
+    cache = out / "mid_training.json"
+    if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
+        return json.loads(cache.read_text())["result"]
+    run1 = run_grpo(first, profile, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
+    run2 = run_grpo(second, profile, run1.run_dir, out / "accuracy", evaluate_tiers=tiers,
+                    before=run1.result["after"], preflight=False)
+    curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
+    curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
+    held = [{"step": s, **(metrics or {}).get(t, {}), "tier": t} for s, metrics in
+            ((0, run1.result["before"]), (switch_step, run1.result["after"]), (total_steps, run2.result["after"]))
+            for t in tiers]
+    result = {"profile": profile, "variant": variant, "seed": seed, "init": str(init or "the base model"),
+              "switch_step": switch_step, "total_steps": total_steps, "curve": curve, "held_out": held,
+              "runs": [str(run1.run_dir), str(run2.run_dir)],
+              "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1)}
+    out.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
+    return result
+
+
+def scaffold_figure(result: dict[str, Any], window: int = 3):
+    """Accuracy and parallel ratio across the switch: training samples (markers + rolling mean),
+    held-out greedy points (diamonds), a dashed vertical line at ``switch_step``.
+
+    >>> r = {"switch_step": 2, "curve": [{"step": s, "accuracy": .1 * s, "parallel_ratio": .5, "phase": "x"}
+    ...      for s in (1, 2, 3)], "held_out": []}
+    >>> f = scaffold_figure(r); [round(float(y), 2) for y in f.data[0].y], f.layout.shapes[0].x0
+    ([0.1, 0.2, 0.3], 2)
+    """
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    curve = pd.DataFrame(result["curve"]).reindex(columns=["step", "accuracy", "parallel_ratio", "phase"])
+    held = pd.DataFrame(result["held_out"]).reindex(columns=["step", "accuracy", "parallel_ratio", "tier"])
+    fig = go.Figure()
+    for key, name, color in (("accuracy", "accuracy", _COLORS[0]), ("parallel_ratio", "parallel ratio", _COLORS[1])):
+        values = curve[key].astype(float)
+        fig.add_scatter(x=curve["step"], y=values, mode="markers", name=f"{name} (training samples)",
+                        marker=dict(color=color, size=6, opacity=0.5))
+        fig.add_scatter(x=curve["step"], y=values.rolling(window, center=True, min_periods=1).mean(), mode="lines",
+                        name=f"{name} (rolling mean)", line=dict(color=color))
+        fig.add_scatter(x=held["step"], y=held[key], mode="markers+lines", name=f"{name} (held-out, greedy)",
+                        marker=dict(color=color, symbol="diamond", size=11), line=dict(color=color, dash="dot"))
+    fig.add_vline(x=result["switch_step"], line_dash="dash", line_color="black",
+                  annotation_text="switch: alternating → accuracy only", annotation_position="top left")
+    fig.update_layout(title="Mid-training scaffold: accuracy and parallel ratio across the reward switch",
+                      xaxis_title="optimizer step", yaxis=dict(range=[-0.02, 1.05]), height=420,
+                      margin=dict(t=60, b=40, l=50, r=20))
+    return fig
+
+
+def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
+    """Mean training accuracy and parallel ratio before and after the switch, and the held-out
+    points, as numbers the notebook reads aloud.
+
+    >>> switch_effect({"switch_step": 1, "curve": [{"step": 1, "accuracy": 0.2, "parallel_ratio": 1.0},
+    ...     {"step": 2, "accuracy": 0.4, "parallel_ratio": 0.5}], "held_out": []})["parallel_ratio"]
+    {'before': 1.0, 'after': 0.5}
+    """
+    def mean(rows: list[dict], key: str) -> float | None:
+        values = [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
+        return sum(values) / len(values) if values else None
+
+    pre = [r for r in result["curve"] if r["step"] <= result["switch_step"]]
+    post = [r for r in result["curve"] if r["step"] > result["switch_step"]]
+    return {key: {"before": mean(pre, key), "after": mean(post, key)} for key in ("accuracy", "parallel_ratio")} | {
+        "held_out": [{k: h.get(k) for k in ("step", "tier", "accuracy", "parallel_ratio")} for h in result["held_out"]]}
+
+
+# ----------------------------------------------------------------------------- Table 2's checkpoints
+# Stage key (pr1lib.paper.TABLE2) -> run folders that hold it, under runs_dir(), first found wins.
+STAGE_RUNS: dict[str, tuple[str, ...]] = {
+    "sft-seen": ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen"),
+    "sft-unseen": ("sft-{p}-unseen", "03_sft_lora-{p}/unseen", "05_seen_vs_unseen-{p}/unseen"),
+    "rl-seen": ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-alternating-seed{s}",
+                "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-alternating-seed{s}"),
+    "rl-unseen-s1": ("grpo-{p}-unseen-s3-accuracy-seed{s}", "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
+    "rl-unseen-s2": ("grpo-{p}-unseen-s3-alternating-seed{s}",
+                     "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+                     "grpo-ablation-{p}-unseen-seed{s}/alternating"),
+}
+SCAFFOLD_ROW = "mid-training scaffold (ours)"
+
+
+def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path | None = None):
+    """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
+    ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
+    folders that were searched.
+
+    >>> import tempfile
+    >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
+    >>> found, sorted(missing)[:2]
+    ({'base': 'data/tiny-base'}, ['rl-seen', 'rl-unseen-s1'])
+    """
+    profile = check_profile(profile)
+    root = Path(root) if root else runs_dir()
+    found, missing = {"base": ModelConfig.for_profile(profile).name}, {}
+    for key, patterns in STAGE_RUNS.items():
+        folders = [root / p.format(p=profile, s=seed) for p in patterns]
+        hit = next((f for f in folders if (f / "merged").is_dir()), None)
+        if hit is None:
+            missing[key] = [str(f) for f in folders]
+        else:
+            found[key] = str(hit)
+    return found, missing
+
+
+def checkpoint_folder(path: str | Path) -> str:
+    """A run folder's ``merged/`` model when it has one, else ``path`` itself (a model folder or hub id).
+
+    >>> checkpoint_folder("Qwen/Qwen3-4B-Base")
+    'Qwen/Qwen3-4B-Base'
+    """
+    merged = Path(path) / "merged"
+    return str(merged) if merged.is_dir() else str(path)
+
+
+def _load(source: str, profile: str):
+    """Model and tokenizer of a checkpoint in eval mode, with the tags added when it lacks them
+    (as the paper's base row: new rows initialised, nothing trained)."""
+    from pr1lib.evaluate import has_tags
+    from pr1lib.models import load_policy
+    from pr1lib.tokens import add_parallel_tags
+
+    mcfg = ModelConfig.for_profile(profile)
+    if source != mcfg.name:
+        mcfg = mcfg.replace(name=checkpoint_folder(source), random_init=False)
+    model, tokenizer, _ = load_policy(config=mcfg)
+    if not has_tags(tokenizer):
+        add_parallel_tags(tokenizer, model)
+    return model.eval(), tokenizer
+
+
+def _stamp(source: str) -> str:
+    """What identifies a checkpoint's weights: the folder and its weight files' sizes and times."""
+    folder = Path(checkpoint_folder(source))
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    return json.dumps([str(folder)] + [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files])
+
+
+def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
+    """True when ``path`` holds every problem of ``cfg`` for the same weights; stale files are removed."""
+    from pr1lib.benchmarks import load_benchmark
+    from pr1lib.evaluate import ResultsFile
+
+    stamp_file = path.with_suffix(".source.json")
+    if stamp_file.exists() and stamp_file.read_text() != stamp:
+        for stale in (path, stamp_file, path.with_suffix(".config.json")):
+            stale.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(stamp)
+    rows = ResultsFile(path).rows if path.exists() else {}
+    return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
+
+
+def evaluate_checkpoints(found: dict[str, str], profile: str | None = None, benchmarks: tuple[str, ...] = (),
+                         out: str | Path | None = None, progress: bool = False, **eval_overrides: Any):
+    """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``pr1lib.evaluate.run_eval``
+    with the profile's ``EvalConfig`` + ``eval_overrides``). Results files go to ``OUT`` (one per
+    stage x benchmark x mode); a complete one for the same weights is read back without loading
+    the model."""
+    from pr1lib.evaluate import results_path, run_eval
+
+    profile = check_profile(profile)
+    out = Path(out) if out else runs_dir() / f"06_evaluation-{profile}" / "eval"
+    style = ModelConfig.for_profile(profile).prompt_style
+    base = EvalConfig.for_profile(profile, **{"prompt_style": style, **eval_overrides})
+    results: dict[str, dict[str, dict]] = {}
+    for key, source in found.items():
+        loaded = None
+        for bench in benchmarks or (base.benchmark,):
+            cfg = base.replace(benchmark=bench)
+            if not _cached(cfg, results_path(out, key, bench, cfg.mode), _stamp(source)):
+                loaded = loaded or _load(source, profile)
+            model, tokenizer = loaded or (None, None)
+            summary = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=key, progress=progress)
+            results.setdefault(key, {})[bench] = summary
+    return results
+
+
+# ----------------------------------------------------------------------------- the headline table
+HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 06 writes headline.json there too
+HEADLINE_FILE = "headline.json"
+
+
+def headline_table(ours: dict[str, dict[str, dict]], model: str):
+    """Table 2's rows, short: the paper's parallel % and Avg, then ours (parallel %, and mean@k /
+    pass@k per benchmark), only for the stages we evaluated; every column says whose it is.
+
+    >>> t = headline_table({"base": {"tinygsm-hard": {"accuracy": .25, "pass_at_k": .5, "parallel_ratio": 0.,
+    ...                                               "n": 4, "k": 2, "checker": "strict"}}}, "tiny")
+    >>> t.shape, float(t.iloc[0, 1]), float(t.iloc[0, 3])
+    ((1, 5), 6.6, 25.0)
+    """
+    from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, side_by_side
+
+    frame = side_by_side(ours, model)
+    frame = frame.loc[[STAGE_NAMES.get(key, key) for key in ours]]
+    paper_cols = [f"paper: {PAPER_MODEL} | parallel %", f"paper: {PAPER_MODEL} | Avg"]
+    keep = paper_cols + [c for c in frame.columns if c.startswith("ours:") and "Avg of" not in c]
+    return frame[keep]
+
+
+def write_headline(frame, title: str, folder: str | Path | None = None) -> list[Path]:
+    """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-headline.json`` and, when
+    ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``headline.json`` there."""
+    from pr1lib.paper import to_markdown
+
+    payload = {"title": title, "markdown": to_markdown(frame),
+               "rows": json.loads(frame.reset_index().to_json(orient="records"))}
+    targets = [runs_dir() / "latest-headline.json"]
+    folder = folder or os.environ.get(HEADLINE_ENV)
+    if folder:
+        targets.append(Path(folder) / HEADLINE_FILE)
+    for path in targets:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=2))
+    return targets
+
+
+def read_headline(folder: str | Path) -> dict | None:
+    """The headline a notebook wrote into ``folder`` (``None`` when there is none).
+
+    >>> import tempfile; read_headline(tempfile.mkdtemp()) is None
+    True
+    """
+    path = Path(folder) / HEADLINE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# ----------------------------------------------------------------------------- the eval command's outputs
+def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str = "strict"):
+    """pass@j against j (1, 2, 4, ..., k) for every stage x benchmark (the unbiased estimator).
+
+    >>> f = pass_curve_figure({"base": {"b": {"pass_curve_strict": {1: .2, 2: .3}}}})
+    >>> f.data[0].name, list(f.data[0].x), list(f.data[0].y)
+    ('base · b', [1, 2], [0.2, 0.3])
+    """
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for key, per_bench in ours.items():
+        for bench, s in per_bench.items():
+            curve = {int(j): v for j, v in s.get(f"pass_curve_{checker}", {}).items()}
+            fig.add_scatter(x=list(curve), y=list(curve.values()), mode="lines+markers", name=f"{key} · {bench}")
+    fig.update_layout(title=f"pass@j ({checker} checker; unbiased estimator)", xaxis=dict(title="j", type="log"),
+                      yaxis=dict(title="pass@j", range=[0, 1.02]), height=360)
+    return fig
+
+
+def write_eval_outputs(result: dict[str, Any], out: str | Path, run_dir: str | Path | None = None) -> dict[str, str]:
+    """Next to an ``eval`` results file: ``.md`` (the numbers as a table, labelled as ours) and
+    ``.html`` (the pass@j curve, plus Figure 3 when ``run_dir`` is a GRPO run with logged steps),
+    self-contained; returns the two paths."""
+    from html import escape
+
+    import pandas as pd
+
+    from pr1lib.paper import our_columns, to_markdown
+
+    stem = Path(result["results"]).with_suffix("") if result.get("results") else Path(out) / result["model"]
+    ours = {result["model"]: {result["benchmark"]: result}}
+    table = pd.DataFrame([our_columns(ours[result["model"]], result["model"])], index=[result["model"]])
+    table.index.name = "model"
+    keys = ("parallel_ratio", "valid_ratio", "first_block_position", "path_diversity", "mean_length", "n", "k")
+    extra = pd.DataFrame([{k: result.get(k) for k in keys}], index=table.index)
+    md = to_markdown(table) + "\n\n" + to_markdown(extra.round(3)) + "\n"
+    figures = [pass_curve_figure(ours, result.get("checker", "strict"))]
+    curves = training_curves(run_dir) if run_dir is not None else None
+    if curves is not None and not curves.empty:
+        figures.append(figure3(curves, title=f"Figure 3, {run_dir}: where and how often blocks open"))
+    html = "".join(f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures))
+    paths = {"table": str(stem) + ".md", "plots": str(stem) + ".html"}
+    Path(paths["table"]).write_text(md)
+    Path(paths["plots"]).write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>"
+                                    f"<pre>{escape(md)}</pre>{html}</body></html>", encoding="utf-8")
+    return paths
