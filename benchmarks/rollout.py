@@ -73,7 +73,7 @@ def load_model() -> tuple[Any, Any, str]:
 def steered(model: Any, biases: dict[int, float]) -> Callable[[], None]:
     """Install a logit bias; returns a function that removes it."""
     head = model.lm_head
-    bias = torch.zeros(model.lm_head.weight.shape[0])
+    bias = torch.zeros(model.lm_head.weight.shape[0], device=model.lm_head.weight.device)
     for token, value in biases.items():
         bias[token] = value
     model.lm_head = _Bias(head, bias)
@@ -103,7 +103,7 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
 
     def one(k: int) -> Callable[[], Any]:
         cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=1 + k * n + tail)
-        return lambda: generate(model, tok, prompt, cfg, stats=stats[k], generator=torch.Generator().manual_seed(0))[0]
+        return lambda: generate(model, tok, prompt, cfg, stats=stats[k], generator=torch.Generator(device=model.device).manual_seed(0))[0]
 
     try:
         timed = medians({k: one(k) for k in stats}, repeats)
@@ -136,7 +136,7 @@ def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[s
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # (B, W)
     cfg = RolloutConfig(mode="seen", max_completion_length=n, max_blocks=10**6)
     fns = {
-        "engine": lambda: generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0)),
+        "engine": lambda: generate(model, tok, prompts, cfg, generator=torch.Generator(device=model.device).manual_seed(0)),
         "generate": lambda: model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
                                            top_p=1.0, top_k=0, max_new_tokens=n, min_new_tokens=n, pad_token_id=pad),
     }

@@ -264,7 +264,7 @@ assert gap < TOL
 from pr1lib import bench
 
 PATH_LEN, REPEATS = (8, 1) if PROFILE == "smoke" else (48, 3)
-timing = bench._load("rollout").bench_forked(model, tok, PATH_LEN, REPEATS)
+timing = bench.load_bench_script("rollout").bench_forked(model, tok, PATH_LEN, REPEATS)
 speed = pd.DataFrame({k: {"forked s": v["seconds"], "sequential s": round(int(k) * timing["single_path_s"], 4),
                           "speed-up": v["speedup_vs_sequential"]} for k, v in timing["forked"].items()}).T
 speed.index.name = "paths k"

@@ -98,8 +98,9 @@ def trend(frame, column: str, frac: float = 1 / 3) -> dict[str, Any]:
 def describe_trend(t: dict[str, Any], what: str) -> str:
     """One sentence on a ``trend``, worded from its numbers only.
 
-    >>> describe_trend({"direction": "flat", "points": 9, "steps": 9, "early": .31, "late": .33, "slope": .001}, "x")
-    'x: 0.31 over the first third of the 9 steps with data, 0.33 over the last third (slope +0.0010/step): no clear trend.'
+    >>> t = {"direction": "flat", "points": 9, "steps": 9, "early": .31, "late": .33, "slope": .001}
+    >>> describe_trend(t, "x").split(": ", 1)[1]
+    '0.31 over the first third of the 9 steps with data, 0.33 over the last third (slope +0.0010/step): no clear trend.'
     """
     if t["early"] is None:
         return f"{what}: fewer than 2 of the {t['steps']} logged steps have a value, so there is no trend to read."
@@ -148,16 +149,19 @@ def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: in
 
     if not 0 < switch_step < total_steps:
         raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
-    common = {"variant": variant, "seed": seed, "save_steps": total_steps, **overrides}
-    return (stage_config(3, profile, **{**common, "reward": "alternating", "max_steps": switch_step}),
-            stage_config(3, profile, **{**common, "reward": "accuracy", "max_steps": total_steps - switch_step}))
+    common = {"variant": variant, "save_steps": total_steps, **overrides}
+    # phase 2 gets the next seed, so it draws fresh prompts instead of replaying phase 1's order
+    return (stage_config(3, profile, **{**common, "seed": seed, "reward": "alternating", "max_steps": switch_step}),
+            stage_config(3, profile, **{**common, "seed": seed + 1, "reward": "accuracy",
+                                        "max_steps": total_steps - switch_step}))
 
 
 def mid_training(profile: str | None = None, init: str | Path | None = None, switch_step: int = 10,
                  total_steps: int = 20, seed: int = 0, variant: str = "unseen", out: str | Path | None = None,
                  tiers: tuple[str, ...] = ("hard",), refresh: bool = False, **overrides: Any) -> dict[str, Any]:
     """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint with
-    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data). Returns ``curve``
+    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
+    ``seed + 1`` so its prompts are new ones). Returns ``curve``
     (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
     ``accuracy``), ``held_out`` (greedy metrics on ``tiers`` at the start, the switch and the end)
     and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
@@ -249,7 +253,6 @@ STAGE_RUNS: dict[str, tuple[str, ...]] = {
                      "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
                      "grpo-ablation-{p}-unseen-seed{s}/alternating"),
 }
-SCAFFOLD_ROW = "mid-training scaffold (ours)"
 
 
 def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path | None = None):

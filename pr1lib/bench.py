@@ -23,7 +23,7 @@ BENCH_DIR = REPO_ROOT / "benchmarks"
 BENCHMARKS = {"rollout": "rollout.py", "pretrain_tiny": "pretrain_tiny.py"}
 
 
-def _load(name: str) -> Any:
+def load_bench_script(name: str) -> Any:
     """Import ``benchmarks/<file>`` as a module (the folder is not a package)."""
     path = BENCH_DIR / BENCHMARKS[name]
     if not path.exists():
@@ -44,14 +44,14 @@ def run_pretrain_tiny() -> dict[str, Any]:
     try:
         sys.argv = ["pretrain_tiny.py"]
         with contextlib.redirect_stdout(buf):
-            _load("pretrain_tiny").main()
+            load_bench_script("pretrain_tiny").main()
     finally:
         sys.argv = argv
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
 def _bench(args: argparse.Namespace) -> int:
-    results = {"rollout": _load("rollout").run(args.repeats, args.path_len, args.threads, args.quick)}
+    results = {"rollout": load_bench_script("rollout").run(args.repeats, args.path_len, args.threads, args.quick)}
     if args.which == "all" and (BENCH_DIR / BENCHMARKS["pretrain_tiny"]).exists():
         results["pretrain_tiny"] = run_pretrain_tiny()
     if args.out:

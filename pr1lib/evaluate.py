@@ -464,6 +464,7 @@ def _cli_eval(args: Any) -> int:
 
 
 def _cli_run(args: Any) -> dict:
+    from pr1lib.analytics import checkpoint_folder, write_eval_outputs
     from pr1lib.cli import parse_overrides
     from pr1lib.models import load_policy
     from pr1lib.tokens import add_parallel_tags
@@ -474,8 +475,8 @@ def _cli_run(args: Any) -> dict:
     if overrides.get("n") == 0:
         overrides["n"] = None
     mcfg = ModelConfig.for_profile(profile)
-    if args.model:
-        mcfg = mcfg.replace(name=args.model, random_init=False)
+    if args.model:  # a run folder means its merged/ model
+        mcfg = mcfg.replace(name=checkpoint_folder(args.model), random_init=False)
     cfg = EvalConfig.for_profile(profile, **overrides)
     cfg = cfg.replace(prompt_style=cfg.prompt_style or mcfg.prompt_style)
     say = (lambda *a, **kw: None) if args.json else print
@@ -486,5 +487,6 @@ def _cli_run(args: Any) -> dict:
         add_parallel_tags(tokenizer, model)
     model.eval()
     out = Path(args.out) if args.out else runs_dir() / "eval"
-    return run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(mcfg.name),
-                    progress=not args.json)
+    result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(args.model or mcfg.name),
+                      progress=not args.json)
+    return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + table (.md), plots (.html)

@@ -2,16 +2,20 @@
 
 The report (``runs/tour-<timestamp>/report.html``) is self-contained and opens offline: one section
 per notebook with its status and time, then the outputs of the cells tagged ``report`` (tables,
-plotly charts, images, text). The executed notebooks are saved beside it.
+plotly charts, images, text). The executed notebooks are saved beside it. While the notebooks run,
+``PR1_TOUR_DIR`` names the tour folder; notebook 06 saves its headline table there
+(``headline.json``), which goes on top of the report and is printed at the end.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import time
 from pathlib import Path
 
+from pr1lib.analytics import HEADLINE_ENV, read_headline
 from pr1lib.config import check_profile, runs_dir
 from pr1lib.notebook import Executed, execute, list_notebooks
 
@@ -64,8 +68,19 @@ def _section(run: Executed, index: int) -> str:
     return f"<section>{head}{meta}{err}{body}</section>"
 
 
-def build_report(runs: list[Executed], profile: str) -> str:
-    """The whole self-contained HTML page (plotly.js embedded once)."""
+def _headline_html(headline: dict | None) -> str:
+    """The headline table notebook 06 saved (``pr1lib.analytics.write_headline``), as HTML."""
+    if not headline or not headline.get("rows"):
+        return ""
+    cols = list(headline["rows"][0])
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else str(r[c]))}</td>" for c in cols)
+                   + "</tr>" for r in headline["rows"])
+    return f"<h2>{html.escape(headline.get('title', 'headline'))}</h2><table><tr>{head}</tr>{body}</table>"
+
+
+def build_report(runs: list[Executed], profile: str, headline: dict | None = None) -> str:
+    """The whole self-contained HTML page (plotly.js embedded once), the headline table on top."""
     from plotly.offline import get_plotlyjs
 
     rows = "".join(
@@ -79,7 +94,7 @@ def build_report(runs: list[Executed], profile: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>pr1 tour ({profile})</title>"
         f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>"
-        f"<h1>pr1 tour — profile <code>{profile}</code></h1>"
+        f"<h1>pr1 tour — profile <code>{profile}</code></h1>{_headline_html(headline)}"
         f"<table><tr><th>notebook</th><th>status</th><th>seconds</th></tr>{rows}</table>"
         f"{sections}</body></html>"
     )
@@ -107,9 +122,13 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
     profile = check_profile(profile)
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
-    runs = run_notebooks(profile, out, only, seed)
+    os.environ[HEADLINE_ENV] = str(out)  # notebook 06 saves headline.json there (kernels inherit it)
+    try:
+        runs = run_notebooks(profile, out, only, seed)
+    finally:
+        os.environ.pop(HEADLINE_ENV, None)
     report = out / "report.html"
-    report.write_text(build_report(runs, profile), encoding="utf-8")
+    report.write_text(build_report(runs, profile, read_headline(out)), encoding="utf-8")
     return report, runs
 
 
@@ -119,6 +138,9 @@ def _cli(args) -> int:
     start = time.perf_counter()
     report, runs = run_tour(args.profile or "tiny", args.out, args.only, args.seed or 0)
     failed = sum(r.error is not None for r in runs)
+    headline = read_headline(report.parent)
+    if headline:
+        print(f"[tour] {headline['title']}\n{headline['markdown']}")
     print(f"[tour] report: {report}")
     print_json({"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)})
     return 1 if failed else 0

@@ -70,7 +70,8 @@ def test_each_reward_mode_trains_three_steps_and_logs_its_term(base, tmp_path, m
 def test_paper_knobs_reach_trl(tmp_path):
     cfg = stage_config(3, "paper")
     args = trl_args(cfg, tmp_path, model_config(cfg, "paper"))
-    assert (args.num_generations, args.epsilon, args.epsilon_high, args.beta, args.temperature) == (8, 0.2, 0.28, 0.0, 1.0)
+    knobs = (args.num_generations, args.epsilon, args.epsilon_high, args.beta, args.temperature)
+    assert knobs == (8, 0.2, 0.28, 0.0, 1.0)
     assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant" and args.loss_type == "dapo"
     s1 = trl_args(stage_config(3, "paper", reward="accuracy"), tmp_path, model_config(cfg, "paper"))
     assert s1.epsilon_high == 0.2  # clip-higher only for the alternating (S2) run
@@ -168,7 +169,7 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
     n = len(tok.encode(block[0], add_special_tokens=False))
     for b, s in enumerate(starts):
         assert torch.allclose(lp_unseen[b, :n], ref[b, s:s + n], atol=1e-5)
-    second_path = (tok.encode("<Parallel><Path>3+1=4</Path>", add_special_tokens=False).__len__())
+    second_path = len(tok.encode("<Parallel><Path>3+1=4</Path>", add_special_tokens=False))
     assert torch.allclose(lp_unseen[:, :second_path], lp_seen[:, :second_path], atol=1e-5)  # trunk + path 1
     assert not torch.allclose(lp_unseen[:, second_path:n], lp_seen[:, second_path:n], atol=1e-4)  # path 2 on
 

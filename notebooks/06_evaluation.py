@@ -1,0 +1,298 @@
+# %% [markdown]
+# # 06 · Evaluation: the paper's table, our numbers, and what training did to the blocks
+#
+# **Goal:** score every checkpoint the earlier notebooks made the way the paper scores its models,
+# put the numbers in the layout of the paper's Table 2 without mixing them up with the paper's own,
+# and read two training analyses on our runs: where blocks open over RL, and the mid-training scaffold.
+#
+# You will learn
+# - what mean@k and pass@k measure, why pass@k needs an unbiased estimator, and how to write it;
+# - the structure metrics next to accuracy: parallel ratio, tag validity, first-block position and
+#   how different sibling paths are;
+# - how to read the paper's Figure 3 (blocks drifting toward the end of the response) on your own
+#   run, and how to say honestly whether the tiny run shows it;
+# - the mid-training scaffold: an alternating reward first, then accuracy only, and what happens at
+#   the switch.
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+
+# %%
+from pr1lib.config import check_profile, environment_report, set_seed
+
+PROFILE = check_profile(PROFILE)
+set_seed(SEED)
+print(environment_report(PROFILE, SEED))
+
+# %% [markdown]
+# ## 1. What this profile evaluates
+#
+# The paper evaluates Qwen3-4B-Base and its descendants on AIME24, AIME25 and AMC23 with 16 samples
+# per problem (mean@16, pass@16) and on a 316-problem MATH set with one sample (mean@1), all at
+# T = 1.0 with the parallel rollout engine (reference/paper-spec.md §6.1). A laptop cannot, so each
+# profile picks its own benchmarks and sizes below. All rows are sampled with the same engine in
+# `forked` mode (paths decoded independently), as the paper does for both variants. `n` is the
+# number of problems, `k` the samples per problem; `switch`/`total` are the scaffold's steps (§6).
+
+# %%
+SETTINGS = {
+    "smoke": dict(benchmarks=("tinygsm-easy",), n=4, k=2, switch=2, total=4, window=2, eval_n=4, batch=8),
+    "tiny": dict(benchmarks=("tinygsm-hard",), n=40, k=4, switch=8, total=16, window=4, eval_n=30, batch=16),
+    "colab": dict(benchmarks=("gsm8k", "math500"), n=100, k=4, switch=50, total=100, window=10, eval_n=50,
+                  batch=16),
+    "paper": dict(benchmarks=("aime25", "aime24", "amc23", "math500"), n=None, k=16, switch=200, total=300,
+                  window=10, eval_n=500, batch=16),
+}[PROFILE]
+MODEL_LABEL = {"smoke": "smoke (random weights)", "tiny": "tiny model (0.92M params)",
+               "colab": "Qwen3 small (colab)", "paper": "Qwen3-4B-Base (this repo)"}[PROFILE]
+SETTINGS
+
+# %% [markdown]
+# ## 2. mean@k and pass@k, from scratch
+#
+# Sample k completions for each problem and check each one. **mean@k** is the share of correct
+# samples, averaged over problems: the expected accuracy of a single sample. **pass@k** asks
+# whether *at least one* of k samples is right: the chance a user with a perfect verifier would get
+# an answer.
+#
+# Estimating pass@k from exactly k samples is noisy, and the naive plug-in `1 − (1 − c/n)^k` (with
+# c correct out of n samples) is biased. The unbiased estimator draws k of the n samples *without*
+# replacement: the chance that all k are wrong is C(n−c, k) / C(n, k), so
+# pass@k = 1 − C(n−c, k) / C(n, k). Written with nothing but `math.comb`:
+
+# %%
+from math import comb
+
+
+def pass_at_k_scratch(n: int, c: int, k: int) -> float:
+    """1 - P(all k drawn samples are wrong), drawing k of n without replacement."""
+    return 1.0 - comb(n - c, k) / comb(n, k)  # comb(a, b) = 0 when b > a: then pass@k = 1
+
+
+print("n=4 samples, c=1 correct: pass@1 =", pass_at_k_scratch(4, 1, 1), " pass@2 =", pass_at_k_scratch(4, 1, 2))
+print("plug-in 1-(1-c/n)^k for pass@2:", 1 - (1 - 1 / 4) ** 2, "(too low: it draws with replacement)")
+
+# %% [markdown]
+# The library's `pr1lib.evaluate.pass_at_k` computes the same quantity as a running product (the
+# binomials overflow floats for large n). This cell checks the two agree on every case up to n = 20:
+
+# %%
+from pr1lib.evaluate import pass_at_k
+
+cases = [(n, c, k) for n in range(1, 21) for c in range(n + 1) for k in range(1, n + 1)]
+worst = max(abs(pass_at_k_scratch(n, c, k) - pass_at_k(n, c, k)) for n, c, k in cases)
+assert worst < 1e-12, worst
+print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
+
+# %% [markdown]
+# ## 3. Which checkpoints exist
+#
+# Table 2 has one row per stage. Each earlier notebook (or its command-line twin) leaves a run folder
+# with a `merged/` model; `find_checkpoints` looks in the usual places for this profile and seed and
+# reports what it could not find. Nothing is trained here to fill a gap: a missing row stays empty.
+#
+# | row | made by |
+# |---|---|
+# | base | the profile's model (tags added, untrained) |
+# | Parallel-SFT-Seen / -Unseen | notebook 03 (or 05), `python -m pr1lib sft --variant seen\|unseen` |
+# | Parallel-R1-Seen | notebook 04 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
+# | Parallel-R1-Unseen (S1) | `python -m pr1lib grpo --stage 3 --variant unseen --reward accuracy` |
+# | Parallel-R1-Unseen (S2) | notebook 04 §7, `python -m pr1lib grpo --stage 3 --variant unseen` |
+
+# %%
+import pandas as pd
+
+from pr1lib import analytics
+
+found, missing = analytics.find_checkpoints(PROFILE, SEED)
+print("found:")
+for key, where in found.items():
+    print(f"  {key:13s} {where}")
+print("missing (searched):" if missing else "missing: none")
+for key, where in missing.items():
+    print(f"  {key:13s} {' | '.join(where)}")
+
+# %% [markdown]
+# ## 4. Scoring them
+#
+# `evaluate_checkpoints` runs `pr1lib.evaluate.run_eval` per checkpoint and benchmark: k samples per
+# problem, both answer checkers (the paper's strict `Final Answer:` match and a robust one), and
+# per-sample structure statistics. Each problem becomes one line of a JSONL file under
+# `runs/06_evaluation-<profile>/eval/`, so an interrupted run resumes, and a rerun with the same
+# weights reads the results back without loading the model (retraining a checkpoint invalidates them).
+
+# %%
+import time
+
+start = time.perf_counter()
+ours = analytics.evaluate_checkpoints(found, PROFILE, SETTINGS["benchmarks"], n=SETTINGS["n"], k=SETTINGS["k"],
+                                      mode="forked")
+print(f"evaluated {len(ours)} checkpoints in {time.perf_counter() - start:.0f} s")
+metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per_response",
+           "first_block_position", "path_diversity", "mean_length", "n", "k"]
+per_stage = pd.DataFrame({(key, bench): {m: s[m] for m in metrics} for key, by in ours.items()
+                          for bench, s in by.items()}).T
+per_stage.round(3)
+
+# %% [markdown]
+# Reading the columns: `accuracy` is mean@k and `pass_at_k` pass@k (strict checker); `parallel_ratio`
+# is the share of samples with at least one block; `valid_ratio` the share whose tags follow the strict
+# grammar; `first_block_position` where the first `<Parallel>` starts, as a fraction of the response
+# in tokens; `path_diversity` is 1 − the word overlap of sibling paths (0 = copies, 1 = disjoint; the
+# paper used BLEU and embeddings instead).
+#
+# ### The paper's Table 2, and ours beside it
+#
+# `pr1lib.paper.side_by_side` keeps the two apart: every paper column is labelled with the paper's
+# model and benchmark, every one of ours with our model, benchmark, k and checker. A tiny-model
+# number on TinyGSM is **not** comparable with a Qwen3-4B number on AIME; the layout is the same so
+# you can see which stages moved which way, nothing more.
+
+# %% tags=["report"]
+from pr1lib.paper import side_by_side
+
+table = side_by_side(ours, MODEL_LABEL)
+print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
+table
+
+# %% [markdown]
+# The short version of the same table goes to `runs/latest-headline.json` (and, under `make tour`,
+# into the tour folder, where the tour prints it and puts it on top of its report):
+
+# %% tags=["report"]
+headline = analytics.headline_table(ours, MODEL_LABEL)
+title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
+         f"ours = {MODEL_LABEL} on {', '.join(SETTINGS['benchmarks'])}, k={SETTINGS['k']}")
+analytics.write_headline(headline, title)
+print(title)
+headline
+
+# %% [markdown]
+# pass@j for j = 1, 2, 4, … k, per checkpoint, from the same samples (the unbiased estimator again).
+# A curve that climbs steeply from pass@1 means the model *can* solve problems it usually misses:
+# sampling diversity that RL can turn into accuracy.
+
+# %% tags=["report"]
+analytics.pass_curve_figure(ours)
+
+# %% [markdown]
+# ## 5. Training analytics: where do blocks open? (the paper's Figure 3)
+#
+# During RL the paper tracked the relative position of the `<Parallel>` block (its start ÷ response
+# length) and found it **rising**: early in training blocks open near the start, with paths trying
+# different ways to solve the problem (exploration); late in training they open near the end, after
+# one line of reasoning has found an answer, with paths checking it (verification). Its reading: a
+# reward that pays for the final answer makes the model risk-averse, so it commits first and
+# parallelises the checking (reference/paper-spec.md §7.2).
+#
+# Every GRPO run folder here logs the same series per step (`metrics.csv`, from the dashboard; a run
+# without it falls back to the log kept in its last checkpoint). We plot the RL checkpoints found
+# above: parallel ratio and mean first-block position of the training samples, against the step.
+
+# %%
+rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
+curves = pd.concat([analytics.training_curves(where, label=key) for key, where in rl_runs.items()]
+                   or [pd.DataFrame(columns=["step", "run", *analytics.CURVE_KEYS])], ignore_index=True)
+print({key: int((curves["run"] == key).sum()) for key in rl_runs} or "no RL run found: run notebook 04 first")
+curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(["first", "last", "mean"]).round(3)
+
+# %% tags=["report"]
+analytics.figure3(curves) if len(curves) else print("no RL run to plot")
+
+# %% [markdown]
+# What this run shows, computed from the series above (first third of the logged steps against the
+# last third, and a least-squares slope; a change under 0.05 counts as no trend):
+
+# %% tags=["report"]
+def read_figure3(curves: pd.DataFrame) -> None:
+    for run, part in curves.groupby("run", sort=False):
+        position = analytics.trend(part, "block_position")
+        print(analytics.describe_trend(position, f"[{run}] first-block position"))
+        print(analytics.describe_trend(analytics.trend(part, "parallel_ratio"), f"[{run}] parallel ratio"))
+        verdict = {"rising": "blocks move later, the direction of the paper's Figure 3",
+                   "falling": "blocks move earlier, the opposite of the paper's Figure 3",
+                   }.get(position["direction"], "no drift this short run can tell apart from noise")
+        print(f"  -> over {len(part)} steps (the paper: 300), {verdict}.\n")
+
+
+read_figure3(curves) if len(curves) else print("no RL run to read")
+
+# %% [markdown]
+# ## 6. The mid-training scaffold
+#
+# The paper's last analysis (§7.3, Figure 4) uses parallel thinking as **scaffolding**: train with the
+# alternating reward (S2: mostly accuracy, every tenth step's last two steps the tiered reward that
+# pays a bonus for a valid block) for the first 200 steps, which keeps the parallel ratio high and
+# forces exploration; then continue from the step-200 checkpoint with the accuracy reward alone. After
+# the switch the parallel ratio falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The
+# authors call it preliminary, and the switch point was picked by hand.
+#
+# `analytics.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
+# checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model with
+# the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts). Held-out
+# greedy accuracy is measured at the start, at the switch and at the end. The CPU profiles run a few
+# dozen steps, so the alternating window shrinks (`window` steps, the last 2 tiered) to give phase 1
+# at least two tiered stretches. The result is cached in the run folder.
+
+# %%
+scaffold_init = found.get("sft-unseen")
+print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
+start = time.perf_counter()
+scaffold = analytics.mid_training(PROFILE, scaffold_init, SETTINGS["switch"], SETTINGS["total"], seed=SEED,
+                                  variant="unseen", window=SETTINGS["window"], parallel_steps=2,
+                                  eval_n=SETTINGS["eval_n"], per_device_train_batch_size=SETTINGS["batch"])
+print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
+      f"{time.perf_counter() - start:.0f} s) in {scaffold['runs']}")
+
+# %% tags=["report"]
+analytics.scaffold_figure(scaffold)
+
+# %% [markdown]
+# Before and after the switch, in numbers (training samples: mean over each phase's steps; held-out:
+# greedy on the profile's hard test problems):
+
+# %% tags=["report"]
+effect = analytics.switch_effect(scaffold)
+
+
+def change(key: str) -> str:
+    before, after = effect[key]["before"], effect[key]["after"]
+    if before is None or after is None:
+        return f"{key}: not logged in both phases"
+    word = "rose" if after - before > 0.05 else "fell" if before - after > 0.05 else "stayed about the same"
+    return f"{key} (training samples): {before:.2f} before the switch, {after:.2f} after: it {word}"
+
+
+print(change("parallel_ratio"))
+print(change("accuracy"))
+print(pd.DataFrame(effect["held_out"]).to_string(index=False))
+ratio, acc = effect["parallel_ratio"], effect["accuracy"]
+if None not in (*ratio.values(), *acc.values()):
+    paper_like = ratio["after"] < ratio["before"] - 0.05 and acc["after"] >= acc["before"]
+    print("the paper's pattern (parallel ratio down, accuracy not down) is", "seen" if paper_like else "not seen",
+          f"in this {scaffold['total_steps']}-step run")
+
+# %% [markdown]
+# ## Summary
+#
+# - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right, estimated
+#   without bias as 1 − C(n−c, k)/C(n, k) (written from scratch above and checked against the library).
+# - Structure gets measured next to accuracy: how often a block opens, whether its tags are valid,
+#   where it starts, and how different its paths are.
+# - The table follows the paper's Table 2 row by row, with our columns and the paper's kept apart and
+#   labelled; rows whose checkpoint does not exist stay empty and are listed. Results are cached per
+#   checkpoint and benchmark, so rerunning is cheap; `python -m pr1lib eval --model RUN_DIR` does the
+#   same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its results.
+# - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
+#   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
+#
+# ## Exercises
+#
+# 1. Change `k` in `SETTINGS` to 8 and rerun section 4 (a new results file is written, the old one is
+#    kept). How much do mean@k and pass@k move? Which of the two is more sensitive to k, and why?
+# 2. Compute pass@k with the plug-in formula 1 − (1 − c/n)^k on the rows of `ours` (use the results
+#    files: `correct_strict` per problem) and compare with `pass_at_k` for k = 2 and k = n. When do they
+#    agree exactly?
+# 3. Rerun the scaffold with the switch at a quarter and at three quarters of `total`. Does the parallel
+#    ratio after the switch depend on how long phase 1 lasted? Does held-out accuracy at the end?
