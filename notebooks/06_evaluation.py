@@ -274,6 +274,16 @@ if None not in (*ratio.values(), *acc.values()):
           f"in this {scaffold['total_steps']}-step run")
 
 # %% [markdown]
+# The scaffold is an RL run too, so it gets the Figure 3 reading of section 5 as well (both phases on
+# one step axis; the switch is at step `switch`):
+
+# %% tags=["report"]
+scaffold_frame = analytics.scaffold_curves(scaffold)
+read_figure3(scaffold_frame)
+analytics.figure3(scaffold_frame, title="Figure 3 on the scaffold run (switch at step "
+                  f"{scaffold['switch_step']})").add_vline(x=scaffold["switch_step"], line_dash="dash")
+
+# %% [markdown]
 # ## Summary
 #
 # - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right, estimated

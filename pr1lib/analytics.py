@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,10 @@ def mid_training(profile: str | None = None, init: str | Path | None = None, swi
     cache = out / "mid_training.json"
     if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
         return json.loads(cache.read_text())["result"]
+    if cache.exists():  # another config (or refresh): its checkpoints must not be resumed
+        for phase in ("alternating", "accuracy"):
+            shutil.rmtree(out / phase, ignore_errors=True)
+        cache.unlink()
     run1 = run_grpo(first, profile, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
     run2 = run_grpo(second, profile, run1.run_dir, out / "accuracy", evaluate_tiers=tiers,
                     before=run1.result["after"], preflight=False)
@@ -190,6 +195,20 @@ def mid_training(profile: str | None = None, init: str | Path | None = None, swi
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
     return result
+
+
+def scaffold_curves(result: dict[str, Any], label: str = "mid-training scaffold"):
+    """The scaffold's training rows (both phases, one step axis) shaped as ``training_curves``.
+
+    >>> frame = scaffold_curves({"curve": [{"step": 1, "parallel_ratio": 0.5, "phase": "alternating"}]})
+    >>> frame[["step", "run", "parallel_ratio"]].values.tolist()
+    [[1.0, 'mid-training scaffold', 0.5]]
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame(result["curve"]).reindex(columns=["step", *CURVE_KEYS]).astype(float)
+    frame.insert(1, "run", label)
+    return frame
 
 
 def scaffold_figure(result: dict[str, Any], window: int = 3):
@@ -332,9 +351,13 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None, benc
     with the profile's ``EvalConfig`` + ``eval_overrides``). Results files go to ``OUT`` (one per
     stage x benchmark x mode); a complete one for the same weights is read back without loading
     the model."""
+    import torch
+
     from pr1lib.evaluate import results_path, run_eval
 
     profile = check_profile(profile)
+    if profile in ("smoke", "tiny") and not torch.cuda.is_available():
+        torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more (as in pr1lib.grpo)
     out = Path(out) if out else runs_dir() / f"06_evaluation-{profile}" / "eval"
     style = ModelConfig.for_profile(profile).prompt_style
     base = EvalConfig.for_profile(profile, **{"prompt_style": style, **eval_overrides})

@@ -238,7 +238,7 @@ class SFTStageConfig(Preset):
     """
 
     variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + restarted positions
-    learning_rate: float = 3e-3  # LoRA on a ~2M-parameter model wants a large step
+    learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3 leaves tags unlearned)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
     num_train_epochs: float = 2.0
@@ -251,8 +251,8 @@ class SFTStageConfig(Preset):
     max_grad_norm: float = 1.0
     loss_reduction: str = "sample"  # sample: mean over samples of per-sample token means (paper) | token
     use_lora: bool = True  # False: full fine-tuning (the paper)
-    lora_r: int | None = None  # None: the profile's ModelConfig (targets: ModelConfig.lora_target_modules)
-    lora_alpha: int | None = None
+    lora_r: int | None = 64  # the tiny model is 128 wide; rank 16 underfits the summaries (None: ModelConfig's)
+    lora_alpha: int | None = 128
     train_tag_rows: bool = True  # with LoRA, the six tag rows of the embedding train too
     load_in_4bit: bool | None = None  # NF4 through BitsAndBytesConfig; None: the profile's ModelConfig
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
@@ -271,10 +271,12 @@ class SFTStageConfig(Preset):
                       train_n=24, eval_n=4, eval_max_new_tokens=24),
         "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
                       gradient_accumulation_steps=4, max_length=2048, train_n=2000, eval_n=50,
-                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0, num_threads=None),
+                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0, num_threads=None,
+                      lora_r=None, lora_alpha=None),
         "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
                       per_device_train_batch_size=1, gradient_accumulation_steps=128, max_length=4096,
-                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000, num_threads=None),
+                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000, num_threads=None,
+                      lora_r=None, lora_alpha=None),
     }
 
 

@@ -122,6 +122,10 @@ def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
     assert [c["steps"] for c in cards] == [2, 2] and cards[1]["init"] == str(tmp_path / "alternating")
     again = analytics.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)  # cached
     assert again == json.loads(json.dumps(result, default=str))
+    (tmp_path / "accuracy" / "marker").write_text("old run")
+    fresh = analytics.mid_training("smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=())
+    assert not (tmp_path / "accuracy" / "marker").exists()  # a new config never resumes the old checkpoints
+    assert [r["phase"] for r in fresh["curve"]] == ["alternating"] * 3 + ["accuracy"] and fresh["held_out"] == []
 
 
 def test_tour_report_puts_the_headline_on_top(tmp_path):
