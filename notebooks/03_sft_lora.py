@@ -251,7 +251,7 @@ import torch
 run = runs["unseen"]
 card = json.loads((run.run_dir / "run_card.json").read_text())
 print(sorted(p.name for p in run.run_dir.iterdir()))
-print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds", "use_lora", "load_in_4bit")})
+print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds", "use_lora")})
 reloaded, reloaded_tok = sft.load_run(run.run_dir, merged=True)
 ids = reloaded_tok(rows[0]["prompt"] + rows[0]["completion"], return_tensors="pt")["input_ids"]
 with torch.no_grad():

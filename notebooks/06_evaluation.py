@@ -201,8 +201,12 @@ curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(["fi
 analytics.figure3(curves) if len(curves) else print("no RL run to plot")
 
 # %% [markdown]
-# What this run shows, computed from the series above (first third of the logged steps against the
-# last third, and a least-squares slope; a change under 0.05 counts as no trend):
+# What this run shows, computed from the series above: the first third of the logged steps against
+# the last third, and a least-squares slope. A change counts only if it exceeds 0.05 and twice its
+# noise (the scatter of the per-step values); a step's value comes from a few dozen samples, so short
+# runs are noisy. The share of groups with a learning signal says whether GRPO had anything to learn
+# from: when every sample of a group gets the same reward, its advantage is zero and the policy does
+# not move.
 
 # %% tags=["report"]
 def read_figure3(curves: pd.DataFrame) -> None:
@@ -210,6 +214,9 @@ def read_figure3(curves: pd.DataFrame) -> None:
         position = analytics.trend(part, "block_position")
         print(analytics.describe_trend(position, f"[{run}] first-block position"))
         print(analytics.describe_trend(analytics.trend(part, "parallel_ratio"), f"[{run}] parallel ratio"))
+        signal = 1 - part["frac_reward_zero_std"].mean()  # groups whose rewards differ: the only ones GRPO learns from
+        if signal == signal:  # not NaN
+            print(f"  groups with a learning signal (reward spread > 0): {signal:.0%} on average")
         verdict = {"rising": "blocks move later, the direction of the paper's Figure 3",
                    "falling": "blocks move earlier, the opposite of the paper's Figure 3",
                    }.get(position["direction"], "no drift this short run can tell apart from noise")
@@ -256,20 +263,24 @@ analytics.scaffold_figure(scaffold)
 effect = analytics.switch_effect(scaffold)
 
 
-def change(key: str) -> str:
-    before, after = effect[key]["before"], effect[key]["after"]
+def change(key: str) -> str | None:
+    """'rose' / 'fell' when the change beats 0.05 and twice its noise, else 'stayed within noise'."""
+    before, after, se = effect[key]["before"], effect[key]["after"], effect[key]["se"]
     if before is None or after is None:
-        return f"{key}: not logged in both phases"
-    word = "rose" if after - before > 0.05 else "fell" if before - after > 0.05 else "stayed about the same"
-    return f"{key} (training samples): {before:.2f} before the switch, {after:.2f} after: it {word}"
+        return None
+    bar = max(0.05, 2 * se)
+    return "rose" if after - before > bar else "fell" if before - after > bar else "stayed within noise"
 
 
-print(change("parallel_ratio"))
-print(change("accuracy"))
+for key in ("parallel_ratio", "accuracy"):
+    e = effect[key]
+    print(f"{key} (training samples): {e['before']:.2f} before the switch, {e['after']:.2f} after "
+          f"(±{2 * e['se']:.2f}): {change(key)}" if change(key) else f"{key}: not logged in both phases")
+
+
 print(pd.DataFrame(effect["held_out"]).to_string(index=False))
-ratio, acc = effect["parallel_ratio"], effect["accuracy"]
-if None not in (*ratio.values(), *acc.values()):
-    paper_like = ratio["after"] < ratio["before"] - 0.05 and acc["after"] >= acc["before"]
+if change("parallel_ratio") and change("accuracy"):
+    paper_like = change("parallel_ratio") == "fell" and change("accuracy") != "fell"
     print("the paper's pattern (parallel ratio down, accuracy not down) is", "seen" if paper_like else "not seen",
           f"in this {scaffold['total_steps']}-step run")
 

@@ -33,7 +33,7 @@ from typing import Any
 from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio", "completions/mean_length",
-              "reward_mode/tiered")
+              "reward_mode/tiered", "frac_reward_zero_std")
 
 
 # ----------------------------------------------------------------------------- training curves
@@ -72,9 +72,10 @@ def training_curves(run_dir: str | Path, step_offset: int = 0, label: str | None
 
 def trend(frame, column: str, frac: float = 1 / 3) -> dict[str, Any]:
     """How ``column`` moves over the steps: least-squares ``slope`` per step, the mean of the first
-    and last ``frac`` of the logged steps, and a ``direction`` (``rising`` / ``falling`` when the
-    late mean differs from the early one by more than 0.05 and the slope agrees, else ``flat``;
-    ``too few steps`` under 4 points).
+    and last ``frac`` of the logged steps with their difference's standard error ``se`` (from the
+    spread of the per-step values), and a ``direction``: ``rising`` / ``falling`` when the late mean
+    differs from the early one by more than 0.05 *and* by more than 2 ``se``, with the slope
+    agreeing; else ``flat``; ``too few steps`` under 4 points.
 
     >>> import pandas as pd
     >>> t = trend(pd.DataFrame({"step": [1, 2, 3, 4], "x": [0.9, 0.8, None, 0.2]}), "x")
@@ -88,27 +89,30 @@ def trend(frame, column: str, frac: float = 1 / 3) -> dict[str, Any]:
     if len(data) < 2:
         return {**out, "slope": None, "early": None, "late": None, "direction": "too few steps"}
     cut = max(1, round(len(data) * frac))
-    early, late = float(data[column].iloc[:cut].mean()), float(data[column].iloc[-cut:].mean())
+    head, tail = data[column].iloc[:cut], data[column].iloc[-cut:]
+    early, late = float(head.mean()), float(tail.mean())
+    se = math.sqrt((head.var() + tail.var()) / cut) if cut > 1 else math.inf
     slope = float(np.polyfit(data["step"], data[column], 1)[0])
     direction = "too few steps" if len(data) < 4 else "flat"
-    if len(data) >= 4 and abs(late - early) > 0.05 and (late - early) * slope > 0:
+    if len(data) >= 4 and abs(late - early) > max(0.05, 2 * se) and (late - early) * slope > 0:
         direction = "rising" if late > early else "falling"
-    return {**out, "slope": slope, "early": early, "late": late, "direction": direction}
+    return {**out, "slope": slope, "early": early, "late": late, "se": se, "direction": direction}
 
 
 def describe_trend(t: dict[str, Any], what: str) -> str:
     """One sentence on a ``trend``, worded from its numbers only.
 
-    >>> t = {"direction": "flat", "points": 9, "steps": 9, "early": .31, "late": .33, "slope": .001}
-    >>> describe_trend(t, "x").split(": ", 1)[1]
-    '0.31 over the first third of the 9 steps with data, 0.33 over the last third (slope +0.0010/step): no clear trend.'
+    >>> t = {"direction": "flat", "points": 9, "steps": 9, "early": .31, "late": .33, "slope": .001, "se": .02}
+    >>> describe_trend(t, "x").split("(", 1)[1]
+    'slope +0.0010/step, ±0.04 noise): no clear trend (within noise).'
     """
     if t["early"] is None:
         return f"{what}: fewer than 2 of the {t['steps']} logged steps have a value, so there is no trend to read."
-    verdict = {"rising": "it rises", "falling": "it falls", "flat": "no clear trend",
+    verdict = {"rising": "it rises", "falling": "it falls", "flat": "no clear trend (within noise)",
                "too few steps": "too few steps to call a trend"}[t["direction"]]
+    noise = f", ±{2 * t['se']:.2f} noise" if math.isfinite(t.get("se", math.inf)) else ""
     return (f"{what}: {t['early']:.2f} over the first third of the {t['points']} steps with data, "
-            f"{t['late']:.2f} over the last third (slope {t['slope']:+.4f}/step): {verdict}.")
+            f"{t['late']:.2f} over the last third (slope {t['slope']:+.4f}/step{noise}): {verdict}.")
 
 
 def figure3(frame, window: int = 3, title: str = "Figure 3, our run: where and how often blocks open"):
@@ -243,21 +247,32 @@ def scaffold_figure(result: dict[str, Any], window: int = 3):
 
 
 def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
-    """Mean training accuracy and parallel ratio before and after the switch, and the held-out
-    points, as numbers the notebook reads aloud.
+    """Mean training accuracy and parallel ratio before and after the switch, with the standard
+    error ``se`` of their difference (from the per-step scatter; ``inf`` under 2 steps a phase),
+    and the held-out points, as numbers the notebook reads aloud.
 
-    >>> switch_effect({"switch_step": 1, "curve": [{"step": 1, "accuracy": 0.2, "parallel_ratio": 1.0},
-    ...     {"step": 2, "accuracy": 0.4, "parallel_ratio": 0.5}], "held_out": []})["parallel_ratio"]
-    {'before': 1.0, 'after': 0.5}
+    >>> e = switch_effect({"switch_step": 2, "held_out": [], "curve": [{"step": s, "parallel_ratio": r}
+    ...     for s, r in ((1, 1.0), (2, 0.8), (3, 0.5), (4, 0.3))]})
+    >>> e["parallel_ratio"]["before"], e["parallel_ratio"]["after"], round(e["parallel_ratio"]["se"], 3)
+    (0.9, 0.4, 0.141)
     """
-    def mean(rows: list[dict], key: str) -> float | None:
-        values = [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
-        return sum(values) / len(values) if values else None
+    import statistics
+
+    def values(rows: list[dict], key: str) -> list[float]:
+        return [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
 
     pre = [r for r in result["curve"] if r["step"] <= result["switch_step"]]
     post = [r for r in result["curve"] if r["step"] > result["switch_step"]]
-    return {key: {"before": mean(pre, key), "after": mean(post, key)} for key in ("accuracy", "parallel_ratio")} | {
-        "held_out": [{k: h.get(k) for k in ("step", "tier", "accuracy", "parallel_ratio")} for h in result["held_out"]]}
+    out: dict[str, Any] = {}
+    for key in ("accuracy", "parallel_ratio"):
+        a, b = values(pre, key), values(post, key)
+        se = (math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+              if len(a) > 1 and len(b) > 1 else math.inf)
+        out[key] = {"before": statistics.fmean(a) if a else None, "after": statistics.fmean(b) if b else None,
+                    "se": se}
+    out["held_out"] = [{k: h.get(k) for k in ("step", "tier", "accuracy", "parallel_ratio")}
+                       for h in result["held_out"]]
+    return out
 
 
 # ----------------------------------------------------------------------------- Table 2's checkpoints

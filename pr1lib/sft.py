@@ -83,9 +83,9 @@ def keep_4bit_differentiable(model) -> int:
     for module in model.modules():
         if isinstance(module, Linear4bit):
             module.support_avx512bf16_for_cpu = False
-            weight = module.weight
-            if getattr(weight.quant_state, "packing_format_for_cpu", False):
-                weight.data, weight.quant_state = _convert_weight_packed_for_cpu_inverse(weight.data, weight.quant_state)
+            w = module.weight
+            if getattr(w.quant_state, "packing_format_for_cpu", False):
+                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data, w.quant_state)
                 undone += 1
     return undone
 
@@ -366,7 +366,8 @@ def rollout_completions(model, tokenizer, prompts: list[str], profile: str | Non
     model.eval()
     try:
         for i in range(0, len(prompts), batch_size):
-            out += [(r.text, len(r.completion_ids)) for r in generate(model, tokenizer, prompts[i:i + batch_size], rcfg)]
+            done = generate(model, tokenizer, prompts[i:i + batch_size], rcfg)
+            out += [(r.text, len(r.completion_ids)) for r in done]
     finally:
         model.train(was_training)
     return out

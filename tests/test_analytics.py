@@ -49,6 +49,9 @@ def test_trend_reads_direction_from_the_data():
     assert t["direction"] == "rising" and t["early"] == pytest.approx(0.15) and t["late"] == pytest.approx(0.6)
     assert analytics.trend(rising.assign(x=rising["x"][::-1].values), "x")["direction"] == "falling"
     assert analytics.trend(rising.assign(x=0.4), "x")["direction"] == "flat"
+    noisy = analytics.trend(rising.assign(x=[0.1, 0.5, 0.3, 0.4, 0.2, 0.4, 0.2, 0.6, 0.4]), "x")
+    assert noisy["late"] - noisy["early"] == pytest.approx(0.1) and noisy["slope"] > 0
+    assert noisy["direction"] == "flat"  # a 0.1 rise, but the per-step values scatter by more than that
     assert analytics.trend(rising.assign(x=None), "x")["direction"] == "too few steps"
     assert "it rises" in analytics.describe_trend(t, "position") and "0.15" in analytics.describe_trend(t, "p")
 
@@ -65,7 +68,7 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
     assert traces["accuracy (held-out, greedy)"].x.tolist() == [0, 6]
     assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(3, 3)]
     effect = analytics.switch_effect(result)
-    assert effect["parallel_ratio"] == {"before": 1.0, "after": pytest.approx(0.4)}
+    assert effect["parallel_ratio"] == {"before": 1.0, "after": pytest.approx(0.4), "se": pytest.approx(0.0)}
     assert effect["accuracy"]["after"] == pytest.approx((0.2 + 0.25 + 0.3) / 3)
 
 

@@ -146,8 +146,9 @@ def spans(ids: list[int], tok, start: int = 0) -> dict[str, list[int]]:
 
 def test_unseen_collator_isolates_sibling_paths_and_summary_sees_both(policy):
     model, tok = policy
-    a = encode(tok, PROMPT.format(a=2, b=3), TRACE.format(a=2, b=3, c=5).replace("2+3=5</Path><Path>", "1+4=5</Path><Path>", 1))
-    b = encode(tok, PROMPT.format(a=2, b=3), TRACE.format(a=2, b=3, c=5).replace("2+3=5</Path><Path>", "4+1=5</Path><Path>", 1))
+    trace, prompt = TRACE.format(a=2, b=3, c=5), PROMPT.format(a=2, b=3)
+    a = encode(tok, prompt, trace.replace("2+3=5</Path><Path>", "1+4=5</Path><Path>", 1))  # path 1 only
+    b = encode(tok, prompt, trace.replace("2+3=5</Path><Path>", "4+1=5</Path><Path>", 1))
     assert len(a["input_ids"]) == len(b["input_ids"]) and a["input_ids"] != b["input_ids"]
     where = spans(a["input_ids"], tok)
     changed = [i for i, (x, y) in enumerate(zip(a["input_ids"], b["input_ids"])) if x != y]
