@@ -34,6 +34,7 @@ from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio", "completions/mean_length",
               "reward_mode/tiered", "frac_reward_zero_std")
+_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
 # ----------------------------------------------------------------------------- training curves
@@ -143,8 +144,6 @@ def figure3(frame, window: int = 3, title: str = "Figure 3, our run: where and h
     fig.update_layout(title=title, height=520, margin=dict(t=70, b=40, l=50, r=20))
     return fig
 
-
-_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
 # ----------------------------------------------------------------------------- the mid-training scaffold
