@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 from pr1lib.config import ColdStartConfig
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
+from pr1lib.jsonl import JsonlLog
 from pr1lib.prompts import prompt_text
 
 REASONS = ("teacher_error", "invalid_format", "no_block", "wrong_answer", "too_long", "duplicate")
@@ -40,7 +41,7 @@ PAPER_TEACHER = "DeepSeek-R1-0528-Qwen3-8B (format-valid share only)"
 
 
 # --------------------------------------------------------------------------- resumable trace cache
-class TraceCache:
+class TraceCache(JsonlLog):
     """An append-only JSONL file of traces; the last record per ``(id, teacher)`` wins.
 
     >>> import tempfile, os
@@ -54,47 +55,16 @@ class TraceCache:
     """
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.records: dict[tuple[str, str], dict] = {}
-        self.dropped = 0  # unreadable lines (a torn last line after a crash, or damage)
-        self._cut: int | None = None  # byte offset of a torn last line, cut before the next append
-        if self.path.exists():
-            self._load(self.path.read_bytes())
+        super().__init__(path, key=lambda r: (r["id"], r["teacher"]))
 
-    def _load(self, data: bytes) -> None:
-        offset = 0
-        for line in data.splitlines(keepends=True):
-            try:
-                record = json.loads(line) if line.endswith(b"\n") else None
-            except ValueError:
-                record = None
-            if record is not None:
-                self.records[(record["id"], record["teacher"])] = record
-            elif line.strip():
-                self.dropped += 1
-                self._cut = offset if offset + len(line) == len(data) else self._cut
-            offset += len(line)
+    @property
+    def records(self) -> dict:
+        return self.rows
 
     def done(self, problem_id: str, teacher: str) -> bool:
         """True when a trace without error is cached for this problem and teacher."""
         record = self.records.get((problem_id, teacher))
         return record is not None and not record.get("error")
-
-    def append(self, traces: Iterable[dict]) -> None:
-        """Write ``traces`` as whole lines, flush and fsync (after cutting any torn tail)."""
-        lines = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in traces)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._cut is not None:  # drop the torn tail: rewrite the good prefix, then rename
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_bytes(self.path.read_bytes()[: self._cut])
-            os.replace(tmp, self.path)
-            self._cut = None
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(lines)
-            f.flush()
-            os.fsync(f.fileno())
-        for t in traces:
-            self.records[(t["id"], t["teacher"])] = t
 
 
 def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, batch_size: int = 256,

@@ -25,7 +25,6 @@ path similarity is word-level Jaccard overlap rather than the paper's BLEU / emb
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from itertools import combinations
@@ -35,6 +34,7 @@ from typing import Any, Callable, Iterable
 from pr1lib.benchmarks import BENCHMARKS, check, load_benchmark
 from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir, set_seed
 from pr1lib.format import PARALLEL, parse, parallel_stats
+from pr1lib.jsonl import JsonlLog
 
 GenerateFn = Callable[[list[str], int], list[list[str]]]
 MODES = ("seen", "forked")
@@ -207,7 +207,7 @@ def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- results file
-class ResultsFile:
+class ResultsFile(JsonlLog):
     """An append-only JSONL file with one row per problem id; a torn last line is dropped.
 
     >>> import tempfile, os
@@ -219,37 +219,11 @@ class ResultsFile:
     """
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.rows: dict[str, dict] = {}
-        self.dropped = 0
-        self._good_bytes = 0  # length of the readable prefix; anything after it is cut on append
-        if self.path.exists():
-            self._load(self.path.read_bytes())
-
-    def _load(self, data: bytes) -> None:
-        for line in data.splitlines(keepends=True):
-            try:
-                row = json.loads(line) if line.endswith(b"\n") else None
-            except ValueError:
-                row = None
-            if row is None:
-                self.dropped += bool(line.strip())
-                break  # nothing after an unreadable line is trusted
-            self.rows[str(row["id"])] = row
-            self._good_bytes += len(line)
+        super().__init__(path, key=lambda r: str(r["id"]))
 
     def append(self, row: dict) -> None:
         """Write one row as a whole line, flushed and fsync'd."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "ab") as f:
-            if f.tell() != self._good_bytes:
-                f.truncate(self._good_bytes)  # cut the torn tail before appending
-            line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        self._good_bytes += len(line)
-        self.rows[str(row["id"])] = row
+        super().append([row])
 
 
 def model_tag(name: str) -> str:
