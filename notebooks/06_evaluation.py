@@ -18,6 +18,18 @@
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
 SEED = 0
 
+# %% [markdown]
+# *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
+# installs it; elsewhere it does nothing.*
+
+# %%
+import importlib.util, subprocess, sys  # noqa: E401
+
+if importlib.util.find_spec("pr1lib") is None:
+    subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "pr1[notebooks]"], check=True)
+    sys.path.insert(0, "pr1")
+
 # %%
 from pr1lib.config import check_profile, environment_report, set_seed
 
