@@ -67,6 +67,11 @@ def runs_dir() -> Path:
     return Path(os.environ.get("PR1_RUNS_DIR", REPO_ROOT / "runs"))
 
 
+def is_main_process() -> bool:
+    """False on every rank but 0 of a multi-process (accelerate / torchrun) launch."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy (if present) and torch, CPU and CUDA."""
     random.seed(seed)

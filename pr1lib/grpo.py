@@ -43,7 +43,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from pr1lib.config import (GRPOStageConfig, ModelConfig, RolloutConfig, check_profile, environment_report,
-                           runs_dir, set_seed)
+                           is_main_process, runs_dir, set_seed)
 from pr1lib.rewards import MODES, reward_for, terms
 
 VARIANTS = ("seen", "unseen")
@@ -479,8 +479,9 @@ class GRPOSession:
         self.cfg = self.cfg.replace(**changes) if changes else self.cfg
         done = self.step
         cfg = self.cfg.replace(max_steps=done + steps if steps is not None else self.cfg.max_steps)
-        self.cfg.save(self.run_dir / "config.json")
-        self.model_cfg.save(self.run_dir / "model_config.json")
+        if is_main_process():
+            self.cfg.save(self.run_dir / "config.json")
+            self.model_cfg.save(self.run_dir / "model_config.json")
         first = self.trainer is None
         model = self.model if first else self.trainer.model
         self.trainer = build_trainer(cfg, model, self.tokenizer, self.peft_config if first else None, self.dataset,
@@ -576,7 +577,8 @@ def finish(session: GRPOSession, before: dict | None = None, evaluate_tiers: Seq
     }
     card = {**result, "config": cfg.to_dict(), "model_config": session.model_cfg.to_dict(),
             "environment": environment_report(session.profile, cfg.seed).versions}
-    (session.run_dir / "run_card.json").write_text(json.dumps(card, indent=2, default=str))
+    if is_main_process():
+        (session.run_dir / "run_card.json").write_text(json.dumps(card, indent=2, default=str))
     return GRPORun(result, session.run_dir, session.policy, session.tokenizer, session.rows, samples)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ import torch
 from transformers import TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
-from pr1lib.config import ModelConfig, SFTStageConfig, check_profile, environment_report, runs_dir, set_seed
+from pr1lib.config import ModelConfig, SFTStageConfig, check_profile, environment_report, is_main_process, runs_dir, set_seed
 
 VARIANTS = ("seen", "unseen")
 
@@ -123,7 +124,19 @@ def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: s
     from pr1lib.config import ColdStartConfig
 
     config = ColdStartConfig(source="tinygsm-easy", limit=cfg.train_n, prompt_style=prompt_style, seed=cfg.seed)
-    return run_coldstart(config, work_dir / "coldstart").dataset
+    # Under accelerate, rank 0 builds and saves the set; the other ranks (same launcher, so the
+    # same parent pid) wait for its marker and read what it saved.
+    marker = work_dir / "coldstart" / f".built-by-{os.getppid()}"
+    if is_main_process():
+        dataset = run_coldstart(config, work_dir / "coldstart").dataset
+        marker.write_text("done")
+        return dataset
+    deadline = time.monotonic() + 1800
+    while not marker.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 did not build the cold-start set in {work_dir / 'coldstart'}")
+        time.sleep(0.5)
+    return load_from_disk(str(work_dir / "coldstart" / "dataset"))
 
 
 def sft_rows(dataset, tokenizer, max_length: int):
@@ -510,8 +523,9 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
     run_dir = Path(out or runs_dir() / f"sft-{profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = model_cfg or sft_model_config(cfg, profile)
-    cfg.save(run_dir / "config.json")
-    model_cfg.save(run_dir / "model_config.json")
+    if is_main_process():
+        cfg.save(run_dir / "config.json")
+        model_cfg.save(run_dir / "model_config.json")
     model, tokenizer, peft_config = load_sft_policy(model_cfg, cfg.train_tag_rows)
     rows, dropped = sft_rows(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), tokenizer, cfg.max_length)
     problems, samples = (held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []), {}
@@ -535,7 +549,8 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
         "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(), "before": before, "after": after, "run_dir": str(run_dir), **paths,
     }
-    write_run_card(run_dir, result, cfg, model_cfg, log.rows)
+    if is_main_process():
+        write_run_card(run_dir, result, cfg, model_cfg, log.rows)
     return SFTRun(result, run_dir, trainer.model, tokenizer, log.rows, samples)
 
 
