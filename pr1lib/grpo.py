@@ -45,6 +45,7 @@ from trl import GRPOConfig, GRPOTrainer
 from pr1lib.config import (GRPOStageConfig, ModelConfig, RolloutConfig, check_profile, environment_report,
                            is_main_process, runs_dir, set_seed)
 from pr1lib.rewards import MODES, reward_for, terms
+from pr1lib.sft import expose_head_bias
 
 VARIANTS = ("seen", "unseen")
 REWARD_MODES = (*MODES, "alternating")
@@ -291,7 +292,7 @@ class ParallelGRPOTrainer(GRPOTrainer):
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         super().__init__(*args, **kwargs)
-        _expose_head_bias(self.model)
+        expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, compute_aux_loss=False,
@@ -323,14 +324,6 @@ class ParallelGRPOTrainer(GRPOTrainer):
         with self.accelerator.autocast():
             out = model(input_ids=ids, labels=labels, fused_lm_head=True, **extra)
         return out.log_probs[:, -logits_to_keep:], out.entropy[:, -logits_to_keep:]
-
-
-def _expose_head_bias(model: Any) -> None:
-    """PEFT's trainable-token wrapper serves the tag rows' ``weight`` but not the head's ``bias``,
-    which TRL's fused LM head reads; the SFT stage has the same fix."""
-    from pr1lib.sft import _expose_head_bias as expose
-
-    expose(model)
 
 
 def load_policy(cfg: GRPOStageConfig, model_cfg: ModelConfig):

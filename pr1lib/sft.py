@@ -220,7 +220,7 @@ class ParallelSFTTrainer(SFTTrainer):
             raise ValueError(f"loss_reduction must be 'sample' or 'token', got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
         super().__init__(*args, **kwargs)
-        _expose_head_bias(self.model)
+        expose_head_bias(self.model)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs, use_cache=False, fused_lm_head=True)
@@ -238,7 +238,7 @@ class ParallelSFTTrainer(SFTTrainer):
         return (loss, out) if return_outputs else loss
 
 
-def _expose_head_bias(model) -> None:
+def expose_head_bias(model) -> None:
     """TRL's fused LM head reads ``lm_head.weight`` and ``lm_head.bias``. PEFT's wrapper for trainable
     tag rows serves ``weight`` (base rows + trained tag rows) but not ``bias``: hand it the head's."""
     head = model.get_output_embeddings()
