@@ -206,3 +206,36 @@ def test_ablation_table_orders_against_the_paper():
     assert ordering_reproduced(rows) is True
     assert ordering_reproduced(ablation_table([res("accuracy", 0.7), res("alternating", 0.6),
                                                res("structure", 0.9)])) is False
+
+
+# ----------------------------------------------------------------------------- unseen + forked, end to end
+def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, monkeypatch):
+    """The unseen trainer subclass with the forked engine: rollouts really fork (a logit bias makes
+    the random smoke model open blocks), three optimizer steps run, and the LoRA weights move."""
+    import pr1lib.rollout as rollout
+
+    model, tok, lora = fresh(base)
+    bias = torch.zeros(model.config.vocab_size)  # (V,)
+    bias[tok.convert_tokens_to_ids("<Parallel>")] = 6.0
+
+    def steer(module, inputs, out):  # sampling sees the bias; TRL's fused log-prob path has no logits
+        if getattr(out, "logits", None) is not None:
+            out.logits = out.logits + bias
+        return out
+
+    model.register_forward_hook(steer)
+    blocks, generate = [], rollout.generate
+
+    def counting(*args, **kwargs):
+        out = generate(*args, **kwargs)
+        blocks.append(sum(r.blocks for r in out))
+        return out
+
+    monkeypatch.setattr(rollout, "generate", counting)
+    cfg = stage_config(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
+    assert cfg.rollout == "forked"
+    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
+    assert session.run() == 3 and isinstance(session.trainer, ParallelGRPOTrainer)
+    assert len(blocks) == 3 and all(b > 0 for b in blocks), blocks  # every step's rollouts forked
+    lora_b = [p for n, p in session.policy.named_parameters() if "lora_B" in n]
+    assert lora_b and max(p.abs().max().item() for p in lora_b) > 0  # LoRA B starts at zero: it trained
