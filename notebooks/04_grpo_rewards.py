@@ -33,11 +33,9 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import check_profile, environment_report, set_seed
+from pr1lib.config import start_notebook
 
-PROFILE = check_profile(PROFILE)
-set_seed(SEED)
-print(environment_report(PROFILE, SEED))
+PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
 # %% [markdown]
 # Stages 2 and 3 each have one `GRPOStageConfig`; the profile picks its size. Its field names are

@@ -31,11 +31,9 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import check_profile, environment_report, runs_dir, set_seed
+from pr1lib.config import runs_dir, start_notebook
 
-PROFILE = check_profile(PROFILE)
-set_seed(SEED)
-print(environment_report(PROFILE, SEED))
+PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
 # %% [markdown]
 # ## 1. One real response

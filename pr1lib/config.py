@@ -142,6 +142,19 @@ class ModelConfig(Preset):
     }
 
 
+def start_notebook(profile: str | None = None, seed: int = 0) -> str:
+    """First cell of every notebook: check the profile, seed everything, print the environment.
+
+    >>> start_notebook("smoke", 0)  # doctest: +ELLIPSIS
+    RunInfo(profile='smoke', seed=0, versions={...})
+    'smoke'
+    """
+    profile = check_profile(profile)
+    set_seed(seed)
+    print(environment_report(profile, seed))
+    return profile
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """Small record printed at the top of every notebook and saved with every run."""
