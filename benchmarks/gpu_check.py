@@ -347,29 +347,17 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
             "mask_gib": gib(ids.shape[0] * ids.shape[1] ** 2) if mode == "unseen" else 0.0}
 
 
-class _Steer(torch.nn.Module):
-    """LM head + fixed logit bias: only the tokenizer's ids, blocks likely, eos never."""
-
-    def __init__(self, head: torch.nn.Module, bias: torch.Tensor):
-        super().__init__()
-        self.head = head
-        self.register_buffer("bias", bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.head(hidden) + self.bias.to(hidden.dtype)
-
-
 def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
     """Forked decoding (the RL rollout engine) of a batch of prompts with two paths per block."""
     from pr1lib.config import RolloutConfig
-    from pr1lib.rollout import generate
+    from pr1lib.rollout import generate, steer_logits
     from pr1lib.structure import tag_ids
 
     t, head = tag_ids(tok), model.lm_head
     bias = torch.full((model.config.vocab_size,), -1e4)
     bias[: len(tok)] = 0.0
     bias[t.parallel], bias[t.end_summary], bias[tok.eos_token_id] = 8.0, 4.0, -1e4
-    model.lm_head = _Steer(head, bias.to(head.weight.device))
+    undo = steer_logits(model, bias)
     cfg = RolloutConfig(mode="forked", num_paths=2, max_blocks=4, max_path_length=sizes.path_len,
                         max_completion_length=sizes.completion_len)
     prompts = [tok.encode(f"Problem {i}: Tom has {i + 3} apples and buys 5 more. How many?\nSolution:\n",
@@ -383,7 +371,7 @@ def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
                 lambda: generate(model, tok, prompts, cfg, generator=torch.Generator(device).manual_seed(0)), 1,
                 warmup=False)
     finally:
-        model.lm_head = head
+        undo()
     tokens = sum(len(r.completion_ids) for r in outs)
     return {"seconds": round(seconds, 3), "peak_gib": peak, "prompts": len(prompts), "completion_tokens": tokens,
             "tokens_per_s": round(tokens / seconds, 1), "blocks": sum(r.blocks for r in outs),

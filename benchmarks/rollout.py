@@ -34,22 +34,10 @@ from typing import Any, Callable
 import torch
 
 from pr1lib.config import REPO_ROOT, RolloutConfig
-from pr1lib.rollout import generate
+from pr1lib.rollout import generate, steer_logits
 from pr1lib.structure import attention_inputs, tag_ids
 
 PROMPT = "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\nAnswer:"
-
-
-class _Bias(torch.nn.Module):
-    """The output layer plus a fixed logit bias (steers a model without training it)."""
-
-    def __init__(self, head: torch.nn.Module, bias: torch.Tensor):
-        super().__init__()
-        self.head = head
-        self.register_buffer("bias", bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.head(hidden) + self.bias
 
 
 def load_model() -> tuple[Any, Any, str]:
@@ -70,16 +58,6 @@ def load_model() -> tuple[Any, Any, str]:
     return model.eval(), tok, source
 
 
-def steered(model: Any, biases: dict[int, float]) -> Callable[[], None]:
-    """Install a logit bias; returns a function that removes it."""
-    head = model.lm_head
-    bias = torch.zeros(model.lm_head.weight.shape[0], device=model.lm_head.weight.device)
-    for token, value in biases.items():
-        bias[token] = value
-    model.lm_head = _Bias(head, bias)
-    return lambda: setattr(model, "lm_head", head)
-
-
 def medians(fns: dict[Any, Callable[[], Any]], repeats: int) -> dict[Any, tuple[float, Any]]:
     """Median seconds (and the last result) of each function; the repeats are interleaved
     round-robin so that load from other processes hits every variant alike."""
@@ -96,7 +74,7 @@ def medians(fns: dict[Any, Callable[[], Any]], repeats: int) -> dict[Any, tuple[
 def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     """Forked k paths of exactly ``n`` tokens each, versus one path, from the same prompt."""
     t = tag_ids(tok)
-    undo = steered(model, {t.parallel: 30.0, t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0})
+    undo = steer_logits(model, {t.parallel: 30.0, t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0})
     tail = 2 + len(tok.encode("\n", add_special_tokens=False))  # </Parallel> \n <Summary>
     prompt = [tok.encode(PROMPT, add_special_tokens=False)]
     stats: dict[int, dict[str, int]] = {k: {} for k in (1, 2, 4, 8)}
@@ -128,7 +106,7 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
 
 def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[str, Any]:
     """Engine ``seen`` mode versus ``model.generate``: same prompts, sampling, exactly ``n`` new tokens each."""
-    undo = steered(model, {tok.eos_token_id: -30.0})
+    undo = steer_logits(model, {tok.eos_token_id: -30.0})
     prompts = [tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False) for i in range(batch)]
     width = max(len(p) for p in prompts)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id

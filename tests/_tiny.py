@@ -12,6 +12,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
+from pr1lib.rollout import steer_logits
 from pr1lib.structure import TAGS
 
 EOS = "<|endoftext|>"
@@ -38,24 +39,9 @@ def toy_model(vocab_size: int, seed: int = 0, attn: str = "sdpa", layers: int = 
     return Qwen3ForCausalLM(config).eval()
 
 
-class BiasedHead(torch.nn.Module):
-    """``lm_head`` plus a fixed logit bias: steers which tokens a random model emits."""
-
-    def __init__(self, head: torch.nn.Module, bias: torch.Tensor):
-        super().__init__()
-        self.head = head
-        self.register_buffer("bias", bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.head(hidden) + self.bias
-
-
 def steer(model: Qwen3ForCausalLM, biases: dict[int, float]) -> Qwen3ForCausalLM:
     """Add ``biases`` (token id -> logit offset) to the model's output layer, in place."""
-    bias = torch.zeros(model.config.vocab_size)
-    for token, value in biases.items():
-        bias[token] = value
-    model.lm_head = BiasedHead(model.lm_head, bias)
+    steer_logits(model, biases)
     return model
 
 
