@@ -86,10 +86,13 @@ pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source"
 #
 # The paper's teacher is DeepSeek-R1-0528-Qwen3-8B, prompted with the parallel-thinking instruction.
 # Here the default teacher is a **rule**: take the reference solution, pick one step, and write a
-# block whose paths reach that step's number by *different computations*. The original line is one
-# path. The others are another order (`24+48`), a split product (`12*50 + 12*2`), repeated addition,
-# regrouping (`100-(50+30+15)`), multiplying out a bracket, or an inverse check (`72-24=48`).
-# A formulaic summary states the shared value; the remaining steps and `Final Answer: N` follow.
+# block whose paths reach that step's number by *different computations*. The original line is the
+# first path. The others are another order (`24+48`), a split product (`12*50 + 12*2`), repeated
+# addition, regrouping (`100-(50+30+15)`), multiplying out a bracket, or the same sum followed by an
+# inverse check (`48+24=72; check: 72-24=48` — result first, so the path never has to guess it).
+# A one-line summary restates the first path's calculation; the remaining steps and
+# `Final Answer: N` follow. Those three choices are not cosmetic: notebook 03 measures how they
+# decide whether a small model keeps its accuracy through SFT.
 #
 # The teacher never evaluates text with `eval`: expressions go through a small `ast` whitelist
 # (numbers and `+ - * /` only), and every `<<expr=value>>` in the finished trace is re-checked.

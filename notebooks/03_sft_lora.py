@@ -197,9 +197,10 @@ del base_model  # each run below loads its own copy of the base
 # again, and saves the run. Both evaluations decode greedily with `pr1lib.rollout`, the engine the
 # RL stage samples with, in the mode that matches how the variant was trained: the unseen model in
 # `forked` mode (each path decodes as its own row from the shared prefix, exactly the unseen mask),
-# the seen model in `seen` mode (one causal stream, path 2 written after path 1). Greedy forked
-# decoding gives identical paths; sampling (stage 2) makes them differ. The figure updates while the
-# two runs train.
+# the seen model in `seen` mode (one causal stream, path 2 written after path 1). Forked paths
+# share their context exactly, so plain argmax would write k copies; the engine's greedy mode opens
+# path *j* with the *j*-th most likely token instead (`RolloutConfig.distinct_greedy_paths`), and
+# sampling (stage 2) makes them differ on its own. The figure updates while the two runs train.
 
 # %%
 plot = sft.LiveLossPlot()
@@ -240,6 +241,37 @@ samples = pd.DataFrame({
     **{f"SFT {v}": [s["completion"] for s in r.samples["after"]] for v, r in runs.items()},
 })
 samples.head(3).T
+
+# %% [markdown]
+# ### What the traces look like decides what SFT costs
+#
+# The first version of this project's rule teacher shuffled the paths, opened its check path with
+# the answer (`Check: 72-24=48, so 48+24=72`), and wrote the summary as a bare number in one of four
+# wordings. The tiny model learned that format just as well (98 % valid blocks) but its easy
+# accuracy fell from 92 % to 47 %. Reading the wrong answers showed three habits: a second path
+# that mangled its operands (`2+29` for `29+5`), a summary that copied whichever number came last,
+# and a summary garbled where the model had to pick one of the four wordings. One change at a time,
+# `python -m pr1lib sft --profile tiny --variant seen` (100 held-out problems, greedy, seed 0):
+#
+# | teacher change (cumulative unless noted) | valid blocks | accuracy |
+# |---|---|---|
+# | shuffled paths, answer-first check, bare value, 4 wordings | 98 % | 47 % |
+# | reference line as the first path, check computes first | 98 % | 65 % |
+# | + the summary restates the calculation (`48/2=<<48/2=24>>24`) | 94 % | 67 % |
+# | + one summary wording (**the default now**) | 99 % | **78 %** |
+# | &nbsp;&nbsp;same, 4,000 rows instead of 2,000 | 99 % | 76 % |
+# | &nbsp;&nbsp;same, lr 1e-3 for 3 epochs | 100 % | 76 % |
+# | &nbsp;&nbsp;summary states the bare value instead | 100 % | 68 % |
+# | &nbsp;&nbsp;summary restates the whole reference line | 100 % | 64 % |
+# | &nbsp;&nbsp;reference line as the *last* path, bare value | 100 % | 70 % |
+# | &nbsp;&nbsp;second path always the inverse check (`kinds=("inverse",)`) | 100 % | 73 % |
+# | &nbsp;&nbsp;second path the inverse check or another order | 100 % | 72 % |
+#
+# With 100 problems a difference of a few points is noise; the big steps are not. The lesson
+# carries over to real models: cold-start traces should let every path and the summary be written
+# from what the model can see at that point. The remaining loss (78 % vs 92 %) is still mostly
+# the summary copying the first path's calculation wrongly (10 of 22 misses) — a 0.9M-parameter
+# model copies an expression from 30 tokens back less reliably than it computes one.
 
 # %% [markdown]
 # ## 8. What a run leaves behind
@@ -286,10 +318,10 @@ print("tags are single tokens after reload:", single,
 # - Seen and unseen SFT differ only in what the collator hands the model: unseen adds a 4D mask that
 #   hides sibling paths from each other and position ids that restart at each path, parsed from the
 #   response so the prompt stays sequential.
-# - On the tiny model, SFT teaches the format quickly: most held-out completions open a block and
-#   close it validly. Accuracy is the price: the table above shows how much this run lost, mostly to
-#   arithmetic slips inside the new, longer traces and to summaries that repeat a wrong path. Stage 2
-#   (notebook 04) puts an accuracy reward on exactly this.
+# - On the tiny model, SFT teaches the format quickly: almost every held-out completion opens a block
+#   and closes it validly. Accuracy is the price, and how big it is depends on the traces: letting
+#   the reference line open the block and the summary restate its calculation took the drop from
+#   45 points to 14. Stage 2 (notebook 04) puts an accuracy reward on what is left.
 # - A run folder is self-contained: configs, adapter, merged model, loss log and run card.
 #
 # ## Exercises
@@ -299,5 +331,8 @@ print("tags are single tokens after reload:", single,
 # 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use a
 #    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens land
 #    on the same positions, and what does the model see at inference instead?
-# 3. Switch `loss_reduction` to `"token"` and compare the loss curves. Which rows weigh more under
+# 3. Rebuild the cold-start set with `teachers.RuleTeacher(original_path="any", summary="value")`
+#    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant and
+#    read ten wrong answers. Which of the habits described in section 7 come back?
+# 4. Switch `loss_reduction` to `"token"` and compare the loss curves. Which rows weigh more under
 #    each reduction, and when would the difference matter for traces of very different lengths?

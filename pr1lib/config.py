@@ -276,6 +276,7 @@ class SFTStageConfig(Preset):
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
     logging_steps: int = 5
     train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
+    source: str = "tinygsm-easy"  # the rule teacher's problems then: a pr1lib.data source, or several joined by "+"
     eval_n: int = 100  # held-out TinyGSM-easy test problems for the before/after evaluation
     eval_max_new_tokens: int = 256
     eval_mode: str | None = None  # pr1lib.rollout mode for before/after; None: seen -> "seen", unseen -> "forked"
@@ -288,12 +289,12 @@ class SFTStageConfig(Preset):
         "smoke": dict(max_steps=4, per_device_train_batch_size=4, max_length=512, logging_steps=1,
                       train_n=24, eval_n=4, eval_max_new_tokens=24),
         "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
-                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, eval_n=50,
+                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, source="gsm8k", eval_n=50,
                       eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0, num_threads=None,
                       lora_r=None, lora_alpha=None),
         "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
                       per_device_train_batch_size=1, gradient_accumulation_steps=128, max_length=4096,
-                      use_lora=False, train_n=7472, eval_n=500, eval_max_new_tokens=3000, num_threads=None,
+                      use_lora=False, train_n=7473, source="gsm8k", eval_n=500, eval_max_new_tokens=3000, num_threads=None,
                       lora_r=None, lora_alpha=None),
     }
 
@@ -342,6 +343,7 @@ class RolloutConfig(Preset):
     max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; at the cap </Path> is forced
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
+    distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token, not k copies
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_completion_length=64, max_path_length=24),
@@ -370,12 +372,12 @@ class GRPOStageConfig(Preset):
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
     extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms, e.g. (("structure", 0.2),)
     variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + restarted positions
-    rollout: str = "forked"  # forked | seen (pr1lib.rollout engine) | trl (TRL's model.generate)
+    rollout: str | None = None  # forked | seen (pr1lib.rollout engine) | trl (TRL's model.generate); None: rollout_mode
     train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code
     data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's for the profile
     train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
     num_generations: int = 8  # the group size G
-    per_device_train_batch_size: int = 32  # completions per optimizer step (= 4 prompts x G)
+    per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)
     gradient_accumulation_steps: int = 1
     max_completion_length: int = 320  # whole response: trunk, every path, injected tags, summary
     max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
@@ -386,7 +388,7 @@ class GRPOStageConfig(Preset):
     warmup_steps: int = 0
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    max_steps: int = 30
+    max_steps: int = 60
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None: 0.28 with the alternating reward (S2), else epsilon
     beta: float = 0.0  # no KL term and no reference model, as in the official scripts
@@ -404,9 +406,25 @@ class GRPOStageConfig(Preset):
     logging_steps: int = 1
     eval_n: int = 100  # held-out test problems of the stage's tier, greedy, before and after
     eval_max_new_tokens: int = 320
-    eval_mode: str = "forked"  # pr1lib.rollout mode of the before/after evaluation
+    eval_mode: str | None = None  # pr1lib.rollout mode of the before/after evaluation; None: as the rollouts
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model's small matmuls
     seed: int = 0
+
+    @property
+    def rollout_mode(self) -> str:
+        """``rollout``, else the variant's own view: unseen samples forked paths (exactly its mask),
+        seen samples one causal stream (the forked engine's merged summary would put a seen model's
+        paths at restarted positions it never trained on).
+
+        >>> GRPOStageConfig(variant="seen").rollout_mode, GRPOStageConfig(variant="unseen").rollout_mode
+        ('seen', 'forked')
+        """
+        return self.rollout or ("forked" if self.variant == "unseen" else "seen")
+
+    @property
+    def eval_rollout_mode(self) -> str:
+        """``eval_mode``, else the training rollouts' mode (``trl`` evaluates in ``seen`` mode)."""
+        return self.eval_mode or ("seen" if self.rollout_mode == "trl" else self.rollout_mode)
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8, max_completion_length=48,

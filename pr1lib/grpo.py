@@ -92,13 +92,13 @@ def stage_config(stage: int, profile: str | None = None, **overrides: Any) -> GR
 def check_config(cfg: GRPOStageConfig) -> None:
     """Refuse unknown modes and batch sizes TRL would reject later, with a message that says why."""
     for name, value, allowed in (("reward", cfg.reward, REWARD_MODES), ("variant", cfg.variant, VARIANTS),
-                                 ("rollout", cfg.rollout, ROLLOUTS)):
+                                 ("rollout", cfg.rollout_mode, ROLLOUTS)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if cfg.per_device_train_batch_size % cfg.num_generations:
         raise ValueError(f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts completions: "
                          f"it must be a multiple of num_generations={cfg.num_generations}")
-    if cfg.variant == "unseen" and cfg.rollout != "forked":
+    if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
         raise ValueError("the unseen variant trains on paths that never saw each other: use rollout='forked'")
 
 
@@ -255,7 +255,7 @@ class EngineRollout:
     def __init__(self, cfg: GRPOStageConfig, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.train_forced = cfg.train_forced_tokens
-        self.config = RolloutConfig(mode=cfg.rollout, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
+        self.config = RolloutConfig(mode=cfg.rollout_mode, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
                                     max_completion_length=cfg.max_completion_length,
                                     max_path_length=cfg.max_path_length, temperature=cfg.temperature,
                                     top_p=cfg.top_p)
@@ -344,7 +344,7 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
 
     check_config(cfg)
     keep_4bit_differentiable(model)
-    rollout = None if cfg.rollout == "trl" else EngineRollout(cfg, tokenizer)
+    rollout = None if cfg.rollout_mode == "trl" else EngineRollout(cfg, tokenizer)
     trainer = ParallelGRPOTrainer(
         model=model, reward_funcs=list(rewards or reward_funcs(cfg)), args=trl_args(cfg, out_dir, model_cfg),
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
@@ -392,7 +392,7 @@ def evaluate(model: Any, tokenizer: Any, cfg: GRPOStageConfig, model_cfg: ModelC
     metrics, samples = {}, {}
     for tier in tiers:
         metrics[tier], samples[tier] = evaluate_policy(model, tokenizer, held_out(cfg, tier, profile),
-                                                       model_cfg.prompt_style, profile, cfg.eval_mode,
+                                                       model_cfg.prompt_style, profile, cfg.eval_rollout_mode,
                                                        cfg.eval_max_new_tokens)
     return metrics, samples
 
@@ -560,7 +560,7 @@ def finish(session: GRPOSession, before: dict | None = None, evaluate_tiers: Seq
     rollout = session.trainer.rollout_func
     result = {
         "profile": session.profile, "stage": cfg.stage, "variant": cfg.variant, "reward": cfg.reward,
-        "rollout": cfg.rollout, "seed": cfg.seed, "init": str(session.init or session.model_cfg.name),
+        "rollout": cfg.rollout_mode, "seed": cfg.seed, "init": str(session.init or session.model_cfg.name),
         "data": cfg.data or stage_source(cfg.stage, session.profile), "steps": session.step,
         "train_seconds": round(session.train_seconds, 1),
         "rollout_seconds": round(rollout.seconds, 1) if rollout is not None else None,
@@ -613,7 +613,7 @@ def dry_run_groups(session: GRPOSession, n: int = 2) -> dict[str, list]:
     cfg = session.cfg
     rows = session.dataset.select(range(min(n, len(session.dataset))))
     prompts = [p for p in rows["prompt"] for _ in range(cfg.num_generations)]
-    if cfg.rollout == "trl":
+    if cfg.rollout_mode == "trl":
         return {"groups": None, "answers": None}
     engine = EngineRollout(cfg, session.tokenizer)
     from pr1lib.rollout import generate

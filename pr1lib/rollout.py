@@ -235,11 +235,24 @@ class _Engine:
         ban = torch.tensor([self.bans_parallel(r) for r in self.rows], device=logits.device)  # (R,)
         banned[ban, self.tags.parallel] = float("-inf")
         cand = sample_tokens(banned, temp, self.cfg.top_p, self.gen)  # (R,)
+        if temp == 0 and self.cfg.distinct_greedy_paths:
+            self.distinct_starts(banned, cand)
         cand_lp = self.logp.gather(1, cand[:, None]).squeeze(1).tolist()  # (R,)
         for i, (row, tok, lp) in enumerate(zip(self.rows, cand.tolist(), cand_lp)):
             if row.waiting:  # a finished path waiting for its siblings
                 continue
             (self.path_step if row.kind == "path" else self.main_step)(i, row, tok, lp)
+
+    def distinct_starts(self, logits: torch.Tensor, cand: torch.Tensor) -> None:
+        """Greedy forked decoding: path j (j > 0) opens with the (j+1)-th most likely token that does
+        not close it. Sibling paths share their context exactly, so plain argmax would make k copies."""
+        for i, row in enumerate(self.rows):
+            if row.kind != "path" or row.index == 0 or len(row.buf.completion_ids) != 1 or row.closing:
+                continue
+            ranked = logits[i].topk(min(row.index + 3, logits.shape[-1])).indices.tolist()  # best first
+            ranked = [t for t in ranked if t not in (self.tags.end_path, self.eos)]
+            if len(ranked) > row.index:
+                cand[i] = ranked[row.index]
 
     def lp(self, i: int, token: int) -> float:
         return float(self.logp[i, token])
@@ -398,7 +411,9 @@ def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mo
     """Recompute each completion token's log-prob with one structure-masked forward (the trainer's view).
 
     ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` causally.
+    ``temperature=0`` (greedy) scores at 1, as the engine records greedy log-probs.
     """
+    temperature = temperature if temperature > 0 else 1.0
     pad = tag_ids(tokenizer).pad
     pad = tokenizer.eos_token_id if pad is None else pad
     seqs = [r.prompt_ids + r.completion_ids for r in rollouts]

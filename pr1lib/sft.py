@@ -113,22 +113,18 @@ def load_sft_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):
 # ----------------------------------------------------------------------------- data
 def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: str, work_dir: Path):
     """The first ``cfg.train_n`` rows of the cold-start set saved by notebook 02 / ``coldstart`` (a
-    folder, or its ``dataset/``); without one, build them with the rule teacher on TinyGSM-easy."""
+    folder, or its ``dataset/``); without one, build them with the rule teacher from ``cfg.source``."""
     from datasets import load_from_disk
 
     if data is not None:
         folder = Path(data)
         dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
         return dataset.select(range(min(cfg.train_n, len(dataset))))
-    from pr1lib.coldstart import run_coldstart
-    from pr1lib.config import ColdStartConfig
-
-    config = ColdStartConfig(source="tinygsm-easy", limit=cfg.train_n, prompt_style=prompt_style, seed=cfg.seed)
     # Under accelerate, rank 0 builds and saves the set; the other ranks (same launcher, so the
     # same parent pid) wait for its marker and read what it saved.
     marker = work_dir / "coldstart" / f".built-by-{os.getppid()}"
     if is_main_process():
-        dataset = run_coldstart(config, work_dir / "coldstart").dataset
+        dataset = build_coldstart(cfg, prompt_style, work_dir / "coldstart")
         marker.write_text("done")
         return dataset
     deadline = time.monotonic() + 1800
@@ -137,6 +133,39 @@ def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: s
             raise TimeoutError(f"rank 0 did not build the cold-start set in {work_dir / 'coldstart'}")
         time.sleep(0.5)
     return load_from_disk(str(work_dir / "coldstart" / "dataset"))
+
+
+def source_shares(source: str, n: int) -> dict[str, int]:
+    """``cfg.source`` split into its parts, ``n`` rows shared as evenly as possible.
+
+    >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
+    {'tinygsm-easy': 3, 'tinygsm-hard': 2}
+    """
+    from pr1lib.data import SOURCES
+
+    parts = [p.strip() for p in source.split("+")]
+    unknown = [p for p in parts if p not in SOURCES]
+    if unknown or len(set(parts)) != len(parts):
+        raise ValueError(f"source must be distinct names from {SOURCES} joined by '+', got {source!r}")
+    return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
+
+
+def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
+    """The rule teacher's cold-start set from each part of ``cfg.source`` (``folder/<part>/`` when
+    there are several), shuffled together with ``cfg.seed`` and saved in ``folder/dataset``."""
+    from datasets import concatenate_datasets
+
+    from pr1lib.coldstart import run_coldstart, save_dataset
+    from pr1lib.config import ColdStartConfig
+
+    shares = source_shares(cfg.source, cfg.train_n)
+    config = ColdStartConfig(prompt_style=prompt_style, seed=cfg.seed)
+    if len(shares) == 1:
+        return run_coldstart(config.replace(source=cfg.source.strip(), limit=cfg.train_n), folder).dataset
+    parts = [run_coldstart(config.replace(source=name, limit=n), folder / name).dataset for name, n in shares.items()]
+    dataset = concatenate_datasets(parts).shuffle(seed=cfg.seed)
+    save_dataset(dataset, folder)
+    return dataset
 
 
 def sft_rows(dataset, tokenizer, max_length: int):
@@ -455,6 +484,9 @@ def load_run(run_dir: str | Path, merged: bool = True):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     run_dir = Path(run_dir)
+    if not ((run_dir / "merged").is_dir() or (run_dir / "adapter").is_dir()):
+        raise FileNotFoundError(f"{run_dir} is not a finished run folder: it has neither merged/ nor adapter/ "
+                                "(pass the folder `sft` or `grpo` wrote, e.g. runs/sft-tiny-seen)")
     if merged or not (run_dir / "adapter").is_dir():
         folder = run_dir / "merged"
         return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)

@@ -213,7 +213,10 @@ def _operand(node: ast.expr, op: type, index: int) -> str:
 
 
 def _alt_inverse(node: ast.expr, result: str) -> str | None:
-    """Undo the last operation: ``c-b=a`` for ``a+b=c``, ``c*b=a`` for ``a/b=c``, and so on."""
+    """Compute, then undo the last operation as a check: ``a+b=c; check: c-b=a``.
+
+    The result comes first, so the path stands on its own: under the unseen mask a path cannot
+    read its siblings, and a check that opened with the answer would have to guess it."""
     if not isinstance(node, ast.BinOp) or _num(node.right) is None or _num(node.left) is None:
         return None
     inverse = {ast.Add: "-", ast.Sub: "+", ast.Mult: "/", ast.Div: "*"}.get(type(node.op))
@@ -222,7 +225,7 @@ def _alt_inverse(node: ast.expr, result: str) -> str | None:
         return None
     b_text = f"({b})" if b.startswith("-") else b
     check = _ann(f"{result}{inverse}{b_text}", a)
-    return f"Check: {check}, so {unparse(node)}={result}."
+    return f"{_ann(unparse(node), result)}; check: {check}."
 
 
 def _alt_split(node: ast.expr, result: str) -> str | None:
@@ -295,7 +298,7 @@ def alternatives(expr: str, result: str) -> dict[str, str]:
     """Other verified ways to compute ``expr`` (whose value is ``result``), by kind.
 
     >>> alternatives("48+24", "72")
-    {'reorder': '24+48=<<24+48=72>>72', 'inverse': 'Check: 72-24=<<72-24=48>>48, so 48+24=72.'}
+    {'reorder': '24+48=<<24+48=72>>72', 'inverse': '48+24=<<48+24=72>>72; check: 72-24=<<72-24=48>>48.'}
     >>> alternatives("12*52", "624")["split"]
     '12*50=<<12*50=600>>600 and 12*2=<<12*2=24>>24, so 600+24=<<600+24=624>>624.'
     """
@@ -318,9 +321,10 @@ def alternatives(expr: str, result: str) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- rule teacher
 _PLAIN_EQ = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:\s*[-+*/x×]\s*\d+(?:\.\d+)?)+)\s*=\s*\$?(\d+(?:\.\d+)?)(?![\d%])")
-SUMMARIES_2 = ("Both paths give {v}.", "Both paths agree: {v}.", "Both computations give {v}.",
-               "The two results match: {v}.")
-SUMMARIES_N = ("All {n} paths give {v}.", "All {n} computations agree: {v}.")
+# One wording per path count: every extra template is a coin flip a small model has to learn, and
+# a garbled flip mid-summary was the tiny model's most common slip after SFT.
+SUMMARY_2 = "Both paths give {v}."
+SUMMARY_N = "All {n} paths give {v}."
 _WORDS = {2: "two", 3: "three", 4: "four"}
 
 
@@ -348,11 +352,19 @@ class RuleTeacher:
     the shared value; the remaining steps and ``Final Answer: N`` follow. Every annotation is
     re-checked. Deterministic given ``seed`` and the problem id.
 
+    ``original_path="first"`` keeps the reference line as the first path (the others follow in
+    random order), so the model opens the block with the computation it already knows; ``"last"``
+    puts it last, ``"any"`` shuffles. ``summary="calculation"`` restates the reference calculation
+    (``48/2=<<48/2=24>>24``), so the summary recomputes the shared result instead of copying
+    whichever path came last; ``"value"`` states the bare number. On the tiny model (notebook 03)
+    these two choices moved easy accuracy after SFT from 47 % (shuffled paths, a check path that
+    opened with the answer, bare value) to 78 %.
+
     >>> p = {"id": "ex", "question": "?", "answer": "72",
     ...      "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72"}
     >>> print(RuleTeacher(seed=1).generate([p])[0]["text"])
-    <Parallel><Path>Check: 24*2=<<24*2=48>>48, so 48/2=24.</Path><Path>She sold 48/2=<<48/2=24>>24 in May.</Path></Parallel>
-    <Summary>Both paths agree: 24.</Summary>
+    <Parallel><Path>She sold 48/2=<<48/2=24>>24 in May.</Path><Path>48/2=<<48/2=24>>24; check: 24*2=<<24*2=48>>48.</Path></Parallel>
+    <Summary>Both paths give 48/2=<<48/2=24>>24.</Summary>
     In all 48+24=<<48+24=72>>72.
     Final Answer: 72
     """
@@ -360,10 +372,18 @@ class RuleTeacher:
     seed: int = 0
     extra_path_rate: float = 0.25  # chance of a third path when two alternatives exist
     max_blocks: int = 1
+    original_path: str = "first"  # first | last | any: where the reference line goes among the paths
+    summary: str = "calculation"  # calculation | value: what the summary restates (see above)
+    kinds: tuple[str, ...] = tuple(ALTERNATIVES)  # which alternative computations may become paths
     name: str = ""
 
     def __post_init__(self) -> None:
         self.name = self.name or f"rule-s{self.seed}"
+        if self.original_path not in ("first", "last", "any") or self.summary not in ("calculation", "value"):
+            raise ValueError(f"original_path must be first|last|any and summary calculation|value, "
+                             f"got {self.original_path!r} and {self.summary!r}")
+        if not self.kinds or set(self.kinds) - set(ALTERNATIVES):
+            raise ValueError(f"kinds must be a non-empty subset of {tuple(ALTERNATIVES)}, got {self.kinds!r}")
 
     def generate(self, problems: list[dict]) -> list[dict]:
         return [self.trace(p) for p in problems]
@@ -376,7 +396,8 @@ class RuleTeacher:
         except ValueError:
             return make_trace(problem, self.name, error="no reference solution with '#### N'")
         rng = random.Random(f"{self.seed}:{problem['id']}")
-        options = [(i, c) for i, step in enumerate(steps) for c in step_candidates(step)]
+        options = [(i, (e, r, alts)) for i, step in enumerate(steps) for e, r, a in step_candidates(step)
+                   if (alts := {k: v for k, v in a.items() if k in self.kinds})]
         if not options:  # nothing to branch on: a plain solution (the filter rejects it)
             return make_trace(problem, self.name, linear_solution(solution))
         chosen = sorted(rng.sample(options, min(self.max_blocks, len(options))), key=lambda o: o[0])
@@ -388,13 +409,17 @@ class RuleTeacher:
         return make_trace(problem, self.name, "" if bad else text, "; ".join(bad) or None)
 
     def _block(self, step: str, cand: tuple[str, str, dict[str, str]], rng: random.Random) -> str:
-        _, result, alts = cand
+        expr, result, alts = cand
         kinds = sorted(alts)
         extra = 2 if len(kinds) >= 2 and rng.random() < self.extra_path_rate else 1
         paths = [step] + [alts[k] for k in rng.sample(kinds, extra)]
-        rng.shuffle(paths)
+        if self.original_path == "any":
+            rng.shuffle(paths)
+        elif self.original_path == "last":
+            paths = paths[1:] + paths[:1]
         n = len(paths)
-        summary = rng.choice(SUMMARIES_2 if n == 2 else SUMMARIES_N).format(v=result, n=_WORDS.get(n, n))
+        value = _ann(expr.replace(" ", ""), result) if self.summary == "calculation" else result
+        summary = (SUMMARY_2 if n == 2 else SUMMARY_N).format(v=value, n=_WORDS.get(n, n))
         body = "".join(f"<Path>{p}</Path>" for p in paths)
         return f"<Parallel>{body}</Parallel>\n<Summary>{summary}</Summary>"
 

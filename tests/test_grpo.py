@@ -233,7 +233,7 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
 
     monkeypatch.setattr(rollout, "generate", counting)
     cfg = stage_config(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
-    assert cfg.rollout == "forked"
+    assert cfg.rollout_mode == "forked"
     session = GRPOSession(cfg, "smoke", out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
     assert session.run() == 3 and isinstance(session.trainer, ParallelGRPOTrainer)
     assert len(blocks) == 3 and all(b > 0 for b in blocks), blocks  # every step's rollouts forked

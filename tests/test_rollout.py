@@ -213,3 +213,38 @@ def test_engine_under_eager_attention():
     rollouts = run(eager, seed=2)
     assert any(r.path_lengths for r in rollouts)
     assert max_gap(eager, rollouts) < 1e-4
+
+
+def first_block_paths(r: Rollout) -> list[list[int]]:
+    """The token lists of the first block's paths (tags stripped)."""
+    ids_ = r.completion_ids
+    start, end = ids_.index(P), ids_.index(EP)
+    paths, cur = [], None
+    for t in ids_[start + 1:end]:
+        if t == PA:
+            cur = []
+        elif t == EPA:
+            paths.append(cur)
+        else:
+            cur.append(t)
+    return paths
+
+
+def test_greedy_forked_paths_open_with_distinct_tokens(steered):
+    """Sibling paths share their context exactly, so plain argmax makes copies; the engine's greedy
+    mode opens path 2 with the second most likely token that does not close it."""
+    cfg = CFG.replace(temperature=0.0)
+    same = generate(steered, TOK, PROMPTS, cfg.replace(distinct_greedy_paths=False))
+    distinct = generate(steered, TOK, PROMPTS, cfg)
+    copies = [first_block_paths(r) for r in same if r.path_lengths]
+    assert copies and all(a == b for a, b in copies)
+    for r in distinct:
+        if not r.path_lengths:
+            continue
+        (a, b), prefix = first_block_paths(r), r.prompt_ids + r.completion_ids[:r.completion_ids.index(P) + 2]
+        logits = full_logits(steered, prefix)[-1]  # (V,) after <Parallel><Path>
+        logits[P] = float("-inf")  # no nesting: the engine bans <Parallel> inside paths
+        ranked = [t for t in logits.argsort(descending=True).tolist() if t not in (EPA, EOS)]
+        assert (a[0] if a else EPA) == logits.argmax().item()  # path 1: plain argmax (an empty path if it closes)
+        assert b[0] == ranked[1] and a[:1] != b[:1]
+    assert max_gap(steered, distinct, temperature=0.0) < 1e-4  # greedy: log-probs at T = 1, not NaN

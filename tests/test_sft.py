@@ -201,6 +201,8 @@ def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, mo
         assert text == TRACE.format(a=2, b=3, c=5)
         with torch.no_grad():
             torch.testing.assert_close(model.eval()(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(FileNotFoundError, match="neither merged/ nor adapter/"):
+        load_run(run.run_dir / "trainer")
 
 
 @pytest.mark.parametrize("reduction", ["sample", "token"])
@@ -224,3 +226,18 @@ def test_loss_is_a_mean_over_samples_of_per_sample_token_means(base_dir, tmp_pat
     per_sample = (nll * mask).sum(1) / mask.sum(1)  # (B,)
     expected = per_sample.mean() if reduction == "sample" else (nll * mask).sum() / mask.sum()
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
+    from datasets import load_from_disk
+
+    from pr1lib.sft import build_coldstart
+
+    cfg = SFTStageConfig(train_n=9, source="tinygsm-easy+tinygsm-hard")
+    dataset = build_coldstart(cfg, "tiny", tmp_path)
+    counts = {s: dataset["source"].count(s) for s in set(dataset["source"])}
+    assert counts == {"tinygsm-easy": 5, "tinygsm-hard": 4}  # the rule teacher keeps every TinyGSM problem
+    assert dataset["source"] != sorted(dataset["source"])  # shuffled together, not easy then hard
+    assert load_from_disk(str(tmp_path / "dataset"))["id"] == dataset["id"]
+    with pytest.raises(ValueError, match="joined by '\\+'"):
+        build_coldstart(cfg.replace(source="tinygsm-easy+tinygsm-easy"), "tiny", tmp_path / "x")

@@ -81,6 +81,33 @@ def test_rule_teacher_blocks_recompute_one_value_in_different_ways():
         assert outside.strip() and "Path" not in outside
 
 
+def test_rule_teacher_opens_with_the_reference_line_and_restates_its_calculation():
+    problems = load_source("tinygsm-hard", limit=60)
+    steps = [p["answer_text"].splitlines() for p in problems]
+    first = [_blocks(t["text"])[0] for t in teachers.RuleTeacher(seed=2).generate(problems)]
+    for lines, (body, summary) in zip(steps, first):
+        path1 = re.findall(r"<Path>(.*?)</Path>", body)[0]
+        assert path1 in lines  # the reference step itself, word for word
+        calc = re.search(r"<<([^=]+=[^>]+)>>", path1).group(1)
+        assert f"<<{calc}>>" in summary and summary.endswith(f"{calc.split('=')[1]}.")
+    shuffled = [_blocks(t["text"])[0] for t in teachers.RuleTeacher(seed=2, original_path="any").generate(problems)]
+    assert sum(re.findall(r"<Path>(.*?)</Path>", b)[0] not in lines for (b, _), lines in zip(shuffled, steps)) > 10
+    bare = teachers.RuleTeacher(seed=2, summary="value").generate(problems[:5])
+    assert all(re.search(r"<Summary>Both paths give -?[\d.]+\.</Summary>|<Summary>All \w+ paths give -?[\d.]+\."
+                         r"</Summary>", t["text"]) for t in bare)
+    with pytest.raises(ValueError, match="original_path"):
+        teachers.RuleTeacher(original_path="middle")
+    checks = teachers.RuleTeacher(seed=2, kinds=("inverse",)).generate(problems[:20])
+    assert all(len(re.findall(r"; check: ", b)) == 1 for b, _ in (_blocks(t["text"])[0] for t in checks))
+    with pytest.raises(ValueError, match="kinds"):
+        teachers.RuleTeacher(kinds=("guess",))
+
+
+def test_inverse_path_computes_before_it_checks():
+    """A path must not open with the result: under the unseen mask it cannot read it from a sibling."""
+    assert teachers.alternatives("31-13", "18")["inverse"] == "31-13=<<31-13=18>>18; check: 18+13=<<18+13=31>>31."
+
+
 def test_rule_teacher_is_deterministic_and_seed_dependent():
     problems = load_source("tinygsm-hard", limit=40)
     a, b = teachers.RuleTeacher(seed=0).generate(problems), teachers.RuleTeacher(seed=0).generate(problems)
