@@ -258,12 +258,12 @@ pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"
 # order accuracy (13.6 %) < alternating (63.0 %) < structure (80.3 %), with structure-only paying
 # for it in accuracy. `parallel_ratio_%` and `accuracy_%` are measured greedily on held-out problems
 # of the tier the run trained on; `train_parallel_ratio_%` is the sampled (T = 1) ratio over the last
-# training steps. Results are cached
-# in the run folder and shown as they are (delete it, or call `run_ablation(..., refresh=True)`, to
-# retrain); `python -m pr1lib grpo --profile tiny` prints the same table.
+# training steps. Results are cached in this notebook's run folder and reused while the start and
+# the config stay the same (`refresh=True` retrains); `python -m pr1lib grpo --profile tiny` prints
+# the command line's own table (the full-length runs quoted below).
 
 # %%
-results = grpo.load_ablation(PROFILE, "seen", SEED) or grpo.run_ablation(PROFILE, "seen", INIT, seed=SEED, **SHORT3)
+results = grpo.run_ablation(PROFILE, "seen", INIT, seed=SEED, out=OUT / "ablation", **SHORT3)
 print("start:", results[0]["init"])
 ablation = pd.DataFrame(grpo.ablation_table(results)).set_index("reward")
 print("paper's order reproduced:", grpo.ordering_reproduced(ablation.reset_index().to_dict("records")))

@@ -705,14 +705,15 @@ def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = N
                          out: str | Path | None = None, refresh: bool = False, **overrides: Any) -> dict[str, Any]:
     """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
     and Stage 2 then Stage 3 (the seen recipe kept). The result is cached in
-    ``OUT/unseen_stage2.json`` and returned as it is until ``refresh``."""
+    ``OUT/unseen_stage2.json`` and reused while the start and the overrides are the same."""
     profile = check_profile(profile)
     out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
     path = out / "unseen_stage2.json"
-    if path.exists() and not refresh:
-        return json.loads(path.read_text())
     init = init if init is not None else default_init(2, "unseen", profile, seed)
-    result: dict[str, Any] = {"init": str(init), "overrides": overrides}
+    result: dict[str, Any] = {"init": str(init), "overrides": json.loads(json.dumps(overrides, default=str))}
+    cached = json.loads(path.read_text()) if path.exists() and not refresh else {}
+    if {k: cached.get(k) for k in ("init", "overrides")} == {k: result[k] for k in ("init", "overrides")}:
+        return cached
     for name, keep in (("direct", False), ("kept", True)):
         runs = run_curriculum(profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides)
         result[name] = {"stages": [{k: r[k] for k in ("stage", "reward", "steps", "after", "train")}

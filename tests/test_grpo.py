@@ -195,6 +195,25 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     assert "cached results" in out and json.loads(out.strip().splitlines()[-1])["ablation"] == result["ablation"]
 
 
+def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overrides(tmp_path, monkeypatch):
+    import pr1lib.grpo as grpo
+
+    calls = []
+
+    def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
+        calls.append((str(init), keep_stage2, overrides))
+        stage = {"stage": 3, "reward": "accuracy", "steps": 1, "after": {}, "train": {}}
+        return {"stages": [stage], "sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.2}}}
+
+    monkeypatch.setattr(grpo, "run_curriculum", fake_curriculum)
+    first = grpo.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2)
+    assert grpo.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2) == first and len(calls) == 2
+    grpo.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)  # another start: rerun
+    grpo.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=3)  # other overrides: rerun
+    assert [c[0] for c in calls] == ["runs/a", "runs/a", "runs/b", "runs/b", "runs/b", "runs/b"]
+    assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
+
+
 def test_ablation_table_orders_against_the_paper():
     def res(mode, ratio):
         hard = {"parallel_ratio": ratio, "accuracy": 0.5}
