@@ -112,7 +112,7 @@ SLOW_RUN = textwrap.dedent("""
 
     class Slow(RuleTeacher):
         def generate(self, problems):
-            time.sleep(0.05)
+            time.sleep(0.2)  # 80 batches: >= 16 s, so a starved poll below cannot miss the middle
             return super().generate(problems)
 
     generate_traces(Slow(), load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
@@ -122,14 +122,18 @@ SLOW_RUN = textwrap.dedent("""
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_real_interrupt_then_rerun_completes(tmp_path, sig):
     cache = tmp_path / "traces.jsonl"
+    log = (tmp_path / "stderr.txt").open("w")  # a file, not a pipe: a full pipe would stall the run
     proc = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(cache)], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+                            stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 120
     while (not cache.exists() or cache.read_text().count("\n") < 30) and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(sig)
     proc.wait(timeout=30)
-    assert 30 <= cache.read_text().count("\n") < 400, "the run was not stopped mid-way"
+    log.close()
+    lines = cache.read_text().count("\n") if cache.exists() else 0
+    err = (tmp_path / "stderr.txt").read_text()[-2000:]
+    assert 30 <= lines < 400, f"the run was not stopped mid-way ({lines} lines); its stderr:\n{err}"
     problems = load_source("tinygsm-easy", limit=400)
     traces = coldstart.generate_traces(RuleTeacher(), problems, cache, batch_size=50)
     ids = _cache_ids(cache)  # every line parses: a torn tail was cut before appending
