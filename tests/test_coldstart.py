@@ -105,16 +105,19 @@ def test_injected_crash_then_rerun_has_no_duplicate_and_no_loss(tmp_path):
 
 
 SLOW_RUN = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from pr1lib.coldstart import generate_traces
     from pr1lib.data import load_source
     from pr1lib.teachers import RuleTeacher
 
     class Slow(RuleTeacher):
         def generate(self, problems):
-            time.sleep(0.2)  # 80 batches: >= 16 s, so a starved poll below cannot miss the middle
+            time.sleep(0.1)  # 80 batches: >= 8 s, so a starved poll below cannot miss the middle
             return super().generate(problems)
 
+    # A shell that starts jobs in the background (nohup, `&` without job control) makes them ignore
+    # SIGINT, and children inherit that; restore Python's Ctrl-C so the test means the same anywhere.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     generate_traces(Slow(), load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
 """)
 
