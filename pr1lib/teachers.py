@@ -357,8 +357,8 @@ class RuleTeacher:
     puts it last, ``"any"`` shuffles. ``summary="calculation"`` restates the reference calculation
     (``48/2=<<48/2=24>>24``), so the summary recomputes the shared result instead of copying
     whichever path came last; ``"value"`` states the bare number. On the tiny model (notebook 03)
-    these two choices moved easy accuracy after SFT from 47 % (shuffled paths, a check path that
-    opened with the answer, bare value) to 78 %.
+    these defaults, with the inverse path computing before it checks and one summary wording, moved
+    easy accuracy after SFT from 47 % (shuffled paths, answer-first check, bare value) to 78 %.
 
     >>> p = {"id": "ex", "question": "?", "answer": "72",
     ...      "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72"}
