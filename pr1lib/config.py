@@ -332,6 +332,16 @@ class EvalConfig(Preset):
     }
 
 
+def variant_mode(variant: str) -> str:
+    """The ``pr1lib.rollout`` mode that matches how a variant trains: ``forked`` reproduces the unseen
+    mask exactly (paths cannot see each other); ``seen`` is one causal stream, as a seen model learned.
+
+    >>> variant_mode("unseen"), variant_mode("seen")
+    ('forked', 'seen')
+    """
+    return "forked" if variant == "unseen" else "seen"
+
+
 @dataclass(frozen=True)
 class RolloutConfig(Preset):
     """How ``pr1lib.rollout.generate`` samples completions (Parallel-R1's rollout, §5.4 of the spec)."""
@@ -412,14 +422,13 @@ class GRPOStageConfig(Preset):
 
     @property
     def rollout_mode(self) -> str:
-        """``rollout``, else the variant's own view: unseen samples forked paths (exactly its mask),
-        seen samples one causal stream (the forked engine's merged summary would put a seen model's
-        paths at restarted positions it never trained on).
+        """``rollout``, else ``variant_mode(variant)``: the forked engine's merged summary would put a
+        seen model's paths at restarted positions it never trained on.
 
         >>> GRPOStageConfig(variant="seen").rollout_mode, GRPOStageConfig(variant="unseen").rollout_mode
         ('seen', 'forked')
         """
-        return self.rollout or ("forked" if self.variant == "unseen" else "seen")
+        return self.rollout or variant_mode(self.variant)
 
     @property
     def eval_rollout_mode(self) -> str:

@@ -36,7 +36,9 @@ import torch
 from transformers import TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
-from pr1lib.config import ModelConfig, SFTStageConfig, check_profile, environment_report, is_main_process, runs_dir, set_seed
+from pr1lib.config import (
+    ModelConfig, SFTStageConfig, check_profile, environment_report, is_main_process, runs_dir, set_seed, variant_mode,
+)
 
 VARIANTS = ("seen", "unseen")
 
@@ -161,7 +163,8 @@ def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     shares = source_shares(cfg.source, cfg.train_n)
     config = ColdStartConfig(prompt_style=prompt_style, seed=cfg.seed)
     if len(shares) == 1:
-        return run_coldstart(config.replace(source=cfg.source.strip(), limit=cfg.train_n), folder).dataset
+        (name, n), = shares.items()
+        return run_coldstart(config.replace(source=name, limit=n), folder).dataset
     parts = [run_coldstart(config.replace(source=name, limit=n), folder / name).dataset for name, n in shares.items()]
     dataset = concatenate_datasets(parts).shuffle(seed=cfg.seed)
     save_dataset(dataset, folder)
@@ -385,15 +388,12 @@ def held_out_problems(n: int, seed: int = 0) -> list[dict]:
 
 
 def eval_mode(cfg: SFTStageConfig) -> str:
-    """The rollout mode that matches how ``cfg.variant`` trains: ``forked`` decoding reproduces the
-    unseen mask exactly (paths cannot see each other), ``seen`` decoding is plain causal.
+    """``cfg.eval_mode``, else the mode that matches how ``cfg.variant`` trains (``variant_mode``).
 
     >>> eval_mode(SFTStageConfig(variant="unseen")), eval_mode(SFTStageConfig(variant="seen"))
     ('forked', 'seen')
     """
-    if cfg.eval_mode is not None:
-        return cfg.eval_mode
-    return "forked" if cfg.variant == "unseen" else "seen"
+    return cfg.eval_mode or variant_mode(cfg.variant)
 
 
 def rollout_completions(model, tokenizer, prompts: list[str], profile: str | None, mode: str = "forked",
