@@ -259,7 +259,7 @@ class SFTStageConfig(Preset):
     learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3 leaves tags unlearned)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
-    num_train_epochs: float = 2.0
+    num_train_epochs: float = 3.0  # tiny: 2 epochs cost 4-9 points of easy accuracy (notebook 03 §7)
     max_steps: int = -1  # > 0 overrides num_train_epochs
     per_device_train_batch_size: int = 16
     gradient_accumulation_steps: int = 1
@@ -277,7 +277,7 @@ class SFTStageConfig(Preset):
     logging_steps: int = 5
     train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
     source: str = "tinygsm-easy"  # the rule teacher's problems then: a pr1lib.data source, or several joined by "+"
-    eval_n: int = 100  # held-out TinyGSM-easy test problems for the before/after evaluation
+    eval_n: int = 300  # held-out TinyGSM-easy test problems for the before/after evaluation (100 left ±4 points of noise)
     eval_max_new_tokens: int = 256
     eval_mode: str | None = None  # pr1lib.rollout mode for before/after; None: seen -> "seen", unseen -> "forked"
     budget_vram_gib: float | None = None  # stated budget for the GPU profiles (see ``memory_estimate``)

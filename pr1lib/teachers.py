@@ -16,6 +16,7 @@ traces``: ``problems`` are ``pr1lib.data`` records (``id``, ``question``, ``answ
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import operator
@@ -342,6 +343,21 @@ def step_candidates(step: str) -> list[tuple[str, str, dict[str, str]]]:
     return out
 
 
+RULE_VERSION = 4  # bump when a change to the rule teacher changes its traces (it keys the caches)
+_RARITY = (ast.Div, ast.Sub, ast.Add, ast.Mult)  # rarest first in GSM8K / TinyGSM solution steps
+
+
+def op_rarity(expr: str) -> int:
+    """Rank of ``expr``'s outermost operator in ``_RARITY`` (0 = division, the rarest).
+
+    >>> op_rarity("30/5"), op_rarity("2*12+3"), op_rarity("4*7")
+    (0, 2, 3)
+    """
+    node = parse_expr(expr)
+    op = type(node.op) if isinstance(node, ast.BinOp) else None
+    return _RARITY.index(op) if op in _RARITY else len(_RARITY)
+
+
 @dataclass
 class RuleTeacher:
     """Turn a GSM8K-format reference solution into a parallel-format trace, no model needed.
@@ -359,6 +375,10 @@ class RuleTeacher:
     whichever path came last; ``"value"`` states the bare number. On the tiny model (notebook 03)
     these defaults, with the inverse path computing before it checks and one summary wording, moved
     easy accuracy after SFT from 47 % (shuffled paths, answer-first check, bare value) to 78 %.
+    ``step_choice="rare_op"`` puts the block on the step whose operator is rarest (division,
+    subtraction, addition, multiplication) when a solution has several, so the summaries do not
+    learn "restate a product" as a prior (it had turned ``30/5`` into ``30*5``); ``"any"`` draws
+    the step uniformly.
 
     >>> p = {"id": "ex", "question": "?", "answer": "72",
     ...      "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72"}
@@ -375,15 +395,25 @@ class RuleTeacher:
     original_path: str = "first"  # first | last | any: where the reference line goes among the paths
     summary: str = "calculation"  # calculation | value: what the summary restates (see above)
     kinds: tuple[str, ...] = tuple(ALTERNATIVES)  # which alternative computations may become paths
+    step_choice: str = "rare_op"  # any | rare_op: which step of a multi-step solution gets the block
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.name = self.name or f"rule-s{self.seed}"
+        self.name = self.name or f"rule-s{self.seed}-{self.fingerprint()}"
         if self.original_path not in ("first", "last", "any") or self.summary not in ("calculation", "value"):
             raise ValueError(f"original_path must be first|last|any and summary calculation|value, "
                              f"got {self.original_path!r} and {self.summary!r}")
+        if self.step_choice not in ("any", "rare_op"):
+            raise ValueError(f"step_choice must be any|rare_op, got {self.step_choice!r}")
         if not self.kinds or set(self.kinds) - set(ALTERNATIVES):
             raise ValueError(f"kinds must be a non-empty subset of {tuple(ALTERNATIVES)}, got {self.kinds!r}")
+
+    def fingerprint(self) -> str:
+        """Six hex digits of the options and ``RULE_VERSION``: part of ``name``, so a trace cache
+        written with other options (or by an older teacher) is not reused."""
+        knobs = (RULE_VERSION, self.extra_path_rate, self.max_blocks, self.original_path, self.summary,
+                 sorted(self.kinds), self.step_choice)
+        return hashlib.sha256(repr(knobs).encode()).hexdigest()[:6]
 
     def generate(self, problems: list[dict]) -> list[dict]:
         return [self.trace(p) for p in problems]
@@ -400,6 +430,9 @@ class RuleTeacher:
                    if (alts := {k: v for k, v in a.items() if k in self.kinds})]
         if not options:  # nothing to branch on: a plain solution (the filter rejects it)
             return make_trace(problem, self.name, linear_solution(solution))
+        if self.step_choice == "rare_op":  # only the steps whose operator is rarest in word problems
+            rarest = min(op_rarity(c[0]) for _, c in options)
+            options = [o for o in options if op_rarity(o[1][0]) == rarest]
         chosen = sorted(rng.sample(options, min(self.max_blocks, len(options))), key=lambda o: o[0])
         lines = list(steps)
         for index, cand in {i: c for i, c in chosen}.items():

@@ -236,7 +236,7 @@ def test_saved_dataset_card_and_jsonl(saved):
     row = ds[0]
     assert row["prompt"].startswith("Problem: ") and row["prompt"].endswith("Solution:\n")
     assert row["completion"].endswith(f"Final Answer: {row['answer']}") and "<Parallel>" in row["completion"]
-    assert (row["source"], row["teacher"], row["prompt_style"]) == ("tinygsm-easy", "rule-s0", "tiny")
+    assert (row["source"], row["teacher"], row["prompt_style"]) == ("tinygsm-easy", RuleTeacher(seed=0).name, "tiny")
     card = (out / "dataset" / "README.md").read_text()
     assert "40 of 40" in card and "83.7%" in card
     assert len((out / "train.jsonl").read_text().splitlines()) == 40

@@ -65,7 +65,7 @@ def _blocks(text):
 def test_rule_teacher_blocks_recompute_one_value_in_different_ways():
     problems = load_source("tinygsm-hard", limit=100) + load_source("tinygsm-easy", limit=100)
     traces = teachers.RuleTeacher(seed=3).generate(problems)
-    assert all(t["error"] is None and t["teacher"] == "rule-s3" for t in traces)
+    assert all(t["error"] is None and t["teacher"].startswith("rule-s3-") for t in traces)
     for problem, trace in zip(problems, traces):
         text = trace["text"]
         assert validate(text) == [] and parallel_stats(text)["blocks"] == 1, text
@@ -113,7 +113,36 @@ def test_rule_teacher_is_deterministic_and_seed_dependent():
     a, b = teachers.RuleTeacher(seed=0).generate(problems), teachers.RuleTeacher(seed=0).generate(problems)
     c = teachers.RuleTeacher(seed=1).generate(problems)
     assert [t["text"] for t in a] == [t["text"] for t in b]
-    assert sum(x["text"] != y["text"] for x, y in zip(a, c)) > 10
+    assert sum(x["text"] != y["text"] for x, y in zip(a, c)) >= 5  # paths differ; the step is (mostly) fixed
+    d, e = (teachers.RuleTeacher(seed=s, step_choice="any").generate(problems) for s in (0, 1))
+    assert sum(x["text"] != y["text"] for x, y in zip(d, e)) > 20  # the step is drawn too
+
+
+def test_rule_teacher_name_keys_the_cache_on_its_options(tmp_path):
+    """A cache written by a teacher with other options is not reused (it once was: same name)."""
+    from pr1lib.coldstart import generate_traces
+
+    problems = load_source("tinygsm-hard", limit=12)
+    first = generate_traces(teachers.RuleTeacher(step_choice="any"), problems, tmp_path / "t.jsonl")
+    again = generate_traces(teachers.RuleTeacher(), problems, tmp_path / "t.jsonl")
+    assert teachers.RuleTeacher().name == teachers.RuleTeacher(seed=0).name != teachers.RuleTeacher(step_choice="any").name
+    assert [t["text"] for t in again] == [t["text"] for t in teachers.RuleTeacher().generate(problems)]
+    assert [t["text"] for t in first] != [t["text"] for t in again]
+
+
+def test_rule_teacher_branches_on_the_rarest_operator():
+    """Division is the rarest step in word problems, so a block on it is preferred: with blocks
+    drawn uniformly the tiny model's summaries learned to turn ``/`` into ``*``."""
+    p = {"id": "r", "question": "?", "answer": "6",
+         "answer_text": "He has 3*10 = <<3*10=30>>30 coins.\nEach pile has 30/5 = <<30/5=6>>6.\n#### 6"}
+    for seed in range(8):
+        (body, summary), = _blocks(teachers.RuleTeacher(seed=seed).generate([p])[0]["text"])
+        assert "30/5=<<30/5=6>>6" in summary
+    anywhere = {_blocks(teachers.RuleTeacher(seed=s, step_choice="any").generate([p])[0]["text"])[0][1]
+                for s in range(8)}
+    assert any("3*10" in s for s in anywhere) and any("30/5" in s for s in anywhere)
+    with pytest.raises(ValueError, match="step_choice"):
+        teachers.RuleTeacher(step_choice="last")
 
 
 def test_rule_teacher_without_reference_or_without_arithmetic():
