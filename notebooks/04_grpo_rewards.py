@@ -123,10 +123,10 @@ schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, st
 # the plumbing is on show.
 #
 # A tiny-world caveat: SFT on easy problems only (the paper's Stage 1) leaves the 0.9M-parameter
-# model almost no hard-tier accuracy (1 % greedy, against the base model's 30 %), so Stage 3's groups
+# model almost no hard-tier accuracy (1 % greedy, against the base model's 28 %), so Stage 3's groups
 # are nearly all −1 and there is little to reinforce. The README's GRPO numbers therefore start from
 # an SFT on an even mix of easy and hard traces (`python -m pr1lib sft --profile tiny --variant seen
-# --set source=tinygsm-easy+tinygsm-hard --out runs/sft-tiny-mix-seen`: easy 64 %, hard 8 %); set
+# --set source=tinygsm-easy+tinygsm-hard --out runs/sft-tiny-mix-seen`: easy 87 %, hard 20 %); set
 # `INIT` to that folder to do the same here. A 4B model does not have this problem: its hard-problem
 # skill survives SFT on GSM8K.
 

@@ -30,8 +30,10 @@ series), ``trainer/`` (checkpoints), ``adapter/`` and ``merged/`` (the next stag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -423,6 +425,39 @@ def run_name(cfg: GRPOStageConfig, profile: str) -> str:
     return f"grpo-{profile}-{cfg.variant}-s{cfg.stage}-{cfg.reward}-seed{cfg.seed}"
 
 
+def start_id(init: str | Path | None) -> str:
+    """Which checkpoint a run starts from: its path plus a digest of its weight files' sizes and
+    times, so a folder retrained in place counts as another start (caches keyed by path alone
+    reused results of the old model).
+
+    >>> start_id(None), start_id("Qwen/Qwen3-4B-Base")
+    ('base', 'Qwen/Qwen3-4B-Base')
+    """
+    if init is None:
+        return "base"
+    folder = Path(init) / "merged"
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return f"{init}#{hashlib.sha256(repr(stamp).encode()).hexdigest()[:8]}" if stamp else str(init)
+
+
+def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
+    """Mark ``run_dir`` as begun from ``init``; a folder begun from another start (or holding
+    checkpoints from before these marks) is moved to ``<name>.prev`` first: resuming it would
+    continue someone else's run."""
+    marker, sid = run_dir / "start.json", start_id(init)
+    theirs = json.loads(marker.read_text())["start"] if marker.exists() else None
+    stale = theirs != sid if theirs is not None else last_checkpoint(run_dir / "trainer") is not None
+    if stale and is_main_process():
+        prev = run_dir.with_name(run_dir.name + ".prev")
+        shutil.rmtree(prev, ignore_errors=True)
+        run_dir.rename(prev)
+        print(f"note: {run_dir} was begun from another start ({theirs or 'unknown'}); moved it to {prev}", flush=True)
+    if is_main_process():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"start": sid}))
+
+
 class GRPOSession:
     """One GRPO run folder, trained N steps at a time; every ``run`` resumes from the last checkpoint.
 
@@ -446,6 +481,7 @@ class GRPOSession:
         self.profile, self.cfg, self.init = check_profile(profile), cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg, self.profile))
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        claim_run_dir(self.run_dir, init)
         self.model_cfg = model_cfg or model_config(cfg, self.profile, init)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
@@ -561,6 +597,7 @@ def finish(session: GRPOSession, before: dict | None = None, evaluate_tiers: Seq
     result = {
         "profile": session.profile, "stage": cfg.stage, "variant": cfg.variant, "reward": cfg.reward,
         "rollout": cfg.rollout_mode, "seed": cfg.seed, "init": str(session.init or session.model_cfg.name),
+        "start": start_id(session.init),
         "data": cfg.data or stage_source(cfg.stage, session.profile), "steps": session.step,
         "train_seconds": round(session.train_seconds, 1),
         "rollout_seconds": round(rollout.seconds, 1) if rollout is not None else None,
@@ -676,11 +713,47 @@ def run_curriculum(profile: str | None = None, variant: str = "seen", init: str 
     for stage in curriculum(variant, keep_stage2):
         cfg = stage_config(stage, profile, variant=variant, seed=seed,
                            **{**overrides, **(stage_overrides or {}).get(stage, {})})
-        run = run_grpo(cfg, profile, init, root / run_name(cfg, profile), before=before, preflight=False)
-        results.append(run.result)
-        init, before = run.run_dir, run.result["after"]
+        out = root / run_name(cfg, profile)
+        done = finished_run(out, cfg, init)
+        if done is None:
+            done = run_grpo(cfg, profile, init, out, before=before, preflight=False).result
+        results.append(done)
+        init, before = out, done["after"]
     return {"profile": profile, "variant": variant, "seed": seed, "stages": results,
             "sft": results[0]["before"], "final": results[-1]["after"]}
+
+
+def finished_run(run_dir: Path, cfg: GRPOStageConfig, init: str | Path | None) -> dict | None:
+    """The result in ``run_dir/run_card.json`` when that run finished with this config and start
+    (a rerun of a curriculum reuses it instead of evaluating it again), else ``None``."""
+    path = Path(run_dir) / "run_card.json"
+    if not path.is_file() or not (Path(run_dir) / "merged").is_dir():
+        return None
+    card = json.loads(path.read_text())
+    same = card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str)) and \
+        card.get("start") == start_id(init) and card.get("steps") == cfg.max_steps
+    if not same:
+        return None
+    print(f"reusing the finished run {run_dir}", flush=True)
+    return {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
+
+
+def sampled_accuracy(run_dir: str | Path, cfg: GRPOStageConfig, profile: str | None = None, tier: str = "hard",
+                     k: int = 8) -> dict[str, float]:
+    """mean@k and pass@k at T = 1 (the paper validates by sampling, reference/paper-spec.md) of
+    a run folder's model on the first ``cfg.eval_n`` held-out ``tier`` problems, in the stage's
+    rollout mode and lengths."""
+    from pr1lib.config import EvalConfig
+    from pr1lib.evaluate import run_eval
+    from pr1lib.sft import load_run
+
+    profile = check_profile(profile)
+    model, tokenizer = load_run(run_dir)
+    ecfg = EvalConfig.for_profile(profile, benchmark=EVAL_SETS[profile][tier], n=cfg.eval_n, k=k,
+                                  mode=cfg.rollout_mode, temperature=1.0, seed=cfg.seed,
+                                  max_completion_length=cfg.eval_max_new_tokens, max_path_length=cfg.max_path_length)
+    out = run_eval(model, tokenizer, config=ecfg, progress=False)
+    return {"mean_at_k": out["accuracy"], "pass_at_k": out["pass_at_k"], "k": k, "n": out["n"]}
 
 
 def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
@@ -691,14 +764,21 @@ def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
     >>> seeds_summary(r)["final_mean"], seeds_summary(r)["gain_mean"]
     (0.25, 0.15)
     """
-    sft = [r["sft"][tier]["accuracy"] for r in runs]
-    final = [r["final"][tier]["accuracy"] for r in runs]
+    out = {"tier": tier, **_gains([r["sft"][tier]["accuracy"] for r in runs],
+                                  [r["final"][tier]["accuracy"] for r in runs]), "n_seeds": len(runs)}
+    if all("sampled" in r for r in runs):  # mean@k at T = 1 of the same tier (``sampled_accuracy``)
+        out["sampled"] = _gains([r["sampled"]["sft"]["mean_at_k"] for r in runs],
+                                [r["sampled"]["final"]["mean_at_k"] for r in runs])
+    return out
+
+
+def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
     gain = [f - s for s, f in zip(sft, final)]
     spread = (lambda xs: round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0)  # noqa: E731
-    return {"tier": tier, "sft": sft, "final": final, "sft_mean": round(statistics.fmean(sft), 4),
+    return {"sft": sft, "final": final, "sft_mean": round(statistics.fmean(sft), 4),
             "final_mean": round(statistics.fmean(final), 4), "final_std": spread(final),
             "gain_mean": round(statistics.fmean(gain), 4), "gain_std": spread(gain),
-            "improved_seeds": sum(g > 0 for g in gain), "n_seeds": len(runs)}
+            "improved_seeds": sum(g > 0 for g in gain)}
 
 
 def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
@@ -710,7 +790,7 @@ def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = N
     out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
     path = out / "unseen_stage2.json"
     init = init if init is not None else default_init(2, "unseen", profile, seed)
-    result: dict[str, Any] = {"init": str(init), "overrides": json.loads(json.dumps(overrides, default=str))}
+    result: dict[str, Any] = {"init": start_id(init), "overrides": json.loads(json.dumps(overrides, default=str))}
     cached = json.loads(path.read_text()) if path.exists() and not refresh else {}
     if {k: cached.get(k) for k in ("init", "overrides")} == {k: result[k] for k in ("init", "overrides")}:
         return cached
@@ -745,7 +825,7 @@ def run_ablation(profile: str | None = None, variant: str = "seen", init: str | 
     before = None
     for mode in modes:
         cfg = stage_config(3, profile, reward=mode, variant=variant, seed=seed, **overrides)
-        key = json.dumps({"config": cfg.to_dict(), "init": str(init)}, sort_keys=True, default=str)
+        key = json.dumps({"config": cfg.to_dict(), "init": start_id(init)}, sort_keys=True, default=str)
         if cache.get(mode, {}).get("key") == key:
             before = before or cache[mode]["result"]["before"]
             continue
@@ -889,9 +969,14 @@ def _cli(args: Any) -> int:
         variant, results = overrides.pop("variant", "seen"), []
         for s in seeds:  # the start is evaluated once: the held-out sets do not depend on the seed
             sft_metrics = results[0]["sft"] if results else None
-            results.append(run_curriculum(profile, variant, args.init, s, args.out and Path(args.out) / f"seed{s}",
-                                          sft_metrics=sft_metrics, **overrides))
-            print(json.dumps({"seed": s, "sft": results[-1]["sft"], "final": results[-1]["final"]}), flush=True)
+            run = run_curriculum(profile, variant, args.init, s, args.out and Path(args.out) / f"seed{s}",
+                                 sft_metrics=sft_metrics, **overrides)
+            if (Path(run["stages"][0]["init"]) / "merged").is_dir():  # a run folder, not the base model
+                cfg = stage_config(3, profile, variant=variant, seed=s, **overrides)
+                start = results[0]["sampled"]["sft"] if results else sampled_accuracy(run["stages"][0]["init"], cfg, profile)
+                run["sampled"] = {"sft": start, "final": sampled_accuracy(run["stages"][-1]["run_dir"], cfg, profile)}
+            results.append(run)
+            print(json.dumps({"seed": s, **{k: run.get(k) for k in ("sft", "final", "sampled")}}), flush=True)
         if len(results) > 1:
             results = [{"seeds": seeds_summary(results), "runs": results}]
     else:

@@ -214,6 +214,69 @@ def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overr
     assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
 
 
+def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(tmp_path, monkeypatch):
+    """A rerun (e.g. `--seeds 0 1 2` after seed 0 ran alone) neither retrains nor re-evaluates a
+    stage whose run card matches; another start or config trains it again."""
+    import pr1lib.grpo as grpo
+
+    calls = []
+
+    def fake_run(cfg, profile, init, out, before=None, preflight=True):
+        calls.append((cfg.stage, str(init)))
+        (out / "merged").mkdir(parents=True, exist_ok=True)
+        (out / "merged" / "model.safetensors").write_text(f"trained from {init}")  # new weights, new stamp
+        result = {"stage": cfg.stage, "init": str(init), "start": grpo.start_id(init), "steps": cfg.max_steps,
+                  "run_dir": str(out),
+                  "before": before or {"hard": {"accuracy": 0.1}}, "after": {"hard": {"accuracy": 0.2}}}
+        (out / "run_card.json").write_text(json.dumps({**result, "config": cfg.to_dict()}, default=str))
+        return type("Run", (), {"result": result, "run_dir": out})()
+
+    monkeypatch.setattr(grpo, "run_grpo", fake_run)
+    first = grpo.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
+    assert [c[0] for c in calls] == [2, 3]
+    again = grpo.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
+    assert len(calls) == 2 and again["final"] == first["final"]  # both stages reused
+    grpo.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)  # another start: Stage 2 retrains, so Stage 3 too
+    assert [c[0] for c in calls[2:]] == [2, 3]
+    grpo.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path, max_steps=2)  # another config
+    assert [c[0] for c in calls[4:]] == [2, 3]
+
+
+def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_path):
+    from pr1lib.grpo import claim_run_dir, start_id
+
+    start = tmp_path / "sft"
+    (start / "merged").mkdir(parents=True)
+    (start / "merged" / "model.safetensors").write_bytes(b"v1")
+    run = tmp_path / "run"
+    claim_run_dir(run, start)
+    (run / "trainer" / "checkpoint-2").mkdir(parents=True)
+    claim_run_dir(run, start)  # the same start: a resume keeps the checkpoint
+    assert (run / "trainer" / "checkpoint-2").is_dir() and not (tmp_path / "run.prev").exists()
+    before = start_id(start)
+    (start / "merged" / "model.safetensors").write_bytes(b"v2, retrained in place")
+    assert start_id(start) != before
+    claim_run_dir(run, start)  # same path, other weights: the old run is kept beside, not continued
+    assert (tmp_path / "run.prev" / "trainer" / "checkpoint-2").is_dir() and not (run / "trainer").exists()
+    legacy = tmp_path / "legacy"
+    (legacy / "trainer" / "checkpoint-5").mkdir(parents=True)  # checkpoints without a start mark
+    claim_run_dir(legacy, start)
+    assert (tmp_path / "legacy.prev" / "trainer" / "checkpoint-5").is_dir()
+
+
+def test_seeds_summary_reports_greedy_and_sampled_gains():
+    from pr1lib.grpo import seeds_summary
+
+    def run(sft, final, s_sft, s_final):
+        return {"sft": {"hard": {"accuracy": sft}}, "final": {"hard": {"accuracy": final}},
+                "sampled": {"sft": {"mean_at_k": s_sft}, "final": {"mean_at_k": s_final}}}
+
+    out = seeds_summary([run(0.2, 0.19, 0.06, 0.09), run(0.2, 0.18, 0.06, 0.08)])
+    assert out["improved_seeds"] == 0 and out["gain_mean"] == pytest.approx(-0.015)
+    assert out["sampled"]["improved_seeds"] == 2 and out["sampled"]["gain_mean"] == pytest.approx(0.025)
+    assert "sampled" not in seeds_summary([{k: v for k, v in run(0.2, 0.2, 0.1, 0.1).items() if k != "sampled"}])
+
+
 def test_ablation_table_orders_against_the_paper():
     def res(mode, ratio):
         hard = {"parallel_ratio": ratio, "accuracy": 0.5}
