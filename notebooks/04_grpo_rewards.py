@@ -280,16 +280,17 @@ fig
 
 # %% [markdown]
 # **What the tiny world showed** (`python -m pr1lib grpo --profile tiny --ablation --init
-# runs/sft-tiny-mix-seen`: seed 0, 60 Stage-3 steps of 64 completions from the mixed-data SFT; the
-# command prints the cached table). The paper's order of parallel ratio, accuracy < alternating <
-# structure, was **not** reproduced, because nothing moved: every arm ends with a block in 100 % of
-# its greedy held-out answers (95–96 % of its sampled training answers, as at the start), and hard
-# accuracy stays within noise of the start (8 % → 8 / 5 / 6 %). The reason is visible on the
-# dashboard: the SFT model solves about 3 % of hard problems when sampling, so most groups score −1
-# for every completion (zero spread, no gradient) and 60 steps of LoRA at lr 2e-4 barely change the
-# policy. The paper's drop to 13.6 % under accuracy-only took hundreds of full-parameter steps on a
-# model that solves a fair share of its problems. (An earlier run from a different start, 30 steps
-# of 32: accuracy-only 71 %, alternating 56 %, structure-only 100 % — not the paper's order either.)
+# runs/sft-tiny-mix-seen`: seed 0, 60 Stage-3 steps of 64 completions from the mixed-data SFT,
+# which solves 20 % of hard problems greedily and about 8 % when sampling; the command prints the
+# cached table). The paper's order of parallel ratio, accuracy < alternating < structure, was
+# **not** reproduced: every arm ends with a block in 100 % of its greedy held-out answers (98 % of
+# its sampled training answers, as at the start), with hard accuracy 16 / 19 / 16 % (start 20 %;
+# ±4 points of noise on 100 problems). A likely reason: the SFT traces put a block in every answer,
+# and here a block costs almost nothing (about 1 % of completions hit the length cap), so an
+# accuracy-only reward has no pressure to drop it. The paper's drop to 13.6 % under accuracy-only
+# took hundreds of full-parameter steps on a model whose blocks cost thousands of tokens. (Earlier starts gave 100 / 100 / 100 % from an SFT with 8 % hard
+# accuracy, and accuracy-only 71 %, alternating 56 %, structure-only 100 % after 30 steps of 32 —
+# not the paper's order either.)
 #
 # The curriculum (SFT → Stage 2 → Stage 3, `python -m pr1lib grpo --profile tiny --stage all --seeds
 # 0 1 2 --init runs/sft-tiny-mix-seen`, 100 held-out problems per tier) lowered greedy **hard**
