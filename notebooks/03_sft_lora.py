@@ -268,6 +268,9 @@ samples.head(3).T
 # | &nbsp;&nbsp;second path the inverse check or another order | 100 % | 72 % |
 #
 # With 100 problems a difference of a few points is noise; the big steps are not.
+
+# %% [markdown]
+# ### Which step gets the block is a prior too
 #
 # Reading the 22 misses of the 78 % model once more, 8 were a division turned into a
 # multiplication in the summary (`Each pile has 30/5 = <<30/5=6>>6` … `Both paths give
