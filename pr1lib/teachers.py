@@ -395,7 +395,7 @@ class RuleTeacher:
     original_path: str = "first"  # first | last | any: where the reference line goes among the paths
     summary: str = "calculation"  # calculation | value: what the summary restates (see above)
     kinds: tuple[str, ...] = tuple(ALTERNATIVES)  # which alternative computations may become paths
-    step_choice: str = "rare_op"  # any | rare_op: which step of a multi-step solution gets the block
+    step_choice: str = "rare_op"  # any | rare_op: blocks only on the steps with the rarest operator
     name: str = ""
 
     def __post_init__(self) -> None:
