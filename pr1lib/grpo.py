@@ -441,6 +441,16 @@ def start_id(init: str | Path | None) -> str:
     return f"{init}#{hashlib.sha256(repr(stamp).encode()).hexdigest()[:8]}" if stamp else str(init)
 
 
+def move_aside(run_dir: Path, why: str) -> None:
+    """Rename ``run_dir`` to ``<name>.prev`` (replacing an older one) so a new run starts clean."""
+    if not (run_dir.exists() and is_main_process()):
+        return
+    prev = run_dir.with_name(run_dir.name + ".prev")
+    shutil.rmtree(prev, ignore_errors=True)
+    run_dir.rename(prev)
+    print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
+
+
 def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
     """Mark ``run_dir`` as begun from ``init``; a folder begun from another start (or holding
     checkpoints from before these marks) is moved to ``<name>.prev`` first: resuming it would
@@ -448,13 +458,10 @@ def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
     marker, sid = run_dir / "start.json", start_id(init)
     theirs = json.loads(marker.read_text())["start"] if marker.exists() else None
     stale = theirs != sid if theirs is not None else last_checkpoint(run_dir / "trainer") is not None
-    if stale and is_main_process():
-        prev = run_dir.with_name(run_dir.name + ".prev")
-        shutil.rmtree(prev, ignore_errors=True)
-        run_dir.rename(prev)
-        print(f"note: {run_dir} was begun from another start ({theirs or 'unknown'}); moved it to {prev}", flush=True)
+    if stale:
+        move_aside(run_dir, f"it was begun from another start ({theirs or 'unknown'})")
+    run_dir.mkdir(parents=True, exist_ok=True)
     if is_main_process():
-        run_dir.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"start": sid}))
 
 
@@ -480,7 +487,6 @@ class GRPOSession:
         check_config(cfg)
         self.profile, self.cfg, self.init = check_profile(profile), cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg, self.profile))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         claim_run_dir(self.run_dir, init)
         self.model_cfg = model_cfg or model_config(cfg, self.profile, init)
         if cfg.num_threads:
@@ -815,26 +821,25 @@ def run_ablation(profile: str | None = None, variant: str = "seen", init: str | 
                  out: str | Path | None = None, modes: Sequence[str] = ABLATION_MODES, refresh: bool = False,
                  **overrides: Any) -> list[dict]:
     """Stage 3 from one SFT checkpoint, once per reward mode (same seed and steps), as the paper's
-    Table 4; results are cached in ``OUT/ablation.json`` and reused unless ``refresh`` or the
-    config changed."""
+    Table 4. A mode whose run folder holds a finished run with this config and start is reused
+    (``finished_run``) unless ``refresh``; ``OUT/ablation.json`` keeps the table for ``load_ablation``."""
     profile = check_profile(profile)
     init = init if init is not None else default_init(2, variant, profile, seed)  # the SFT checkpoint
     out = Path(out) if out else ablation_dir(profile, variant, seed)
-    cache_path = out / "ablation.json"
-    cache = json.loads(cache_path.read_text()) if cache_path.exists() and not refresh else {}
-    before = None
+    results: dict[str, dict] = {}
     for mode in modes:
         cfg = stage_config(3, profile, reward=mode, variant=variant, seed=seed, **overrides)
-        key = json.dumps({"config": cfg.to_dict(), "init": start_id(init)}, sort_keys=True, default=str)
-        if cache.get(mode, {}).get("key") == key:
-            before = before or cache[mode]["result"]["before"]
-            continue
-        run = run_grpo(cfg, profile, init, out / mode, before=before, preflight=False)
-        before = run.result["before"]
-        cache[mode] = {"key": key, "result": run.result}
+        done = None if refresh else finished_run(out / mode, cfg, init)
+        if refresh:  # a finished folder would only be re-evaluated: train this mode from scratch
+            move_aside(out / mode, "refresh")
+        if done is None:
+            before = next(iter(results.values()))["before"] if results else None  # the start, evaluated once
+            done = run_grpo(cfg, profile, init, out / mode, before=before, preflight=False).result
+        results[mode] = done
         out.mkdir(parents=True, exist_ok=True)
-        cache_path.write_text(json.dumps(cache, indent=2, default=str))
-    return [cache[mode]["result"] for mode in modes]
+        (out / "ablation.json").write_text(json.dumps({m: {"result": r} for m, r in results.items()},
+                                                      indent=2, default=str))
+    return list(results.values())
 
 
 def load_ablation(profile: str | None = None, variant: str = "seen", seed: int = 0,
