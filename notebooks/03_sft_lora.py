@@ -358,3 +358,7 @@ print("tags are single tokens after reload:", single,
 #    read ten wrong answers. Which of the habits described in section 7 come back?
 # 4. Switch `loss_reduction` to `"token"` and compare the loss curves. Which rows weigh more under
 #    each reduction, and when would the difference matter for traces of very different lengths?
+# 5. Train with `config.replace(plain_share=0.5)`: half the traces lose their block
+#    (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the greedy
+#    parallel ratio after SFT, then compare it with the share of sampled answers (T = 1) that open a
+#    block. Notebook 04 §8 explains why the reward ablation starts from such a model.

@@ -277,6 +277,8 @@ class SFTStageConfig(Preset):
     logging_steps: int = 5
     train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
     source: str = "tinygsm-easy"  # the rule teacher's problems then: a pr1lib.data source, or several joined by "+"
+    plain_share: float = 0.0  # share of rows trained on the trace without its block (format.linearize):
+    # a cold start that opens blocks only sometimes, so RL can choose (the reward ablation's start)
     eval_n: int = 300  # held-out TinyGSM-easy test problems for the before/after evaluation (100 left ±4 points of noise)
     eval_max_new_tokens: int = 256
     eval_mode: str | None = None  # pr1lib.rollout mode for before/after; None: seen -> "seen", unseen -> "forked"

@@ -233,6 +233,19 @@ def render(parts: Response | list[str | Block], summary_sep: str = "\n") -> str:
     return "".join(out)
 
 
+def linearize(text: str) -> str:
+    """``text`` without parallel thinking: each block becomes its first path, its summary is dropped.
+    A rule-teacher trace keeps the reference line first, so this gives back the plain solution.
+
+    >>> linearize("a\\n<Parallel><Path>x=2</Path><Path>y</Path></Parallel>\\n<Summary>s</Summary>\\nFinal Answer: 2")
+    'a\\nx=2\\nFinal Answer: 2'
+    """
+    response = parse(text)
+    if not response.valid:
+        raise ValueError(f"cannot linearize a malformed response: {response.errors[0]}")
+    return "".join(part if isinstance(part, str) else part.paths[0].text for part in response.parts)
+
+
 # ----------------------------------------------------------------------------- validators
 def official_errors(text: str) -> list[str]:
     """The official checker's verdict, error for error (our wording; see §1.3 of the spec).

@@ -441,6 +441,11 @@ def start_id(init: str | Path | None) -> str:
     return f"{init}#{hashlib.sha256(repr(stamp).encode()).hexdigest()[:8]}" if stamp else str(init)
 
 
+def is_run_folder(init: str | Path | None) -> bool:
+    """True when ``init`` is a finished run folder (it holds ``merged/``), not a hub id or the base."""
+    return init is not None and (Path(init) / "merged").is_dir()
+
+
 def move_aside(run_dir: Path, why: str) -> None:
     """Rename ``run_dir`` to ``<name>.prev`` (replacing an older one) so a new run starts clean."""
     if not (run_dir.exists() and is_main_process()):
@@ -746,20 +751,30 @@ def finished_run(run_dir: Path, cfg: GRPOStageConfig, init: str | Path | None) -
 
 def sampled_accuracy(run_dir: str | Path, cfg: GRPOStageConfig, profile: str | None = None, tier: str = "hard",
                      k: int = 8) -> dict[str, float]:
-    """mean@k and pass@k at T = 1 (the paper validates by sampling, reference/paper-spec.md) of
-    a run folder's model on the first ``cfg.eval_n`` held-out ``tier`` problems, in the stage's
-    rollout mode and lengths."""
+    """mean@k, pass@k and the parallel ratio at T = 1 (the paper validates by sampling,
+    reference/paper-spec.md) of a run folder's model on the first ``cfg.eval_n`` held-out ``tier``
+    problems, in the stage's rollout mode and lengths. Kept in ``run_dir/sampled-<tier>.json`` and
+    reused while the model (``start_id``) and the evaluation config are the same."""
     from pr1lib.config import EvalConfig
     from pr1lib.evaluate import run_eval
     from pr1lib.sft import load_run
 
     profile = check_profile(profile)
-    model, tokenizer = load_run(run_dir)
     ecfg = EvalConfig.for_profile(profile, benchmark=EVAL_SETS[profile][tier], n=cfg.eval_n, k=k,
                                   mode=cfg.rollout_mode, temperature=1.0, seed=cfg.seed,
                                   max_completion_length=cfg.eval_max_new_tokens, max_path_length=cfg.max_path_length)
+    path, key = Path(run_dir) / f"sampled-{tier}.json", {"model": start_id(run_dir), "eval": ecfg.to_dict()}
+    key = json.loads(json.dumps(key, default=str))
+    cached = json.loads(path.read_text()) if path.is_file() else {}
+    if cached.get("key") == key:
+        return cached["result"]
+    model, tokenizer = load_run(run_dir)
     out = run_eval(model, tokenizer, config=ecfg, progress=False)
-    return {"mean_at_k": out["accuracy"], "pass_at_k": out["pass_at_k"], "k": k, "n": out["n"]}
+    result = {"mean_at_k": out["accuracy"], "pass_at_k": out["pass_at_k"], "parallel_ratio": out["parallel_ratio"],
+              "k": k, "n": out["n"]}
+    if is_main_process():
+        path.write_text(json.dumps({"key": key, "result": result}, indent=2))
+    return result
 
 
 def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
@@ -819,10 +834,11 @@ def ablation_dir(profile: str, variant: str, seed: int) -> Path:
 
 def run_ablation(profile: str | None = None, variant: str = "seen", init: str | Path | None = None, seed: int = 0,
                  out: str | Path | None = None, modes: Sequence[str] = ABLATION_MODES, refresh: bool = False,
-                 **overrides: Any) -> list[dict]:
+                 sampled: bool = True, **overrides: Any) -> list[dict]:
     """Stage 3 from one SFT checkpoint, once per reward mode (same seed and steps), as the paper's
     Table 4. A mode whose run folder holds a finished run with this config and start is reused
-    (``finished_run``) unless ``refresh``; ``OUT/ablation.json`` keeps the table for ``load_ablation``."""
+    (``finished_run``) unless ``refresh``; ``OUT/ablation.json`` keeps the table for ``load_ablation``.
+    ``sampled`` adds each model's held-out ratios at T = 1 (``sampled_accuracy``), as the paper measures them."""
     profile = check_profile(profile)
     init = init if init is not None else default_init(2, variant, profile, seed)  # the SFT checkpoint
     out = Path(out) if out else ablation_dir(profile, variant, seed)
@@ -835,6 +851,8 @@ def run_ablation(profile: str | None = None, variant: str = "seen", init: str | 
         if done is None:
             before = next(iter(results.values()))["before"] if results else None  # the start, evaluated once
             done = run_grpo(cfg, profile, init, out / mode, before=before, preflight=False).result
+        if sampled and is_run_folder(init):
+            done["sampled"] = {"start": sampled_accuracy(init, cfg, profile), "final": sampled_accuracy(out / mode, cfg, profile)}
         results[mode] = done
         out.mkdir(parents=True, exist_ok=True)
         (out / "ablation.json").write_text(json.dumps({m: {"result": r} for m, r in results.items()},
@@ -858,10 +876,21 @@ def data_tier(data: str) -> str:
     return "easy" if data in ("gsm8k", "tinygsm-easy") else "hard"
 
 
+def _sampled_ratios(sampled: dict | None) -> dict[str, float]:
+    """The held-out parallel ratio and mean@k at T = 1 of the end and the start, in %, when measured."""
+    if not sampled:
+        return {}
+    pct = lambda x: round(100 * x, 1)  # noqa: E731
+    return {"sampled_parallel_ratio_%": pct(sampled["final"]["parallel_ratio"]),
+            "start_sampled_parallel_ratio_%": pct(sampled["start"]["parallel_ratio"]),
+            "sampled_accuracy_%": pct(sampled["final"]["mean_at_k"]),
+            "start_sampled_accuracy_%": pct(sampled["start"]["mean_at_k"])}
+
+
 def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
     """One row per reward mode: this run's parallel ratio (held-out greedy on the tier it trained
-    on, and sampled during the last training steps) and accuracy, next to the paper's Table 4
-    (Unseen, from Parallel-SFT).
+    on, sampled during the last training steps, and held-out sampled when ``run_ablation``
+    measured it) and accuracy, next to the paper's Table 4 (Unseen, from Parallel-SFT).
 
     >>> res = [{"reward": "accuracy", "steps": 5, "data": "tinygsm-hard",
     ...         "before": {"hard": {"parallel_ratio": 0.5, "accuracy": 0.1}},
@@ -882,19 +911,21 @@ def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
                      "accuracy_%": round(100 * after["accuracy"], 1),
                      "start_parallel_ratio_%": round(100 * start["parallel_ratio"], 1),
                      "start_accuracy_%": round(100 * start["accuracy"], 1),
+                     **_sampled_ratios(res.get("sampled")),
                      "paper_parallel_ratio_%": ref.get("paper_parallel_ratio"), "paper_avg": ref.get("paper_avg")})
     return rows
 
 
 def ordering_reproduced(rows: Sequence[dict], key: str = "parallel_ratio_%") -> bool | None:
-    """Whether accuracy < alternating < structure in ``key`` (the paper's order); ``None`` if a mode is missing.
+    """Whether accuracy < alternating < structure in ``key`` (the paper's order); ``None`` if a mode
+    or its value is missing.
 
     >>> ordering_reproduced([{"reward": "accuracy", "parallel_ratio_%": 10}, {"reward": "alternating",
     ...     "parallel_ratio_%": 50}, {"reward": "structure", "parallel_ratio_%": 90}])
     True
     """
-    by_mode = {r["reward"]: r[key] for r in rows}
-    if any(m not in by_mode for m in ABLATION_MODES):
+    by_mode = {r["reward"]: r.get(key) for r in rows}
+    if any(by_mode.get(m) is None for m in ABLATION_MODES):
         return None
     return by_mode["accuracy"] < by_mode["alternating"] < by_mode["structure"]
 
@@ -957,7 +988,7 @@ def _cli_ablation(args: Any, profile: str, seed: int) -> dict:
     results = cached or run_ablation(profile, variant, args.init, seed, args.out, refresh=args.refresh, **overrides)
     rows = ablation_table(results)
     print(format_table(rows), flush=True)
-    verdict = ordering_reproduced(rows)
+    verdict = {"greedy": ordering_reproduced(rows), "sampled": ordering_reproduced(rows, "sampled_parallel_ratio_%")}
     print(f"paper's order of parallel ratio (accuracy < alternating < structure) reproduced: {verdict}")
     return {"profile": profile, "variant": variant, "seed": seed, "ablation": rows, "ordering_reproduced": verdict}
 
@@ -976,7 +1007,7 @@ def _cli(args: Any) -> int:
             sft_metrics = results[0]["sft"] if results else None
             run = run_curriculum(profile, variant, args.init, s, args.out and Path(args.out) / f"seed{s}",
                                  sft_metrics=sft_metrics, **overrides)
-            if (Path(run["stages"][0]["init"]) / "merged").is_dir():  # a run folder, not the base model
+            if is_run_folder(run["stages"][0]["init"]):  # not the base model
                 cfg = stage_config(3, profile, variant=variant, seed=s, **overrides)
                 start = results[0]["sampled"]["sft"] if results else sampled_accuracy(run["stages"][0]["init"], cfg, profile)
                 run["sampled"] = {"sft": start, "final": sampled_accuracy(run["stages"][-1]["run_dir"], cfg, profile)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -169,6 +170,32 @@ def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     dataset = concatenate_datasets(parts).shuffle(seed=cfg.seed)
     save_dataset(dataset, folder)
     return dataset
+
+
+def with_plain_share(dataset, share: float, seed: int = 0):
+    """``dataset`` with ``round(share * len)`` rows, drawn with ``seed``, turned into plain
+    solutions (``format.linearize``); a ``parallel`` column says which rows kept their block
+    (none is added when ``share`` is 0).
+
+    >>> from datasets import Dataset
+    >>> d = Dataset.from_dict({"completion": ["<Parallel><Path>a</Path><Path>b</Path></Parallel>"
+    ...                                       "<Summary>s</Summary> end"] * 4})
+    >>> with_plain_share(d, 0.5)["parallel"].count(False)
+    2
+    """
+    from pr1lib.format import linearize
+
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"plain_share must be within [0, 1], got {share}")
+    if share == 0.0:
+        return dataset
+    plain = set(random.Random(seed).sample(range(len(dataset)), round(share * len(dataset))))
+
+    def convert(row: dict, index: int) -> dict:
+        keep = index not in plain
+        return {"completion": row["completion"] if keep else linearize(row["completion"]), "parallel": keep}
+
+    return dataset.map(convert, with_indices=True, keep_in_memory=True)
 
 
 def sft_rows(dataset, tokenizer, max_length: int):
@@ -559,7 +586,8 @@ def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | 
         cfg.save(run_dir / "config.json")
         model_cfg.save(run_dir / "model_config.json")
     model, tokenizer, peft_config = load_sft_policy(model_cfg, cfg.train_tag_rows)
-    rows, dropped = sft_rows(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), tokenizer, cfg.max_length)
+    coldstart = with_plain_share(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), cfg.plain_share, cfg.seed)
+    rows, dropped = sft_rows(coldstart, tokenizer, cfg.max_length)
     problems, samples = (held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []), {}
     judge = dict(prompt_style=model_cfg.prompt_style, profile=profile, mode=eval_mode(cfg),
                  max_new_tokens=cfg.eval_max_new_tokens)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr1lib.format import (
-    TAG_RE, TAGS, Block, Segment, answers_match, extract_answer, official_errors,
+    TAG_RE, TAGS, Block, Segment, answers_match, extract_answer, linearize, official_errors,
     parallel_stats, parse, render, validate,
 )
 
@@ -222,3 +222,17 @@ def test_deleting_one_tag_never_gives_valid_with_wrong_block_count(parts, data):
     if validate(broken) == []:  # the claim under test: strict-valid implies the right count
         assert parallel_stats(broken)["blocks"] == len(parse(text).blocks)
     assert validate(broken) != []  # and in fact every single deletion is caught
+
+
+@settings(max_examples=100, deadline=None)
+@given(responses())
+def test_linearize_keeps_free_text_and_first_paths_only(parts):
+    plain = linearize(render(parts))
+    assert not TAG_RE.search(plain) and parallel_stats(plain)["blocks"] == 0
+    expected = "".join(p if isinstance(p, str) else p.paths[0].text for p in parts)
+    assert plain == expected
+
+
+def test_linearize_refuses_a_malformed_response():
+    with pytest.raises(ValueError, match="malformed"):
+        linearize("<Parallel><Path>a</Path>")

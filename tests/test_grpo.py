@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 
+from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import (ABLATION_MODES, GRPOSession, ParallelGRPOTrainer, StopAt, ablation_table, check_config,
                          load_policy, model_config, ordering_reproduced, stage_config, trl_args)
 from pr1lib.rewards import schedule
@@ -277,6 +278,28 @@ def test_seeds_summary_reports_greedy_and_sampled_gains():
     assert "sampled" not in seeds_summary([{k: v for k, v in run(0.2, 0.2, 0.1, 0.1).items() if k != "sampled"}])
 
 
+def test_sampled_accuracy_is_kept_beside_the_model_until_it_changes(tmp_path, monkeypatch):
+    import pr1lib.evaluate
+    import pr1lib.sft
+    from pr1lib.grpo import sampled_accuracy
+
+    calls = []
+    monkeypatch.setattr(pr1lib.sft, "load_run", lambda run_dir: (None, None))
+    monkeypatch.setattr(pr1lib.evaluate, "run_eval", lambda model, tokenizer, config, progress: calls.append(
+        config) or {"accuracy": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "n": config.n})
+    (tmp_path / "merged").mkdir()
+    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v1")
+    cfg = GRPOStageConfig.for_profile("smoke")
+    first = sampled_accuracy(tmp_path, cfg, "smoke")
+    assert first == {"mean_at_k": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "k": 8, "n": cfg.eval_n}
+    assert sampled_accuracy(tmp_path, cfg, "smoke") == first and len(calls) == 1  # read back, not rerun
+    assert calls[0].temperature == 1.0 and calls[0].k == 8
+    sampled_accuracy(tmp_path, cfg.replace(seed=1), "smoke")  # another evaluation: run again
+    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v2, retrained")
+    sampled_accuracy(tmp_path, cfg.replace(seed=1), "smoke")  # another model: run again
+    assert len(calls) == 3
+
+
 def test_ablation_table_orders_against_the_paper():
     def res(mode, ratio):
         hard = {"parallel_ratio": ratio, "accuracy": 0.5}
@@ -288,6 +311,16 @@ def test_ablation_table_orders_against_the_paper():
     assert ordering_reproduced(rows) is True
     assert ordering_reproduced(ablation_table([res("accuracy", 0.7), res("alternating", 0.6),
                                                res("structure", 0.9)])) is False
+    assert ordering_reproduced(rows, "sampled_parallel_ratio_%") is None  # not measured: no verdict
+
+    def sampled(mode, ratio):  # greedy says 0 % everywhere, sampling tells the arms apart
+        at = lambda r: {"parallel_ratio": r, "mean_at_k": 0.25}  # noqa: E731
+        return {**res(mode, 0.0), "sampled": {"start": at(0.4), "final": at(ratio)}}
+
+    rows = ablation_table([sampled("accuracy", 0.05), sampled("alternating", 0.3), sampled("structure", 0.95)])
+    assert [r["sampled_parallel_ratio_%"] for r in rows] == [5.0, 30.0, 95.0]
+    assert {r["start_sampled_parallel_ratio_%"] for r in rows} == {40.0} and rows[0]["sampled_accuracy_%"] == 25.0
+    assert ordering_reproduced(rows) is False and ordering_reproduced(rows, "sampled_parallel_ratio_%") is True
 
 
 # ----------------------------------------------------------------------------- unseen + forked, end to end

@@ -241,3 +241,20 @@ def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
     assert load_from_disk(str(tmp_path / "dataset"))["id"] == dataset["id"]
     with pytest.raises(ValueError, match="joined by '\\+'"):
         build_coldstart(cfg.replace(source="tinygsm-easy+tinygsm-easy"), "tiny", tmp_path / "x")
+
+
+def test_plain_share_linearizes_a_seeded_subset_and_keeps_the_rest(tmp_path):
+    from pr1lib.format import linearize, parallel_stats
+    from pr1lib.sft import build_coldstart, with_plain_share
+
+    dataset = build_coldstart(SFTStageConfig(train_n=40), "tiny", tmp_path)
+    assert with_plain_share(dataset, 0.0) is dataset
+    mixed = with_plain_share(dataset, 0.25, seed=1)
+    assert mixed["parallel"].count(False) == 10 and mixed["id"] == dataset["id"]
+    for before, after, kept in zip(dataset["completion"], mixed["completion"], mixed["parallel"]):
+        assert after == (before if kept else linearize(before))
+        assert parallel_stats(after)["blocks"] == int(kept)
+    assert mixed["parallel"] == with_plain_share(dataset, 0.25, seed=1)["parallel"]
+    assert mixed["parallel"] != with_plain_share(dataset, 0.25, seed=2)["parallel"]
+    with pytest.raises(ValueError, match="within"):
+        with_plain_share(dataset, 1.5)

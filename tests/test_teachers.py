@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from pr1lib import teachers
 from pr1lib.data import load_source
-from pr1lib.format import parallel_stats, validate
+from pr1lib.format import linearize, parallel_stats, validate
 from pr1lib.prompts import linear_solution
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -101,6 +101,12 @@ def test_rule_teacher_opens_with_the_reference_line_and_restates_its_calculation
     assert all(len(re.findall(r"; check: ", b)) == 1 for b, _ in (_blocks(t["text"])[0] for t in checks))
     with pytest.raises(ValueError, match="kinds"):
         teachers.RuleTeacher(kinds=("guess",))
+
+
+def test_linearized_rule_trace_is_the_plain_reference_solution():
+    problems = load_source("tinygsm-hard", limit=50) + load_source("tinygsm-easy", limit=50)
+    for problem, trace in zip(problems, teachers.RuleTeacher(seed=4).generate(problems)):
+        assert linearize(trace["text"]) == linear_solution(problem["answer_text"])
 
 
 def test_inverse_path_computes_before_it_checks():
