@@ -876,15 +876,18 @@ def data_tier(data: str) -> str:
     return "easy" if data in ("gsm8k", "tinygsm-easy") else "hard"
 
 
+def _pct(share: float) -> float:
+    return round(100 * share, 1)
+
+
 def _sampled_ratios(sampled: dict | None) -> dict[str, float]:
     """The held-out parallel ratio and mean@k at T = 1 of the end and the start, in %, when measured."""
     if not sampled:
         return {}
-    pct = lambda x: round(100 * x, 1)  # noqa: E731
-    return {"sampled_parallel_ratio_%": pct(sampled["final"]["parallel_ratio"]),
-            "start_sampled_parallel_ratio_%": pct(sampled["start"]["parallel_ratio"]),
-            "sampled_accuracy_%": pct(sampled["final"]["mean_at_k"]),
-            "start_sampled_accuracy_%": pct(sampled["start"]["mean_at_k"])}
+    return {"sampled_parallel_ratio_%": _pct(sampled["final"]["parallel_ratio"]),
+            "start_sampled_parallel_ratio_%": _pct(sampled["start"]["parallel_ratio"]),
+            "sampled_accuracy_%": _pct(sampled["final"]["mean_at_k"]),
+            "start_sampled_accuracy_%": _pct(sampled["start"]["mean_at_k"])}
 
 
 def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
@@ -906,11 +909,11 @@ def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
         after, start = res["after"][tier], res["before"][tier]
         ref = paper.get(res["reward"], {})
         rows.append({"reward": res["reward"], "data": res.get("data"), "steps": res["steps"],
-                     "parallel_ratio_%": round(100 * after["parallel_ratio"], 1),
-                     "train_parallel_ratio_%": round(100 * res["train"].get("parallel_ratio", float("nan")), 1),
-                     "accuracy_%": round(100 * after["accuracy"], 1),
-                     "start_parallel_ratio_%": round(100 * start["parallel_ratio"], 1),
-                     "start_accuracy_%": round(100 * start["accuracy"], 1),
+                     "parallel_ratio_%": _pct(after["parallel_ratio"]),
+                     "train_parallel_ratio_%": _pct(res["train"].get("parallel_ratio", float("nan"))),
+                     "accuracy_%": _pct(after["accuracy"]),
+                     "start_parallel_ratio_%": _pct(start["parallel_ratio"]),
+                     "start_accuracy_%": _pct(start["accuracy"]),
                      **_sampled_ratios(res.get("sampled")),
                      "paper_parallel_ratio_%": ref.get("paper_parallel_ratio"), "paper_avg": ref.get("paper_avg")})
     return rows
