@@ -15,8 +15,9 @@ import time
 
 import torch
 
-from pr1lib.cli import parse_overrides
-from pr1lib.config import PretrainConfig, set_seed
+from pr1lib.commands import parse_overrides
+from pr1lib.config import PretrainConfig
+from pr1lib.runtime import set_seed
 from pr1lib.pretrain import accumulate_loss, build_tokenizer_and_model, encode_batch, step_records
 
 

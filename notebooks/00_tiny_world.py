@@ -27,7 +27,7 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import start_notebook
+from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -115,7 +115,7 @@ print("<Path> ->", tokenizer.tokenize("<Path>"))
 # it is the same architecture with random weights, built in memory.
 
 # %% tags=["report"]
-from pr1lib.config import project_data_dir
+from pr1lib.paths import project_data_dir
 
 cfg = model.config
 weights = project_data_dir() / "tiny-base" / "model.safetensors"
@@ -216,7 +216,8 @@ if loss_csv.exists():
 # Here we run its `smoke` preset (10 steps of 8 problems), enough to watch the loss fall.
 
 # %%
-from pr1lib.config import PretrainConfig, runs_dir
+from pr1lib.config import PretrainConfig
+from pr1lib.paths import runs_dir
 from pr1lib.pretrain import pretrain
 
 smoke_cfg = PretrainConfig.for_profile("smoke", seed=SEED)

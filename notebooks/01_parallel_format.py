@@ -28,7 +28,7 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import start_notebook
+from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -92,7 +92,7 @@ fmt.parallel_stats(example)
 # %% tags=["report"]
 import json
 
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 
 SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"
 data_dir = shared_data_dir()

@@ -30,7 +30,8 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import runs_dir, start_notebook
+from pr1lib.paths import runs_dir
+from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -55,14 +56,14 @@ import datasets
 import pandas as pd
 import transformers
 
-from pr1lib import sft
+from pr1lib import models, runs, sft
 from pr1lib.config import SFTStageConfig
 
 datasets.disable_progress_bars()
 transformers.utils.logging.disable_progress_bar()
 pd.set_option("display.max_colwidth", 160)
 config = SFTStageConfig.for_profile(PROFILE, seed=SEED)
-model_config = sft.sft_model_config(config, PROFILE)
+model_config = models.stage_model_config(config)
 shown = ["variant", "learning_rate", "lr_scheduler_type", "warmup_ratio", "num_train_epochs", "max_steps",
          "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "loss_reduction",
          "use_lora", "load_in_4bit", "budget_vram_gib", "budget_minutes"]
@@ -93,7 +94,7 @@ for name, four_bit, r, batch, length in [("Qwen/Qwen3-0.6B-Base", True, 16, 4, 2
                                          ("Qwen/Qwen3-1.7B-Base", True, 16, 2, 2048),
                                          ("Qwen/Qwen3-4B-Base", True, 16, 1, 4096),
                                          ("Qwen/Qwen3-4B-Base", False, None, 1, 4096)]:
-    est = sft.memory_estimate(sft.QWEN3_SHAPES[name], batch, length, four_bit, r)
+    est = models.memory_estimate(models.QWEN3_SHAPES[name], batch, length, four_bit, r)
     setup = f"{'NF4 + LoRA r=' + str(r) if four_bit else 'bf16 full fine-tune'}, batch {batch} x {length}"
     budgets.append({"model": name.split("/")[1], "setup": setup, **est})
 budgets = pd.DataFrame(budgets).set_index(["model", "setup"])
@@ -121,7 +122,7 @@ budgets
 # %%
 DATA = None
 OUT = runs_dir() / f"03_sft_lora-{PROFILE}"
-base_model, tokenizer, lora_config = sft.load_sft_policy(model_config, config.train_tag_rows)
+base_model, tokenizer, lora_config = models.load_training_policy(model_config, config.train_tag_rows)
 raw = sft.load_coldstart(DATA, config, model_config.prompt_style, OUT)
 rows, dropped = sft.sft_rows(raw, tokenizer, config.max_length)
 print(f"{len(rows)} rows ({dropped} dropped as too long), data hash {sft.data_hash(rows)}")
@@ -204,13 +205,14 @@ del base_model  # each run below loads its own copy of the base
 
 # %%
 plot = sft.LiveLossPlot()
-runs, before = {}, None
+trained, before = {}, None
 for variant in ("seen", "unseen"):
     cfg = config.replace(variant=variant)
-    runs[variant] = sft.run_sft(cfg, PROFILE, DATA or OUT / "coldstart", OUT / variant,
-                                callbacks=[plot.callback(variant)], before=before, quiet=True)
-    before = runs[variant].result["before"]
-    print(f"{variant}: {runs[variant].result['steps']} steps in {runs[variant].result['train_seconds']} s")
+    trained[variant] = sft.run_sft(cfg, DATA or OUT / "coldstart", OUT / variant,
+                                   callbacks=[plot.callback(variant)], before=before, quiet=True)
+    before = trained[variant].result["before"]
+    print(f"{variant}: {trained[variant].result['steps']} steps in "
+          f"{trained[variant].result['train_seconds']} s")
 
 # %% [markdown]
 # ## 7. Before and after
@@ -223,9 +225,9 @@ for variant in ("seen", "unseen"):
 
 # %% tags=["report"]
 metrics = ["valid_block_rate", "valid_ratio", "parallel_ratio", "accuracy", "mean_length", "n"]
-table = pd.DataFrame({"base": before, **{f"SFT {v}": r.result["after"] for v, r in runs.items()}}).T[metrics]
-table["train_seconds"] = [None] + [r.result["train_seconds"] for r in runs.values()]
-for variant, run in runs.items():
+table = pd.DataFrame({"base": before, **{f"SFT {v}": r.result["after"] for v, r in trained.items()}}).T[metrics]
+table["train_seconds"] = [None] + [r.result["train_seconds"] for r in trained.values()]
+for variant, run in trained.items():
     after = run.result["after"]
     print(f"{variant}: valid block rate {after['valid_block_rate']:.0%} (target >= 80%), accuracy "
           f"{after['accuracy']:.0%} vs base {before['accuracy']:.0%} (target: at most 10 points lower)")
@@ -236,9 +238,9 @@ table
 
 # %% tags=["report"]
 samples = pd.DataFrame({
-    "gold": [s["gold"] for s in runs["seen"].samples["before"]],
-    "base": [s["completion"] for s in runs["seen"].samples["before"]],
-    **{f"SFT {v}": [s["completion"] for s in r.samples["after"]] for v, r in runs.items()},
+    "gold": [s["gold"] for s in trained["seen"].samples["before"]],
+    "base": [s["completion"] for s in trained["seen"].samples["before"]],
+    **{f"SFT {v}": [s["completion"] for s in r.samples["after"]] for v, r in trained.items()},
 })
 samples.head(3).T
 
@@ -312,11 +314,11 @@ import json
 
 import torch
 
-run = runs["unseen"]
+run = trained["unseen"]
 card = json.loads((run.run_dir / "run_card.json").read_text())
 print(sorted(p.name for p in run.run_dir.iterdir()))
 print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds", "use_lora")})
-reloaded, reloaded_tok = sft.load_run(run.run_dir, merged=True)
+reloaded, reloaded_tok = runs.load_run(run.run_dir, merged=True)
 ids = reloaded_tok(rows[0]["prompt"] + rows[0]["completion"], return_tensors="pt")["input_ids"]
 with torch.no_grad():
     gap = (reloaded(input_ids=ids).logits - run.model.eval()(input_ids=ids).logits).abs().max().item()

@@ -34,7 +34,7 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import start_notebook
+from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -52,26 +52,27 @@ import warnings
 import pandas as pd
 import transformers
 
-from pr1lib import grpo
+from pr1lib import ablation, grpo, studies
+from pr1lib.config import GRPOStageConfig
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")  # TRL 1.16 uses the old name
 transformers.utils.logging.disable_progress_bar()
 pd.set_option("display.max_colwidth", 100)
-# On the tiny model this notebook runs a short version (batches of 32 completions, 30 Stage-3 steps)
-# so the tour stays within minutes; `python -m pr1lib grpo` runs the full tiny config (64, 60).
-BATCH = dict(per_device_train_batch_size=32) if PROFILE == "tiny" else {}
-SHORT3 = dict(BATCH, max_steps=30) if PROFILE == "tiny" else {}
-stage2, stage3 = grpo.stage_config(2, PROFILE, seed=SEED, **BATCH), grpo.stage_config(3, PROFILE, seed=SEED, **SHORT3)
-paper = grpo.stage_config(3, "paper")
+# On the tiny model this notebook runs a short version (`notebook=True`: batches of 32
+# completions, 30 Stage-3 steps) so the tour stays within minutes; `python -m pr1lib grpo` runs
+# the full tiny config (64, 60).
+stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
+stage3 = GRPOStageConfig.for_stage(3, PROFILE, seed=SEED, notebook=True)
+paper = GRPOStageConfig.for_stage(3, "paper")
 knobs = ["num_generations", "per_device_train_batch_size", "learning_rate", "epsilon", "beta", "temperature",
          "max_completion_length", "max_steps", "loss_type", "use_lora"]
 table = pd.DataFrame({"stage 2 (this profile)": [getattr(stage2, k) for k in knobs],
                       "stage 3 (this profile)": [getattr(stage3, k) for k in knobs],
                       "paper (stage 3)": [getattr(paper, k) for k in knobs]}, index=knobs)
-table.loc["epsilon_high"] = [grpo.clip_high(c) for c in (stage2, stage3, paper)]
+table.loc["epsilon_high"] = [c.clip_high for c in (stage2, stage3, paper)]
 table.loc["reward"] = [c.reward for c in (stage2, stage3, paper)]
-table.loc["problems"] = [grpo.stage_source(c.stage, p) for c, p in ((stage2, PROFILE), (stage3, PROFILE), (paper, "paper"))]
+table.loc["problems"] = [c.source for c in (stage2, stage3, paper)]
 table.astype(str)
 
 # %% [markdown]
@@ -131,9 +132,9 @@ schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, st
 # skill survives SFT on GSM8K.
 
 # %%
-from pr1lib.config import runs_dir
+from pr1lib.paths import runs_dir
 
-init = INIT or grpo.default_init(2, "seen", PROFILE, SEED)
+init = INIT or studies.default_init(2, "seen", PROFILE, SEED)
 print("Stage 2 starts from:", init or "the base model (no SFT run found; run notebook 03 first)")
 OUT = runs_dir() / f"04_grpo_rewards-{PROFILE}"
 print("runs go under", OUT)
@@ -151,7 +152,7 @@ print("runs go under", OUT)
 from pr1lib.dashboard import Dashboard
 from pr1lib.doctor import table as doctor_table
 
-session = grpo.GRPOSession(stage2, PROFILE, init, OUT / "stage2",
+session = grpo.GRPOSession(stage2, init, OUT / "stage2",
                            dashboard=Dashboard(OUT / "stage2" / "metrics.csv", title="Stage 2 (easy problems)"))
 print(doctor_table(grpo.doctor_checks(session)))
 
@@ -199,7 +200,7 @@ before_after(run2.result)
 # alternating reward, clip-high 0.28. Same session, panel and dashboard code.
 
 # %%
-session3 = grpo.GRPOSession(stage3, PROFILE, run2.run_dir, OUT / "stage3",
+session3 = grpo.GRPOSession(stage3, run2.run_dir, OUT / "stage3",
                             dashboard=Dashboard(OUT / "stage3" / "metrics.csv", title="Stage 3 (hard problems)"))
 panel3 = ControlPanel(session3, PanelState(reward=stage3.reward, window=stage3.window,
                                            parallel_steps=stage3.parallel_steps, steps=stage3.max_steps))
@@ -232,7 +233,7 @@ curriculum[["accuracy", "parallel_ratio", "valid_ratio", "mean_length"]]
 # the run folder; `python -m pr1lib grpo --stage all --variant unseen` makes the direct one.
 
 # %%
-effect = grpo.unseen_stage2_effect(PROFILE, seed=SEED, stage_overrides={2: BATCH, 3: SHORT3})
+effect = studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)
 print("unseen start:", effect["init"])
 pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"],
                      "final hard accuracy": effect[name]["final"]["hard"]["accuracy"],
@@ -264,23 +265,24 @@ pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"
 # grpo --profile tiny` prints the command line's own table (the full-length runs quoted below).
 
 # %%
-results = grpo.run_ablation(PROFILE, "seen", INIT, seed=SEED, out=OUT / "ablation", **SHORT3)
+results = ablation.run_ablation(PROFILE, "seen", INIT, seed=SEED, out=OUT / "ablation",
+                                notebook=True)
 print("start:", results[0]["init"])
-ablation = pd.DataFrame(grpo.ablation_table(results)).set_index("reward")
-rows = ablation.reset_index().to_dict("records")
-print("paper's order reproduced (greedy, sampled):", grpo.ordering_reproduced(rows),
-      grpo.ordering_reproduced(rows, "sampled_parallel_ratio_%"))
-ablation
+table4 = pd.DataFrame(ablation.ablation_table(results)).set_index("reward")
+rows = table4.reset_index().to_dict("records")
+print("paper's order reproduced (greedy, sampled):", ablation.ordering_reproduced(rows),
+      ablation.ordering_reproduced(rows, "sampled_parallel_ratio_%"))
+table4
 
 # %% tags=["report"]
 import plotly.graph_objects as go
 
 fig = go.Figure(layout=dict(title="parallel ratio by reward mode (%)", barmode="group", height=340))
-fig.add_bar(x=ablation.index, y=ablation["parallel_ratio_%"], name=f"this run ({PROFILE}, held-out, greedy)")
-if "sampled_parallel_ratio_%" in ablation:
-    fig.add_bar(x=ablation.index, y=ablation["sampled_parallel_ratio_%"], name=f"this run ({PROFILE}, held-out, T = 1)")
-fig.add_bar(x=ablation.index, y=ablation["train_parallel_ratio_%"], name=f"this run ({PROFILE}, training samples)")
-fig.add_bar(x=ablation.index, y=ablation["paper_parallel_ratio_%"], name="paper, Table 4")
+fig.add_bar(x=table4.index, y=table4["parallel_ratio_%"], name=f"this run ({PROFILE}, held-out, greedy)")
+if "sampled_parallel_ratio_%" in table4:
+    fig.add_bar(x=table4.index, y=table4["sampled_parallel_ratio_%"], name=f"this run ({PROFILE}, held-out, T = 1)")
+fig.add_bar(x=table4.index, y=table4["train_parallel_ratio_%"], name=f"this run ({PROFILE}, training samples)")
+fig.add_bar(x=table4.index, y=table4["paper_parallel_ratio_%"], name="paper, Table 4")
 fig
 
 # %% [markdown]

@@ -31,7 +31,7 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.config import start_notebook
+from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 

@@ -5,10 +5,8 @@
   plots the parallel ratio and the mean relative position of the first ``<Parallel>`` block
   against the step (the paper's Figure 3: blocks drift from the start toward the end during RL);
   ``trend`` measures the drift and ``describe_trend`` says in words what the numbers show.
-* **The mid-training scaffold** (reference/paper-spec.md §7.3): the alternating reward for the
-  first ``switch_step`` steps, then a new run from that checkpoint with the accuracy reward only.
-  ``mid_training`` runs both with ``pr1lib.grpo.run_grpo`` and ``scaffold_figure`` draws the two
-  as one curve with the switch marked.
+* **The mid-training scaffold** (the paper's Figure 4; ``pr1lib.studies.mid_training`` runs it):
+  ``scaffold_figure`` draws its two phases as one curve with the switch marked.
 * **The checkpoints of Table 2**: ``find_checkpoints`` looks for each stage's run folder (the
   notebooks' and the command line's), ``evaluate_checkpoints`` scores those that exist with
   ``pr1lib.evaluate.run_eval`` (cached, resumable), and ``headline_table`` / ``write_headline``
@@ -26,11 +24,26 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import statistics
+from html import escape
 from pathlib import Path
 from typing import Any
 
-from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from pr1lib.config import STAGE_RUNS, EvalConfig, ModelConfig, check_profile
+
+from pr1lib.paths import runs_dir
+from pr1lib.dashboard import read_metrics
+from pr1lib.evalsets import load_benchmark
+from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
+from pr1lib.models import checkpoint_folder
+from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, our_columns, side_by_side, to_markdown
+from pr1lib.runs import last_checkpoint
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio", "completions/mean_length",
               "reward_mode/tiered", "frac_reward_zero_std")
@@ -40,8 +53,6 @@ _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 # ----------------------------------------------------------------------------- training curves
 def _log_history(run_dir: Path) -> list[dict]:
     """Rows from the last checkpoint's ``trainer_state.json`` (the steps that logged a reward)."""
-    from pr1lib.grpo import last_checkpoint
-
     ckpt = last_checkpoint(run_dir / "trainer")
     if ckpt is None or not (ckpt / "trainer_state.json").exists():
         return []
@@ -58,10 +69,6 @@ def training_curves(run_dir: str | Path, step_offset: int = 0, label: str | None
     >>> training_curves(d, step_offset=10)[["step", "parallel_ratio"]].values.tolist()
     [[11.0, 0.5]]
     """
-    import pandas as pd
-
-    from pr1lib.dashboard import read_metrics
-
     run_dir = Path(run_dir)
     rows = read_metrics(run_dir / "metrics.csv") or _log_history(run_dir)
     frame = pd.DataFrame(rows, columns=["step", *CURVE_KEYS]).sort_values("step").reset_index(drop=True)
@@ -83,8 +90,6 @@ def trend(frame, column: str, frac: float = 1 / 3) -> dict[str, Any]:
     >>> t["direction"], t["points"], round(t["early"], 2), t["late"]
     ('too few steps', 3, 0.9, 0.2)
     """
-    import numpy as np
-
     data = frame[["step", column]].dropna() if column in frame else frame.iloc[0:0]
     out: dict[str, Any] = {"column": column, "points": len(data), "steps": len(frame)}
     if len(data) < 2:
@@ -125,8 +130,6 @@ def figure3(frame, window: int = 3, title: str = "Figure 3, our run: where and h
     >>> [(t.name, t.y.tolist()) for t in f.data][::2]
     [('r · parallel ratio', [0.5, 1.0]), ('r · first-block position', [0.1, 0.3])]
     """
-    from plotly.subplots import make_subplots
-
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
                         subplot_titles=["parallel ratio (share of samples with a block)",
                                         "first <Parallel> position (0 = start, 1 = end of the response)"])
@@ -147,59 +150,6 @@ def figure3(frame, window: int = 3, title: str = "Figure 3, our run: where and h
 
 
 # ----------------------------------------------------------------------------- the mid-training scaffold
-def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: int, variant: str,
-                      overrides: dict[str, Any]):
-    from pr1lib.grpo import stage_config
-
-    if not 0 < switch_step < total_steps:
-        raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
-    common = {"variant": variant, "save_steps": total_steps, **overrides}
-    # phase 2 gets the next seed, so it draws fresh prompts instead of replaying phase 1's order
-    return (stage_config(3, profile, **{**common, "seed": seed, "reward": "alternating", "max_steps": switch_step}),
-            stage_config(3, profile, **{**common, "seed": seed + 1, "reward": "accuracy",
-                                        "max_steps": total_steps - switch_step}))
-
-
-def mid_training(profile: str | None = None, init: str | Path | None = None, switch_step: int = 10,
-                 total_steps: int = 20, seed: int = 0, variant: str = "unseen", out: str | Path | None = None,
-                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False, **overrides: Any) -> dict[str, Any]:
-    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint with
-    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
-    ``seed + 1`` so its prompts are new ones). Returns ``curve``
-    (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
-    ``accuracy``), ``held_out`` (greedy metrics on ``tiers`` at the start, the switch and the end)
-    and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
-    from pr1lib.grpo import run_grpo
-
-    profile = check_profile(profile)
-    out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
-    first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
-    key = json.dumps({"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
-                     sort_keys=True, default=str)
-    cache = out / "mid_training.json"
-    if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
-        return json.loads(cache.read_text())["result"]
-    if cache.exists():  # another config (or refresh): its checkpoints must not be resumed
-        for phase in ("alternating", "accuracy"):
-            shutil.rmtree(out / phase, ignore_errors=True)
-        cache.unlink()
-    run1 = run_grpo(first, profile, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
-    run2 = run_grpo(second, profile, run1.run_dir, out / "accuracy", evaluate_tiers=tiers,
-                    before=run1.result["after"], preflight=False)
-    curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
-    curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
-    held = [{"step": s, **(metrics or {}).get(t, {}), "tier": t} for s, metrics in
-            ((0, run1.result["before"]), (switch_step, run1.result["after"]), (total_steps, run2.result["after"]))
-            for t in tiers]
-    result = {"profile": profile, "variant": variant, "seed": seed, "init": str(init or "the base model"),
-              "switch_step": switch_step, "total_steps": total_steps, "curve": curve, "held_out": held,
-              "runs": [str(run1.run_dir), str(run2.run_dir)],
-              "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1)}
-    out.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
-    return result
-
-
 def scaffold_curves(result: dict[str, Any], label: str = "mid-training scaffold"):
     """The scaffold's training rows (both phases, one step axis) shaped as ``training_curves``.
 
@@ -207,8 +157,6 @@ def scaffold_curves(result: dict[str, Any], label: str = "mid-training scaffold"
     >>> frame[["step", "run", "parallel_ratio"]].values.tolist()
     [[1.0, 'mid-training scaffold', 0.5]]
     """
-    import pandas as pd
-
     frame = pd.DataFrame(result["curve"]).reindex(columns=["step", *CURVE_KEYS]).astype(float)
     frame.insert(1, "run", label)
     return frame
@@ -223,9 +171,6 @@ def scaffold_figure(result: dict[str, Any], window: int = 3):
     >>> f = scaffold_figure(r); [round(float(y), 2) for y in f.data[0].y], f.layout.shapes[0].x0
     ([0.1, 0.2, 0.3], 2)
     """
-    import pandas as pd
-    import plotly.graph_objects as go
-
     curve = pd.DataFrame(result["curve"]).reindex(columns=["step", "accuracy", "parallel_ratio", "phase"])
     held = pd.DataFrame(result["held_out"]).reindex(columns=["step", "accuracy", "parallel_ratio", "tier"])
     fig = go.Figure()
@@ -255,8 +200,6 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
     >>> e["parallel_ratio"]["before"], e["parallel_ratio"]["after"], round(e["parallel_ratio"]["se"], 3)
     (0.9, 0.4, 0.141)
     """
-    import statistics
-
     def values(rows: list[dict], key: str) -> list[float]:
         return [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
 
@@ -275,19 +218,6 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- Table 2's checkpoints
-# Stage key (pr1lib.paper.TABLE2) -> run folders that hold it, under runs_dir(), first found wins.
-STAGE_RUNS: dict[str, tuple[str, ...]] = {
-    "sft-seen": ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen"),
-    "sft-unseen": ("sft-{p}-unseen", "03_sft_lora-{p}/unseen", "05_seen_vs_unseen-{p}/unseen"),
-    "rl-seen": ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-alternating-seed{s}",
-                "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-alternating-seed{s}"),
-    "rl-unseen-s1": ("grpo-{p}-unseen-s3-accuracy-seed{s}", "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
-    "rl-unseen-s2": ("grpo-{p}-unseen-s3-alternating-seed{s}",
-                     "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
-                     "grpo-ablation-{p}-unseen-seed{s}/alternating"),
-}
-
-
 def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path | None = None):
     """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
     ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
@@ -311,32 +241,6 @@ def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path
     return found, missing
 
 
-def checkpoint_folder(path: str | Path) -> str:
-    """A run folder's ``merged/`` model when it has one, else ``path`` itself (a model folder or hub id).
-
-    >>> checkpoint_folder("Qwen/Qwen3-4B-Base")
-    'Qwen/Qwen3-4B-Base'
-    """
-    merged = Path(path) / "merged"
-    return str(merged) if merged.is_dir() else str(path)
-
-
-def _load(source: str, profile: str):
-    """Model and tokenizer of a checkpoint in eval mode, with the tags added when it lacks them
-    (as the paper's base row: new rows initialised, nothing trained)."""
-    from pr1lib.evaluate import has_tags
-    from pr1lib.models import load_policy
-    from pr1lib.tokens import add_parallel_tags
-
-    mcfg = ModelConfig.for_profile(profile)
-    if source != mcfg.name:
-        mcfg = mcfg.replace(name=checkpoint_folder(source), random_init=False)
-    model, tokenizer, _ = load_policy(config=mcfg)
-    if not has_tags(tokenizer):
-        add_parallel_tags(tokenizer, model)
-    return model.eval(), tokenizer
-
-
 def _stamp(source: str) -> str:
     """What identifies a checkpoint's weights: the folder and its weight files' sizes and times."""
     folder = Path(checkpoint_folder(source))
@@ -346,9 +250,6 @@ def _stamp(source: str) -> str:
 
 def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
     """True when ``path`` holds every problem of ``cfg`` for the same weights; stale files are removed."""
-    from pr1lib.benchmarks import load_benchmark
-    from pr1lib.evaluate import ResultsFile
-
     stamp_file = path.with_suffix(".source.json")
     if stamp_file.exists() and stamp_file.read_text() != stamp:
         for stale in (path, stamp_file, path.with_suffix(".config.json")):
@@ -365,10 +266,6 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None, benc
     with the profile's ``EvalConfig`` + ``eval_overrides``). Results files go to ``OUT`` (one per
     stage x benchmark x mode); a complete one for the same weights is read back without loading
     the model."""
-    import torch
-
-    from pr1lib.evaluate import results_path, run_eval
-
     profile = check_profile(profile)
     if profile in ("smoke", "tiny") and not torch.cuda.is_available():
         torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more (as in pr1lib.grpo)
@@ -381,7 +278,7 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None, benc
         for bench in benchmarks or (base.benchmark,):
             cfg = base.replace(benchmark=bench)
             if not _cached(cfg, results_path(out, key, bench, cfg.mode), _stamp(source)):
-                loaded = loaded or _load(source, profile)
+                loaded = loaded or load_for_eval(source, profile, say=lambda *_: None)
             model, tokenizer = loaded or (None, None)
             summary = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=key, progress=progress)
             results.setdefault(key, {})[bench] = summary
@@ -402,8 +299,6 @@ def headline_table(ours: dict[str, dict[str, dict]], model: str):
     >>> t.shape, float(t.iloc[0, 1]), float(t.iloc[0, 3])
     ((1, 5), 6.6, 25.0)
     """
-    from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, side_by_side
-
     frame = side_by_side(ours, model)
     frame = frame.loc[[STAGE_NAMES.get(key, key) for key in ours]]
     paper_cols = [f"paper: {PAPER_MODEL} | parallel %", f"paper: {PAPER_MODEL} | Avg"]
@@ -414,8 +309,6 @@ def headline_table(ours: dict[str, dict[str, dict]], model: str):
 def write_headline(frame, title: str, folder: str | Path | None = None) -> list[Path]:
     """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-headline.json`` and, when
     ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``headline.json`` there."""
-    from pr1lib.paper import to_markdown
-
     payload = {"title": title, "markdown": to_markdown(frame),
                "rows": json.loads(frame.reset_index().to_json(orient="records"))}
     targets = [runs_dir() / "latest-headline.json"]
@@ -446,8 +339,6 @@ def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str = "strict")
     >>> f.data[0].name, list(f.data[0].x), list(f.data[0].y)
     ('base · b', [1, 2], [0.2, 0.3])
     """
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for key, per_bench in ours.items():
         for bench, s in per_bench.items():
@@ -462,12 +353,6 @@ def write_eval_outputs(result: dict[str, Any], out: str | Path, run_dir: str | P
     """Next to an ``eval`` results file: ``.md`` (the numbers as a table, labelled as ours) and
     ``.html`` (the pass@j curve, plus Figure 3 when ``run_dir`` is a GRPO run with logged steps),
     self-contained; returns the two paths."""
-    from html import escape
-
-    import pandas as pd
-
-    from pr1lib.paper import our_columns, to_markdown
-
     stem = Path(result["results"]).with_suffix("") if result.get("results") else Path(out) / result["model"]
     ours = {result["model"]: {result["benchmark"]: result}}
     table = pd.DataFrame([our_columns(ours[result["model"]], result["model"])], index=[result["model"]])

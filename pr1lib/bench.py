@@ -11,13 +11,12 @@ to ``DIR/<name>.json``. The benchmarks live in the repository, not in the instal
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
-from pr1lib.config import REPO_ROOT
+from pr1lib.paths import REPO_ROOT
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
 BENCHMARKS = {"rollout": "rollout.py", "pretrain_tiny": "pretrain_tiny.py"}
@@ -50,28 +49,14 @@ def run_pretrain_tiny() -> dict[str, Any]:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
-def _bench(args: argparse.Namespace) -> int:
-    results = {"rollout": load_bench_script("rollout").run(args.repeats, args.path_len, args.threads, args.quick)}
-    if args.which == "all" and (BENCH_DIR / BENCHMARKS["pretrain_tiny"]).exists():
+def run_benchmarks(which: str = "rollout", out: str | None = None, repeats: int = 5,
+                   path_len: int = 48, threads: int = 1, quick: bool = False) -> dict[str, Any]:
+    """``rollout`` (or ``all``: also ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``."""
+    results = {"rollout": load_bench_script("rollout").run(repeats, path_len, threads, quick)}
+    if which == "all" and (BENCH_DIR / BENCHMARKS["pretrain_tiny"]).exists():
         results["pretrain_tiny"] = run_pretrain_tiny()
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
         for name, result in results.items():
-            (out / f"{name}.json").write_text(json.dumps(result, indent=2))
-    from pr1lib.cli import print_json
-
-    print_json(results["rollout"] if args.which == "rollout" else results)
-    return 0
-
-
-def cli_register(subparsers: Any) -> None:
-    """Add ``bench`` to the ``python -m pr1lib`` command line."""
-    p = subparsers.add_parser("bench", help="speed benchmarks (rollout engine, unseen training); JSON last")
-    p.add_argument("which", choices=("rollout", "all"))
-    p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--path-len", type=int, default=48)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
-    p.set_defaults(func=_bench)
+            (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=2))
+    return results["rollout"] if which == "rollout" else results

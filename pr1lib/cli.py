@@ -1,9 +1,13 @@
 """``python -m pr1lib COMMAND``: every pipeline stage from the command line.
 
-Each command lives next to the code it runs: a module listed in ``COMMAND_MODULES`` defines
-``cli_register(subparsers)``, which adds its sub-parser and sets ``func``. Commands map onto the
-same config dataclasses the notebooks use (``--profile``, ``--out``, ``--set key=value``), print
-the config, save it with the run, and (when they measure something) print one JSON object last.
+This module only describes the commands (their arguments) and dispatches: the body of each
+command lives in ``pr1lib.commands`` and is imported when the command runs, so ``--help`` never
+loads torch. Commands map onto the same config dataclasses the notebooks use (``--profile``,
+``--out``, ``--set key=value``), print the config, save it with the run, and (when they measure
+something) print one JSON object last.
+
+>>> sorted(COMMANDS)[:3]
+['bench', 'coldstart', 'eval']
 """
 
 from __future__ import annotations
@@ -15,18 +19,22 @@ import json
 import sys
 from typing import Any
 
-from pr1lib.config import PROFILES
+from pr1lib.config import PROFILES, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
+from pr1lib.data import SOURCES
+from pr1lib.evalsets import BENCHMARKS
+from pr1lib.rewards import REWARD_MODES
 
-COMMAND_MODULES = (
-    "pr1lib.tour",
-    "pr1lib.pretrain",
-    "pr1lib.coldstart",
-    "pr1lib.sft",
-    "pr1lib.grpo",
-    "pr1lib.evaluate",
-    "pr1lib.bench",
-    "pr1lib.verl",
-)
+# command -> one-line help; its body is pr1lib.commands.<name with - as _>
+COMMANDS = {
+    "tour": "run every notebook headless and write runs/tour-*/report.html",
+    "pretrain-tiny": "train the tiny TinyGSM base model from scratch",
+    "coldstart": "cold-start SFT data: problems -> teacher -> filter -> data set",
+    "sft": "stage 1: cold-start SFT (LoRA, 4-bit where asked), seen or unseen",
+    "grpo": "stages 2-3: GRPO with the paper's rewards; no --stage: the reward ablation",
+    "eval": "evaluate a model: mean@k, pass@k, parallel ratio, validity",
+    "bench": "speed benchmarks (rollout engine, unseen training); JSON last",
+    "export-verl": "write RL / cold-start sets as verl parquet (+ the verl reward path)",
+}
 
 
 def add_common(parser: argparse.ArgumentParser, out_default: str | None = None) -> None:
@@ -62,24 +70,112 @@ def print_json(result: dict[str, Any]) -> None:
     print(json.dumps(result, default=str), flush=True)
 
 
+# ----------------------------------------------------------------------------- the commands' arguments
+def _tour(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
+
+
+def _pretrain_tiny(p: argparse.ArgumentParser) -> None:
+    add_common(p, out_default="runs/pretrain-tiny")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for log files)")
+
+
+def _coldstart(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    p.add_argument("--teacher", choices=("rule", "hf", "openai"), default=None, help="default: rule")
+    p.add_argument("--source", choices=SOURCES, default=None, help="default: gsm8k")
+    p.add_argument("--split", choices=("train", "test"), default=None, help="default: train")
+    p.add_argument("--limit", type=int, default=None, help="first N problems (default: all)")
+    p.add_argument("--data-path", default=None, help="a folder or JSONL file (default: "
+                   "$PR1_DATA_DIR or ../shared/data, else the hub)")
+    p.add_argument("--model", dest="teacher_model", default=None,
+                   help="LLM teacher: hub id, folder or served name")
+    p.add_argument("--base-url", default=None,
+                   help="openai teacher: server URL ending in /v1 ($OPENAI_BASE_URL)")
+    p.add_argument("--exact-budget", action="store_true", help="count the token budget with the "
+                   "profile's tokenizer (default: 4 characters per token)")
+
+
+def _sft(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    p.add_argument("--variant", choices=(*VARIANTS, "both"), default=None,
+                   help="seen (plain causal), unseen (path-isolating mask), or both")
+    p.add_argument("--data", default=None, help="cold-start set folder from `coldstart` "
+                   "(default: build one with the rule teacher)")
+
+
+def _grpo(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    p.add_argument("--stage", choices=("2", "3", "all"), default=None, help="2: easy problems, "
+                   "3: hard ones, all: the variant's curriculum (seen 2->3, unseen 3)")
+    p.add_argument("--reward", choices=tuple(REWARD_MODES), default=None,
+                   help="reward mode (default: the stage's)")
+    p.add_argument("--variant", choices=VARIANTS, default=None,
+                   help="seen (causal) or unseen (path-isolating)")
+    p.add_argument("--init", default=None, help="start checkpoint: a run folder with merged/ "
+                   "(default: the previous stage's run, else runs/sft-<profile>-<variant>)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: max_steps)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="repeat for these seeds")
+    p.add_argument("--ablation", action="store_true", help="run (or print) the reward ablation")
+    p.add_argument("--refresh", action="store_true", help="ablation: ignore cached results")
+
+
+def _eval(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="folder or hub id (default: the profile's model)")
+    p.add_argument("--data", choices=list(BENCHMARKS), default=None, help="benchmark")
+    p.add_argument("--n", type=int, default=None, help="first N problems (0: all)")
+    p.add_argument("--k", type=int, default=None, help="samples per problem")
+    p.add_argument("--mode", choices=ROLLOUT_MODES, default=None,
+                   help="seen (causal) or forked (engine)")
+    p.add_argument("--json", action="store_true", help="print only the final JSON line")
+    add_common(p)
+
+
+def _bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("which", choices=("rollout", "all"))
+    p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--path-len", type=int, default=48)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
+
+
+def _export_verl(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", action="append", default=[], choices=sorted(VERL_REWARDS),
+                   help="RL set to export (repeatable): gsm8k (Stage 2), dapo (Stage 3), tinygsm-*")
+    p.add_argument("--coldstart", default=None, metavar="DIR",
+                   help="cold-start set folder from `coldstart`")
+    p.add_argument("--out", default="runs/verl", help="output folder (default: runs/verl)")
+    p.add_argument("--limit", type=int, default=None, help="first N rows of each split")
+    p.add_argument("--reward-mode", choices=tuple(REWARD_MODES), default=None,
+                   help="extra_info.reward_mode of train rows (default: the paper's per set)")
+    p.add_argument("--prompt-style", default="v3", help="pr1lib.prompts style (default: v3)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with gsm8k/ and dapo/ (default: $PR1_DATA_DIR)")
+
+
+ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _coldstart, "sft": _sft,
+             "grpo": _grpo, "eval": _eval, "bench": _bench, "export-verl": _export_verl}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pr1lib",
-        description="Parallel-R1 tutorial pipeline: each COMMAND runs one stage with the notebooks' configs.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m pr1lib", description="Parallel-R1 tutorial "
+                                     "pipeline: each COMMAND runs one stage with the notebooks' configs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).cli_register(sub)
+    for name, text in COMMANDS.items():
+        ARGUMENTS[name](sub.add_parser(name, help=text, description=text))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+    if not args.command:
         parser.print_help()
         return 0
-    return int(args.func(args) or 0)
+    commands = importlib.import_module("pr1lib.commands")  # heavy: torch, TRL (after parsing)
+    return int(getattr(commands, args.command.replace("-", "_"))(args) or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

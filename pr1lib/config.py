@@ -1,15 +1,16 @@
-"""Profiles, paths, seeds and the per-stage config dataclasses.
+"""Profiles, paths, every per-profile and per-stage table, and one frozen config per stage.
 
-One switch picks the cost tier: ``PR1_PROFILE`` (``smoke`` | ``tiny`` | ``colab`` | ``paper``).
-Without it the default is ``colab`` when CUDA is available and ``tiny`` otherwise.
-
-Every stage has one frozen dataclass whose defaults are the ``tiny`` values; ``PRESETS`` holds
-the per-profile overrides, applied by ``for_profile``:
+One switch picks the cost tier: ``PR1_PROFILE`` (``smoke`` | ``tiny`` | ``colab`` | ``paper``;
+default ``colab`` with CUDA, else ``tiny``). It is resolved once, when a config is made, and
+travels inside it as ``cfg.profile``. Every stage has one frozen dataclass whose defaults are the
+``tiny`` values; ``PRESETS`` holds the per-profile overrides that ``for_profile`` applies:
 
 >>> ModelConfig.for_profile("smoke").random_init
 True
 >>> ModelConfig.for_profile("paper").name
 'Qwen/Qwen3-4B-Base'
+>>> GRPOStageConfig.for_stage(2, "tiny").data, GRPOStageConfig.for_stage(3, "paper").data
+('tinygsm-easy', 'dapo')
 """
 
 from __future__ import annotations
@@ -17,26 +18,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 PROFILES = ("smoke", "tiny", "colab", "paper")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = ("seen", "unseen")  # seen: plain causal | unseen: path-isolating mask + positions
+ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
+STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
+TIERS = ("easy", "hard")
 
 
+# ----------------------------------------------------------------------------- profiles
 def default_profile() -> str:
     """The profile from ``PR1_PROFILE``, else ``colab`` with CUDA and ``tiny`` without."""
     name = os.environ.get("PR1_PROFILE")
     if name:
         return check_profile(name)
-    try:
-        import torch
+    import torch  # lazy: config is imported by `python -m pr1lib --help`, which must stay fast
 
-        return "colab" if torch.cuda.is_available() else "tiny"
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        return "tiny"
+    return "colab" if torch.cuda.is_available() else "tiny"
 
 
 def check_profile(name: str | None) -> str:
@@ -48,53 +49,79 @@ def check_profile(name: str | None) -> str:
     return name
 
 
-def project_data_dir() -> Path:
-    """The project's own artifacts (tiny tokenizer and model, fixtures): ``<repo>/data``."""
-    return REPO_ROOT / "data"
+# ----------------------------------------------------------------------------- the recipe's tables
+# Problems of each RL stage per profile: easy first (the paper's GSM8K stage), then hard (DAPO).
+STAGE_SOURCES: dict[str, dict[int, str]] = {
+    "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"}, "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
+    "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"},
+}
+# Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
+EVAL_SETS: dict[str, dict[str, str]] = {
+    "smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+    "tiny": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+    "colab": {"easy": "gsm8k", "hard": "math500"}, "paper": {"easy": "gsm8k", "hard": "math500"},
+}
+# The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant, stage) -> reward mode.
+RECIPES: dict[str, dict[int, str]] = {
+    "seen": {2: "parallel_correct", 3: "alternating"},
+    "unseen": {2: "parallel_correct", 3: "alternating"},  # Stage 2 only when a study adds it
+}
+# Clip-high paired with a reward, as the paper's S2 script pairs 0.28 with the alternating reward
+# (S1 and S2 are reward schemes, not stages: docs/recipe.md#7-rewards); every other reward clips at epsilon.
+# Choosing a reward in ``GRPOStageConfig.for_stage`` takes its pair unless epsilon_high is given.
+CLIP_HIGH: dict[str, float] = {"alternating": 0.28}
+CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,)}  # unseen skips Stage 2
+# Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
+STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
+    2: {"smoke": dict(max_steps=3), "tiny": dict(max_steps=15), "colab": dict(max_steps=40),
+        "paper": dict(max_steps=35)},
+    3: {},
+}
+# Notebook 04 on the tiny profile: smaller batches and a shorter Stage 3 keep `make tour` short.
+NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
+    2: {"tiny": dict(per_device_train_batch_size=32)},
+    3: {"tiny": dict(per_device_train_batch_size=32, max_steps=30)},
+}
+# The reward ablation (the paper's Table 4): its arms, one reward mode each.
+ABLATION_ARMS: tuple[str, ...] = ("accuracy", "alternating", "structure")
+# verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
+VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternating",
+                                "tinygsm-easy": "alternating", "tinygsm-hard": "alternating"}
+# Table 2's checkpoints: stage key -> run folders that may hold it (under runs_dir(), first wins).
+STAGE_RUNS: dict[str, tuple[str, ...]] = {
+    "sft-seen": ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen"),
+    "sft-unseen": ("sft-{p}-unseen", "03_sft_lora-{p}/unseen", "05_seen_vs_unseen-{p}/unseen"),
+    "rl-seen": ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-alternating-seed{s}",
+                "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-alternating-seed{s}"),
+    "rl-unseen-s1": ("grpo-{p}-unseen-s3-accuracy-seed{s}",
+                     "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
+    "rl-unseen-s2": ("grpo-{p}-unseen-s3-alternating-seed{s}",
+                     "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+                     "grpo-ablation-{p}-unseen-seed{s}/alternating"),
+}
 
 
-def shared_data_dir() -> Path | None:
-    """Real data sets: ``PR1_DATA_DIR`` if set, else ``<repo>/../shared/data`` if it exists."""
-    env = os.environ.get("PR1_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    candidate = REPO_ROOT.parent / "shared" / "data"
-    return candidate if candidate.is_dir() else None
+def variant_mode(variant: str) -> str:
+    """The ``pr1lib.rollout`` mode that matches how a variant trains: ``forked`` reproduces the
+    unseen mask exactly (paths cannot see each other); ``seen`` is one causal stream.
+
+    >>> variant_mode("unseen"), variant_mode("seen")
+    ('forked', 'seen')
+    """
+    return "forked" if variant == "unseen" else "seen"
 
 
-def runs_dir() -> Path:
-    """Where training runs, caches and tour reports go (git-ignored): ``PR1_RUNS_DIR`` or ``<repo>/runs``."""
-    return Path(os.environ.get("PR1_RUNS_DIR", REPO_ROOT / "runs"))
-
-
-def is_main_process() -> bool:
-    """False on every rank but 0 of a multi-process (accelerate / torchrun) launch."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def set_seed(seed: int) -> None:
-    """Seed Python, NumPy (if present) and torch, CPU and CUDA."""
-    random.seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:  # pragma: no cover
-        pass
-    import torch
-
-    torch.manual_seed(seed)
-
-
+# ----------------------------------------------------------------------------- the config base
 class Preset:
-    """Mixin: ``Cls.for_profile(profile, **overrides)`` = defaults + ``PRESETS[profile]`` + overrides."""
+    """Mixin: ``Cls.for_profile(profile, **overrides)`` = defaults + ``PRESETS[profile]`` +
+    overrides, with ``profile`` recorded in the config."""
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
     @classmethod
     def for_profile(cls, profile: str | None = None, **overrides: Any):
         profile = check_profile(profile)
-        return cls(**{**cls.PRESETS.get(profile, {}), **overrides})
+        return cls(**{**cls.PRESETS.get(profile, {}), "profile": profile, **overrides})
 
     def replace(self, **changes: Any):
         return dataclasses.replace(self, **changes)
@@ -109,12 +136,21 @@ class Preset:
         path.write_text(json.dumps({"type": type(self).__name__, **self.to_dict()}, indent=2))
         return path
 
+    @classmethod
+    def load(cls, path: str | Path):
+        """A config saved by ``save`` (lists become tuples again)."""
+        saved = json.loads(Path(path).read_text())
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()
+                      if k in known})
 
+
+# ----------------------------------------------------------------------------- the stages
 @dataclass(frozen=True)
 class ModelConfig(Preset):
     """Which policy model to load and how (see ``pr1lib.models.load_policy``)."""
 
-    name: str = "data/tiny-base"  # hub id or local folder (relative paths are from the repo root)
+    name: str = "data/tiny-base"  # hub id or local folder (relative paths: from the repo root)
     random_init: bool = False  # smoke: build a random tiny Qwen3 in memory instead of loading
     load_in_4bit: bool = False  # NF4 through BitsAndBytesConfig
     dtype: str = "float32"  # compute dtype: float32 on CPU, bfloat16/float16 on GPU
@@ -125,68 +161,23 @@ class ModelConfig(Preset):
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("all-linear",)
     gradient_checkpointing: bool = False
-    prompt_style: str = "tiny"  # pr1lib.prompts style: "tiny" for the embedded model, "v3" for Qwen
+    prompt_style: str = "tiny"  # pr1lib.prompts style: "tiny" for the embedded model, "v3": Qwen
     seed: int = 0
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(name="random-tiny-qwen3", random_init=True),
         "tiny": dict(),
-        "colab": dict(
-            name="Qwen/Qwen3-0.6B-Base", load_in_4bit=True, dtype="float16", use_lora=True,
-            gradient_checkpointing=True, prompt_style="v3",
-        ),
-        "paper": dict(
-            name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False, gradient_checkpointing=True,
-            prompt_style="v3",
-        ),
+        "colab": dict(name="Qwen/Qwen3-0.6B-Base", load_in_4bit=True, dtype="float16",
+                      use_lora=True, gradient_checkpointing=True, prompt_style="v3"),
+        "paper": dict(name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False,
+                      gradient_checkpointing=True, prompt_style="v3"),
     }
-
-
-def start_notebook(profile: str | None = None, seed: int = 0) -> str:
-    """First cell of every notebook: check the profile, seed everything, print the environment.
-
-    >>> start_notebook("smoke", 0)  # doctest: +ELLIPSIS
-    RunInfo(profile='smoke', seed=0, versions={...})
-    'smoke'
-    """
-    profile = check_profile(profile)
-    set_seed(seed)
-    print(environment_report(profile, seed))
-    return profile
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """Small record printed at the top of every notebook and saved with every run."""
-
-    profile: str
-    seed: int
-    versions: dict[str, str] = field(default_factory=dict)
-
-
-def environment_report(profile: str | None = None, seed: int = 0) -> RunInfo:
-    """Versions of the libraries that matter, the profile and the seed (first cell of each notebook)."""
-    import importlib.metadata as md
-    import platform
-
-    versions = {"python": platform.python_version()}
-    for pkg in ("pr1lib", "torch", "transformers", "trl", "peft", "bitsandbytes", "datasets"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = "not installed"
-    try:
-        import torch
-
-        versions["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover
-        versions["device"] = "unknown"
-    return RunInfo(profile=check_profile(profile), seed=seed, versions=versions)
 
 
 @dataclass(frozen=True)
 class PretrainConfig(Preset):
-    """How ``python -m pr1lib pretrain-tiny`` makes the tiny base model (see ``pr1lib.pretrain``)."""
+    """How ``python -m pr1lib pretrain-tiny`` makes the tiny base model (``pr1lib.pretrain``)."""
 
     vocab_size: int = 512  # byte-level BPE on TinyGSM text, digits split one by one
     hidden_size: int = 128  # Qwen3 architecture, tied embeddings
@@ -205,11 +196,12 @@ class PretrainConfig(Preset):
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     logging_steps: int = 10  # one loss-curve row every N steps
-    save_steps: int = 100  # checkpoint into OUT/checkpoint every N steps; a rerun resumes from it
+    save_steps: int = 100  # checkpoint into OUT/checkpoint every N steps; a rerun resumes there
     eval_n: int = 200  # held-out test problems per tier for the final accuracy
     max_new_tokens: int = 256  # generation budget when measuring accuracy
     num_threads: int = 2  # torch CPU threads (the target is a 2-core laptop)
     seed: int = 0
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_steps=10, batch_size=8, warmup_steps=2, logging_steps=2, save_steps=5,
@@ -219,14 +211,14 @@ class PretrainConfig(Preset):
 
 @dataclass(frozen=True)
 class ColdStartConfig(Preset):
-    """How ``python -m pr1lib coldstart`` builds the cold-start SFT set (see ``pr1lib.coldstart``)."""
+    """How ``python -m pr1lib coldstart`` builds the cold-start SFT set (``pr1lib.coldstart``)."""
 
     source: str = "gsm8k"  # gsm8k | dapo | tinygsm-easy | tinygsm-hard (pr1lib.data.SOURCES)
     split: str = "train"
     limit: int | None = None  # first N problems (None: all; TinyGSM: 2,000)
     teacher: str = "rule"  # rule | hf | openai (pr1lib.teachers); every profile defaults to rule
-    teacher_model: str = ""  # LLM teachers: hf hub id or folder / served model ($PR1_TEACHER_MODEL)
-    llm_limit: int = 8  # problems the notebook sends to an LLM teacher (the demo, not the SFT set)
+    teacher_model: str = ""  # LLM teachers: hub id or folder / served model ($PR1_TEACHER_MODEL)
+    llm_limit: int = 8  # problems the notebook sends to an LLM teacher (the demo, not the set)
     base_url: str = ""  # openai: server URL ending in /v1 ($OPENAI_BASE_URL)
     load_in_4bit: bool = False  # hf teacher: NF4 4-bit
     max_new_tokens: int = 2048  # LLM teachers: sampling budget per trace
@@ -237,6 +229,7 @@ class ColdStartConfig(Preset):
     max_tokens: int = 1024  # budget for prompt + completion (the tiny model's context)
     dedupe: bool = True  # keep one trace per distinct question
     seed: int = 0
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(limit=300, llm_limit=4),
@@ -249,17 +242,17 @@ class ColdStartConfig(Preset):
 
 @dataclass(frozen=True)
 class SFTStageConfig(Preset):
-    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep TRL's ``SFTConfig`` names.
+    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep ``SFTConfig``'s names.
 
     >>> SFTStageConfig.for_profile("paper").learning_rate
     1e-05
     """
 
-    variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + restarted positions
-    learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3 leaves tags unlearned)
+    variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + positions
+    learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3: no tags)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
-    num_train_epochs: float = 3.0  # tiny: 2 epochs cost 4-9 points of easy accuracy (notebook 03 §7)
+    num_train_epochs: float = 3.0  # tiny: 2 epochs cost 4-9 points of easy accuracy (notebook 03)
     max_steps: int = -1  # > 0 overrides num_train_epochs
     per_device_train_batch_size: int = 16
     gradient_accumulation_steps: int = 1
@@ -267,52 +260,58 @@ class SFTStageConfig(Preset):
     weight_decay: float = 0.01
     adam_beta2: float = 0.95  # the paper's AdamW betas are (0.9, 0.95)
     max_grad_norm: float = 1.0
-    loss_reduction: str = "sample"  # sample: mean over samples of per-sample token means (paper) | token
+    loss_reduction: str = "sample"  # sample: mean of per-sample token means (paper) | token
     use_lora: bool = True  # False: full fine-tuning (the paper)
-    lora_r: int | None = 64  # the tiny model is 128 wide; rank 16 underfits the summaries (None: ModelConfig's)
+    lora_r: int | None = 64  # the tiny model is 128 wide; rank 16 underfits (None: ModelConfig's)
     lora_alpha: int | None = 128
     train_tag_rows: bool = True  # with LoRA, the six tag rows of the embedding train too
-    load_in_4bit: bool | None = None  # NF4 through BitsAndBytesConfig; None: the profile's ModelConfig
+    load_in_4bit: bool | None = None  # NF4 through BitsAndBytesConfig; None: the profile's
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
     logging_steps: int = 5
-    train_n: int = 2000  # cold-start examples built with the rule teacher when no data folder is given
-    source: str = "tinygsm-easy"  # the rule teacher's problems then: a pr1lib.data source, or several joined by "+"
-    plain_share: float = 0.0  # share of rows trained on the trace without its block (format.linearize):
-    # a cold start that opens blocks only sometimes, so RL can choose (the reward ablation's start)
-    eval_n: int = 300  # held-out TinyGSM-easy test problems for the before/after evaluation (100 left ±4 points of noise)
+    train_n: int = 2000  # cold-start examples built with the rule teacher without a data folder
+    source: str = "tinygsm-easy"  # their problems: a pr1lib.data source, or several joined by "+"
+    plain_share: float = 0.0  # share of rows trained without their block (format.linearize):
+    # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
+    eval_n: int = 300  # held-out TinyGSM-easy problems before/after (100 leave ±4 points of noise)
     eval_max_new_tokens: int = 256
-    eval_mode: str | None = None  # pr1lib.rollout mode for before/after; None: seen -> "seen", unseen -> "forked"
-    budget_vram_gib: float | None = None  # stated budget for the GPU profiles (see ``memory_estimate``)
+    eval_mode: str | None = None  # rollout mode before/after; None: seen -> seen, unseen -> forked
+    budget_vram_gib: float | None = None  # stated budget for the GPU profiles (memory_estimate)
     budget_minutes: float | None = None
-    num_threads: int | None = 1  # torch CPU threads; 1 is fastest for the tiny model (None: torch's default)
+    num_threads: int | None = 1  # torch CPU threads; 1 is fastest for the tiny model
     seed: int = 0
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_steps=4, per_device_train_batch_size=4, max_length=512, logging_steps=1,
                       train_n=24, eval_n=4, eval_max_new_tokens=24),
         "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
-                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, source="gsm8k", eval_n=50,
-                      eval_max_new_tokens=1024, budget_vram_gib=15.0, budget_minutes=30.0, num_threads=None,
-                      lora_r=None, lora_alpha=None),
+                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, source="gsm8k",
+                      eval_n=50, eval_max_new_tokens=1024, budget_vram_gib=15.0,
+                      budget_minutes=30.0, num_threads=None, lora_r=None, lora_alpha=None),
         "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
-                      per_device_train_batch_size=1, gradient_accumulation_steps=128, max_length=4096,
-                      use_lora=False, train_n=7473, source="gsm8k", eval_n=500, eval_max_new_tokens=3000, num_threads=None,
-                      lora_r=None, lora_alpha=None),
+                      per_device_train_batch_size=1, gradient_accumulation_steps=128,
+                      max_length=4096, use_lora=False, train_n=7473, source="gsm8k", eval_n=500,
+                      eval_max_new_tokens=3000, num_threads=None, lora_r=None, lora_alpha=None),
     }
+
+    @property
+    def rollout_mode(self) -> str:
+        """The rollout mode of the before/after evaluation: ``eval_mode``, else the variant's."""
+        return self.eval_mode or variant_mode(self.variant)
 
 
 @dataclass(frozen=True)
 class EvalConfig(Preset):
-    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples and sampling.
+    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples, sampling.
 
     >>> EvalConfig.for_profile("paper").k, EvalConfig.for_profile("paper").max_completion_length
     (16, 3000)
     """
 
-    benchmark: str = "tinygsm-easy"  # pr1lib.benchmarks.BENCHMARKS
+    benchmark: str = "tinygsm-easy"  # pr1lib.evalsets.EVALSETS
     n: int | None = 100  # problems: the first n of the benchmark (None: all)
     k: int = 4  # samples per problem: mean@k and pass@k
-    mode: str = "seen"  # seen: one causal stream | forked: paths sampled independently (the engine)
+    mode: str = "seen"  # seen: one causal stream | forked: paths sampled independently
     temperature: float = 1.0  # the paper samples at T=1.0, top_p=1.0
     top_p: float = 1.0
     max_completion_length: int = 256  # response budget in tokens (the paper: 3000)
@@ -324,38 +323,30 @@ class EvalConfig(Preset):
     checker: str = "strict"  # fills accuracy / pass_at_k: strict (the paper's) | robust (+ boxed)
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
     seed: int = 0
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(n=4, k=2, max_completion_length=32, max_path_length=12, batch_size=4),
-        "colab": dict(benchmark="gsm8k", n=200, k=4, max_completion_length=1024, max_path_length=512,
-                      batch_size=8),
-        "paper": dict(benchmark="aime25", n=None, k=16, max_completion_length=3000, max_path_length=4096,
-                      batch_size=8),
+        "colab": dict(benchmark="gsm8k", n=200, k=4, max_completion_length=1024,
+                      max_path_length=512, batch_size=8),
+        "paper": dict(benchmark="aime25", n=None, k=16, max_completion_length=3000,
+                      max_path_length=4096, batch_size=8),
     }
-
-
-def variant_mode(variant: str) -> str:
-    """The ``pr1lib.rollout`` mode that matches how a variant trains: ``forked`` reproduces the unseen
-    mask exactly (paths cannot see each other); ``seen`` is one causal stream, as a seen model learned.
-
-    >>> variant_mode("unseen"), variant_mode("seen")
-    ('forked', 'seen')
-    """
-    return "forked" if variant == "unseen" else "seen"
 
 
 @dataclass(frozen=True)
 class RolloutConfig(Preset):
-    """How ``pr1lib.rollout.generate`` samples completions (Parallel-R1's rollout, §5.4 of the spec)."""
+    """How ``pr1lib.rollout.generate`` samples completions (docs/recipe.md#6-the-rollout-engine)."""
 
-    mode: str = "forked"  # "forked": paths decoded as k batch rows from the prefix cache; "seen": plain
+    mode: str = "forked"  # "forked": paths decoded as k rows from the prefix cache | "seen": plain
     num_paths: int = 2  # k paths per <Parallel> block (the paper's num_paths=2)
-    max_blocks: int = 4  # after this many blocks the <Parallel> logit is masked out (decoding goes on)
+    max_blocks: int = 4  # after this many blocks <Parallel> is masked out (decoding goes on)
     max_completion_length: int = 384  # hard budget on completion tokens (all paths counted)
-    max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; at the cap </Path> is forced
+    max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; </Path> forced at cap
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
-    distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token, not k copies
+    distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
+    profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_completion_length=64, max_path_length=24),
@@ -366,11 +357,11 @@ class RolloutConfig(Preset):
 
 @dataclass(frozen=True)
 class GRPOStageConfig(Preset):
-    """Stages 2-3, GRPO (``pr1lib.grpo``). Knobs that are TRL's keep TRL's ``GRPOConfig`` names.
+    """Stages 2-3, GRPO (``pr1lib.grpo``). Knobs that are TRL's keep ``GRPOConfig``'s names.
 
-    The paper's recipe (reference/paper-spec.md §4.2): group 8, clip 0.2 (0.28 high for the
-    alternating S2 run), no KL, T = 1.0, lr 1e-6 constant, token-mean loss. The tiny profile keeps
-    the group, clip, KL and temperature, and shrinks lengths and steps; LoRA on a ~1M-parameter
+    The paper's recipe (docs/recipe.md#8-grpo-hyper-parameters): group 8, clip 0.2 (0.28 high with the alternating S2
+    reward), no KL, T = 1.0, lr 1e-6 constant, token-mean loss. The tiny profile keeps the
+    group, clip, KL and temperature, and shrinks lengths and steps; LoRA on a ~1M-parameter
     model needs a much larger learning rate than full fine-tuning of a 4B one.
 
     >>> GRPOStageConfig.for_profile("paper").learning_rate, GRPOStageConfig().num_generations
@@ -378,20 +369,20 @@ class GRPOStageConfig(Preset):
     """
 
     stage: int = 3  # 2: easy problems (GSM8K / TinyGSM-easy) | 3: hard ones (DAPO / TinyGSM-hard)
-    reward: str = "alternating"  # accuracy | parallel_correct | tiered | structure | alternating
+    reward: str = "alternating"  # a pr1lib.rewards.REWARD_MODES name
     window: int = 10  # alternating: steps per window ...
     parallel_steps: int = 2  # ... of which the last ones use the tiered reward
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
-    extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms, e.g. (("structure", 0.2),)
-    variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + restarted positions
-    rollout: str | None = None  # forked | seen (pr1lib.rollout engine) | trl (TRL's model.generate); None: rollout_mode
+    extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms
+    variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + positions
+    rollout: str | None = None  # forked | seen (pr1lib.rollout) | trl (model.generate); None: auto
     train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code
-    data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's for the profile
+    data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's (profile)
     train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
     num_generations: int = 8  # the group size G
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)
     gradient_accumulation_steps: int = 1
-    max_completion_length: int = 320  # whole response: trunk, every path, injected tags, summary
+    max_completion_length: int = 320  # whole response: trunk, paths, injected tags, summary
     max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
     max_blocks: int = 4
     num_paths: int = 2
@@ -402,7 +393,7 @@ class GRPOStageConfig(Preset):
     max_grad_norm: float = 1.0
     max_steps: int = 60
     epsilon: float = 0.2
-    epsilon_high: float | None = None  # None: 0.28 with the alternating reward (S2), else epsilon
+    epsilon_high: float | None = 0.28  # None: epsilon; 0.28 goes with the default S2 reward
     beta: float = 0.0  # no KL term and no reference model, as in the official scripts
     temperature: float = 1.0
     top_p: float = 1.0
@@ -416,34 +407,69 @@ class GRPOStageConfig(Preset):
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
     save_steps: int = 10  # checkpoint every N steps; a rerun resumes from the last one
     logging_steps: int = 1
-    eval_n: int = 100  # held-out test problems of the stage's tier, greedy, before and after
+    eval_n: int = 100  # held-out test problems of each tier, greedy, before and after
     eval_max_new_tokens: int = 320
-    eval_mode: str | None = None  # pr1lib.rollout mode of the before/after evaluation; None: as the rollouts
-    num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model's small matmuls
+    eval_mode: str | None = None  # rollout mode of the before/after evaluation; None: as rollouts
+    num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
     seed: int = 0
+    profile: str = "tiny"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8,
+                      max_completion_length=48, max_path_length=16, max_steps=3, save_steps=2,
+                      eval_n=4, eval_max_new_tokens=24),
+        "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16,
+                      gradient_accumulation_steps=2, max_completion_length=1024,
+                      max_path_length=512, max_steps=100, eval_n=50, eval_max_new_tokens=1024,
+                      train_n=4000, num_threads=None),
+        "paper": dict(variant="unseen", learning_rate=1e-6, use_lora=False,
+                      per_device_train_batch_size=16, gradient_accumulation_steps=64,
+                      max_completion_length=3000, max_path_length=4096, max_steps=300,
+                      eval_n=500, eval_max_new_tokens=3000, train_n=17917, num_threads=None),
+    }
+
+    @classmethod
+    def for_stage(cls, stage: int, profile: str | None = None, variant: str | None = None,
+                  notebook: bool = False, **overrides: Any) -> GRPOStageConfig:
+        """The profile's config for ``stage``: the variant's reward (``RECIPES``) and its clip-high,
+        the stage's problems and length, the notebook's sizes if asked, then ``overrides``.
+
+        >>> c = GRPOStageConfig.for_stage(2, "smoke"); c.reward, c.max_steps, c.epsilon_high
+        ('parallel_correct', 3, None)
+        >>> GRPOStageConfig.for_stage(3, "paper").max_steps
+        300
+        """
+        if stage not in STAGES:
+            raise ValueError(f"stage must be 2 (easy) or 3 (hard), got {stage!r}")
+        profile = check_profile(profile)
+        variant = variant or overrides.pop("variant", None) or cls.PRESETS.get(profile, {}).get(
+            "variant", cls.variant)
+        if variant not in RECIPES:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        reward = overrides.pop("reward", RECIPES[variant][stage])
+        recipe = {"stage": stage, "variant": variant, "reward": reward,
+                  "epsilon_high": CLIP_HIGH.get(reward), "data": STAGE_SOURCES[profile][stage],
+                  **STAGE_PRESETS[stage].get(profile, {})}
+        short = NOTEBOOK_PRESETS[stage].get(profile, {}) if notebook else {}
+        return cls.for_profile(profile, **{**recipe, **short, **overrides})
+
+    @property
+    def source(self) -> str:
+        """The training problems: ``data``, else the stage's source for the profile."""
+        return self.data or STAGE_SOURCES[self.profile][self.stage]
+
+    @property
+    def clip_high(self) -> float:
+        """TRL's ``epsilon_high``: as set, else ``epsilon`` (symmetric clipping)."""
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
     @property
     def rollout_mode(self) -> str:
-        """``rollout``, else ``variant_mode(variant)``: the forked engine's merged summary would put a
-        seen model's paths at restarted positions it never trained on.
-
-        >>> GRPOStageConfig(variant="seen").rollout_mode, GRPOStageConfig(variant="unseen").rollout_mode
-        ('seen', 'forked')
-        """
+        """``rollout``, else ``variant_mode(variant)``: the forked engine's merged summary would
+        put a seen model's paths at restarted positions it never trained on."""
         return self.rollout or variant_mode(self.variant)
 
     @property
     def eval_rollout_mode(self) -> str:
         """``eval_mode``, else the training rollouts' mode (``trl`` evaluates in ``seen`` mode)."""
         return self.eval_mode or ("seen" if self.rollout_mode == "trl" else self.rollout_mode)
-
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8, max_completion_length=48,
-                      max_path_length=16, max_steps=3, save_steps=2, eval_n=4, eval_max_new_tokens=24),
-        "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16, gradient_accumulation_steps=2,
-                      max_completion_length=1024, max_path_length=512, max_steps=100, eval_n=50,
-                      eval_max_new_tokens=1024, train_n=4000, num_threads=None),
-        "paper": dict(variant="unseen", learning_rate=1e-6, use_lora=False, per_device_train_batch_size=16,
-                      gradient_accumulation_steps=64, max_completion_length=3000, max_path_length=4096,
-                      max_steps=300, eval_n=500, eval_max_new_tokens=3000, train_n=17917, num_threads=None),
-    }

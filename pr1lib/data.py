@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import split_gsm8k_answer
 
 SOURCES = ("gsm8k", "dapo", "tinygsm-easy", "tinygsm-hard")

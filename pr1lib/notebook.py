@@ -13,7 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.config import REPO_ROOT, check_profile
+from pr1lib.config import check_profile
+
+from pr1lib.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 

@@ -20,21 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pr1lib.config import PretrainConfig, check_profile, set_seed
-from pr1lib.prompts import linear_solution, prompt_text, split_gsm8k_answer
+import platform
+
+import torch
+from tqdm.auto import tqdm
+
+from pr1lib.config import PretrainConfig
+from pr1lib.metrics import completion_metrics
+from pr1lib.models import build_random_tiny, tiny_tokenizer_corpus, train_tiny_tokenizer
+from pr1lib.prompts import linear_solution, prompt_text
+from pr1lib.rewards import terms
+from pr1lib.runtime import set_seed
 from pr1lib.tasks import generate
-
-try:  # the shared answer checker; a minimal local one keeps this module usable on its own
-    from pr1lib.format import answers_match, extract_answer
-except ImportError:  # pragma: no cover
-    import re
-
-    def extract_answer(text: str) -> str | None:
-        found = re.findall(r"Final Answer\s*:\s*([^\n]+)", text)
-        return found[-1].strip() if found else None
-
-    def answers_match(pred: str | None, gold: str) -> bool:
-        return pred is not None and pred.replace(",", "").strip() == gold.replace(",", "").strip()
 
 
 def training_pair(record: dict) -> tuple[str, str]:
@@ -54,8 +51,6 @@ def encode_batch(tokenizer, records: list[dict]) -> dict:
     >>> batch["input_ids"].shape == batch["labels"].shape, int((batch["labels"][:, 0] == -100).all())
     (True, 1)
     """
-    import torch
-
     rows = []
     for record in records:
         prompt, completion = training_pair(record)
@@ -116,16 +111,12 @@ def lr_at(cfg: PretrainConfig, step: int) -> float:
 
 def build_tokenizer_and_model(cfg: PretrainConfig):
     """A freshly trained tiny tokenizer and a randomly initialised tiny Qwen3 (seeded)."""
-    from pr1lib.models import build_random_tiny, tiny_tokenizer_corpus, train_tiny_tokenizer
-
     tokenizer = train_tiny_tokenizer(tiny_tokenizer_corpus(cfg.seed), cfg.vocab_size)
     model, tokenizer = build_random_tiny(cfg.seed, tokenizer=tokenizer, cfg=cfg)
     return tokenizer, model
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
-    import torch
-
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / "state.pt.tmp"
     torch.save(state, tmp)
@@ -133,8 +124,6 @@ def _save_checkpoint(folder: Path, state: dict) -> None:
 
 
 def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
-    import torch
-
     path = folder / "state.pt"
     if not path.exists():
         return None
@@ -146,9 +135,6 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
 
 def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool = True) -> dict:
     """Stage by stage: resume, then per step draw problems, forward, backward, clip, step, log, save."""
-    import torch
-    from tqdm.auto import tqdm
-
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     state = _load_checkpoint(out / "checkpoint", cfg) or {"step": 0, "rows": [], "elapsed_s": 0.0}
     if state["step"]:  # Stage 0: resume model, optimizer and the loss curve so far
@@ -188,8 +174,6 @@ def generate_solutions(model, tokenizer, questions: list[str], temperature: floa
     Greedy when ``temperature == 0``; otherwise plain sampling (no top-k / top-p) at that
     temperature, seeded. Prompts are left-padded so a batch generates together.
     """
-    import torch
-
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} \
         if temperature > 0 else {"do_sample": False}
@@ -216,8 +200,7 @@ def score(completions: list[str], records: list[dict]) -> list[bool]:
     >>> score(["3+4 = 7\\nFinal Answer: 7", "oops"], [{"answer": "#### 7"}, {"answer": "#### 1"}])
     [True, False]
     """
-    golds = [split_gsm8k_answer(r["answer"])[1] for r in records]
-    return [answers_match(extract_answer(c), g) for c, g in zip(completions, golds)]
+    return [terms(c, r["answer"]).correct for c, r in zip(completions, records)]
 
 
 def evaluate_accuracy(model, tokenizer, records: list[dict], temperature: float = 0.0,
@@ -225,8 +208,7 @@ def evaluate_accuracy(model, tokenizer, records: list[dict], temperature: float 
     """Fraction of ``records`` the model solves (greedy by default; sampled at ``temperature``)."""
     completions = generate_solutions(model, tokenizer, [r["question"] for r in records],
                                      temperature, max_new_tokens, seed=seed)
-    hits = score(completions, records)
-    return sum(hits) / max(1, len(hits))
+    return completion_metrics(completions, [r["answer"] for r in records])["accuracy"]
 
 
 def measure(model, tokenizer, cfg: PretrainConfig) -> dict[str, float]:
@@ -288,16 +270,13 @@ def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:
     'python -m pr1lib pretrain-tiny --out runs/x --seed 0 --set max_steps=5'
     """
     defaults = PretrainConfig().to_dict()
-    sets = [f" --set {k}={v}" for k, v in cfg.to_dict().items() if k != "seed" and v != defaults[k]]
+    sets = [f" --set {k}={v}" for k, v in cfg.to_dict().items()
+            if k not in ("seed", "profile") and v != defaults[k]]
     return f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}" + "".join(sets)
 
 
 def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True) -> dict:
     """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy)."""
-    import platform
-
-    import torch
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cfg.num_threads)
@@ -322,29 +301,3 @@ def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evalua
         write_card(out, card)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return card
-
-
-def _run(args) -> int:
-    from pr1lib.cli import parse_overrides, print_json
-
-    overrides = parse_overrides(args.overrides)
-    if args.seed is not None:
-        overrides["seed"] = args.seed
-    cfg = PretrainConfig.for_profile(check_profile(args.profile), **overrides)
-    print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
-    card = pretrain(cfg, args.out, progress=not args.no_progress)
-    summary = {"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
-               "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
-               "out": str(args.out)}
-    print_json(summary)
-    return 0
-
-
-def cli_register(subparsers) -> None:
-    """Add ``pretrain-tiny`` to ``python -m pr1lib``."""
-    from pr1lib.cli import add_common
-
-    parser = subparsers.add_parser("pretrain-tiny", help="train the tiny TinyGSM base model from scratch")
-    add_common(parser, out_default="runs/pretrain-tiny")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (for log files)")
-    parser.set_defaults(func=_run)

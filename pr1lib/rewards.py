@@ -18,7 +18,7 @@ get −1, so the ladder is honest-parallel > honest-linear > any malformed outpu
 
 >>> honest = "3*4=12\\n<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\\n" \\
 ...          "<Summary>Both give 12.</Summary>\\nFinal Answer: 12"
->>> [score(honest, "12", m) for m in MODES]
+>>> [score(honest, "12", m) for m in BASE_MODES]
 [1.0, 1.0, 1.2, 1.0]
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
 
-MODES = ("accuracy", "parallel_correct", "tiered", "structure")
+BASE_MODES = ("accuracy", "parallel_correct", "tiered", "structure")  # each scores one completion
 RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0), "tiered": (-1.0, 1.2),
           "structure": (-1.0, 1.0)}
 RewardFn = Callable[..., list]
@@ -87,7 +87,7 @@ def terms(completion: Any, answer: Any = None) -> Terms:
 
 
 def score_terms(t: Terms, mode: str) -> float:
-    """The reward of already-parsed ``Terms`` under ``mode`` (one of ``MODES``)."""
+    """The reward of already-parsed ``Terms`` under ``mode`` (one of ``BASE_MODES``)."""
     parallel = t.valid and t.blocks >= 1
     if mode == "accuracy":
         return 1.0 if t.correct else -1.0
@@ -99,7 +99,7 @@ def score_terms(t: Terms, mode: str) -> float:
         return 1.2 if t.blocks >= 1 else 1.0
     if mode == "structure":
         return 1.0 if parallel else -1.0
-    raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(MODES)}")
+    raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(BASE_MODES)}")
 
 
 def score(completion: Any, answer: Any, mode: str) -> float:
@@ -164,11 +164,10 @@ def structure_reward(completions: list, answer: list | None = None, **kwargs: An
 REWARDS: dict[str, RewardFn] = {
     "accuracy": accuracy_reward, "parallel_correct": parallel_correct_reward,
     "tiered": tiered_reward, "structure": structure_reward,
-}
-accuracy_reward.reward_range = RANGES["accuracy"]  # type: ignore[attr-defined]  # read by reward_range()
-parallel_correct_reward.reward_range = RANGES["parallel_correct"]  # type: ignore[attr-defined]
-tiered_reward.reward_range = RANGES["tiered"]  # type: ignore[attr-defined]
-structure_reward.reward_range = RANGES["structure"]  # type: ignore[attr-defined]
+}  # the base modes' TRL reward functions (``REWARD_MODES`` below also holds the schedule)
+for _mode, _fn in REWARDS.items():
+    _fn.reward_range = RANGES[_mode]  # type: ignore[attr-defined]  # read by reward_range()
+del _mode, _fn
 
 
 # ---------------------------------------------------------------- the alternating schedule
@@ -302,13 +301,42 @@ def reward_range(fn: RewardFn, global_step: int = 0) -> tuple[float, float] | No
     return getattr(fn, "reward_range", None)
 
 
+@dataclass(frozen=True)
+class RewardMode:
+    """One reward mode: how to build its TRL reward function, its range and what it pays for."""
+
+    name: str
+    build: Callable[[int, int], RewardFn]  # (window, parallel_steps) -> reward function
+    range: tuple[float, float]
+    pays_for: str  # one line for widgets, tables and error messages
+    scheduled: bool = False  # True: window and parallel_steps change what it pays
+
+
+REWARD_MODES: dict[str, RewardMode] = {
+    "accuracy": RewardMode("accuracy", lambda w, p: accuracy_reward, RANGES["accuracy"],
+                           "a correct final answer (S1); tags ignored"),
+    "parallel_correct": RewardMode("parallel_correct", lambda w, p: parallel_correct_reward,
+                                   RANGES["parallel_correct"],
+                                   "a correct answer inside a valid parallel response (Stage 2)"),
+    "tiered": RewardMode("tiered", lambda w, p: tiered_reward, RANGES["tiered"],
+                         "correct with a valid block 1.2, correct without 1.0, else -1"),
+    "structure": RewardMode("structure", lambda w, p: structure_reward, RANGES["structure"],
+                            "a valid block, whatever the answer (this project's arm)"),
+    "alternating": RewardMode("alternating", lambda w, p: alternating_reward(w, p), RANGES["tiered"],
+                              "accuracy, with tiered on the last steps of each window (S2)",
+                              scheduled=True),
+}  # the registry: the panel, training, the verl export, the doctor and the CLI read it
+
+
 def reward_for(mode: str, window: int = 10, parallel_steps: int = 2) -> RewardFn:
-    """The reward function for a widget's mode name: one of ``MODES`` or ``"alternating"``."""
-    if mode == "alternating":
-        return alternating_reward(window, parallel_steps)
-    if mode not in REWARDS:
-        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join([*MODES, 'alternating'])}")
-    return REWARDS[mode]
+    """The reward function of a ``REWARD_MODES`` name.
+
+    >>> reward_for("tiered") is tiered_reward, reward_for("alternating", 5, 1).window
+    (True, 5)
+    """
+    if mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
+    return REWARD_MODES[mode].build(window, parallel_steps)
 
 
 # ---------------------------------------------------------------- reward-hacking lab

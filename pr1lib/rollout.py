@@ -41,10 +41,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from pr1lib.config import RolloutConfig
+from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.structure import TagIds, structured_logprobs, tag_ids
 
-MODES = ("seen", "forked")
 
 
 @dataclass
@@ -197,8 +196,8 @@ class _Engine:
     """The decision loop over ``Streams``: sample, apply the rules, fork, merge, drop."""
 
     def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None):
-        if config.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+        if config.mode not in ROLLOUT_MODES:
+            raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
         self.model, self.tok, self.cfg, self.gen = model, tokenizer, config, generator
         self.tags: TagIds = tag_ids(tokenizer)
         self.eos = tokenizer.eos_token_id

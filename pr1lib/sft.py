@@ -1,6 +1,6 @@
 """Stage 1, cold-start SFT: TRL's ``SFTTrainer`` on the prompt-completion set, seen or unseen.
 
-The recipe (reference/paper-spec.md §3, §11):
+The recipe (docs/recipe.md#5-stage-1-cold-start-sft):
 
 * loss on the completion only (TRL's ``completion_only_loss``; TRL appends eos to each completion),
   averaged per sample and then over samples (``loss_reduction="sample"``), as the official trainer
@@ -11,7 +11,7 @@ The recipe (reference/paper-spec.md §3, §11):
 * ``seen`` trains plain causal with TRL's own collator; ``unseen`` swaps in ``ParallelCollator``,
   which adds the path-isolating 4D mask and restarted position ids (``pr1lib.structure``) parsed
   from the **response only**: the official data set also parsed the tags of the prompt and put 47
-  prompt tokens at position 0 (§9.1). The mask always travels with the positions (a restarted
+  prompt tokens at position 0 (a bug a public reproduction found). The mask always travels with the positions (a restarted
   position without a mask trips transformers' packed-sequence detection).
 
 A run folder holds ``config.json``, ``model_config.json``, ``adapter/`` (LoRA + tag rows),
@@ -24,101 +24,42 @@ A run folder holds ``config.json``, ``model_config.json``, ``adapter/`` (LoRA + 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 import json
 import os
 import random
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import plotly.graph_objects as go
 import torch
-from transformers import TrainerCallback
+from datasets import Dataset, concatenate_datasets, load_from_disk
+from plotly.subplots import make_subplots
+from torch.nn.utils.rnn import pad_sequence
+from transformers import PrinterCallback, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
-from pr1lib.config import (
-    ModelConfig, SFTStageConfig, check_profile, environment_report, is_main_process, runs_dir, set_seed, variant_mode,
-)
-
-VARIANTS = ("seen", "unseen")
-
-
-# ----------------------------------------------------------------------------- model
-def sft_model_config(cfg: SFTStageConfig, profile: str | None = None) -> ModelConfig:
-    """The profile's ``ModelConfig`` with the SFT stage's LoRA / 4-bit / checkpointing choices.
-
-    >>> sft_model_config(SFTStageConfig(load_in_4bit=True), "smoke").load_in_4bit
-    True
-    """
-    base = ModelConfig.for_profile(profile)
-    four_bit = base.load_in_4bit if cfg.load_in_4bit is None else cfg.load_in_4bit
-    checkpointing = torch.cuda.is_available() if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
-    lora = {k: getattr(cfg, k) for k in ("lora_r", "lora_alpha") if getattr(cfg, k) is not None}
-    return base.replace(use_lora=cfg.use_lora, load_in_4bit=four_bit, gradient_checkpointing=checkpointing,
-                        seed=cfg.seed, **lora)
+from pr1lib.coldstart import run_coldstart, save_dataset
+from pr1lib.config import VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
+from pr1lib.paths import runs_dir
+from pr1lib.data import SOURCES
+from pr1lib.evaluate import evaluate_policy, held_out_config
+from pr1lib.format import linearize
+from pr1lib.models import (expose_head_bias, keep_4bit_differentiable, load_training_policy,
+                           stage_model_config)
+from pr1lib.prompts import chat_prompt
+from pr1lib.runs import Run, save_configs, save_run, write_rows, write_run_card
+from pr1lib.runtime import is_main_process, set_threads
+from pr1lib.structure import attention_inputs
 
 
-def quantize_4bit(model, model_cfg: ModelConfig):
-    """An in-memory model reloaded with NF4 4-bit linear layers (for the random ``smoke`` model)."""
-    from transformers import AutoModelForCausalLM
-
-    from pr1lib.models import model_kwargs
-
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(folder)
-        return AutoModelForCausalLM.from_pretrained(folder, **model_kwargs(model_cfg))
-
-
-def keep_4bit_differentiable(model) -> int:
-    """Stop bitsandbytes from repacking NF4 weights for its fast CPU inference kernel, and undo it
-    where it already happened; returns how many layers were undone.
-
-    The repacking happens the first time a 4-bit layer runs on CPU in eval mode without gradients
-    (a "before" evaluation, say). The repacked kernel has no backward, so LoRA gradients that flow
-    through it afterwards are silently wrong (PyTorch only warns that ``bitsandbytes::gemv_4bit``
-    has no autograd kernel).
-    """
-    try:
-        from bitsandbytes.nn.modules import Linear4bit, _convert_weight_packed_for_cpu_inverse
-    except ImportError:  # no bitsandbytes: nothing is 4-bit
-        return 0
-    undone = 0
-    for module in model.modules():
-        if isinstance(module, Linear4bit):
-            module.support_avx512bf16_for_cpu = False
-            w = module.weight
-            if getattr(w.quant_state, "packing_format_for_cpu", False):
-                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data, w.quant_state)
-                undone += 1
-    return undone
-
-
-def load_sft_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):
-    """``(model, tokenizer, peft_config | None)``: the base policy with the six tags added (rows
-    initialised as the mean of their pieces), 4-bit when asked, LoRA config with the tag rows."""
-    from pr1lib.models import load_policy
-    from pr1lib.tokens import add_parallel_tags, lora_kwargs_for_tags
-
-    set_seed(model_cfg.seed)
-    model, tokenizer, lora = load_policy(config=model_cfg)
-    add_parallel_tags(tokenizer, model)
-    if model_cfg.load_in_4bit and not getattr(model, "is_loaded_in_4bit", False):
-        model = quantize_4bit(model, model_cfg)
-    keep_4bit_differentiable(model)
-    if model_cfg.load_in_4bit and lora is None:
-        raise ValueError("4-bit weights cannot be trained directly: set use_lora=True (QLoRA)")
-    if lora is not None and train_tag_rows:
-        lora.trainable_token_indices = lora_kwargs_for_tags(tokenizer, model)["trainable_token_indices"]
-    return model, tokenizer, lora
 
 
 # ----------------------------------------------------------------------------- data
 def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: str, work_dir: Path):
     """The first ``cfg.train_n`` rows of the cold-start set saved by notebook 02 / ``coldstart`` (a
     folder, or its ``dataset/``); without one, build them with the rule teacher from ``cfg.source``."""
-    from datasets import load_from_disk
-
     if data is not None:
         folder = Path(data)
         dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
@@ -144,8 +85,6 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
     """
-    from pr1lib.data import SOURCES
-
     parts = [p.strip() for p in source.split("+")]
     unknown = [p for p in parts if p not in SOURCES]
     if unknown or len(set(parts)) != len(parts):
@@ -156,11 +95,6 @@ def source_shares(source: str, n: int) -> dict[str, int]:
 def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     """The rule teacher's cold-start set from each part of ``cfg.source`` (``folder/<part>/`` when
     there are several), shuffled together with ``cfg.seed`` and saved in ``folder/dataset``."""
-    from datasets import concatenate_datasets
-
-    from pr1lib.coldstart import run_coldstart, save_dataset
-    from pr1lib.config import ColdStartConfig
-
     shares = source_shares(cfg.source, cfg.train_n)
     config = ColdStartConfig(prompt_style=prompt_style, seed=cfg.seed)
     if len(shares) == 1:
@@ -183,8 +117,6 @@ def with_plain_share(dataset, share: float, seed: int = 0):
     >>> with_plain_share(d, 0.5)["parallel"].count(False)
     2
     """
-    from pr1lib.format import linearize
-
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"plain_share must be within [0, 1], got {share}")
     if share == 0.0:
@@ -201,10 +133,6 @@ def with_plain_share(dataset, share: float, seed: int = 0):
 def sft_rows(dataset, tokenizer, max_length: int):
     """``(Dataset[prompt, completion], dropped)``: prompts rendered as the model sees them
     (``chat_prompt``), rows longer than ``max_length`` tokens (eos included) dropped, never cut."""
-    from datasets import Dataset
-
-    from pr1lib.prompts import chat_prompt
-
     rows, dropped = {"prompt": [], "completion": []}, 0
     for row in dataset:
         prompt = chat_prompt(row["question"], tokenizer, row.get("prompt_style") or "tiny")
@@ -253,10 +181,6 @@ class ParallelCollator:
     dtype: torch.dtype = torch.float32  # eager's additive mask dtype (the model's compute dtype)
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        from torch.nn.utils.rnn import pad_sequence
-
-        from pr1lib.structure import attention_inputs
-
         ids = [torch.as_tensor(e["input_ids"]) for e in examples]
         labels = [torch.as_tensor(e.get("labels", e["input_ids"])) for e in examples]
         input_ids = pad_sequence(ids, batch_first=True, padding_value=self.tokenizer.pad_token_id)  # (B, L)
@@ -295,14 +219,6 @@ class ParallelSFTTrainer(SFTTrainer):
         metrics["mean_token_accuracy"].append((out.is_top1.sum() / mask.sum().clamp(min=1)).item())
         metrics["num_tokens"].append(mask.sum().item())
         return (loss, out) if return_outputs else loss
-
-
-def expose_head_bias(model) -> None:
-    """TRL's fused LM head reads ``lm_head.weight`` and ``lm_head.bias``. PEFT's wrapper for trainable
-    tag rows serves ``weight`` (base rows + trained tag rows) but not ``bias``: hand it the head's."""
-    head = model.get_output_embeddings()
-    if type(head).__name__ == "TrainableTokensWrapper" and "bias" not in head.__dict__:
-        object.__setattr__(head, "bias", head.original_module.bias)  # a plain attribute, not a new parameter
 
 
 def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -> SFTConfig:
@@ -357,8 +273,6 @@ class LossLog(TrainerCallback):
 
 def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completion tokens)"):
     """A plotly line per run: training loss against the optimizer step."""
-    import plotly.graph_objects as go
-
     fig = go.Figure(layout=dict(title=title, height=320, margin=dict(t=40, b=40)))
     for name, rows in curves.items():
         fig.add_scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows], mode="lines+markers", name=name)
@@ -371,7 +285,7 @@ class LiveLossPlot:
     """One notebook figure, redrawn as runs log: ``trainer callbacks=[plot.callback("seen")]``."""
 
     def __init__(self, title: str = "SFT loss (completion tokens)"):
-        from IPython.display import display
+        from IPython.display import display  # notebooks only: IPython is an optional extra
 
         self.title, self.curves = title, {}
         self.handle = display(loss_figure(self.curves, title), display_id=True)
@@ -391,8 +305,6 @@ class _PlotLog(LossLog):
 def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
     """Side-by-side heatmaps of each collated batch's first mask, from token ``start`` on
     (rows = queries, columns = keys, dark = may attend)."""
-    from plotly.subplots import make_subplots
-
     ids = next(iter(batches.values()))["input_ids"][0, start:].tolist()
     labels = [f"{i}:{tokenizer.decode([t])}" for i, t in enumerate(ids, start)]
     fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
@@ -406,153 +318,10 @@ def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
     return fig
 
 
-# ----------------------------------------------------------------------------- evaluation
-def held_out_problems(n: int, seed: int = 0) -> list[dict]:
-    """``n`` TinyGSM-easy *test* problems (disjoint from every training split)."""
-    from pr1lib.tasks import generate
-
-    return generate(n, "easy", "test", seed)
-
-
-def eval_mode(cfg: SFTStageConfig) -> str:
-    """``cfg.eval_mode``, else the mode that matches how ``cfg.variant`` trains (``variant_mode``).
-
-    >>> eval_mode(SFTStageConfig(variant="unseen")), eval_mode(SFTStageConfig(variant="seen"))
-    ('forked', 'seen')
-    """
-    return cfg.eval_mode or variant_mode(cfg.variant)
-
-
-def rollout_completions(model, tokenizer, prompts: list[str], profile: str | None, mode: str = "forked",
-                        max_new_tokens: int = 256, batch_size: int = 32) -> list[tuple[str, int]]:
-    """``(text, n_tokens)`` per prompt, greedy, from ``pr1lib.rollout`` (the engine GRPO samples with)."""
-    from pr1lib.config import RolloutConfig
-    from pr1lib.rollout import generate
-
-    rcfg = RolloutConfig.for_profile(profile, mode=mode, temperature=0.0, max_completion_length=max_new_tokens)
-    rcfg = rcfg.replace(max_path_length=min(rcfg.max_path_length, max_new_tokens))
-    was_training, out = model.training, []
-    model.eval()
-    try:
-        for i in range(0, len(prompts), batch_size):
-            done = generate(model, tokenizer, prompts[i:i + batch_size], rcfg)
-            out += [(r.text, len(r.completion_ids)) for r in done]
-    finally:
-        model.train(was_training)
-    return out
-
-
-def score_completions(texts: list[str], answers: list[str], lengths: list[int]) -> dict[str, float]:
-    """Validity, parallel ratio, accuracy and mean length, parsed exactly as the rewards parse them.
-
-    >>> s = score_completions(["<Parallel><Path>1</Path><Path>1</Path></Parallel>\\n<Summary>1</Summary>\\n"
-    ...                        "Final Answer: 1", "Final Answer: 3"], ["#### 1", "#### 2"], [9, 3])
-    >>> s["valid_block_rate"], s["valid_ratio"], s["parallel_ratio"], s["accuracy"], s["mean_length"]
-    (0.5, 1.0, 0.5, 0.5, 6.0)
-    """
-    from pr1lib.rewards import terms
-
-    parsed = [terms(t, a) for t, a in zip(texts, answers)]
-    n = max(len(parsed), 1)
-    return {
-        "valid_block_rate": sum(t.valid and t.blocks > 0 for t in parsed) / n,  # >= 1 block, strictly valid
-        "valid_ratio": sum(t.valid for t in parsed) / n,  # strictly valid, with or without blocks
-        "parallel_ratio": sum(t.blocks > 0 for t in parsed) / n,  # >= 1 <Parallel>, valid or not
-        "accuracy": sum(t.correct for t in parsed) / n,
-        "mean_length": sum(lengths) / n,  # completion tokens
-        "n": len(parsed),
-    }
-
-
-def evaluate_policy(model, tokenizer, problems: list[dict], prompt_style: str = "tiny", profile: str | None = None,
-                    mode: str = "forked", max_new_tokens: int = 256) -> tuple[dict[str, float], list[dict]]:
-    """``(metrics, samples)`` of greedy rollouts on ``problems`` (prompts as the SFT data renders them)."""
-    from pr1lib.prompts import chat_prompt
-
-    prompts = [chat_prompt(p["question"], tokenizer, prompt_style) for p in problems]
-    done = rollout_completions(model, tokenizer, prompts, profile, mode, max_new_tokens)
-    texts, lengths = [t for t, _ in done], [n for _, n in done]
-    answers = [p["answer"] for p in problems]
-    samples = [{"question": p["question"], "completion": t, "gold": p["answer"].rsplit("####", 1)[-1].strip()}
-               for p, t in zip(problems, texts)]
-    return score_completions(texts, answers, lengths), samples
-
-
-# ----------------------------------------------------------------------------- checkpoints
-def save_run(trainer, tokenizer, run_dir: Path, model_cfg: ModelConfig) -> dict[str, str]:
-    """``adapter/`` (LoRA + tag rows) and ``merged/`` (adapter merged into a full-precision base).
-
-    With a 4-bit base the merge goes into the unquantized base weights (the usual QLoRA export).
-    """
-    model, paths = trainer.model, {}
-    if hasattr(model, "peft_config"):
-        model.save_pretrained(run_dir / "adapter", save_embedding_layers=False)
-        tokenizer.save_pretrained(run_dir / "adapter")
-        paths["adapter"] = str(run_dir / "adapter")
-        merged = merge_adapter(run_dir / "adapter", model_cfg)
-    else:
-        merged = model
-    merged.save_pretrained(run_dir / "merged")
-    tokenizer.save_pretrained(run_dir / "merged")
-    paths["merged"] = str(run_dir / "merged")
-    return paths
-
-
-def merge_adapter(adapter_dir: Path, model_cfg: ModelConfig):
-    """A fresh full-precision base with the tags, the saved adapter loaded on it, then merged."""
-    from peft import PeftModel
-
-    base, _, _ = load_sft_policy(model_cfg.replace(load_in_4bit=False, use_lora=False), train_tag_rows=False)
-    return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-
-
-def load_run(run_dir: str | Path, merged: bool = True):
-    """``(model, tokenizer)`` from a run folder, offline: the merged copy, or base + adapter."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    run_dir = Path(run_dir)
-    if not ((run_dir / "merged").is_dir() or (run_dir / "adapter").is_dir()):
-        raise FileNotFoundError(f"{run_dir} is not a finished run folder: it has neither merged/ nor adapter/ "
-                                "(pass the folder `sft` or `grpo` wrote, e.g. runs/sft-tiny-seen)")
-    if merged or not (run_dir / "adapter").is_dir():
-        folder = run_dir / "merged"
-        return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    model_cfg = ModelConfig(**_tuples(json.loads((run_dir / "model_config.json").read_text())))
-    from peft import PeftModel
-
-    base, _, _ = load_sft_policy(model_cfg.replace(use_lora=False), train_tag_rows=False)
-    return PeftModel.from_pretrained(base, str(run_dir / "adapter")), AutoTokenizer.from_pretrained(run_dir / "adapter")
-
-
-def _tuples(saved: dict[str, Any]) -> dict[str, Any]:
-    saved = {k: v for k, v in saved.items() if k != "type"}
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
-
-
-def write_loss_csv(rows: list[dict], path: Path) -> None:
-    import pandas as pd
-
-    pd.DataFrame(rows).to_csv(path, index=False)
-
-
 # ----------------------------------------------------------------------------- one run
-@dataclass
-class SFTRun:
-    """What ``run_sft`` made: the JSON-able ``result``, the trained model and the logs."""
-
-    result: dict[str, Any]
-    run_dir: Path
-    model: Any = field(repr=False)
-    tokenizer: Any = field(repr=False)
-    loss: list[dict] = field(default_factory=list, repr=False)
-    samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
-
-
 def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
     """``(TrainOutput, seconds)``; ``quiet`` drops the trainer's printed log lines (notebooks plot)."""
     if quiet:
-        from transformers.trainer_callback import PrinterCallback
-
         trainer.remove_callback(PrinterCallback)
     start, cpu = time.perf_counter(), time.process_time()
     out = trainer.train()
@@ -560,130 +329,47 @@ def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
-def write_run_card(run_dir: Path, result: dict, cfg: SFTStageConfig, model_cfg: ModelConfig,
-                   loss: list[dict]) -> None:
-    """``run_card.json``: the result plus both configs, library versions and the loss log."""
-    card = {**result, "config": cfg.to_dict(), "model_config": model_cfg.to_dict(),
-            "environment": environment_report(result["profile"], cfg.seed).versions, "loss": loss}
-    (run_dir / "run_card.json").write_text(json.dumps(card, indent=2, default=str))
-    write_loss_csv(loss, run_dir / "loss.csv")
-
-
-def run_sft(cfg: SFTStageConfig, profile: str | None = None, data: str | Path | None = None,
-            out: str | Path | None = None, evaluate: bool = True,
-            callbacks: Sequence[TrainerCallback] = (), before: dict | None = None,
-            model_cfg: ModelConfig | None = None, quiet: bool = False) -> SFTRun:
+def run_sft(cfg: SFTStageConfig, data: str | Path | None = None, out: str | Path | None = None,
+            evaluate: bool = True, callbacks: Sequence[TrainerCallback] = (),
+            before: dict | None = None, model_cfg: ModelConfig | None = None,
+            quiet: bool = False) -> Run:
     """Load, (evaluate), train, evaluate, save adapter + merged copy + run card. ``before`` reuses
     an earlier base-model evaluation (the base is the same for seen and unseen); ``model_cfg``
     replaces the profile's model (e.g. a local folder); ``quiet`` drops the printed log lines."""
-    profile, start = check_profile(profile), time.perf_counter()
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)  # small matrices: more threads only wait on each other
-    run_dir = Path(out or runs_dir() / f"sft-{profile}-{cfg.variant}")
+    start = time.perf_counter()
+    set_threads(cfg.num_threads)  # small matrices: more threads only wait on each other
+    run_dir = Path(out or runs_dir() / f"sft-{cfg.profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    model_cfg = model_cfg or sft_model_config(cfg, profile)
-    if is_main_process():
-        cfg.save(run_dir / "config.json")
-        model_cfg.save(run_dir / "model_config.json")
-    model, tokenizer, peft_config = load_sft_policy(model_cfg, cfg.train_tag_rows)
-    coldstart = with_plain_share(load_coldstart(data, cfg, model_cfg.prompt_style, run_dir), cfg.plain_share, cfg.seed)
-    rows, dropped = sft_rows(coldstart, tokenizer, cfg.max_length)
-    problems, samples = (held_out_problems(cfg.eval_n, cfg.seed) if evaluate else []), {}
-    judge = dict(prompt_style=model_cfg.prompt_style, profile=profile, mode=eval_mode(cfg),
-                 max_new_tokens=cfg.eval_max_new_tokens)
+    model_cfg = model_cfg or stage_model_config(cfg)
+    save_configs(run_dir, cfg, model_cfg)
+    model, tokenizer, peft_config = load_training_policy(model_cfg, cfg.train_tag_rows)
+    coldstart = load_coldstart(data, cfg, model_cfg.prompt_style, run_dir)
+    rows, dropped = sft_rows(with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer,
+                             cfg.max_length)
+    judge = held_out_config(cfg.profile, "easy", cfg.eval_n, cfg.rollout_mode,
+                            cfg.eval_max_new_tokens, seed=cfg.seed)
+    samples: dict[str, list[dict]] = {}
     if evaluate and before is None:
-        before, samples["before"] = evaluate_policy(model, tokenizer, problems, **judge)
+        before, samples["before"] = evaluate_policy(model, tokenizer, judge)
     log = LossLog()
-    trainer = build_trainer(cfg, model, tokenizer, peft_config, rows, run_dir / "trainer", model_cfg,
-                            [log, *callbacks])
+    trainer = build_trainer(cfg, model, tokenizer, peft_config, rows, run_dir / "trainer",
+                            model_cfg, [log, *callbacks])
     train_out, train_seconds = train_timed(trainer, quiet)
     after = None
     if evaluate:
-        after, samples["after"] = evaluate_policy(trainer.model, tokenizer, problems, **judge)
-    paths = save_run(trainer, tokenizer, run_dir, model_cfg)
+        after, samples["after"] = evaluate_policy(trainer.model, tokenizer, judge)
     result = {
-        "profile": profile, "variant": cfg.variant, "model": model_cfg.name, "load_in_4bit": model_cfg.load_in_4bit,
-        "use_lora": model_cfg.use_lora, "train_rows": len(rows), "dropped_too_long": dropped,
-        "data_hash": data_hash(rows), "steps": trainer.state.global_step, "train_loss": train_out.training_loss,
-        "train_seconds": round(train_seconds, 1), "train_cpu_seconds": round(train_out.metrics["train_cpu_seconds"], 1),
-        "seconds": round(time.perf_counter() - start, 1),
-        "threads": torch.get_num_threads(), "before": before, "after": after, "run_dir": str(run_dir), **paths,
+        "profile": cfg.profile, "variant": cfg.variant, "model": model_cfg.name,
+        "load_in_4bit": model_cfg.load_in_4bit, "use_lora": model_cfg.use_lora,
+        "train_rows": len(rows), "dropped_too_long": dropped, "data_hash": data_hash(rows),
+        "steps": trainer.state.global_step, "train_loss": train_out.training_loss,
+        "train_seconds": round(train_seconds, 1),
+        "train_cpu_seconds": round(train_out.metrics["train_cpu_seconds"], 1),
+        "seconds": round(time.perf_counter() - start, 1), "threads": torch.get_num_threads(),
+        "before": before, "after": after, "run_dir": str(run_dir),
+        **save_run(trainer, tokenizer, run_dir, model_cfg),
     }
+    write_run_card(run_dir, result, cfg, model_cfg, loss=log.rows)
     if is_main_process():
-        write_run_card(run_dir, result, cfg, model_cfg, log.rows)
-    return SFTRun(result, run_dir, trainer.model, tokenizer, log.rows, samples)
-
-
-# ----------------------------------------------------------------------------- memory budget
-# Shapes of the Qwen3 base models the GPU profiles use (their config.json files).
-QWEN3_SHAPES = {
-    "Qwen/Qwen3-0.6B-Base": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=151936),
-    "Qwen/Qwen3-1.7B-Base": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, vocab=151936),
-    "Qwen/Qwen3-4B-Base": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, vocab=151936),
-}
-
-
-def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bool, lora_r: int | None,
-                    checkpointing: bool = True) -> dict[str, float]:
-    """A computed (not measured) GPU memory budget in GiB for one SFT micro-batch.
-
-    Weights (NF4 ~0.53 byte/param with double quantization, else 2 bytes), trainable parameters at
-    16 bytes (fp32 weight + grad + two AdamW moments), activations (checkpointed layer inputs plus
-    one layer recomputed, ~34 bytes per token per hidden unit), the bool 4D mask, and ~0.6 GiB of
-    CUDA context and workspace. The fused LM head never builds ``(B, L, vocab)`` logits.
-
-    >>> m = memory_estimate(QWEN3_SHAPES["Qwen/Qwen3-0.6B-Base"], 4, 2048, True, 16)
-    >>> 1.0 < m["total_gib"] < 4.0
-    True
-    """
-    h, n_layers = shape["hidden"], shape["layers"]
-    q, kv = shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
-    shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, shape["mlp"]), (h, shape["mlp"]), (shape["mlp"], h)]
-    linear = n_layers * sum(a * b for a, b in shapes)
-    embed = shape["vocab"] * h  # tied: one matrix
-    weights = linear * (0.53 if four_bit else 2.0) + embed * 2.0
-    trainable = n_layers * sum(lora_r * (a + b) for a, b in shapes) + 6 * h if lora_r else linear + embed
-    tokens = batch * length
-    acts = (n_layers * tokens * h * 2 + 34 * tokens * h) if checkpointing else n_layers * 34 * tokens * h
-    gib = 2.0 ** 30
-    parts = {"weights_gib": weights / gib, "trainable_gib": 16 * trainable / gib, "activations_gib": acts / gib,
-             "mask_gib": batch * length * length / gib, "context_gib": 0.6}
-    return {**{k: round(v, 2) for k, v in parts.items()}, "total_gib": round(sum(parts.values()), 2),
-            "trainable_params_m": round(trainable / 1e6, 1)}
-
-
-# ----------------------------------------------------------------------------- command line
-def _cli(args) -> int:
-    from pr1lib.cli import parse_overrides, print_json
-
-    overrides = parse_overrides(args.overrides)
-    if args.seed is not None:
-        overrides["seed"] = args.seed
-    if args.variant and args.variant != "both":
-        overrides["variant"] = args.variant
-    cfg = SFTStageConfig.for_profile(args.profile, **overrides)
-    variants = VARIANTS if args.variant == "both" else (cfg.variant,)
-    results, before = {}, None
-    for variant in variants:
-        cfg = cfg.replace(variant=variant)
-        print(cfg, flush=True)
-        out = Path(args.out) / variant if args.out and len(variants) > 1 else args.out
-        run = run_sft(cfg, args.profile, args.data, out, before=before)
-        before, results[variant] = run.result["before"], run.result
-        print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
-    print_json(results[variants[0]] if len(variants) == 1 else results)
-    return 0
-
-
-def cli_register(sub) -> None:
-    """``python -m pr1lib sft --profile tiny [--variant seen|unseen|both] [--data DIR] [--out DIR]``."""
-    from pr1lib.cli import add_common
-
-    p = sub.add_parser("sft", help="stage 1: cold-start SFT (LoRA, 4-bit where asked), seen or unseen",
-                       description=__doc__.split("\n\n")[0])
-    add_common(p)
-    p.add_argument("--variant", choices=(*VARIANTS, "both"), default=None,
-                   help="seen (plain causal), unseen (path-isolating mask), or both (default: the config's)")
-    p.add_argument("--data", default=None,
-                   help="cold-start set folder from `coldstart` (default: build one with the rule teacher)")
-    p.set_defaults(func=_cli)
+        write_rows(log.rows, run_dir / "loss.csv")
+    return Run(result, run_dir, trainer.model, tokenizer, log.rows, samples)

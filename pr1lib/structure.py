@@ -39,7 +39,7 @@ import torch
 
 from pr1lib.format import TAGS
 
-MODES = ("seen", "unseen")
+MASK_MODES = ("seen", "unseen")  # the plain causal mask | the path-isolating one
 
 
 class TagIds(NamedTuple):
@@ -207,8 +207,8 @@ def structure_tensors(
     >>> structure_tensors(ids, t)["position_ids"].tolist()
     [[0, 1, 2, 3, 1, 2, 4], [0, 1, 0, 0, 0, 0, 0]]
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode not in MASK_MODES:
+        raise ValueError(f"mode must be one of {MASK_MODES}, got {mode!r}")
     tags = tag_ids(tags)
     valid = _valid_mask(input_ids, tags.pad) if padding_mask is None else padding_mask.bool()  # (B, L)
     B, L = input_ids.shape

@@ -207,3 +207,15 @@ def tag_similarity(model, tokenizer, which: str = "input") -> torch.Tensor:
     rows = module.weight[ids].float()  # (6, H)
     rows = torch.nn.functional.normalize(rows, dim=-1)
     return rows @ rows.T  # (6, 6)
+
+
+def has_tags(tokenizer) -> bool:
+    """True when every parallel tag is a single token of ``tokenizer`` (the engine needs that).
+
+    >>> from pr1lib.models import train_tiny_tokenizer
+    >>> tok = train_tiny_tokenizer(["a b"] * 5, vocab_size=270); before = has_tags(tok)
+    >>> _ = add_parallel_tags(tok); before, has_tags(tok)
+    (False, True)
+    """
+    ids = [tokenizer.convert_tokens_to_ids(tag) for tag in TAGS]
+    return all(i is not None and i != getattr(tokenizer, "unk_token_id", None) for i in ids)

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from pr1lib.analytics import HEADLINE_ENV, read_headline
-from pr1lib.config import check_profile, runs_dir
+from pr1lib.config import check_profile
+from pr1lib.paths import runs_dir
 from pr1lib.notebook import Executed, execute, list_notebooks
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -130,26 +131,3 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     report = out / "report.html"
     report.write_text(build_report(runs, profile, read_headline(out)), encoding="utf-8")
     return report, runs
-
-
-def _cli(args) -> int:
-    from pr1lib.cli import print_json
-
-    start = time.perf_counter()
-    report, runs = run_tour(args.profile or "tiny", args.out, args.only, args.seed or 0)
-    failed = sum(r.error is not None for r in runs)
-    headline = read_headline(report.parent)
-    if headline:
-        print(f"[tour] {headline['title']}\n{headline['markdown']}")
-    print(f"[tour] report: {report}")
-    print_json({"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)})
-    return 1 if failed else 0
-
-
-def cli_register(sub) -> None:
-    from pr1lib.cli import add_common
-
-    p = sub.add_parser("tour", help="run every notebook headless and write runs/tour-*/report.html")
-    add_common(p)
-    p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
-    p.set_defaults(func=_cli)

@@ -43,16 +43,18 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pr1lib.rewards import MODES, mode_at, score, score_terms, terms
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import load_from_disk
+
+from pr1lib.config import VERL_REWARDS
+from pr1lib.data import load_source
+from pr1lib.prompts import prompt_text
+from pr1lib.rewards import REWARD_MODES, mode_at, score, score_terms, terms
 
 SOURCE_PREFIX = "pr1/"
 ABILITY = "math"
 STEP_KEYS = ("global_steps", "global_step")  # verl's trainer counter, 1 on the first step
-ALL_MODES = (*MODES, "alternating")
-# The paper's reward per RL set (reference/paper-spec.md §4.5): Stage 2 on GSM8K rewards
-# "parallel and correct"; Stage 3 (S2) on DAPO alternates; TinyGSM stands in for either.
-DEFAULT_MODES = {"gsm8k": "parallel_correct", "dapo": "alternating", "tinygsm-easy": "alternating",
-                 "tinygsm-hard": "alternating"}
 TEST_SPLITS = {"gsm8k": "test", "tinygsm-easy": "test", "tinygsm-hard": "test"}  # DAPO has none
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 EXTRA_KEYS = ("index", "id", "split", "stage", "problem", "question", "answer", "reward_mode")
@@ -78,7 +80,7 @@ def verl_step(extra_info: Mapping[str, Any] | None) -> int | None:
 
 def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, window: int = 10,
                  parallel_steps: int = 2) -> str:
-    """The concrete reward mode (one of ``MODES``) for one row.
+    """The concrete reward mode (one of ``BASE_MODES``) for one row.
 
     ``mode`` (from ``reward_kwargs``) wins over ``extra_info["reward_mode"]``; ``alternating``
     becomes ``tiered`` or ``accuracy`` by verl's step.
@@ -88,9 +90,9 @@ def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, 
     ('tiered', 'accuracy')
     """
     mode = mode or (extra_info or {}).get("reward_mode") or "accuracy"
-    if mode not in ALL_MODES:
-        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(ALL_MODES)}")
-    if mode != "alternating":
+    if mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
+    if not REWARD_MODES[mode].scheduled:
         return mode
     step = verl_step(extra_info)
     if step is None:
@@ -151,8 +153,6 @@ def chat_prompt(problem: str, style: str = "v3") -> list[dict[str, str]]:
     >>> chat_prompt("What is 2+3?", "tiny")
     [{'role': 'user', 'content': 'Problem: What is 2+3?\\nSolution:\\n'}]
     """
-    from pr1lib.prompts import prompt_text
-
     return [{"role": "user", "content": prompt_text(problem, style)}]
 
 
@@ -183,7 +183,7 @@ def rl_rows(records: Iterable[Mapping[str, Any]], source: str, split: str = "tra
     >>> len(rows), rows[0]["extra_info"]["reward_mode"]
     (2, 'alternating')
     """
-    mode = "accuracy" if split != "train" else (reward_mode or DEFAULT_MODES.get(source, "accuracy"))
+    mode = "accuracy" if split != "train" else (reward_mode or VERL_REWARDS.get(source, "accuracy"))
     return [verl_row(source, r["question"], r["answer"], i, split=split, stage="rl",
                      response=r.get("answer_text", ""), reward_mode=mode, uid=r.get("id", ""), style=style)
             for i, r in enumerate(records)]
@@ -204,9 +204,6 @@ def sft_rows(dataset: Iterable[Mapping[str, Any]], style: str = "v3") -> list[di
 # ---------------------------------------------------------------- files
 def write_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
     """Rows as one parquet file (nested columns become parquet structs and lists)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if not rows:
         raise ValueError(f"no rows to write to {path}")
     path = Path(path)
@@ -233,7 +230,7 @@ def schema_errors(frame: Any) -> list[str]:
             errors.append(f"row {i}: reward_model.ground_truth is missing")
         if not isinstance(extra, Mapping) or any(k not in extra for k in EXTRA_KEYS):
             errors.append(f"row {i}: extra_info lacks one of {EXTRA_KEYS}")
-        elif extra["reward_mode"] not in ALL_MODES:
+        elif extra["reward_mode"] not in REWARD_MODES:
             errors.append(f"row {i}: unknown reward_mode {extra['reward_mode']!r}")
     return errors
 
@@ -242,8 +239,6 @@ def export_source(source: str, out: str | Path, limit: int | None = None, reward
                   data_path: str | Path | None = None, style: str = "v3") -> dict[str, dict[str, Any]]:
     """``out/<source>/train.parquet`` (+ ``test.parquet`` when the source has one); returns
     ``{"<source>/train": {"path", "rows"}, …}``. TinyGSM exports ``limit`` (default 2,000) problems."""
-    from pr1lib.data import load_source
-
     written = {}
     for split in ("train", TEST_SPLITS.get(source)):
         if split is None:
@@ -259,8 +254,6 @@ def export_coldstart(folder: str | Path, out: str | Path, limit: int | None = No
                      style: str = "v3") -> dict[str, dict[str, Any]]:
     """The cold-start set saved by ``coldstart`` (``folder`` or ``folder/dataset``) as
     ``out/coldstart/train.parquet`` for verl's SFT trainer."""
-    from datasets import load_from_disk
-
     folder = Path(folder)
     dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
     if limit is not None:
@@ -285,32 +278,5 @@ def export_verl(out: str | Path, sources: Iterable[str] = (), coldstart: str | P
 
 
 # ---------------------------------------------------------------- command line
-def _cli(args) -> int:
-    from pr1lib.cli import print_json
-
-    result = export_verl(args.out, args.source, args.coldstart, args.limit, args.reward_mode, args.data_dir,
-                         args.prompt_style)
-    for name, info in result["files"].items():
-        print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
-    print_json(result)
-    return 0
-
-
-def cli_register(sub) -> None:
-    """``python -m pr1lib export-verl --source gsm8k [--source dapo] [--coldstart DIR] --out DIR``."""
-    p = sub.add_parser("export-verl", help="write RL / cold-start sets as verl parquet (+ the verl reward path)",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--source", action="append", default=[], choices=sorted(DEFAULT_MODES),
-                   help="RL set to export (repeatable): gsm8k (Stage 2), dapo (Stage 3), tinygsm-easy|hard")
-    p.add_argument("--coldstart", default=None, metavar="DIR", help="cold-start set folder from `coldstart`")
-    p.add_argument("--out", default="runs/verl", help="output folder (default: runs/verl)")
-    p.add_argument("--limit", type=int, default=None, help="first N rows of each split")
-    p.add_argument("--reward-mode", choices=ALL_MODES, default=None,
-                   help="extra_info.reward_mode of train rows (default: the paper's per set)")
-    p.add_argument("--prompt-style", default="v3", help="pr1lib.prompts style (default: v3, the paper's)")
-    p.add_argument("--data-dir", default=None, help="folder with gsm8k/ and dapo/ (default: $PR1_DATA_DIR)")
-    p.set_defaults(func=_cli)
-
-
 if __name__ == "__main__":  # pragma: no cover
     print(json.dumps({"custom_reward_function.path": reward_file()}))

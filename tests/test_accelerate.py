@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pr1lib.config import REPO_ROOT
+from pr1lib.paths import REPO_ROOT
 
 CONFIGS = REPO_ROOT / "accelerate"
 HARNESS = REPO_ROOT / "tests" / "_accelerate_fingerprint.py"

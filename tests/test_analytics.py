@@ -8,8 +8,12 @@ import math
 import pandas as pd
 import pytest
 
-from pr1lib import analytics
+from pr1lib import analytics, studies
+from pr1lib.config import EvalConfig
 from pr1lib.dashboard import write_metrics
+from pr1lib.evalsets import load_benchmark
+from pr1lib.evaluate import ResultsFile, results_path
+from pr1lib.tour import build_report
 
 
 def _rows(positions, ratios):
@@ -74,7 +78,7 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
 
 def test_scaffold_refuses_a_switch_outside_the_run():
     with pytest.raises(ValueError, match="switch_step"):
-        analytics.mid_training("smoke", None, switch_step=4, total_steps=4)
+        studies.mid_training("smoke", None, switch_step=4, total_steps=4)
 
 
 def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
@@ -116,23 +120,23 @@ def test_eval_outputs_write_a_table_and_the_figures(tmp_path):
 
 
 def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
-    result = analytics.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
+    result = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert [(r["step"], r["phase"]) for r in result["curve"]] == [
         (1, "alternating"), (2, "alternating"), (3, "accuracy"), (4, "accuracy")]
     assert [h["step"] for h in result["held_out"]] == [0, 2, 4]
     cards = [json.loads((tmp_path / name / "run_card.json").read_text()) for name in ("alternating", "accuracy")]
     assert [c["reward"] for c in cards] == ["alternating", "accuracy"]
     assert [c["steps"] for c in cards] == [2, 2] and cards[1]["init"] == str(tmp_path / "alternating")
-    again = analytics.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)  # cached
+    again = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)  # cached
     assert again == json.loads(json.dumps(result, default=str))
     (tmp_path / "accuracy" / "marker").write_text("old run")
-    fresh = analytics.mid_training("smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=())
+    fresh = studies.mid_training("smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=())
     assert not (tmp_path / "accuracy" / "marker").exists()  # a new config never resumes the old checkpoints
     assert [r["phase"] for r in fresh["curve"]] == ["alternating"] * 3 + ["accuracy"] and fresh["held_out"] == []
 
 
 def test_tour_report_puts_the_headline_on_top(tmp_path):
-    from pr1lib.tour import build_report
+
 
     summary = {"accuracy": 0.5, "pass_at_k": 0.75, "parallel_ratio": 0.25, "n": 8, "k": 4, "checker": "strict"}
     table = analytics.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
@@ -145,9 +149,6 @@ def test_tour_report_puts_the_headline_on_top(tmp_path):
 
 
 def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
-    from pr1lib.benchmarks import load_benchmark
-    from pr1lib.config import EvalConfig
-    from pr1lib.evaluate import ResultsFile, results_path
 
     cfg = EvalConfig(benchmark="tinygsm-easy", n=3, k=1)
     path = results_path(tmp_path, "sft-seen", cfg.benchmark, cfg.mode)

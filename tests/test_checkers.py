@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from pr1lib.benchmarks import (BENCHMARKS, canonical_gold, check, last_boxed, load_benchmark,
+from pr1lib.evalsets import (BENCHMARKS, canonical_gold, check, last_boxed, load_benchmark,
                                minerva_normalize, strict_answer)
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 
 DATA = shared_data_dir()
 needs_data = pytest.mark.skipif(DATA is None or not (DATA / "eval").is_dir(),

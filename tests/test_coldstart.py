@@ -21,7 +21,8 @@ import pytest
 
 from pr1lib import coldstart
 from pr1lib.cli import main as cli_main
-from pr1lib.config import ColdStartConfig, shared_data_dir
+from pr1lib.config import ColdStartConfig
+from pr1lib.paths import shared_data_dir
 from pr1lib.data import load_source
 from pr1lib.teachers import RuleTeacher, make_trace
 

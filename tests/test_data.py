@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pr1lib import data
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import split_gsm8k_answer
 
 KEYS = {"id", "question", "answer_text", "answer", "source"}

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pr1lib import evaluate as ev
+from pr1lib import metrics
 from pr1lib.config import EvalConfig
+from pr1lib.tokens import has_tags
 from pr1lib.paper import (TABLE2, TABLE2_COLUMNS, TABLE4, TABLE4_COLUMNS, paper_table, side_by_side,
                           to_markdown)
 
@@ -34,7 +36,7 @@ def brute_pass_at_k(n: int, c: int, k: int) -> float:
 @given(st.integers(1, 10).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
 def test_pass_at_k_equals_brute_force_enumeration(case):
     n, c, k = case
-    assert ev.pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k), abs=1e-12)
+    assert metrics.pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k), abs=1e-12)
 
 
 def test_pass_at_k_random_small_cases_and_properties():
@@ -42,32 +44,32 @@ def test_pass_at_k_random_small_cases_and_properties():
     for _ in range(200):
         n = rng.randint(1, 12)
         c, k = rng.randint(0, n), rng.randint(1, n)
-        assert ev.pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k))
+        assert metrics.pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k))
         if k < n:  # more draws never hurt
-            assert ev.pass_at_k(n, c, k + 1) >= ev.pass_at_k(n, c, k) - 1e-12
-    assert ev.pass_at_k(16, 4, 1) == pytest.approx(4 / 16)  # pass@1 = mean accuracy
-    assert ev.pass_at_k(16, 3, 16) == 1.0 and ev.pass_at_k(16, 0, 16) == 0.0  # k = n: any correct
+            assert metrics.pass_at_k(n, c, k + 1) >= metrics.pass_at_k(n, c, k) - 1e-12
+    assert metrics.pass_at_k(16, 4, 1) == pytest.approx(4 / 16)  # pass@1 = mean accuracy
+    assert metrics.pass_at_k(16, 3, 16) == 1.0 and metrics.pass_at_k(16, 0, 16) == 0.0  # k = n: any correct
 
 
 @pytest.mark.parametrize("n, c, k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
 def test_pass_at_k_rejects_impossible_inputs(n, c, k):
     with pytest.raises(ValueError):
-        ev.pass_at_k(n, c, k)
+        metrics.pass_at_k(n, c, k)
 
 
 # ----------------------------------------------------------------------------- structure metrics
 def test_path_overlap_orders_copies_above_different_paths():
-    same = ev.path_overlap("3 + 4 = 7", "3 + 4 = 7")
-    near = ev.path_overlap("3 + 4 = 7", "4 + 3 = 7")
-    apart = ev.path_overlap("3 + 4 = 7", "count up from three")
+    same = metrics.path_overlap("3 + 4 = 7", "3 + 4 = 7")
+    near = metrics.path_overlap("3 + 4 = 7", "4 + 3 = 7")
+    apart = metrics.path_overlap("3 + 4 = 7", "count up from three")
     assert same == 1.0 and apart == 0.0 < near < same  # no shared word at all
 
 
 def test_sample_stats_positions_in_tokens_and_chars():
     tok = toy_tokenizer()
     text = "abcd" + BLOCK.format(a="x", b="y", s="z") + "\nFinal Answer: 1"
-    chars = ev.sample_stats(text)
-    tokens = ev.sample_stats(text, tok)
+    chars = metrics.sample_stats(text)
+    tokens = metrics.sample_stats(text, tok)
     assert chars["length"] == len(text) and chars["first_block_position"] == 4 / len(text)
     n_tokens = len(ids(tok, text))  # each tag is one token here, every other char one token
     assert tokens["length"] == n_tokens < len(text)
@@ -76,7 +78,7 @@ def test_sample_stats_positions_in_tokens_and_chars():
 
 
 def rows_for(texts_per_problem: list[list[str]], gold: str = "7", bench: str = "gsm8k") -> list[dict]:
-    return [ev.score_problem({"id": f"p{i}", "question": "q", "answer": gold}, texts, bench)
+    return [metrics.score_problem({"id": f"p{i}", "question": "q", "answer": gold}, texts, bench)
             for i, texts in enumerate(texts_per_problem)]
 
 
@@ -87,7 +89,7 @@ def test_summarize_on_known_structures():
         [blk + blk + "\nFinal Answer: 1", "<Parallel><Path>x</Path></Parallel>", "nothing",
          "Final Answer: 7"],
     ])
-    s = ev.summarize(rows)
+    s = metrics.summarize(rows)
     assert (s["n"], s["k"]) == (2, 4)
     assert s["accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)  # strict: boxed-only does not count
     assert s["accuracy_robust"] == pytest.approx((3 / 4 + 1 / 4) / 2)
@@ -96,10 +98,10 @@ def test_summarize_on_known_structures():
     assert s["valid_ratio"] == pytest.approx(7 / 8)  # the one-path block is the only invalid sample
     assert s["blocks_per_response"] == pytest.approx(4 / 8)
     assert s["first_block_position"] == pytest.approx((4 / len(rows[0]["samples"][0]["text"]) + 0 + 0) / 3)
-    overlap = ev.path_overlap("add 3 and 4", "add 4 and 3")
+    overlap = metrics.path_overlap("add 3 and 4", "add 4 and 3")
     assert s["path_overlap"] == pytest.approx(overlap) and s["path_diversity"] == pytest.approx(1 - overlap)
     assert s["length_unit"] == "chars"
-    assert ev.summarize(rows, "robust")["accuracy"] == s["accuracy_robust"]
+    assert metrics.summarize(rows, "robust")["accuracy"] == s["accuracy_robust"]
 
 
 # ----------------------------------------------------------------------------- results file and runner
@@ -147,7 +149,7 @@ def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
     assert second.prompts == ["x = 3", "x = 4"]  # only the new ids
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(5)]
     assert all(r["correct_strict"] == [True, False, True, False] for r in rows)
-    assert ev.summarize(rows)["accuracy"] == 0.5
+    assert metrics.summarize(rows)["accuracy"] == 0.5
     with pytest.raises(ValueError, match="k=\\[4\\]"):  # a file written with another k
         ev.evaluate_records(records(5), FakeSampler(), 2, "gsm8k", lambda q: q, path, progress=False)
 
@@ -193,7 +195,7 @@ def test_hf_generate_fn_returns_k_tagged_texts_per_prompt(toy):
         out = ev.hf_generate_fn(model, tok, max_new_tokens=3)(["Problem: 1+1", "Q"], 3)
         assert [len(o) for o in out] == [3, 3]
         assert all("<Parallel>" in text for texts in out for text in texts)  # tags survive decoding
-        stats = ev.sample_stats(out[0][0], tok)  # lengths from the sampled ids, not a re-tokenisation
+        stats = metrics.sample_stats(out[0][0], tok)  # lengths from the sampled ids, not a re-tokenisation
         assert stats["length"] == len(out[0][0].token_ids) <= 3
         first = out[0][0].token_ids.index(ids(tok, "<Parallel>")[0])
         assert stats["first_block_position"] == first / stats["length"]
@@ -219,7 +221,7 @@ def test_forked_mode_without_tags_is_a_clear_error(toy):
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
     plain = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>")
-    assert not ev.has_tags(plain)
+    assert not has_tags(plain)
     with pytest.raises(ValueError, match="forked mode needs the rollout engine"):
         ev.make_generate_fn(model, plain, EvalConfig(mode="forked"))
     assert callable(ev.make_generate_fn(model, plain, EvalConfig(mode="seen")))
@@ -227,11 +229,10 @@ def test_forked_mode_without_tags_is_a_clear_error(toy):
 
 # ----------------------------------------------------------------------------- command line
 def test_eval_command_prints_the_contract_json_last_and_resumes(toy, tmp_path, monkeypatch, capsys):
-    import pr1lib.models
     from pr1lib.cli import main
 
     model, tok = toy
-    monkeypatch.setattr(pr1lib.models, "load_policy", lambda config=None, profile=None: (model, tok, None))
+    monkeypatch.setattr(ev, "load_policy", lambda config=None, profile=None: (model, tok, None))
     argv = ["eval", "--profile", "smoke", "--model", "toy", "--data", "tinygsm-easy", "--n", "2",
             "--k", "2", "--mode", "forked", "--out", str(tmp_path), "--set", "max_completion_length=6"]
     assert main(argv) == 0

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pr1lib.config import REPO_ROOT
+from pr1lib.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "benchmarks" / "gpu_check.py"
 
@@ -43,7 +43,7 @@ def test_unknown_model_is_a_usage_error():
 
 
 def test_shapes_agree_with_the_memory_table():
-    from pr1lib.sft import QWEN3_SHAPES
+    from pr1lib.models import QWEN3_SHAPES
 
     for name, hub in [("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"), ("qwen3-1.7b", "Qwen/Qwen3-1.7B-Base"),
                       ("qwen3-4b", "Qwen/Qwen3-4B-Base")]:

@@ -11,10 +11,13 @@ import os
 import pytest
 import torch
 
+import pr1lib.grpo
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import (ABLATION_MODES, GRPOSession, ParallelGRPOTrainer, StopAt, ablation_table, check_config,
-                         load_policy, model_config, ordering_reproduced, stage_config, trl_args)
+from pr1lib.grpo import (GRPOSession, ParallelGRPOTrainer, StopAt, build_trainer, check_config,
+                         prompt_dataset, trl_args)
+from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.rewards import schedule
+from pr1lib.structure import structured_logprobs
 from pr1lib.widgets import PanelState, run_next
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -25,8 +28,8 @@ def base():
     """One smoke policy (random tiny Qwen3 + tags + LoRA config); tests train deep copies."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    cfg = stage_config(3, "smoke")
-    yield load_policy(cfg, model_config(cfg, "smoke"))
+    cfg = GRPOStageConfig.for_stage(3, "smoke")
+    yield load_training_policy(stage_model_config(cfg), cfg.train_tag_rows)
     torch.set_num_threads(before)
 
 
@@ -48,8 +51,8 @@ def trainable(model) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("mode, variant", [("accuracy", "seen"), ("parallel_correct", "seen"), ("tiered", "unseen"),
                                            ("structure", "seen"), ("alternating", "seen")])
 def test_each_reward_mode_trains_three_steps_and_logs_its_term(base, tmp_path, mode, variant):
-    cfg = stage_config(3, "smoke", reward=mode, window=3, parallel_steps=1, variant=variant)
-    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=fresh(base))
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward=mode, window=3, parallel_steps=1, variant=variant)
+    session = GRPOSession(cfg, out=tmp_path, policy=fresh(base))
     assert session.run() == 3
     rows = session.rows
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -69,12 +72,13 @@ def test_each_reward_mode_trains_three_steps_and_logs_its_term(base, tmp_path, m
 
 
 def test_paper_knobs_reach_trl(tmp_path):
-    cfg = stage_config(3, "paper")
-    args = trl_args(cfg, tmp_path, model_config(cfg, "paper"))
+    cfg = GRPOStageConfig.for_stage(3, "paper")
+    args = trl_args(cfg, tmp_path, stage_model_config(cfg))
     knobs = (args.num_generations, args.epsilon, args.epsilon_high, args.beta, args.temperature)
     assert knobs == (8, 0.2, 0.28, 0.0, 1.0)
     assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant" and args.loss_type == "dapo"
-    s1 = trl_args(stage_config(3, "paper", reward="accuracy"), tmp_path, model_config(cfg, "paper"))
+    s1 = trl_args(GRPOStageConfig.for_stage(3, "paper", reward="accuracy"), tmp_path,
+                  stage_model_config(cfg))
     assert s1.epsilon_high == 0.2  # clip-higher only for the alternating (S2) run
     with pytest.raises(ValueError, match="counts completions"):
         check_config(cfg.replace(per_device_train_batch_size=12))
@@ -85,7 +89,7 @@ def test_paper_knobs_reach_trl(tmp_path):
 def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
     """Stop after step 2 (a disconnect), resume in a new session from the checkpoint, reach step 4:
     the data order, the sampled completions and the weights equal those of an uninterrupted run."""
-    cfg = stage_config(3, "smoke", reward="accuracy", max_steps=4, save_steps=2)
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", max_steps=4, save_steps=2)
     seen: dict[str, list] = {"whole": [], "resumed": []}
 
     def recorder(tag):
@@ -95,18 +99,18 @@ def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
         varied.__name__ = "varied_reward"
         return varied
 
-    whole = GRPOSession(cfg, "smoke", out=tmp_path / "whole", policy=fresh(base), rewards=[recorder("whole")])
+    whole = GRPOSession(cfg, out=tmp_path / "whole", policy=fresh(base), rewards=[recorder("whole")])
     whole.run()
-    cut = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
+    cut = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
     assert cut.run(callbacks=[StopAt(2)]) == 2
-    again = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
+    again = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
     assert again.step == 2 and again.run() == 4
     assert seen["resumed"] == seen["whole"] and [s for s, _, _ in seen["whole"]] == [0, 1, 2, 3]
     a, b = trainable(whole.policy), trainable(again.policy)
     assert max((a[n] - b[n]).abs().max().item() for n in a) <= 1e-5
     assert max(a[n].abs().max().item() for n in a if "lora_B" in n) > 0  # it did train
     assert [r["step"] for r in again.rows] == [1, 2, 3, 4]  # the CSV history survives the restart
-    rerun = GRPOSession(cfg, "smoke", out=tmp_path / "cut", policy=fresh(base), rewards=[varied_reward])
+    rerun = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[varied_reward])
     assert rerun.run() == 4 and len(seen["resumed"]) == 4  # done already: loads step 4, trains nothing
     c = trainable(rerun.policy)
     assert all(torch.equal(b[n], c[n]) for n in b) and len(rerun.rows) == 4
@@ -114,8 +118,8 @@ def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
 
 @pytest.mark.slow
 def test_panel_runs_the_next_steps_from_the_last_checkpoint(base, tmp_path):
-    cfg = stage_config(3, "smoke", reward="accuracy", max_steps=4, save_steps=100)
-    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=fresh(base), rewards=[varied_reward])
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", max_steps=4, save_steps=100)
+    session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
     assert run_next(session, PanelState(reward="accuracy", steps=2)) == 2
     assert run_next(session, PanelState(reward="accuracy", steps=1)) == 3
     assert session.cfg.reward == "accuracy" and [r["step"] for r in session.rows] == [1, 2, 3]
@@ -123,12 +127,11 @@ def test_panel_runs_the_next_steps_from_the_last_checkpoint(base, tmp_path):
 
 # ----------------------------------------------------------------------------- unseen log-probs
 def _trainer(base, tmp_path, variant: str) -> ParallelGRPOTrainer:
-    from pr1lib.grpo import build_trainer, prompt_dataset
-
-    cfg = stage_config(3, "smoke", variant=variant)
+    cfg = GRPOStageConfig.for_stage(3, "smoke", variant=variant)
     model, tok, _ = base
-    data = prompt_dataset(cfg, tok, "tiny", "smoke")
-    return build_trainer(cfg, copy.deepcopy(model), tok, None, data, tmp_path / variant, model_config(cfg, "smoke"))
+    data = prompt_dataset(cfg, tok, "tiny")
+    return build_trainer(cfg, copy.deepcopy(model), tok, None, data, tmp_path / variant,
+                         stage_model_config(cfg))
 
 
 def _batch(tok, prompts, completions):
@@ -142,8 +145,6 @@ def _batch(tok, prompts, completions):
 
 
 def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_path):
-    from pr1lib.structure import structured_logprobs
-
     seen, unseen = _trainer(base, tmp_path, "seen"), _trainer(base, tmp_path, "unseen")
     tok = seen.processing_class
     prompts = ["Problem: Tom has 3 pens.\nSolution:\n", "Problem: 2+2?\nSolution:\n"]
@@ -175,160 +176,10 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
     assert not torch.allclose(lp_unseen[:, second_path:n], lp_seen[:, second_path:n], atol=1e-4)  # path 2 on
 
 
-# ----------------------------------------------------------------------------- ablation + CLI
-@pytest.mark.slow
-def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, monkeypatch):
-    from pr1lib import grpo
-    from pr1lib.cli import main
-
-    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
-    argv = ["grpo", "--profile", "smoke", "--out", str(tmp_path / "abl"), "--set", "max_steps=1"]
-    assert main(argv) == 0
-    first = capsys.readouterr().out.strip().splitlines()
-    result = json.loads(first[-1])
-    assert [r["reward"] for r in result["ablation"]] == list(ABLATION_MODES)
-    assert any(line.startswith("reward") and "paper_parallel_ratio_%" in line for line in first)
-    monkeypatch.setattr(grpo, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained"))
-    assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
-    assert main(argv[:5]) == 0  # plain `grpo --profile P`: prints the cached table whatever its config
-    out = capsys.readouterr().out
-    assert "cached results" in out and json.loads(out.strip().splitlines()[-1])["ablation"] == result["ablation"]
-
-
-def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overrides(tmp_path, monkeypatch):
-    import pr1lib.grpo as grpo
-
-    calls = []
-
-    def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
-        calls.append((str(init), keep_stage2, overrides))
-        stage = {"stage": 3, "reward": "accuracy", "steps": 1, "after": {}, "train": {}}
-        return {"stages": [stage], "sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.2}}}
-
-    monkeypatch.setattr(grpo, "run_curriculum", fake_curriculum)
-    first = grpo.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2)
-    assert grpo.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2) == first and len(calls) == 2
-    grpo.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)  # another start: rerun
-    grpo.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=3)  # other overrides: rerun
-    assert [c[0] for c in calls] == ["runs/a", "runs/a", "runs/b", "runs/b", "runs/b", "runs/b"]
-    assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
-
-
-def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(tmp_path, monkeypatch):
-    """A rerun (e.g. `--seeds 0 1 2` after seed 0 ran alone) neither retrains nor re-evaluates a
-    stage whose run card matches; another start or config trains it again."""
-    import pr1lib.grpo as grpo
-
-    calls = []
-
-    def fake_run(cfg, profile, init, out, before=None, preflight=True):
-        calls.append((cfg.stage, str(init)))
-        (out / "merged").mkdir(parents=True, exist_ok=True)
-        (out / "merged" / "model.safetensors").write_text(f"trained from {init}")  # new weights, new stamp
-        result = {"stage": cfg.stage, "init": str(init), "start": grpo.start_id(init), "steps": cfg.max_steps,
-                  "run_dir": str(out),
-                  "before": before or {"hard": {"accuracy": 0.1}}, "after": {"hard": {"accuracy": 0.2}}}
-        (out / "run_card.json").write_text(json.dumps({**result, "config": cfg.to_dict()}, default=str))
-        return type("Run", (), {"result": result, "run_dir": out})()
-
-    monkeypatch.setattr(grpo, "run_grpo", fake_run)
-    first = grpo.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
-    assert [c[0] for c in calls] == [2, 3]
-    again = grpo.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
-    assert len(calls) == 2 and again["final"] == first["final"]  # both stages reused
-    grpo.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)  # another start: Stage 2 retrains, so Stage 3 too
-    assert [c[0] for c in calls[2:]] == [2, 3]
-    grpo.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path, max_steps=2)  # another config
-    assert [c[0] for c in calls[4:]] == [2, 3]
-
-
-def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_path):
-    from pr1lib.grpo import claim_run_dir, start_id
-
-    start = tmp_path / "sft"
-    (start / "merged").mkdir(parents=True)
-    (start / "merged" / "model.safetensors").write_bytes(b"v1")
-    run = tmp_path / "run"
-    claim_run_dir(run, start)
-    (run / "trainer" / "checkpoint-2").mkdir(parents=True)
-    claim_run_dir(run, start)  # the same start: a resume keeps the checkpoint
-    assert (run / "trainer" / "checkpoint-2").is_dir() and not (tmp_path / "run.prev").exists()
-    before = start_id(start)
-    (start / "merged" / "model.safetensors").write_bytes(b"v2, retrained in place")
-    assert start_id(start) != before
-    claim_run_dir(run, start)  # same path, other weights: the old run is kept beside, not continued
-    assert (tmp_path / "run.prev" / "trainer" / "checkpoint-2").is_dir() and not (run / "trainer").exists()
-    legacy = tmp_path / "legacy"
-    (legacy / "trainer" / "checkpoint-5").mkdir(parents=True)  # checkpoints without a start mark
-    claim_run_dir(legacy, start)
-    assert (tmp_path / "legacy.prev" / "trainer" / "checkpoint-5").is_dir()
-
-
-def test_seeds_summary_reports_greedy_and_sampled_gains():
-    from pr1lib.grpo import seeds_summary
-
-    def run(sft, final, s_sft, s_final):
-        return {"sft": {"hard": {"accuracy": sft}}, "final": {"hard": {"accuracy": final}},
-                "sampled": {"sft": {"mean_at_k": s_sft}, "final": {"mean_at_k": s_final}}}
-
-    out = seeds_summary([run(0.2, 0.19, 0.06, 0.09), run(0.2, 0.18, 0.06, 0.08)])
-    assert out["improved_seeds"] == 0 and out["gain_mean"] == pytest.approx(-0.015)
-    assert out["sampled"]["improved_seeds"] == 2 and out["sampled"]["gain_mean"] == pytest.approx(0.025)
-    assert "sampled" not in seeds_summary([{k: v for k, v in run(0.2, 0.2, 0.1, 0.1).items() if k != "sampled"}])
-
-
-def test_sampled_accuracy_is_kept_beside_the_model_until_it_changes(tmp_path, monkeypatch):
-    import pr1lib.evaluate
-    import pr1lib.sft
-    from pr1lib.grpo import sampled_accuracy
-
-    calls = []
-    monkeypatch.setattr(pr1lib.sft, "load_run", lambda run_dir: (None, None))
-    monkeypatch.setattr(pr1lib.evaluate, "run_eval", lambda model, tokenizer, config, progress: calls.append(
-        config) or {"accuracy": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "n": config.n})
-    (tmp_path / "merged").mkdir()
-    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v1")
-    cfg = GRPOStageConfig.for_profile("smoke")
-    first = sampled_accuracy(tmp_path, cfg, "smoke")
-    assert first == {"mean_at_k": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "k": 8, "n": cfg.eval_n}
-    assert sampled_accuracy(tmp_path, cfg, "smoke") == first and len(calls) == 1  # read back, not rerun
-    assert calls[0].temperature == 1.0 and calls[0].k == 8
-    sampled_accuracy(tmp_path, cfg.replace(seed=1), "smoke")  # another evaluation: run again
-    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v2, retrained")
-    sampled_accuracy(tmp_path, cfg.replace(seed=1), "smoke")  # another model: run again
-    assert len(calls) == 3
-
-
-def test_ablation_table_orders_against_the_paper():
-    def res(mode, ratio):
-        hard = {"parallel_ratio": ratio, "accuracy": 0.5}
-        return {"reward": mode, "steps": 5, "data": "tinygsm-hard", "before": {"hard": hard}, "after": {"hard": hard},
-                "train": {"parallel_ratio": ratio}}
-
-    rows = ablation_table([res("accuracy", 0.1), res("alternating", 0.6), res("structure", 0.9)])
-    assert [r["paper_parallel_ratio_%"] for r in rows] == [13.6, 63.0, 80.3]
-    assert ordering_reproduced(rows) is True
-    assert ordering_reproduced(ablation_table([res("accuracy", 0.7), res("alternating", 0.6),
-                                               res("structure", 0.9)])) is False
-    assert ordering_reproduced(rows, "sampled_parallel_ratio_%") is None  # not measured: no verdict
-
-    def sampled(mode, ratio):  # greedy says 0 % everywhere, sampling tells the arms apart
-        at = lambda r: {"parallel_ratio": r, "mean_at_k": 0.25}  # noqa: E731
-        return {**res(mode, 0.0), "sampled": {"start": at(0.4), "final": at(ratio)}}
-
-    rows = ablation_table([sampled("accuracy", 0.05), sampled("alternating", 0.3), sampled("structure", 0.95)])
-    assert [r["sampled_parallel_ratio_%"] for r in rows] == [5.0, 30.0, 95.0]
-    assert {r["start_sampled_parallel_ratio_%"] for r in rows} == {40.0} and rows[0]["sampled_accuracy_%"] == 25.0
-    assert ordering_reproduced(rows) is False and ordering_reproduced(rows, "sampled_parallel_ratio_%") is True
-
-
 # ----------------------------------------------------------------------------- unseen + forked, end to end
 def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, monkeypatch):
     """The unseen trainer subclass with the forked engine: rollouts really fork (a logit bias makes
     the random smoke model open blocks), three optimizer steps run, and the LoRA weights move."""
-    import pr1lib.rollout as rollout
-
     model, tok, lora = fresh(base)
     bias = torch.zeros(model.config.vocab_size)  # (V,)
     bias[tok.convert_tokens_to_ids("<Parallel>")] = 6.0
@@ -339,17 +190,17 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
         return out
 
     model.register_forward_hook(steer)
-    blocks, generate = [], rollout.generate
+    blocks, generate = [], pr1lib.grpo.generate
 
     def counting(*args, **kwargs):
         out = generate(*args, **kwargs)
         blocks.append(sum(r.blocks for r in out))
         return out
 
-    monkeypatch.setattr(rollout, "generate", counting)
-    cfg = stage_config(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
+    monkeypatch.setattr(pr1lib.grpo, "generate", counting)
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
     assert cfg.rollout_mode == "forked"
-    session = GRPOSession(cfg, "smoke", out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
+    session = GRPOSession(cfg, out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
     assert session.run() == 3 and isinstance(session.trainer, ParallelGRPOTrainer)
     assert len(blocks) == 3 and all(b > 0 for b in blocks), blocks  # every step's rollouts forked
     lora_b = [p for n, p in session.policy.named_parameters() if "lora_B" in n]

@@ -10,7 +10,9 @@ import sys
 import pytest
 import torch
 
-from pr1lib.config import REPO_ROOT, ModelConfig
+from pr1lib.config import ModelConfig
+
+from pr1lib.paths import REPO_ROOT
 from pr1lib.models import (
     EOS_TOKEN, TINY_MODEL_DIR, ModelNotAvailableError, build_random_tiny, load_policy, load_tiny_tokenizer,
     lora_config, resolve_model_name,

@@ -9,7 +9,8 @@ import torch
 
 from pr1lib import pretrain
 from pr1lib.cli import main
-from pr1lib.config import REPO_ROOT, PretrainConfig
+from pr1lib.config import PretrainConfig
+from pr1lib.paths import REPO_ROOT
 from pr1lib.models import TINY_MODEL_DIR, build_random_tiny, load_tiny_tokenizer
 from pr1lib.pretrain import (
     accumulate_loss, encode_batch, evaluate_accuracy, generate_solutions, score, step_records, training_pair,

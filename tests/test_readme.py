@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pr1lib.config import REPO_ROOT
+from pr1lib.paths import REPO_ROOT
 from pr1lib.notebook import list_notebooks
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")

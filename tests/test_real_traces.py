@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 from pr1lib.format import answers_match, extract_answer, parallel_stats, parse, validate
 
 SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"

@@ -12,9 +12,9 @@ import torch
 
 from pr1lib.config import ModelConfig, SFTStageConfig
 from pr1lib.format import TAGS
-from pr1lib.sft import (
-    ParallelCollator, build_trainer, load_run, load_sft_policy, response_starts, run_sft, sft_rows,
-)
+from pr1lib.models import load_training_policy
+from pr1lib.runs import load_run
+from pr1lib.sft import ParallelCollator, build_trainer, response_starts, run_sft, sft_rows
 from pr1lib.tokens import add_parallel_tags, tag_token_ids
 
 EOS = "<|endoftext|>"
@@ -76,13 +76,13 @@ def model_config(base_dir, **kw) -> ModelConfig:
 def train_cfg(**kw) -> SFTStageConfig:
     base = dict(max_steps=3, per_device_train_batch_size=4, learning_rate=2e-2, warmup_ratio=0.0,
                 logging_steps=1, max_length=128, eval_n=2, eval_max_new_tokens=4)
-    return SFTStageConfig(**{**base, **kw})
+    return SFTStageConfig(**{**base, "profile": "smoke", **kw})
 
 
 def trained(base_dir, tmp_path, variant: str, four_bit: bool):
     """(trainer, named trainable params before, frozen state before) after a 3-step run."""
     mcfg = model_config(base_dir, load_in_4bit=four_bit)
-    model, tok, lora = load_sft_policy(mcfg)
+    model, tok, lora = load_training_policy(mcfg)
     frozen = {k: v.clone() for k, v in model.state_dict().items()}
     data, _ = sft_rows(rows(8), tok, 128)
     trainer = build_trainer(train_cfg(variant=variant), model, tok, lora, data, tmp_path, mcfg)
@@ -126,7 +126,7 @@ def encode(tok, prompt: str, completion: str) -> dict:
 
 @pytest.fixture(scope="module")
 def policy(base_dir):
-    model, tok, _ = load_sft_policy(model_config(base_dir, load_in_4bit=False), train_tag_rows=False)
+    model, tok, _ = load_training_policy(model_config(base_dir, load_in_4bit=False), train_tag_rows=False)
     return model.eval(), tok
 
 
@@ -184,7 +184,7 @@ def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, mo
     data = tmp_path / "data"
     Dataset.from_list(rows(8)).save_to_disk(str(data))
     mcfg = model_config(base_dir)
-    run = run_sft(train_cfg(variant="unseen"), "smoke", data=data, out=tmp_path / "run", model_cfg=mcfg)
+    run = run_sft(train_cfg(variant="unseen"), data=data, out=tmp_path / "run", model_cfg=mcfg)
     card = json.loads((run.run_dir / "run_card.json").read_text())
     assert card["steps"] == 3 and card["variant"] == "unseen" and len(card["data_hash"]) == 16
     assert card["config"]["learning_rate"] == 2e-2 and len(card["loss"]) == 3
@@ -210,7 +210,7 @@ def test_loss_is_a_mean_over_samples_of_per_sample_token_means(base_dir, tmp_pat
     import torch.nn.functional as F
 
     mcfg = model_config(base_dir)
-    model, tok, lora = load_sft_policy(mcfg)
+    model, tok, lora = load_training_policy(mcfg)
     short, long = rows(2)
     long["completion"] = long["completion"].replace("Both give", "Both paths give the same sum, so both give")
     data, _ = sft_rows([short, long], tok, 128)
@@ -233,7 +233,7 @@ def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
 
     from pr1lib.sft import build_coldstart
 
-    cfg = SFTStageConfig(train_n=9, source="tinygsm-easy+tinygsm-hard")
+    cfg = SFTStageConfig(train_n=9, source="tinygsm-easy+tinygsm-hard", profile="smoke")
     dataset = build_coldstart(cfg, "tiny", tmp_path)
     counts = {s: dataset["source"].count(s) for s in set(dataset["source"])}
     assert counts == {"tinygsm-easy": 5, "tinygsm-hard": 4}  # the rule teacher keeps every TinyGSM problem

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import SPECS, TIERS, generate, split_of
 

@@ -12,14 +12,14 @@ import pytest
 
 from pr1lib import verl
 from pr1lib.prompts import PARALLEL_PROMPT_V3, prompt_text
-from pr1lib.rewards import HACKING_CASES, MODES, REWARDS, alternating_reward, hacking_table
+from pr1lib.rewards import BASE_MODES, HACKING_CASES, REWARDS, alternating_reward, hacking_table
 
 
 # ---------------------------------------------------------------- the reward: one core, two signatures
 def test_verl_reward_equals_trl_reward_on_the_hacking_table():
     table = {row["name"]: row for row in hacking_table()}
     for case in HACKING_CASES:
-        for mode in MODES:
+        for mode in BASE_MODES:
             trl_score = REWARDS[mode]([case["completion"]], [case["answer"]])[0]
             verl_score = verl.compute_score("pr1/gsm8k", case["completion"], case["answer"], {"reward_mode": mode})
             assert verl_score == trl_score == table[case["name"]][mode], (case["name"], mode)

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.config import shared_data_dir
+from pr1lib.paths import shared_data_dir
 from pr1lib.format import TAG_RE, answers_match, extract_answer, path_ranges
 
 

@@ -1,0 +1,261 @@
+"""The bodies of the ``python -m pr1lib`` commands (``pr1lib.cli`` describes their arguments).
+
+Each command imports what it runs inside its own function: ``eval`` should not pay for TRL's
+import, nor ``coldstart`` for torch's. Commands that measure something print one JSON object last.
+
+>>> parse_overrides(["max_steps=5", "name=data/tiny-base", "use_lora=True"])
+{'max_steps': 5, 'name': 'data/tiny-base', 'use_lora': True}
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import (ColdStartConfig, EvalConfig, GRPOStageConfig, PretrainConfig,
+                           SFTStageConfig, check_profile)
+from pr1lib.paths import runs_dir
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else
+    strings)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = raw
+    return out
+
+
+def print_json(result: Any) -> None:
+    """Measuring commands end with exactly one JSON object on the last line."""
+    print(json.dumps(result, default=str), flush=True)
+
+
+def _with_flags(args: Any, *names: str, **renamed: str) -> dict[str, Any]:
+    """``--set`` overrides plus the command's own flags that were given (``None``: not given)."""
+    out = parse_overrides(args.overrides)
+    for name in names:
+        if getattr(args, name, None) is not None:
+            out[name] = getattr(args, name)
+    for flag, field in renamed.items():
+        if getattr(args, flag, None) is not None:
+            out[field] = getattr(args, flag)
+    return out
+
+
+# ----------------------------------------------------------------------------- data and models
+def tour(args: Any) -> int:
+    from pr1lib.analytics import read_headline
+    from pr1lib.tour import run_tour
+
+    start = time.perf_counter()
+    report, runs = run_tour(args.profile or "tiny", args.out, args.only, args.seed or 0)
+    failed = sum(r.error is not None for r in runs)
+    headline = read_headline(report.parent)
+    if headline:
+        print(f"[tour] {headline['title']}\n{headline['markdown']}")
+    print(f"[tour] report: {report}")
+    print_json({"report": str(report), "failed": failed,
+                "seconds": round(time.perf_counter() - start, 1)})
+    return 1 if failed else 0
+
+
+def pretrain_tiny(args: Any) -> int:
+    from pr1lib.pretrain import pretrain
+
+    cfg = PretrainConfig.for_profile(args.profile, **_with_flags(args, "seed"))
+    print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
+    card = pretrain(cfg, args.out, progress=not args.no_progress)
+    print_json({"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
+                "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
+                "out": str(args.out)})
+    return 0
+
+
+def coldstart(args: Any) -> int:
+    from pr1lib.coldstart import budget_tokenizer, make_teacher, run_coldstart
+    from pr1lib.data import DataNotFoundError
+    from pr1lib.teachers import TeacherError
+
+    keys = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed")
+    config = ColdStartConfig.for_profile(args.profile, **_with_flags(args, *keys))
+    out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
+    print(config, flush=True)
+    try:
+        teacher = make_teacher(config)
+        tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
+        run = run_coldstart(config, out, teacher=teacher, tokenizer=tokenizer,
+                            data_path=args.data_path, progress=True)
+    except (DataNotFoundError, TeacherError, ValueError) as err:
+        print(f"error: {err}", flush=True)
+        return 2
+    print_json(run.result)
+    return 0
+
+
+# ----------------------------------------------------------------------------- training
+def sft(args: Any) -> int:
+    from pr1lib.config import VARIANTS
+    from pr1lib.sft import run_sft
+
+    overrides = _with_flags(args, "seed")
+    if args.variant and args.variant != "both":
+        overrides["variant"] = args.variant
+    cfg = SFTStageConfig.for_profile(args.profile, **overrides)
+    variants = VARIANTS if args.variant == "both" else (cfg.variant,)
+    results, before = {}, None
+    for variant in variants:
+        cfg = cfg.replace(variant=variant)
+        print(cfg, flush=True)
+        out = Path(args.out) / variant if args.out and len(variants) > 1 else args.out
+        run = run_sft(cfg, args.data, out, before=before)
+        before, results[variant] = run.result["before"], run.result
+        print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
+    print_json(results[variants[0]] if len(variants) == 1 else results)
+    return 0
+
+
+def _print_row(row: dict) -> None:
+    keys = ("reward", "accuracy", "parallel_ratio", "valid_ratio", "completions/mean_length",
+            "reward_mode/tiered")
+    parts = [f"{k.split('/')[-1]}={row[k]:.3g}" for k in keys if row.get(k) is not None]
+    print(f"step {row['step']}: " + " ".join(parts), flush=True)
+
+
+def _grpo_overrides(args: Any) -> dict[str, Any]:
+    out = _with_flags(args, "reward", "variant")
+    if args.steps is not None:
+        out["max_steps"] = args.steps
+    return out
+
+
+def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
+    from pr1lib.dashboard import Dashboard
+    from pr1lib.grpo import run_grpo, run_name
+    from pr1lib.studies import default_init
+
+    cfg = GRPOStageConfig.for_stage(int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed})
+    init = args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
+    if cfg.variant == "unseen" and cfg.stage == 2:
+        print("note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)")
+    print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
+    out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
+    dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
+    return run_grpo(cfg, init, out, dashboard=dashboard).result
+
+
+def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
+    from pr1lib.ablation import (ablation_table, format_table, load_ablation,
+                                 ordering_reproduced, run_ablation)
+
+    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
+    variant = overrides.pop("variant", "seen")
+    fresh = args.ablation or args.refresh or args.init or overrides
+    cached = [] if fresh else load_ablation(profile, variant, seed, args.out)
+    if cached:  # plain `python -m pr1lib grpo`: show what is there (--ablation reruns it)
+        print(f"cached results (start: {cached[0]['init']}); pass --ablation to run it again")
+    results = cached or run_ablation(profile, variant, args.init, seed, args.out,
+                                     refresh=args.refresh, **overrides)
+    rows = ablation_table(results)
+    print(format_table(rows), flush=True)
+    verdict = {"greedy": ordering_reproduced(rows),
+               "sampled": ordering_reproduced(rows, "sampled_parallel_ratio_%")}
+    print("paper's order of parallel ratio (accuracy < alternating < structure) reproduced: "
+          f"{verdict}")
+    return {"profile": profile, "variant": variant, "seed": seed, "ablation": rows,
+            "ordering_reproduced": verdict}
+
+
+def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
+    from pr1lib.runs import is_run_folder
+    from pr1lib.studies import run_curriculum, sampled_accuracy, seeds_summary
+
+    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
+    variant, results = overrides.pop("variant", "seen"), []
+    for s in seeds:  # the start is evaluated once: the held-out sets do not depend on the seed
+        out = args.out and Path(args.out) / f"seed{s}"
+        run = run_curriculum(profile, variant, args.init, s, out,
+                             sft_metrics=results[0]["sft"] if results else None, **overrides)
+        start = run["stages"][0]["init"]
+        if is_run_folder(start):  # not the base model
+            cfg = GRPOStageConfig.for_stage(3, profile, variant=variant, seed=s, **overrides)
+            sft_sampled = results[0]["sampled"]["sft"] if results else sampled_accuracy(start, cfg)
+            final = sampled_accuracy(run["stages"][-1]["run_dir"], cfg)
+            run["sampled"] = {"sft": sft_sampled, "final": final}
+        results.append(run)
+        print(json.dumps({"seed": s, **{k: run.get(k) for k in ("sft", "final", "sampled")}}))
+    return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
+
+
+def grpo(args: Any) -> int:
+    profile = check_profile(args.profile)
+    seeds = args.seeds or [args.seed if args.seed is not None else 0]
+    if args.stage is None or args.ablation:
+        results = [_grpo_ablation(args, profile, s) for s in seeds]
+    elif args.stage == "all":
+        results = _grpo_curriculum(args, profile, seeds)
+    else:
+        results = [_grpo_stage(args, profile, s) for s in seeds]
+    print_json(results[0] if len(results) == 1 else results)
+    return 0
+
+
+# ----------------------------------------------------------------------------- measuring
+def eval(args: Any) -> int:  # noqa: A001 - the command's name
+    try:
+        result = _eval(args)
+    except (ValueError, OSError) as err:  # missing data or model, a refused resume, a bad mode
+        print(f"eval: error: {err}", file=sys.stderr)
+        return 2
+    print_json(result)
+    return 0
+
+
+def _eval(args: Any) -> dict:
+    from pr1lib.analytics import write_eval_outputs
+    from pr1lib.config import ModelConfig
+    from pr1lib.evaluate import load_for_eval, model_tag, run_eval
+
+    profile = check_profile(args.profile)
+    overrides = _with_flags(args, "n", "k", "mode", "seed", data="benchmark")
+    if overrides.get("n") == 0:
+        overrides["n"] = None
+    cfg = EvalConfig.for_profile(profile, **overrides)
+    name = args.model or ModelConfig.for_profile(profile).name
+    cfg = cfg.replace(prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style)
+    say = (lambda *a, **kw: None) if args.json else print
+    say(f"profile={profile} model={name}\n{cfg}", flush=True)
+    model, tokenizer = load_for_eval(name, profile, say)
+    out = Path(args.out) if args.out else runs_dir() / "eval"
+    result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name),
+                      progress=not args.json)
+    return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
+
+
+def bench(args: Any) -> int:
+    from pr1lib.bench import run_benchmarks
+
+    print_json(run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
+                              args.quick))
+    return 0
+
+
+def export_verl(args: Any) -> int:
+    from pr1lib.verl import export_verl as export
+
+    result = export(args.out, args.source, args.coldstart, args.limit, args.reward_mode,
+                    args.data_dir, args.prompt_style)
+    for name, info in result["files"].items():
+        print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
+    print_json(result)
+    return 0

@@ -1,0 +1,223 @@
+"""Scoring completions: the one scorer behind every evaluation path, and the paper's estimators.
+
+``completion_metrics(texts, answers)`` is what training logs, the greedy before/after
+evaluations and pretraining report: accuracy, parallel ratio, valid ratio. ``score_problem`` and
+``summarize`` do the same for a results file of k samples per problem (both graders, pass@k,
+blocks, positions, lengths, path overlap). All of them parse a completion the way the rewards do
+(``pr1lib.rewards.terms`` and ``pr1lib.format.parallel_stats``).
+
+Simplifications relative to the paper: lengths and block positions are counted on the sampled
+token ids (``Completion`` carries them), on a re-tokenisation of plain-text completions, or in
+characters when no tokenizer is given (``length_unit`` says which); path similarity is word-level
+Jaccard overlap rather than the paper's BLEU / embedding cosine.
+
+>>> round(pass_at_k(n=4, c=1, k=2), 3)   # 1 - C(3,2)/C(4,2) = 1 - 3/6
+0.5
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import combinations
+from typing import Any, Iterable, Sequence
+
+from pr1lib.evalsets import check
+from pr1lib.format import PARALLEL, parse, parallel_stats
+from pr1lib.rewards import terms
+from pr1lib.tokens import has_tags
+
+# ----------------------------------------------------------------------------- estimators
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of ``k`` samples drawn without replacement from ``n`` (of
+    which ``c`` are correct) is correct: ``1 - C(n-c, k) / C(n, k)``.
+
+    >>> pass_at_k(16, 0, 16), pass_at_k(16, 1, 16), pass_at_k(10, 5, 1)
+    (0.0, 1.0, 0.5)
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:  # every k-subset holds a correct sample
+        return 1.0
+    miss = 1.0  # C(n-c, k) / C(n, k) as a product, stable for large n
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
+
+
+def pass_curve(counts: list[tuple[int, int]], k: int) -> dict[int, float]:
+    """Mean pass@j over problems for j = 1, 2, 4, ... up to k (and k itself).
+
+    >>> pass_curve([(4, 1), (4, 0)], 4)
+    {1: 0.125, 2: 0.25, 4: 0.5}
+    """
+    js = sorted({j for j in (2 ** p for p in range(k.bit_length())) if j <= k} | {k})
+    return {j: sum(pass_at_k(n, c, j) for n, c in counts) / len(counts) for j in js} if counts else {}
+
+
+# ----------------------------------------------------------------------------- per-sample statistics
+_WORD_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def _grams(text: str) -> set[tuple[str, ...]]:
+    words = _WORD_RE.findall(text.lower())
+    return {(w,) for w in words} | set(zip(words, words[1:]))
+
+
+def path_overlap(a: str, b: str) -> float:
+    """Jaccard overlap of two paths' word unigrams and bigrams: 1 = same words, 0 = disjoint.
+
+    >>> path_overlap("3 + 4 = 7", "3 + 4 = 7"), path_overlap("add them", "multiply first")
+    (1.0, 0.0)
+    """
+    ga, gb = _grams(a), _grams(b)
+    return 1.0 if not (ga or gb) else len(ga & gb) / len(ga | gb)
+
+
+def sibling_overlap(text: str) -> float | None:
+    """Mean ``path_overlap`` over every pair of sibling paths in every block; ``None`` without pairs.
+
+    >>> sibling_overlap("<Parallel><Path>a b</Path><Path>a b</Path></Parallel><Summary>s</Summary>")
+    1.0
+    """
+    pairs = [(p.text, q.text) for block in parse(text).blocks for p, q in combinations(block.paths, 2)]
+    return sum(path_overlap(p, q) for p, q in pairs) / len(pairs) if pairs else None
+
+
+class Completion(str):
+    """A completion's text that also carries its token ids, so lengths need no re-tokenising.
+
+    >>> c = Completion("a<Parallel>", [7, 9]); c == "a<Parallel>", c.token_ids
+    (True, (7, 9))
+    """
+
+    token_ids: tuple[int, ...] = ()
+
+    def __new__(cls, text: str, token_ids: Iterable[int] = ()):
+        obj = super().__new__(cls, text)
+        obj.token_ids = tuple(token_ids)
+        return obj
+
+
+def _lengths(text: str, tokenizer: Any = None) -> tuple[int, float | None]:
+    """(response length, start of the first ``<Parallel>`` / length): the sampled token ids when
+    the text carries them, else a re-tokenisation, else characters (no tokenizer)."""
+    ids = getattr(text, "token_ids", ())
+    if ids and tokenizer is not None and has_tags(tokenizer):
+        tag = tokenizer.convert_tokens_to_ids(PARALLEL)
+        return len(ids), (ids.index(tag) / len(ids) if tag in ids else None)
+    at = text.find(PARALLEL)
+    if tokenizer is None:
+        return len(text), (at / len(text) if at >= 0 else None)
+    total = len(tokenizer.encode(text, add_special_tokens=False))
+    if at < 0 or total == 0:
+        return total, None
+    return total, len(tokenizer.encode(text[:at], add_special_tokens=False)) / total
+
+
+def sample_stats(text: str, tokenizer: Any = None) -> dict[str, Any]:
+    """Structure statistics of one completion (lengths in tokens with a tokenizer, else chars).
+
+    >>> s = sample_stats("ab<Parallel><Path>x y</Path><Path>x z</Path></Parallel><Summary>s</Summary>")
+    >>> s["blocks"], s["valid"], round(s["first_block_position"], 3), round(s["path_overlap"], 2)
+    (1, True, 0.027, 0.2)
+    """
+    stats = parallel_stats(text)
+    length, first = _lengths(text, tokenizer)
+    return {"blocks": stats["blocks"], "valid": stats["valid"], "valid_official": stats["valid_official"],
+            "has_answer": stats["has_answer"], "length": length, "first_block_position": first,
+            "path_overlap": sibling_overlap(text)}
+
+
+def score_problem(record: dict, completions: list[str], benchmark: str, tokenizer: Any = None) -> dict:
+    """One results-file row: the problem, its completions, both verdicts and statistics.
+
+    >>> row = score_problem({"id": "q1", "question": "1+1?", "answer": "2"},
+    ...                     ["Final Answer: 2", "\\\\boxed{2}"], "gsm8k")
+    >>> row["correct_strict"], row["correct_robust"]
+    ([True, False], [True, True])
+    """
+    samples = [{"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
+               for text in completions]
+    return {"id": record["id"], "question": record["question"], "answer": record["answer"],
+            "k": len(samples), "length_unit": "tokens" if tokenizer is not None else "chars",
+            "correct_strict": [s.pop("strict") for s in samples],
+            "correct_robust": [s.pop("robust") for s in samples], "samples": samples}
+
+
+# ----------------------------------------------------------------------------- aggregation
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
+    """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``checker``.
+
+    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), the same
+    per checker (``*_strict``, ``*_robust``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k),
+    ``parallel_ratio`` (share of samples with >= 1 ``<Parallel>``), ``valid_ratio`` (strict
+    grammar) and ``valid_official_ratio``, ``answer_rate``, ``blocks_per_response``,
+    ``first_block_position`` (mean over samples with a block), ``mean_length`` in ``length_unit``,
+    ``path_overlap`` / ``path_diversity`` (sibling paths; ``None`` without blocks), ``n``, ``k``.
+
+    >>> rows = [score_problem({"id": i, "question": "", "answer": "2"}, t, "gsm8k")
+    ...         for i, t in enumerate([["Final Answer: 2", "Final Answer: 3"], ["no", "no"]])]
+    >>> s = summarize(rows)
+    >>> s["accuracy"], s["pass_at_k"], s["n"], s["k"], s["parallel_ratio"]
+    (0.25, 0.5, 2, 2, 0.0)
+    """
+    if checker not in ("strict", "robust"):
+        raise ValueError(f"checker must be 'strict' or 'robust', got {checker!r}")
+    samples = [s for row in rows for s in row["samples"]]
+    k = min((row["k"] for row in rows), default=0)
+    out: dict[str, Any] = {}
+    for name in ("strict", "robust"):
+        counts = [(row["k"], sum(row[f"correct_{name}"])) for row in rows]
+        out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
+        out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
+        out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
+    overlap = _mean(s["path_overlap"] for s in samples)
+    return {
+        "accuracy": out[f"accuracy_{checker}"], "pass_at_k": out[f"pass_at_k_{checker}"],
+        **(ratios(samples) if samples else dict.fromkeys(RATIOS)),
+        "n": len(rows), "k": k, "checker": checker, **out,
+        "valid_official_ratio": _mean(s["valid_official"] for s in samples),
+        "answer_rate": _mean(s["has_answer"] for s in samples),
+        "blocks_per_response": _mean(s["blocks"] for s in samples),
+        "first_block_position": _mean(s["first_block_position"] for s in samples),
+        "mean_length": _mean(s["length"] for s in samples),
+        "length_unit": rows[0]["length_unit"] if rows else None,
+        "path_overlap": overlap, "path_diversity": None if overlap is None else 1.0 - overlap,
+    }
+
+
+# ----------------------------------------------------------------------------- the scorer
+RATIOS = ("parallel_ratio", "valid_ratio", "valid_block_rate")
+
+
+def ratios(samples: Sequence[Any]) -> dict[str, float]:
+    """Shares over per-sample facts (``rewards.Terms`` or ``sample_stats`` dicts): at least one
+    ``<Parallel>`` (valid or not), strictly valid, and strictly valid with a block.
+
+    >>> ratios([{"blocks": 1, "valid": True}, {"blocks": 0, "valid": False}])
+    {'parallel_ratio': 0.5, 'valid_ratio': 0.5, 'valid_block_rate': 0.5}
+    """
+    facts = [s if isinstance(s, dict) else {"blocks": s.blocks, "valid": s.valid} for s in samples]
+    n = max(len(facts), 1)
+    return {"parallel_ratio": sum(f["blocks"] > 0 for f in facts) / n,
+            "valid_ratio": sum(bool(f["valid"]) for f in facts) / n,
+            "valid_block_rate": sum(bool(f["valid"]) and f["blocks"] > 0 for f in facts) / n}
+
+
+def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str, float]:
+    """Accuracy, parallel ratio, valid ratio and valid-block rate of completions against their
+    gold answers, parsed exactly as the rewards parse them.
+
+    >>> m = completion_metrics(["<Parallel><Path>1</Path><Path>1</Path></Parallel>\\n"
+    ...                         "<Summary>1</Summary>\\nFinal Answer: 1", "Final Answer: 3"], ["1", "2"])
+    >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["n"]
+    (0.5, 0.5, 1.0, 2)
+    """
+    parsed = [terms(t, a) for t, a in zip(texts, answers)]
+    n = max(len(parsed), 1)
+    return {"accuracy": sum(t.correct for t in parsed) / n, **ratios(parsed), "n": len(parsed)}

@@ -1,0 +1,31 @@
+"""Where things live: the repository, the project's own data, the shared data sets, the runs.
+
+>>> (REPO_ROOT / "pr1lib").is_dir(), project_data_dir().name
+(True, 'data')
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_data_dir() -> Path:
+    """The project's own artifacts (tiny tokenizer and model, fixtures): ``<repo>/data``."""
+    return REPO_ROOT / "data"
+
+
+def shared_data_dir() -> Path | None:
+    """Real data sets: ``PR1_DATA_DIR`` if set, else ``<repo>/../shared/data`` if it exists."""
+    env = os.environ.get("PR1_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    candidate = REPO_ROOT.parent / "shared" / "data"
+    return candidate if candidate.is_dir() else None
+
+
+def runs_dir() -> Path:
+    """Where runs, caches and tour reports go (git-ignored): ``PR1_RUNS_DIR`` or ``<repo>/runs``."""
+    return Path(os.environ.get("PR1_RUNS_DIR", REPO_ROOT / "runs"))

@@ -1,0 +1,204 @@
+"""Multi-run studies on top of ``pr1lib.grpo``: the curriculum, the unseen Stage-2 study and the
+mid-training scaffold (the reward ablation is ``pr1lib.ablation``).
+
+* **curriculum**: every RL stage of a variant (``config.CURRICULA``: seen SFT -> 2 -> 3, unseen
+  SFT -> 3), each from the previous one's ``merged/``; a finished stage is reused, not rerun;
+* **unseen Stage-2 study**: the unseen variant with and without the seen recipe's Stage 2 (the
+  paper found keeping it hurt, docs/recipe.md#9-the-stage-recipe-per-variant);
+* **mid-training scaffold** (the paper's Figure 4): the alternating reward for the first steps,
+  then accuracy only from that checkpoint;
+* **sampled accuracy**: mean@k, pass@k and the parallel ratio at T = 1 of a run folder, the
+  paper's validation protocol, cached beside the model.
+
+>>> curriculum("seen"), curriculum("unseen"), curriculum("unseen", keep_stage2=True)
+((2, 3), (3,), (2, 3))
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+from pr1lib.config import CURRICULA, EVAL_SETS, VARIANTS, EvalConfig, GRPOStageConfig, check_profile
+
+from pr1lib.paths import runs_dir
+from pr1lib.evaluate import run_eval
+from pr1lib.grpo import run_grpo, run_name
+from pr1lib.runs import finished_run, load_run, start_id
+from pr1lib.runtime import is_main_process
+
+
+# ----------------------------------------------------------------------------- curriculum
+def curriculum(variant: str, keep_stage2: bool = False) -> tuple[int, ...]:
+    """The stages a variant runs (``CURRICULA``); ``keep_stage2`` puts Stage 2 back for unseen."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    return (2, 3) if keep_stage2 else CURRICULA[variant]
+
+
+def sft_run(variant: str, profile: str) -> Path | None:
+    """The variant's SFT run folder: ``runs/sft-<profile>-<variant>`` (the command line), else
+    ``runs/03_sft_lora-<profile>/<variant>`` (notebook 03); ``None`` when neither has ``merged/``."""
+    root = runs_dir()
+    for folder in (root / f"sft-{profile}-{variant}", root / f"03_sft_lora-{profile}" / variant):
+        if (folder / "merged").is_dir():
+            return folder
+    return None
+
+
+def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path | None:
+    """Where a stage starts by default: Stage 3 (seen) from the newest Stage 2 run of this seed,
+    else the variant's SFT run (``sft_run``), else ``None`` (the base model)."""
+    if stage == 3 and variant == "seen":
+        found = sorted(runs_dir().glob(f"grpo-{profile}-seen-s2-*-seed{seed}/merged"), key=lambda p: p.stat().st_mtime)
+        if found:
+            return found[-1].parent
+    return sft_run(variant, profile)
+
+
+def run_curriculum(profile: str | None = None, variant: str = "seen", init: str | Path | None = None,
+                   seed: int = 0, out: str | Path | None = None, keep_stage2: bool = False,
+                   stage_overrides: dict[int, dict] | None = None, sft_metrics: dict | None = None,
+                   **overrides: Any) -> dict[str, Any]:
+    """Every stage of ``curriculum(variant)``, each from the previous one's ``merged/``; returns
+    ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``.
+    ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed)."""
+    profile = check_profile(profile)
+    init = init if init is not None else default_init(2, variant, profile, seed)
+    root = Path(out) if out else runs_dir()
+    results, before = [], sft_metrics
+    for stage in curriculum(variant, keep_stage2):
+        cfg = GRPOStageConfig.for_stage(stage, profile, variant=variant, seed=seed,
+                                        **{**overrides, **(stage_overrides or {}).get(stage, {})})
+        out = root / run_name(cfg)
+        done = finished_run(out, cfg, init)
+        if done is None:
+            done = run_grpo(cfg, init, out, before=before, preflight=False).result
+        results.append(done)
+        init, before = out, done["after"]
+    return {"profile": profile, "variant": variant, "seed": seed, "stages": results,
+            "sft": results[0]["before"], "final": results[-1]["after"]}
+
+
+def sampled_accuracy(run_dir: str | Path, cfg: GRPOStageConfig, tier: str = "hard",
+                     k: int = 8) -> dict[str, float]:
+    """mean@k, pass@k and the parallel ratio at T = 1 (the paper validates by sampling,
+    reference/paper-spec.md) of a run folder's model on the first ``cfg.eval_n`` held-out ``tier``
+    problems, in the stage's rollout mode and lengths. Kept in ``run_dir/sampled-<tier>.json`` and
+    reused while the model (``start_id``) and the evaluation config are the same."""
+    profile = cfg.profile
+    ecfg = EvalConfig.for_profile(profile, benchmark=EVAL_SETS[profile][tier], n=cfg.eval_n, k=k,
+                                  mode=cfg.rollout_mode, temperature=1.0, seed=cfg.seed,
+                                  max_completion_length=cfg.eval_max_new_tokens, max_path_length=cfg.max_path_length)
+    path, key = Path(run_dir) / f"sampled-{tier}.json", {"model": start_id(run_dir), "eval": ecfg.to_dict()}
+    key = json.loads(json.dumps(key, default=str))
+    cached = json.loads(path.read_text()) if path.is_file() else {}
+    if cached.get("key") == key:
+        return cached["result"]
+    model, tokenizer = load_run(run_dir)
+    out = run_eval(model, tokenizer, config=ecfg, progress=False)
+    result = {"mean_at_k": out["accuracy"], "pass_at_k": out["pass_at_k"], "parallel_ratio": out["parallel_ratio"],
+              "k": k, "n": out["n"]}
+    if is_main_process():
+        path.write_text(json.dumps({"key": key, "result": result}, indent=2))
+    return result
+
+
+def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
+    """Held-out ``tier`` accuracy of the start (SFT) and the end, per seed, with mean and spread.
+
+    >>> r = [{"sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.3}}},
+    ...      {"sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.2}}}]
+    >>> seeds_summary(r)["final_mean"], seeds_summary(r)["gain_mean"]
+    (0.25, 0.15)
+    """
+    out = {"tier": tier, **_gains([r["sft"][tier]["accuracy"] for r in runs],
+                                  [r["final"][tier]["accuracy"] for r in runs]), "n_seeds": len(runs)}
+    if all("sampled" in r for r in runs):  # mean@k at T = 1 of the same tier (``sampled_accuracy``)
+        out["sampled"] = _gains([r["sampled"]["sft"]["mean_at_k"] for r in runs],
+                                [r["sampled"]["final"]["mean_at_k"] for r in runs])
+    return out
+
+
+def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
+    gain = [f - s for s, f in zip(sft, final)]
+    spread = (lambda xs: round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0)  # noqa: E731
+    return {"sft": sft, "final": final, "sft_mean": round(statistics.fmean(sft), 4),
+            "final_mean": round(statistics.fmean(final), 4), "final_std": spread(final),
+            "gain_mean": round(statistics.fmean(gain), 4), "gain_std": spread(gain),
+            "improved_seeds": sum(g > 0 for g in gain)}
+
+
+def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
+                         out: str | Path | None = None, refresh: bool = False, **overrides: Any) -> dict[str, Any]:
+    """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
+    and Stage 2 then Stage 3 (the seen recipe kept). The result is cached in
+    ``OUT/unseen_stage2.json`` and reused while the start and the overrides are the same."""
+    profile = check_profile(profile)
+    out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
+    path = out / "unseen_stage2.json"
+    init = init if init is not None else default_init(2, "unseen", profile, seed)
+    result: dict[str, Any] = {"init": start_id(init), "overrides": json.loads(json.dumps(overrides, default=str))}
+    cached = json.loads(path.read_text()) if path.exists() and not refresh else {}
+    if {k: cached.get(k) for k in ("init", "overrides")} == {k: result[k] for k in ("init", "overrides")}:
+        return cached
+    for name, keep in (("direct", False), ("kept", True)):
+        runs = run_curriculum(profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides)
+        result[name] = {"stages": [{k: r[k] for k in ("stage", "reward", "steps", "after", "train")}
+                                   for r in runs["stages"]], "sft": runs["sft"], "final": runs["final"]}
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+# ----------------------------------------------------------------------------- the mid-training scaffold (Figure 4)
+def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: int, variant: str,
+                      overrides: dict[str, Any]):
+    if not 0 < switch_step < total_steps:
+        raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
+    common = {"variant": variant, "save_steps": total_steps, **overrides}
+    # phase 2 gets the next seed, so it draws fresh prompts instead of replaying phase 1's order
+    phase1 = {**common, "seed": seed, "reward": "alternating", "max_steps": switch_step}
+    phase2 = {**common, "seed": seed + 1, "reward": "accuracy", "max_steps": total_steps - switch_step}
+    return GRPOStageConfig.for_stage(3, profile, **phase1), GRPOStageConfig.for_stage(3, profile, **phase2)
+
+
+def mid_training(profile: str | None = None, init: str | Path | None = None, switch_step: int = 10,
+                 total_steps: int = 20, seed: int = 0, variant: str = "unseen", out: str | Path | None = None,
+                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False, **overrides: Any) -> dict[str, Any]:
+    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint with
+    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
+    ``seed + 1`` so its prompts are new ones). Returns ``curve``
+    (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
+    ``accuracy``), ``held_out`` (greedy metrics on ``tiers`` at the start, the switch and the end)
+    and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
+    profile = check_profile(profile)
+    out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
+    first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
+    key = json.dumps({"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
+                     sort_keys=True, default=str)
+    cache = out / "mid_training.json"
+    if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
+        return json.loads(cache.read_text())["result"]
+    if cache.exists():  # another config (or refresh): its checkpoints must not be resumed
+        for phase in ("alternating", "accuracy"):
+            shutil.rmtree(out / phase, ignore_errors=True)
+        cache.unlink()
+    run1 = run_grpo(first, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
+    run2 = run_grpo(second, run1.run_dir, out / "accuracy", evaluate_tiers=tiers,
+                    before=run1.result["after"], preflight=False)
+    curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
+    curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
+    held = [{"step": s, **(metrics or {}).get(t, {}), "tier": t} for s, metrics in
+            ((0, run1.result["before"]), (switch_step, run1.result["after"]), (total_steps, run2.result["after"]))
+            for t in tiers]
+    result = {"profile": profile, "variant": variant, "seed": seed, "init": str(init or "the base model"),
+              "switch_step": switch_step, "total_steps": total_steps, "curve": curve, "held_out": held,
+              "runs": [str(run1.run_dir), str(run2.run_dir)],
+              "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1)}
+    out.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
+    return result
