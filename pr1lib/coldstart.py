@@ -6,7 +6,8 @@ Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
 1. ``generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL cache keyed by
    problem id and teacher name, so a re-run skips what is done and an interrupt loses at most the
-   batch in flight. A torn last line (a crash mid-write) is detected and dropped.
+   batch in flight. A torn last line (a crash mid-write) is detected and dropped. A teacher that
+   must stop (``TeacherError``) hands over what it finished, and that is written first.
 2. ``filter_traces``: keep a trace iff it is strictly valid, has at least one block, its final
    answer matches the gold answer and prompt + completion fit the token budget; deduplicate.
    Every rejection has one reason (the first failed check).
@@ -29,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from pr1lib import teachers
+from pr1lib.chat_teacher import OpenAITeacher
 from pr1lib.config import ColdStartConfig
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
 from pr1lib.jsonl import JsonlLog
 from pr1lib.prompts import prompt_text
+from pr1lib.teachers import TeacherError, utf8_safe
 
 REASONS = ("teacher_error", "invalid_format", "no_block", "wrong_answer", "too_long", "duplicate")
 # Table 1 of the paper: share of teacher traces in a valid parallel format (same prompt and model).
@@ -61,6 +65,10 @@ class TraceCache(JsonlLog):
     def records(self) -> dict:
         return self.rows
 
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Write ``rows``, with any lone surrogate in their strings replaced (never a failed write)."""
+        super().append([{k: utf8_safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows])
+
     def done(self, problem_id: str, teacher: str) -> bool:
         """True when a trace without error is cached for this problem and teacher."""
         record = self.records.get((problem_id, teacher))
@@ -69,11 +77,20 @@ class TraceCache(JsonlLog):
 
 def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, batch_size: int = 256,
                     progress: bool = False) -> list[dict]:
-    """Traces for ``problems`` (same order), generating only those not yet in the cache."""
+    """Traces for ``problems`` (same order), generating only those not yet in the cache.
+
+    Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
+    the traces it carries (those finished before the stop) are written.
+    """
     cache = TraceCache(cache_path)
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
-        cache.append(teacher.generate(todo[start:start + batch_size]))
+        try:
+            traces = teacher.generate(todo[start:start + batch_size])
+        except TeacherError as err:
+            cache.append(err.traces)
+            raise
+        cache.append(traces)
         if progress:
             print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces", flush=True)
     return [cache.records[(p["id"], teacher.name)] for p in problems]
@@ -280,8 +297,6 @@ class ColdStartRun:
 
 def make_teacher(config: ColdStartConfig, **kwargs: Any):
     """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt)."""
-    from pr1lib import teachers
-
     if config.teacher == "rule":
         return teachers.RuleTeacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":
@@ -289,8 +304,8 @@ def make_teacher(config: ColdStartConfig, **kwargs: Any):
                                   batch_size=config.llm_batch_size, max_new_tokens=config.max_new_tokens,
                                   temperature=config.temperature, **kwargs)
     if config.teacher == "openai":
-        return teachers.OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
-                                      max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
+        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
+                             max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
     raise ValueError(f"unknown teacher {config.teacher!r}; choose rule, hf or openai")
 
 
@@ -326,7 +341,6 @@ def _cli(args) -> int:
     from pr1lib.cli import parse_overrides, print_json
     from pr1lib.config import runs_dir
     from pr1lib.data import DataNotFoundError
-    from pr1lib.teachers import TeacherError
 
     overrides = parse_overrides(args.overrides)
     for key in ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed"):

@@ -3,36 +3,33 @@
 Every teacher has a ``name`` (part of the cache key) and one method, ``generate(problems) ->
 traces``: ``problems`` are ``pr1lib.data`` records (``id``, ``question``, ``answer_text``,
 ``answer``); each trace is a dict ``{"id", "teacher", "text", "error"}`` in the same order, with
-``error`` ``None`` on success and ``text`` ``""`` on failure.
+``error`` ``None`` on success and ``text`` ``""`` on failure (a request that failed also names
+its ``kind``).
 
 - ``RuleTeacher`` needs no model: it rewrites a GSM8K-style reference solution, recomputing one
   intermediate result in a second (or third) genuinely different way inside a ``<Parallel>`` block
   (the arithmetic lives in ``pr1lib.arithmetic``).
 - ``HFTeacher`` samples any causal LM through transformers with the paper's v3 prompt.
-- ``OpenAITeacher`` calls any chat-completions server (vLLM, TGI, llama.cpp, a hosted API).
-- ``StandInServer`` is a loopback stand-in for such a server (the rule teacher behind HTTP), used
-  by the tests and by notebook 02 where no real model is available. It is not a language model.
+- ``pr1lib.chat_teacher.OpenAITeacher`` calls any chat-completions server (vLLM, SGLang, a hosted
+  API); ``pr1lib.standin.StandInServer`` is a loopback stand-in for one, with injectable faults.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
-import os
 import random
 import re
-import threading
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Protocol
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol
 
-from pr1lib.arithmetic import (ALTERNATIVES, ANNOTATION, alternatives, annotate, check_arithmetic, evaluate,
-                               format_number, parse_expr)
-from pr1lib.prompts import chat_prompt, linear_solution, prompt_text, split_gsm8k_answer
+from pr1lib.arithmetic import (ALTERNATIVES, ANNOTATION, alternatives, annotate, check_arithmetic, format_number,
+                               parse_expr)
+from pr1lib.config import ModelConfig
+from pr1lib.format import TAGS
+from pr1lib.models import load_policy
+from pr1lib.prompts import chat_prompt, linear_solution, split_gsm8k_answer
 
 
 class Teacher(Protocol):
@@ -43,13 +40,44 @@ class Teacher(Protocol):
     def generate(self, problems: list[dict]) -> list[dict]: ...
 
 
-def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None) -> dict:
-    """One trace record, the shape every teacher returns.
+class TeacherError(RuntimeError):
+    """A teacher cannot go on (bad key, unknown model, a server that keeps failing): stop the run.
+
+    ``traces`` holds the traces it finished before stopping, for the caller to keep.
+    """
+
+    def __init__(self, message: str, traces: Iterable[dict] = ()):
+        super().__init__(message)
+        self.traces = list(traces)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (legal in JSON, unwritable as UTF-8) replaced by U+FFFD.
+
+    >>> utf8_safe("ok " + chr(0xD800) + "!").encode("utf-8")
+    b'ok \xef\xbf\xbd!'
+    """
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None,
+               kind: str | None = None) -> dict:
+    """One trace record, the shape every teacher returns (text and error made writable as UTF-8);
+    ``kind`` classifies a failed request (``pr1lib.chat_teacher.FAILURE_KINDS``).
 
     >>> make_trace({"id": "q1"}, "rule", "Final Answer: 3")
     {'id': 'q1', 'teacher': 'rule', 'text': 'Final Answer: 3', 'error': None}
+    >>> make_trace({"id": "q2"}, "openai:m", error="timeout: no byte in 5 s", kind="timeout")["kind"]
+    'timeout'
     """
-    return {"id": problem["id"], "teacher": teacher, "text": text, "error": error}
+    trace = {"id": problem["id"], "teacher": teacher, "text": utf8_safe(text),
+             "error": None if error is None else utf8_safe(error)}
+    if kind:
+        trace["kind"] = kind
+    return trace
 
 
 def strip_thinking(text: str) -> str:
@@ -240,8 +268,7 @@ class HFTeacher:
 
     def sample(self, questions: list[str], key: str = "") -> list[str]:
         """Decoded continuations (special tokens other than the parallel tags removed)."""
-        import torch
-        import zlib
+        import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
 
         tok = self.tokenizer
         tok.padding_side = "left"
@@ -259,8 +286,6 @@ class HFTeacher:
         stops = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         cut = next((i for i, t in enumerate(ids) if t in stops), len(ids))
         text = self.tokenizer.decode(ids[:cut], skip_special_tokens=False)
-        from pr1lib.format import TAGS
-
         for special in set(self.tokenizer.all_special_tokens) - set(TAGS):
             text = text.replace(special, "")
         return text
@@ -268,263 +293,10 @@ class HFTeacher:
 
 def _load_hf(name: str, load_in_4bit: bool):
     """Model and tokenizer for a hub id or folder, on GPU in half precision when there is one."""
-    import torch
-
-    from pr1lib.config import ModelConfig
-    from pr1lib.models import load_policy
+    import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
 
     dtype = "float32"
     if torch.cuda.is_available():
         dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     model, tokenizer, _ = load_policy(config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype))
     return model.eval(), tokenizer
-
-
-# --------------------------------------------------------------------------- OpenAI-compatible teacher
-class TeacherError(RuntimeError):
-    """A request that can never succeed as configured (bad key, unknown model, bad URL): stop."""
-
-
-class _Retryable(Exception):
-    """A failure worth retrying: HTTP 408/429/5xx, a timeout, a dropped connection."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class RateLimiter:
-    """At most ``per_minute`` request starts per minute, evenly spaced, shared by threads.
-
-    >>> RateLimiter(0).wait()  # 0 means no limit
-    0.0
-    """
-
-    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.interval = 60.0 / per_minute if per_minute else 0.0
-        self.clock, self.sleep, self.next = clock, sleep, 0.0
-        self.lock = threading.Lock()
-
-    def wait(self) -> float:
-        """Block until this request may start; returns the seconds waited."""
-        if not self.interval:
-            return 0.0
-        with self.lock:
-            now = self.clock()
-            start = max(now, self.next)
-            self.next = start + self.interval
-        if start > now:
-            self.sleep(start - now)
-        return start - now
-
-
-@dataclass
-class OpenAITeacher:
-    """Any chat-completions server: vLLM, TGI, llama.cpp's server, or a hosted API.
-
-    ``base_url`` (…/v1), ``model`` and ``api_key`` come from the arguments or from
-    ``OPENAI_BASE_URL``, ``PR1_TEACHER_MODEL`` (or ``OPENAI_MODEL``) and ``OPENAI_API_KEY``.
-    What each outcome does:
-
-    - 200 with a well-formed body: the trace is the message content after any ``</think>``;
-    - 408, 429, 5xx, a timeout (``timeout`` seconds) or a dropped connection: retried up to
-      ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (capped at ``max_backoff``;
-      a ``Retry-After`` header wins); then the trace records the error;
-    - 200 with a body that is not the expected JSON: not retried, the trace records the error;
-    - any other 4xx (bad key, unknown model, bad URL): ``TeacherError`` stops the run.
-
-    Error traces are not cached as done, so a re-run asks again. ``requests_per_minute`` spaces
-    requests out; ``concurrency`` requests run at once.
-    """
-
-    base_url: str = ""
-    model: str = ""
-    api_key: str = ""
-    timeout: float = 120.0
-    max_retries: int = 4
-    backoff: float = 1.0
-    max_backoff: float = 30.0
-    requests_per_minute: float = 0.0
-    concurrency: int = 4
-    max_tokens: int = 2048
-    temperature: float = 0.7
-    prompt_style: str = "v3"
-    name: str = ""
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-
-    def __post_init__(self) -> None:
-        env = os.environ
-        self.base_url = (self.base_url or env.get("OPENAI_BASE_URL", "")).rstrip("/")
-        self.model = self.model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL", "")
-        self.api_key = self.api_key or env.get("OPENAI_API_KEY", "")
-        if not self.base_url or not self.model:
-            raise ValueError("OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
-                             "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL")
-        self.name = self.name or f"openai:{self.model}"
-        self.limiter = RateLimiter(self.requests_per_minute, sleep=self.sleep)
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            return list(pool.map(self.trace, problems))
-
-    def trace(self, problem: dict) -> dict:
-        """One trace; transient and malformed failures become the trace's ``error``."""
-        try:
-            return make_trace(problem, self.name, strip_thinking(self.complete(problem["question"])))
-        except (_Retryable, ValueError) as err:
-            return make_trace(problem, self.name, error=str(err))
-
-    def complete(self, question: str) -> str:
-        """The assistant's reply to the v3 prompt for ``question``, retrying transient failures."""
-        body = json.dumps({"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                           "messages": [{"role": "user", "content": prompt_text(question, self.prompt_style)}]})
-        for attempt in range(self.max_retries + 1):
-            self.limiter.wait()
-            try:
-                return parse_completion(self._post(body.encode()))
-            except _Retryable as err:
-                if attempt == self.max_retries:
-                    raise _Retryable(f"gave up after {attempt + 1} attempts: {err}") from err
-                wait = err.retry_after if err.retry_after is not None else self.backoff * 2 ** attempt
-                self.sleep(min(self.max_backoff, wait))
-        raise AssertionError("unreachable")
-
-    def _post(self, data: bytes) -> bytes:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=data, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return response.read()
-        except urllib.error.HTTPError as err:
-            if err.code in (408, 429) or err.code >= 500:
-                raise _Retryable(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))) from err
-            raise TeacherError(f"HTTP {err.code} from {self.base_url}: {err.read()[:200]!r}") from err
-        except (TimeoutError, ConnectionError, urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            kind = "timeout" if isinstance(reason, TimeoutError) or "timed out" in str(reason) else "connection error"
-            raise _Retryable(f"{kind}: {reason}") from err
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def parse_completion(body: bytes) -> str:
-    """The first choice's message content of a chat-completions response body.
-
-    >>> parse_completion(b'{"choices": [{"message": {"role": "assistant", "content": "Hi"}}]}')
-    'Hi'
-    >>> parse_completion(b'{"choices": []}')
-    Traceback (most recent call last):
-    ...
-    ValueError: malformed response: no choices[0].message.content in b'{"choices": []}'
-    """
-    try:
-        content = json.loads(body)["choices"][0]["message"]["content"]
-        if isinstance(content, str):
-            return content
-    except (ValueError, KeyError, IndexError, TypeError):
-        pass
-    raise ValueError(f"malformed response: no choices[0].message.content in {body[:200]!r}")
-
-
-# --------------------------------------------------------------------------- loopback stand-in server
-def question_from_prompt(content: str) -> str:
-    """The problem inside a v3 / tiny / baseline prompt (the text after the last ``Problem:``).
-
-    >>> question_from_prompt(prompt_text("What is 2+3?", "tiny"))
-    'What is 2+3?'
-    """
-    _, sep, tail = content.rpartition("Problem:")
-    tail = tail if sep else content
-    tail = tail.rsplit("\nSolution:", 1)[0]
-    return tail.split(" Let's think step by step", 1)[0].strip()
-
-
-class StandInServer:
-    """A STAND-IN for an OpenAI-compatible server on 127.0.0.1 (ephemeral port), for tests and demos.
-
-    It is not a language model: it looks the problem up among ``problems`` and answers with the
-    rule teacher's trace (after a short ``<think>`` note, as reasoning models do). ``faults`` are
-    played one per request before normal service: ``"429"``, ``"500"``, ``"401"``, ``"malformed"``
-    or ``"timeout"`` (hang ``hang_s`` seconds, then answer). Use it as a context manager.
-    """
-
-    def __init__(self, problems: Iterable[dict] = (), teacher: Any = None, faults: Iterable[str] = (),
-                 hang_s: float = 2.0):
-        self.by_question = {p["question"].strip(): p for p in problems}
-        self.teacher = teacher or RuleTeacher()
-        self.faults, self.hang_s = list(faults), hang_s
-        self.requests = 0
-        self.lock = threading.Lock()
-        self.httpd: ThreadingHTTPServer | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> "StandInServer":
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StandInHandler)
-        self.httpd.daemon_threads = True
-        self.httpd.standin = self
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def next_fault(self) -> str | None:
-        with self.lock:
-            self.requests += 1
-            return self.faults.pop(0) if self.faults else None
-
-    def answer(self, content: str) -> str:
-        problem = self.by_question.get(question_from_prompt(content))
-        if problem is None:
-            return "I do not know this problem.\nFinal Answer: unknown"
-        trace = self.teacher.generate([problem])[0]
-        return "<think>stand-in server: no model here, the rule teacher wrote this</think>\n\n" + trace["text"]
-
-
-class _StandInHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:  # keep test and notebook output clean
-        pass
-
-    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        try:
-            self.send_response(code)
-            for key, value in {"Content-Type": "application/json", **(headers or {})}.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-            pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        standin: StandInServer = self.server.standin
-        length = min(int(self.headers.get("Content-Length", 0)), 1 << 20)
-        request = json.loads(self.rfile.read(length) or b"{}")
-        fault = standin.next_fault()
-        if not self.path.endswith("/chat/completions"):
-            return self._send(404, b'{"error": "not found"}')
-        if fault in ("429", "500", "401"):
-            return self._send(int(fault), b'{"error": "%s"}' % fault.encode(), {"Retry-After": "0"})
-        if fault == "malformed":
-            return self._send(200, b'{"choices": [ this is not JSON')
-        if fault == "timeout":
-            time.sleep(standin.hang_s)
-        content = standin.answer(request["messages"][-1]["content"])
-        reply = {"id": f"standin-{standin.requests}", "object": "chat.completion", "model": request.get("model"),
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": content}}]}
-        self._send(200, json.dumps(reply).encode())
