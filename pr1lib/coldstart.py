@@ -26,9 +26,10 @@ import math
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Hashable, Iterable
 
 from pr1lib import teachers
 from pr1lib.chat_teacher import OpenAITeacher
@@ -45,6 +46,33 @@ PAPER_TEACHER = "DeepSeek-R1-0528-Qwen3-8B (format-valid share only)"
 
 
 # --------------------------------------------------------------------------- resumable trace cache
+class CacheError(ValueError):
+    """A trace cache holds a line that is JSON but not a trace; the message names the file and line."""
+
+
+class _NotATrace(Exception):
+    pass
+
+
+def _trace_key(row: Any) -> Hashable:
+    if not isinstance(row, dict) or not isinstance(row.get("id"), (str, int)) or not isinstance(
+            row.get("teacher"), str):
+        raise _NotATrace
+    return row["id"], row["teacher"]
+
+
+def _first_non_trace(path: Path) -> int:
+    """The number of the first line of ``path`` that parses as JSON but is not a trace."""
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            _trace_key(json.loads(line))
+        except ValueError:
+            continue  # unreadable lines are JsonlLog's business (dropped and counted)
+        except _NotATrace:
+            return number
+    return 0
+
+
 class TraceCache(JsonlLog):
     """An append-only JSONL file of traces; the last record per ``(id, teacher)`` wins.
 
@@ -56,10 +84,19 @@ class TraceCache(JsonlLog):
     16
     >>> sorted(TraceCache(path).records), TraceCache(path).dropped
     ([('a', 'rule')], 1)
+    >>> _ = open(path, "w").write('{"id": "a"}\\n')
+    >>> TraceCache(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pr1lib.coldstart.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and "teacher"); ...
     """
 
     def __init__(self, path: str | Path):
-        super().__init__(path, key=lambda r: (r["id"], r["teacher"]))
+        try:
+            super().__init__(path, key=_trace_key)
+        except _NotATrace:
+            raise CacheError(f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
+                             f"and \"teacher\"); delete that line, or pick another --out") from None
 
     @property
     def records(self) -> dict:
@@ -83,6 +120,8 @@ def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, 
     the traces it carries (those finished before the stop) are written.
     """
     cache = TraceCache(cache_path)
+    if cache.dropped and progress:
+        print(f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems are asked again")
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
         try:
@@ -94,6 +133,15 @@ def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, 
         if progress:
             print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces", flush=True)
     return [cache.records[(p["id"], teacher.name)] for p in problems]
+
+
+def failure_counts(traces: Iterable[dict]) -> dict[str, int]:
+    """Failed requests per kind (``pr1lib.chat_teacher.FAILURE_KINDS``), most frequent first.
+
+    >>> failure_counts([{"error": "x", "kind": "timeout"}, {"error": None}, {"error": "no '####'"}])
+    {'timeout': 1}
+    """
+    return dict(Counter(t["kind"] for t in traces if t.get("error") and t.get("kind")).most_common())
 
 
 # --------------------------------------------------------------------------- filter
@@ -300,11 +348,16 @@ def make_teacher(config: ColdStartConfig, **kwargs: Any):
     if config.teacher == "rule":
         return teachers.RuleTeacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":
+        if not config.teacher_model:
+            raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
         return teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, seed=config.seed,
                                   batch_size=config.llm_batch_size, max_new_tokens=config.max_new_tokens,
                                   temperature=config.temperature, **kwargs)
     if config.teacher == "openai":
-        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
+        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model, timeout=config.timeout,
+                             deadline=config.deadline, max_retries=config.max_retries,
+                             requests_per_minute=config.requests_per_minute, concurrency=config.concurrency,
+                             max_consecutive_failures=config.max_consecutive_failures,
                              max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
     raise ValueError(f"unknown teacher {config.teacher!r}; choose rule, hf or openai")
 
@@ -314,7 +367,8 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
                   progress: bool = False) -> ColdStartRun:
     """Load (or take) problems, generate traces through the cache in ``out/traces.jsonl``,
     filter, and save ``out/dataset`` (+ card), ``out/train.jsonl``, ``out/rejected.jsonl``,
-    ``out/config.json`` and ``out/summary.json``."""
+    ``out/config.json`` and ``out/summary.json``. The summary counts the problems ``asked`` of the
+    teacher this run and its ``teacher_failures`` per kind."""
     from pr1lib.data import load_source
 
     start, out = time.perf_counter(), Path(out)
@@ -322,7 +376,9 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
         problems = load_source(config.source, config.split, config.limit, data_path, config.seed)
     teacher = teacher or make_teacher(config)
     batch = config.batch_size if config.teacher == "rule" else config.llm_batch_size
-    traces = generate_traces(teacher, problems, out / "traces.jsonl", batch, progress)
+    cache = TraceCache(out / "traces.jsonl")
+    asked = sum(not cache.done(p["id"], teacher.name) for p in problems)
+    traces = generate_traces(teacher, problems, cache.path, batch, progress)
     kept, rejected = filter_traces(problems, traces, config.prompt_style, config.max_tokens, tokenizer,
                                    config.dedupe)
     summary = summarize(kept, rejected)
@@ -331,22 +387,32 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
     write_jsonl(rejected, out / "rejected.jsonl")
     config.save(out / "config.json")
     result = {**summary, "source": config.source, "split": config.split, "teacher": teacher.name,
+              "asked": asked, "teacher_failures": failure_counts(traces),
               "output": str(folder), "jsonl": str(out / "train.jsonl"),
               "seconds": round(time.perf_counter() - start, 2)}
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return ColdStartRun(result, kept, rejected, dataset)
 
 
+CLI_FIELDS = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed", "timeout", "deadline",
+                 "max_retries", "requests_per_minute", "concurrency")
+
+
+def config_from_args(args) -> ColdStartConfig:
+    """The run's config: the profile's, then ``--set`` overrides, then the named flags."""
+    from pr1lib.cli import parse_overrides
+
+    overrides = parse_overrides(args.overrides)
+    overrides.update({key: getattr(args, key) for key in CLI_FIELDS if getattr(args, key) is not None})
+    return ColdStartConfig.for_profile(args.profile, **overrides)
+
+
 def _cli(args) -> int:
-    from pr1lib.cli import parse_overrides, print_json
+    from pr1lib.cli import print_json
     from pr1lib.config import runs_dir
     from pr1lib.data import DataNotFoundError
 
-    overrides = parse_overrides(args.overrides)
-    for key in ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed"):
-        if getattr(args, key) is not None:
-            overrides[key] = getattr(args, key)
-    config = ColdStartConfig.for_profile(args.profile, **overrides)
+    config = config_from_args(args)
     out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
     print(config, flush=True)
     try:
@@ -357,7 +423,23 @@ def _cli(args) -> int:
     except (DataNotFoundError, TeacherError, ValueError) as err:
         print(f"error: {err}", flush=True)
         return 2
+    code = _report_failures(run.result)
     print_json(run.result)
+    return code
+
+
+def _report_failures(result: dict[str, Any]) -> int:
+    """One line about failed teacher requests; 3 when every request of the run failed, else 0."""
+    failed, asked = sum(result["teacher_failures"].values()), result["asked"]
+    if not failed:
+        return 0
+    kinds = ", ".join(f"{kind} {n}" for kind, n in result["teacher_failures"].items())
+    if failed == asked:
+        print(f"error: every one of the {asked} teacher requests failed ({kinds}); check that the server "
+              f"answers, then rerun the same command", flush=True)
+        return 3
+    print(f"warning: {failed} of {asked} teacher requests failed ({kinds}); rerun the same command to ask "
+          f"again for those only", flush=True)
     return 0
 
 
@@ -367,7 +449,9 @@ def cli_register(sub) -> None:
     from pr1lib.data import SOURCES
 
     p = sub.add_parser("coldstart", help="cold-start SFT data: problems -> teacher -> filter -> data set",
-                       description=__doc__.split("\n\n")[0])
+                       description=__doc__.split("\n\n")[0],
+                       epilog="exit status: 0 done; 2 bad input, or the teacher had to stop (the finished "
+                              "traces are kept: rerun to resume); 3 every teacher request failed")
     add_common(p)
     p.add_argument("--teacher", choices=("rule", "hf", "openai"), default=None, help="default: rule")
     p.add_argument("--source", choices=SOURCES, default=None, help="default: gsm8k")
@@ -377,6 +461,16 @@ def cli_register(sub) -> None:
                    help="a folder or JSONL file (default: $PR1_DATA_DIR or ../shared/data, else the hub)")
     p.add_argument("--model", dest="teacher_model", default=None, help="LLM teacher: hub id, folder or served name")
     p.add_argument("--base-url", default=None, help="openai teacher: server URL ending in /v1 ($OPENAI_BASE_URL)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="openai teacher: seconds to wait to connect or for the next byte, per attempt (default 120)")
+    p.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="openai teacher: wall-clock seconds per problem, retries included (default 600)")
+    p.add_argument("--max-retries", type=int, default=None, metavar="N",
+                   help="openai teacher: retries after a 408/429/5xx, timeout or dropped connection (default 4)")
+    p.add_argument("--rpm", dest="requests_per_minute", type=float, default=None, metavar="R",
+                   help="openai teacher: at most R requests per minute (default 0: no limit)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="C",
+                   help="openai teacher: requests in flight at once (default 4)")
     p.add_argument("--exact-budget", action="store_true",
                    help="count the token budget with the profile's tokenizer (default: 4 characters per token)")
     p.set_defaults(func=_cli)

@@ -251,6 +251,8 @@ class HFTeacher:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
+            if not self.model.strip():  # "" would load whatever model the current folder holds
+                raise ValueError("the hf teacher needs a model: pass --model with a hub id or a local model folder")
             self.name = self.name or f"hf:{self.model}"
             self.model, self.tokenizer = _load_hf(self.model, self.load_in_4bit)
         self.name = self.name or f"hf:{getattr(self.model.config, '_name_or_path', '') or 'model'}"
