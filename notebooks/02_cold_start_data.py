@@ -224,8 +224,9 @@ print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
 #   with the paper's v3 prompt in the model's chat template, in batches, and keeps what follows
 #   `</think>`;
 # - `OpenAITeacher(base_url=..., model=...)` talks to anything that serves chat completions:
-#   vLLM (`vllm serve MODEL`), TGI, llama.cpp's server, or a hosted API. It has timeouts, retries
-#   with exponential backoff on 429/5xx, and a requests-per-minute limit. URL, model and key can also
+#   vLLM (`vllm serve MODEL`), SGLang, TGI, llama.cpp's server, or a hosted API, through the `openai`
+#   client. It has timeouts, retries with backoff on 429/5xx, a wall-clock deadline per problem, rate
+#   and concurrency limits, and stops when the server keeps failing. URL, model and key can also
 #   come from `OPENAI_BASE_URL`, `PR1_TEACHER_MODEL` and `OPENAI_API_KEY`.
 #
 # In `colab` and `paper` the next cell runs a real model on a few problems. In `tiny` and `smoke`
@@ -237,17 +238,19 @@ print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
 # %%
 import os
 
+from pr1lib import chat_teacher, standin
+
 llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
 if PROFILE in ("colab", "paper") and not (PROFILE == "paper" and os.environ.get("OPENAI_BASE_URL")):
     llm = teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
                              max_new_tokens=config.max_new_tokens, seed=SEED)
     llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=8)
 elif PROFILE == "paper":
-    llm = teachers.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
+    llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
     llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=64)
 else:
-    with teachers.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
-        llm = teachers.OpenAITeacher(base_url=server.base_url, model="stand-in", backoff=0.1)
+    with standin.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
+        llm = chat_teacher.OpenAITeacher(base_url=server.base_url, model="stand-in")
         llm_traces = llm.generate(llm_problems)
         print(f"stand-in server at {server.base_url}: {server.requests} requests for {len(llm_problems)} problems")
 llm_kept, llm_rejected = coldstart.filter_traces(llm_problems, llm_traces, config.prompt_style, config.max_tokens)

@@ -93,6 +93,16 @@ def _coldstart(p: argparse.ArgumentParser) -> None:
                    help="LLM teacher: hub id, folder or served name")
     p.add_argument("--base-url", default=None,
                    help="openai teacher: server URL ending in /v1 ($OPENAI_BASE_URL)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="openai teacher: "
+                   "seconds to wait to connect or for the next byte, per attempt (default 120)")
+    p.add_argument("--deadline", type=float, default=None, metavar="S", help="openai teacher: "
+                   "wall-clock seconds per problem, retries included (default 600)")
+    p.add_argument("--max-retries", type=int, default=None, metavar="N", help="openai teacher: "
+                   "retries after a 408/429/5xx, timeout or dropped connection (default 4)")
+    p.add_argument("--rpm", dest="requests_per_minute", type=float, default=None, metavar="R",
+                   help="openai teacher: at most R requests per minute (default 0: no limit)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="C",
+                   help="openai teacher: requests in flight at once (default 4)")
     p.add_argument("--exact-budget", action="store_true", help="count the token budget with the "
                    "profile's tokenizer (default: 4 characters per token)")
 
@@ -155,6 +165,8 @@ def _export_verl(p: argparse.ArgumentParser) -> None:
                    help="folder with gsm8k/ and dapo/ (default: $PR1_DATA_DIR)")
 
 
+EPILOGS = {"coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
+                          "finished traces are kept: rerun to resume); 3 every teacher request failed"}
 ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _coldstart, "sft": _sft,
              "grpo": _grpo, "eval": _eval, "bench": _bench, "export-verl": _export_verl}
 
@@ -164,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "pipeline: each COMMAND runs one stage with the notebooks' configs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
-        ARGUMENTS[name](sub.add_parser(name, help=text, description=text))
+        ARGUMENTS[name](sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name)))
     return parser
 
 

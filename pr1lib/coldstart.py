@@ -6,7 +6,8 @@ Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
 1. ``generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL cache keyed by
    problem id and teacher name, so a re-run skips what is done and an interrupt loses at most the
-   batch in flight. A torn last line (a crash mid-write) is detected and dropped.
+   batch in flight. A torn last line (a crash mid-write) is detected and dropped. A teacher that
+   must stop (``TeacherError``) hands over what it finished, and that is written first.
 2. ``filter_traces``: keep a trace iff it is strictly valid, has at least one block, its final
    answer matches the gold answer and prompt + completion fit the token budget; deduplicate.
    Every rejection has one reason (the first failed check).
@@ -25,14 +26,18 @@ import math
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Hashable, Iterable
 
+from pr1lib import teachers
+from pr1lib.chat_teacher import OpenAITeacher
 from pr1lib.config import ColdStartConfig
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
 from pr1lib.jsonl import JsonlLog
 from pr1lib.prompts import prompt_text
+from pr1lib.teachers import TeacherError, utf8_safe
 
 REASONS = ("teacher_error", "invalid_format", "no_block", "wrong_answer", "too_long", "duplicate")
 # Table 1 of the paper: share of teacher traces in a valid parallel format (same prompt and model).
@@ -41,6 +46,33 @@ PAPER_TEACHER = "DeepSeek-R1-0528-Qwen3-8B (format-valid share only)"
 
 
 # --------------------------------------------------------------------------- resumable trace cache
+class CacheError(ValueError):
+    """A trace cache holds a line that is JSON but not a trace; the message names the file and line."""
+
+
+class _NotATrace(Exception):
+    pass
+
+
+def _trace_key(row: Any) -> Hashable:
+    if not isinstance(row, dict) or not isinstance(row.get("id"), (str, int)) or not isinstance(
+            row.get("teacher"), str):
+        raise _NotATrace
+    return row["id"], row["teacher"]
+
+
+def _first_non_trace(path: Path) -> int:
+    """The number of the first line of ``path`` that parses as JSON but is not a trace."""
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            _trace_key(json.loads(line))
+        except ValueError:
+            continue  # unreadable lines are JsonlLog's business (dropped and counted)
+        except _NotATrace:
+            return number
+    return 0
+
+
 class TraceCache(JsonlLog):
     """An append-only JSONL file of traces; the last record per ``(id, teacher)`` wins.
 
@@ -52,14 +84,27 @@ class TraceCache(JsonlLog):
     16
     >>> sorted(TraceCache(path).records), TraceCache(path).dropped
     ([('a', 'rule')], 1)
+    >>> _ = open(path, "w").write('{"id": "a"}\\n')
+    >>> TraceCache(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pr1lib.coldstart.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and "teacher"); ...
     """
 
     def __init__(self, path: str | Path):
-        super().__init__(path, key=lambda r: (r["id"], r["teacher"]))
+        try:
+            super().__init__(path, key=_trace_key)
+        except _NotATrace:
+            raise CacheError(f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
+                             f"and \"teacher\"); delete that line, or pick another --out") from None
 
     @property
     def records(self) -> dict:
         return self.rows
+
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Write ``rows``, with any lone surrogate in their strings replaced (never a failed write)."""
+        super().append([{k: utf8_safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows])
 
     def done(self, problem_id: str, teacher: str) -> bool:
         """True when a trace without error is cached for this problem and teacher."""
@@ -69,14 +114,34 @@ class TraceCache(JsonlLog):
 
 def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, batch_size: int = 256,
                     progress: bool = False) -> list[dict]:
-    """Traces for ``problems`` (same order), generating only those not yet in the cache."""
+    """Traces for ``problems`` (same order), generating only those not yet in the cache.
+
+    Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
+    the traces it carries (those finished before the stop) are written.
+    """
     cache = TraceCache(cache_path)
+    if cache.dropped and progress:
+        print(f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems are asked again")
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
-        cache.append(teacher.generate(todo[start:start + batch_size]))
+        try:
+            traces = teacher.generate(todo[start:start + batch_size])
+        except TeacherError as err:
+            cache.append(err.traces)
+            raise
+        cache.append(traces)
         if progress:
             print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces", flush=True)
     return [cache.records[(p["id"], teacher.name)] for p in problems]
+
+
+def failure_counts(traces: Iterable[dict]) -> dict[str, int]:
+    """Failed requests per kind (``pr1lib.chat_teacher.FAILURE_KINDS``), most frequent first.
+
+    >>> failure_counts([{"error": "x", "kind": "timeout"}, {"error": None}, {"error": "no '####'"}])
+    {'timeout': 1}
+    """
+    return dict(Counter(t["kind"] for t in traces if t.get("error") and t.get("kind")).most_common())
 
 
 # --------------------------------------------------------------------------- filter
@@ -280,17 +345,20 @@ class ColdStartRun:
 
 def make_teacher(config: ColdStartConfig, **kwargs: Any):
     """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt)."""
-    from pr1lib import teachers
-
     if config.teacher == "rule":
         return teachers.RuleTeacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":
+        if not config.teacher_model:
+            raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
         return teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, seed=config.seed,
                                   batch_size=config.llm_batch_size, max_new_tokens=config.max_new_tokens,
                                   temperature=config.temperature, **kwargs)
     if config.teacher == "openai":
-        return teachers.OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
-                                      max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
+        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model, timeout=config.timeout,
+                             deadline=config.deadline, max_retries=config.max_retries,
+                             requests_per_minute=config.requests_per_minute, concurrency=config.concurrency,
+                             max_consecutive_failures=config.max_consecutive_failures,
+                             max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
     raise ValueError(f"unknown teacher {config.teacher!r}; choose rule, hf or openai")
 
 
@@ -299,7 +367,8 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
                   progress: bool = False) -> ColdStartRun:
     """Load (or take) problems, generate traces through the cache in ``out/traces.jsonl``,
     filter, and save ``out/dataset`` (+ card), ``out/train.jsonl``, ``out/rejected.jsonl``,
-    ``out/config.json`` and ``out/summary.json``."""
+    ``out/config.json`` and ``out/summary.json``. The summary counts the problems ``asked`` of the
+    teacher this run and its ``teacher_failures`` per kind."""
     from pr1lib.data import load_source
 
     start, out = time.perf_counter(), Path(out)
@@ -307,7 +376,9 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
         problems = load_source(config.source, config.split, config.limit, data_path, config.seed)
     teacher = teacher or make_teacher(config)
     batch = config.batch_size if config.teacher == "rule" else config.llm_batch_size
-    traces = generate_traces(teacher, problems, out / "traces.jsonl", batch, progress)
+    cache = TraceCache(out / "traces.jsonl")
+    asked = sum(not cache.done(p["id"], teacher.name) for p in problems)
+    traces = generate_traces(teacher, problems, cache.path, batch, progress)
     kept, rejected = filter_traces(problems, traces, config.prompt_style, config.max_tokens, tokenizer,
                                    config.dedupe)
     summary = summarize(kept, rejected)
@@ -316,7 +387,23 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
     write_jsonl(rejected, out / "rejected.jsonl")
     config.save(out / "config.json")
     result = {**summary, "source": config.source, "split": config.split, "teacher": teacher.name,
+              "asked": asked, "teacher_failures": failure_counts(traces),
               "output": str(folder), "jsonl": str(out / "train.jsonl"),
               "seconds": round(time.perf_counter() - start, 2)}
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return ColdStartRun(result, kept, rejected, dataset)
+
+
+def report_failures(result: dict[str, Any]) -> int:
+    """One line about failed teacher requests; 3 when every request of the run failed, else 0."""
+    failed, asked = sum(result["teacher_failures"].values()), result["asked"]
+    if not failed:
+        return 0
+    kinds = ", ".join(f"{kind} {n}" for kind, n in result["teacher_failures"].items())
+    if failed == asked:
+        print(f"error: every one of the {asked} teacher requests failed ({kinds}); check that the "
+              "server answers, then rerun the same command", flush=True)
+        return 3
+    print(f"warning: {failed} of {asked} teacher requests failed ({kinds}); rerun the same command "
+          "to ask again for those only", flush=True)
+    return 0

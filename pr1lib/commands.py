@@ -82,13 +82,21 @@ def pretrain_tiny(args: Any) -> int:
     return 0
 
 
+COLDSTART_FLAGS = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed",
+                   "timeout", "deadline", "max_retries", "requests_per_minute", "concurrency")
+
+
+def coldstart_config(args: Any) -> ColdStartConfig:
+    """The run's config: the profile's, then ``--set`` overrides, then the named flags."""
+    return ColdStartConfig.for_profile(args.profile, **_with_flags(args, *COLDSTART_FLAGS))
+
+
 def coldstart(args: Any) -> int:
-    from pr1lib.coldstart import budget_tokenizer, make_teacher, run_coldstart
+    from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
     from pr1lib.data import DataNotFoundError
     from pr1lib.teachers import TeacherError
 
-    keys = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed")
-    config = ColdStartConfig.for_profile(args.profile, **_with_flags(args, *keys))
+    config = coldstart_config(args)
     out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
     print(config, flush=True)
     try:
@@ -99,8 +107,9 @@ def coldstart(args: Any) -> int:
     except (DataNotFoundError, TeacherError, ValueError) as err:
         print(f"error: {err}", flush=True)
         return 2
+    code = report_failures(run.result)
     print_json(run.result)
-    return 0
+    return code
 
 
 # ----------------------------------------------------------------------------- training

@@ -225,6 +225,12 @@ class ColdStartConfig(Preset):
     temperature: float = 0.7
     batch_size: int = 256  # rule teacher: problems per call and cache write (an interrupt loses one)
     llm_batch_size: int = 16  # the same for LLM teachers (also the HF teacher's generation batch)
+    timeout: float = 120.0  # openai teacher: seconds to connect or for the next byte, per attempt
+    deadline: float = 600.0  # openai teacher: wall-clock seconds per problem, retries included
+    max_retries: int = 4  # openai teacher: retries after 408/429/5xx, a timeout or a dropped connection
+    requests_per_minute: float = 0.0  # openai teacher: 0 = no limit
+    concurrency: int = 4  # openai teacher: requests in flight at once
+    max_consecutive_failures: int = 8  # openai teacher: stop after this many failed problems in a row (0: never)
     prompt_style: str = "tiny"  # the SFT prompt column's style (ModelConfig.prompt_style)
     max_tokens: int = 1024  # budget for prompt + completion (the tiny model's context)
     dedupe: bool = True  # keep one trace per distinct question

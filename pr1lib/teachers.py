@@ -3,35 +3,33 @@
 Every teacher has a ``name`` (part of the cache key) and one method, ``generate(problems) ->
 traces``: ``problems`` are ``pr1lib.data`` records (``id``, ``question``, ``answer_text``,
 ``answer``); each trace is a dict ``{"id", "teacher", "text", "error"}`` in the same order, with
-``error`` ``None`` on success and ``text`` ``""`` on failure.
+``error`` ``None`` on success and ``text`` ``""`` on failure (a request that failed also names
+its ``kind``).
 
 - ``RuleTeacher`` needs no model: it rewrites a GSM8K-style reference solution, recomputing one
-  intermediate result in a second (or third) genuinely different way inside a ``<Parallel>`` block.
+  intermediate result in a second (or third) genuinely different way inside a ``<Parallel>`` block
+  (the arithmetic lives in ``pr1lib.arithmetic``).
 - ``HFTeacher`` samples any causal LM through transformers with the paper's v3 prompt.
-- ``OpenAITeacher`` calls any chat-completions server (vLLM, TGI, llama.cpp, a hosted API).
-- ``StandInServer`` is a loopback stand-in for such a server (the rule teacher behind HTTP), used
-  by the tests and by notebook 02 where no real model is available. It is not a language model.
+- ``pr1lib.chat_teacher.OpenAITeacher`` calls any chat-completions server (vLLM, SGLang, a hosted
+  API); ``pr1lib.standin.StandInServer`` is a loopback stand-in for one, with injectable faults.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
-import math
-import operator
-import os
 import random
 import re
-import threading
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Protocol
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol
 
-from pr1lib.prompts import chat_prompt, linear_solution, prompt_text, split_gsm8k_answer
+from pr1lib.arithmetic import (ALTERNATIVES, ANNOTATION, alternatives, annotate, check_arithmetic, format_number,
+                               parse_expr)
+from pr1lib.config import ModelConfig
+from pr1lib.format import TAGS
+from pr1lib.models import load_policy
+from pr1lib.prompts import chat_prompt, linear_solution, split_gsm8k_answer
 
 
 class Teacher(Protocol):
@@ -42,13 +40,44 @@ class Teacher(Protocol):
     def generate(self, problems: list[dict]) -> list[dict]: ...
 
 
-def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None) -> dict:
-    """One trace record, the shape every teacher returns.
+class TeacherError(RuntimeError):
+    """A teacher cannot go on (bad key, unknown model, a server that keeps failing): stop the run.
+
+    ``traces`` holds the traces it finished before stopping, for the caller to keep.
+    """
+
+    def __init__(self, message: str, traces: Iterable[dict] = ()):
+        super().__init__(message)
+        self.traces = list(traces)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (legal in JSON, unwritable as UTF-8) replaced by U+FFFD.
+
+    >>> utf8_safe("ok " + chr(0xD800) + "!").encode("utf-8")
+    b'ok \xef\xbf\xbd!'
+    """
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None,
+               kind: str | None = None) -> dict:
+    """One trace record, the shape every teacher returns (text and error made writable as UTF-8);
+    ``kind`` classifies a failed request (``pr1lib.chat_teacher.FAILURE_KINDS``).
 
     >>> make_trace({"id": "q1"}, "rule", "Final Answer: 3")
     {'id': 'q1', 'teacher': 'rule', 'text': 'Final Answer: 3', 'error': None}
+    >>> make_trace({"id": "q2"}, "openai:m", error="timeout: no byte in 5 s", kind="timeout")["kind"]
+    'timeout'
     """
-    return {"id": problem["id"], "teacher": teacher, "text": text, "error": error}
+    trace = {"id": problem["id"], "teacher": teacher, "text": utf8_safe(text),
+             "error": None if error is None else utf8_safe(error)}
+    if kind:
+        trace["kind"] = kind
+    return trace
 
 
 def strip_thinking(text: str) -> str:
@@ -59,265 +88,6 @@ def strip_thinking(text: str) -> str:
     """
     _, sep, tail = text.rpartition("</think>")
     return tail.strip() if sep else text.strip()
-
-
-# --------------------------------------------------------------------------- safe arithmetic
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
-_SYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//"}
-_PREC = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2}
-
-
-def parse_expr(expr: str) -> ast.expr:
-    """Parse ``expr`` and reject anything but numbers, ``+ - * / //``, unary signs and brackets."""
-    if len(expr) > 200:
-        raise ValueError("expression too long")
-    node = ast.parse(expr.replace(",", "").strip(), mode="eval").body
-    for sub in ast.walk(node):
-        allowed = isinstance(sub, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop))
-        if not allowed or (isinstance(sub, ast.BinOp) and type(sub.op) not in _OPS):
-            raise ValueError(f"not plain arithmetic: {expr!r}")
-        if isinstance(sub, ast.UnaryOp) and not isinstance(sub.op, (ast.USub, ast.UAdd)):
-            raise ValueError(f"not plain arithmetic: {expr!r}")
-        if isinstance(sub, ast.Constant) and type(sub.value) not in (int, float):
-            raise ValueError(f"not a number: {sub.value!r}")
-    return node
-
-
-def _eval(node: ast.expr) -> float:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
-    return _OPS[type(node.op)](_eval(node.left), _eval(node.right))
-
-
-def evaluate(expr: str) -> float:
-    """Evaluate plain arithmetic without ``eval`` (an ``ast`` whitelist).
-
-    >>> evaluate("100-50-30-15"), evaluate("80/100*10"), evaluate("(2+3)*4")
-    (5, 8.0, 20)
-    >>> evaluate("__import__('os')")
-    Traceback (most recent call last):
-    ...
-    ValueError: not plain arithmetic: "__import__('os')"
-    """
-    return _eval(parse_expr(expr))
-
-
-def close(a: float, b: float) -> bool:
-    """Numbers equal up to rounding noise."""
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
-
-
-def format_number(x: float) -> str:
-    """Integers without a decimal point, others to at most 6 decimals.
-
-    >>> format_number(24.0), format_number(0.30000000000000004), format_number(-2.5)
-    ('24', '0.3', '-2.5')
-    """
-    if close(x, round(x)):
-        return str(int(round(x)))
-    return f"{x:.6f}".rstrip("0").rstrip(".")
-
-
-_ANNOTATION = re.compile(r"<<([^<>=]+)=([^<>=]+)>>")
-
-
-def check_arithmetic(text: str) -> list[str]:
-    """Errors for every ``<<expr=value>>`` annotation in ``text`` that is wrong or unreadable.
-
-    >>> check_arithmetic("3*4=<<3*4=12>>12 and 5+5=<<5+5=11>>11")
-    ['5+5 is 10, not 11']
-    """
-    errors = []
-    for expr, stated in _ANNOTATION.findall(text):
-        try:
-            value = evaluate(expr)
-            if not close(value, float(stated.replace(",", ""))):
-                errors.append(f"{expr} is {format_number(value)}, not {stated}")
-        except (ValueError, SyntaxError, ZeroDivisionError, TypeError):
-            errors.append(f"cannot check <<{expr}={stated}>>")
-    return errors
-
-
-def unparse(node: ast.expr) -> str:
-    """Compact GSM8K-style text for an arithmetic tree, with only the brackets it needs.
-
-    >>> unparse(parse_expr("( 2 + 3 ) * 4 - (5 - 1)"))
-    '(2+3)*4-(5-1)'
-    """
-    if isinstance(node, ast.Constant):
-        return format_number(node.value)
-    if isinstance(node, ast.UnaryOp):
-        inner = unparse(node.operand)
-        return ("-" if isinstance(node.op, ast.USub) else "") + (
-            inner if isinstance(node.operand, ast.Constant) else f"({inner})")
-    prec = _PREC[type(node.op)]
-    left, right = unparse(node.left), unparse(node.right)
-    if _prec(node.left) < prec:
-        left = f"({left})"
-    if _prec(node.right) < prec or (_prec(node.right) == prec and type(node.op) in (ast.Sub, ast.Div, ast.FloorDiv)):
-        right = f"({right})"
-    return f"{left}{_SYM[type(node.op)]}{right}"
-
-
-def _prec(node: ast.expr) -> int:
-    return _PREC[type(node.op)] if isinstance(node, ast.BinOp) else 3
-
-
-def _num(node: ast.expr) -> float | None:
-    """The value of a bare (possibly signed) number, else ``None``."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
-        return _eval(node)
-    return None
-
-
-def _ann(expr: str, value: float | str) -> str:
-    """``expr=<<expr=value>>value`` after checking that it is true."""
-    shown = value if isinstance(value, str) else format_number(value)
-    if not close(evaluate(expr), float(shown)):
-        raise ArithmeticError(f"{expr} != {shown}")
-    return f"{expr}=<<{expr}={shown}>>{shown}"
-
-
-# --------------------------------------------------------------------------- alternative computations
-def _chain(node: ast.expr, ops: tuple[type, ...]) -> list[tuple[type, ast.expr]]:
-    """Flatten a left-leaning chain of ``ops`` into ``[(op, operand), ...]`` (first op is ops[0])."""
-    if isinstance(node, ast.BinOp) and type(node.op) in ops:
-        return [*_chain(node.left, ops), (type(node.op), node.right)]
-    return [(ops[0], node)]
-
-
-def _alt_reorder(node: ast.expr, result: str) -> str | None:
-    """Same terms in another order (commuted sum or product; signed terms keep their sign)."""
-    for ops in ((ast.Add, ast.Sub), (ast.Mult, ast.Div)):
-        terms = _chain(node, ops)
-        if len(terms) < 2:
-            continue
-        first = [t for t in terms if t[0] is ops[0]]
-        if len(first) < 2:
-            return None
-        reordered = first[::-1] + [t for t in terms if t[0] is not ops[0]]
-        text = "".join(("" if i == 0 else _SYM[op]) + _operand(n, op, i) for i, (op, n) in enumerate(reordered))
-        return None if text == unparse(node) else _ann(text, result)
-    return None
-
-
-def _operand(node: ast.expr, op: type, index: int) -> str:
-    text = unparse(node)
-    needs = _prec(node) < _PREC[op] or (index > 0 and _prec(node) == _PREC[op] and op in (ast.Sub, ast.Div))
-    return f"({text})" if needs else text
-
-
-def _alt_inverse(node: ast.expr, result: str) -> str | None:
-    """Compute, then undo the last operation as a check: ``a+b=c; check: c-b=a``.
-
-    The result comes first, so the path stands on its own: under the unseen mask a path cannot
-    read its siblings, and a check that opened with the answer would have to guess it."""
-    if not isinstance(node, ast.BinOp) or _num(node.right) is None or _num(node.left) is None:
-        return None
-    inverse = {ast.Add: "-", ast.Sub: "+", ast.Mult: "/", ast.Div: "*"}.get(type(node.op))
-    b, a = unparse(node.right), _eval(node.left)
-    if inverse is None or (inverse == "/" and _num(node.right) == 0):
-        return None
-    b_text = f"({b})" if b.startswith("-") else b
-    check = _ann(f"{result}{inverse}{b_text}", a)
-    return f"{_ann(unparse(node), result)}; check: {check}."
-
-
-def _alt_split(node: ast.expr, result: str) -> str | None:
-    """Multiply in two parts: ``12*52 = 12*50 + 12*2``."""
-    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
-        return None
-    for a, b in ((_num(node.left), _num(node.right)), (_num(node.right), _num(node.left))):
-        if a is None or not isinstance(b, int) or b < 11:
-            continue
-        hi = b - b % 10 if b % 10 else b - b % 100
-        if 0 < hi < b:
-            x, lo = format_number(a), b - hi
-            p, q = format_number(a * hi), format_number(a * lo)
-            return f"{_ann(f'{x}*{hi}', p)} and {_ann(f'{x}*{lo}', q)}, so {_ann(f'{p}+{q}', result)}."
-    return None
-
-
-def _alt_repeat(node: ast.expr, result: str) -> str | None:
-    """A small product as repeated addition: ``3*16 = 16+16+16``."""
-    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
-        return None
-    for k, x in ((_num(node.left), _num(node.right)), (_num(node.right), _num(node.left))):
-        if isinstance(k, int) and 2 <= k <= 4 and x is not None and x > 0:
-            return _ann("+".join([format_number(x)] * k), result)
-    return None
-
-
-def _alt_regroup(node: ast.expr, result: str) -> str | None:
-    """A chain of one operation, later terms grouped first: ``a-b-c = a-(b+c)``, ``a+b+c = a+(b+c)``."""
-    for ops, join in (((ast.Add, ast.Sub), {ast.Add: "+", ast.Sub: "+"}),
-                      ((ast.Mult, ast.Div), {ast.Mult: "*", ast.Div: "*"})):
-        terms = _chain(node, ops)
-        kinds = {op for op, _ in terms[1:]}
-        if len(terms) < 3 or len(kinds) != 1 or any(_prec(t) < 3 for _, t in terms):
-            continue
-        op = kinds.pop()
-        rest = join[op].join(unparse(t) for _, t in terms[1:])
-        value = evaluate(rest)
-        shown = format_number(value)
-        if value < 0 or not close(value, float(shown)):
-            return None
-        return f"{_ann(rest, shown)}, then {_ann(unparse(terms[0][1]) + _SYM[op] + shown, result)}."
-    return None
-
-
-def _alt_distribute(node: ast.expr, result: str) -> str | None:
-    """Multiply out a bracket: ``(a+b)*c = a*c+b*c``."""
-    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
-        return None
-    for group, k in ((node.left, _num(node.right)), (node.right, _num(node.left))):
-        if k is None or not isinstance(group, ast.BinOp) or not isinstance(group.op, (ast.Add, ast.Sub)):
-            continue
-        a, b = _num(group.left), _num(group.right)
-        if a is None or b is None:
-            continue
-        kt, p, q = format_number(k), format_number(a * k), format_number(b * k)
-        sign = _SYM[type(group.op)]
-        return (f"{_ann(f'{format_number(a)}*{kt}', p)} and {_ann(f'{format_number(b)}*{kt}', q)}, "
-                f"so {_ann(f'{p}{sign}{q}', result)}.")
-    return None
-
-
-ALTERNATIVES: dict[str, Callable[[ast.expr, str], str | None]] = {
-    "reorder": _alt_reorder, "inverse": _alt_inverse, "split": _alt_split,
-    "repeat": _alt_repeat, "regroup": _alt_regroup, "distribute": _alt_distribute,
-}
-
-
-def alternatives(expr: str, result: str) -> dict[str, str]:
-    """Other verified ways to compute ``expr`` (whose value is ``result``), by kind.
-
-    >>> alternatives("48+24", "72")
-    {'reorder': '24+48=<<24+48=72>>72', 'inverse': '48+24=<<48+24=72>>72; check: 72-24=<<72-24=48>>48.'}
-    >>> alternatives("12*52", "624")["split"]
-    '12*50=<<12*50=600>>600 and 12*2=<<12*2=24>>24, so 600+24=<<600+24=624>>624.'
-    """
-    try:
-        node = parse_expr(expr)
-        if not close(_eval(node), float(result.replace(",", ""))):
-            return {}
-    except (ValueError, SyntaxError, ZeroDivisionError, TypeError):
-        return {}
-    found, shown = {}, format_number(float(result.replace(",", "")))
-    for kind, fn in ALTERNATIVES.items():
-        try:
-            text = fn(node, shown)
-        except (ArithmeticError, ValueError, SyntaxError, TypeError):
-            text = None
-        if text:
-            found[kind] = text
-    return found
 
 
 # --------------------------------------------------------------------------- rule teacher
@@ -332,7 +102,7 @@ _WORDS = {2: "two", 3: "three", 4: "four"}
 def step_candidates(step: str) -> list[tuple[str, str, dict[str, str]]]:
     """``(expr, result, alternatives)`` for each checkable calculation in one solution line:
     ``<<…>>`` annotations, or plain ``a + b = c`` text when the line has none."""
-    found = _ANNOTATION.findall(step)
+    found = ANNOTATION.findall(step)
     if not found:
         found = [(e.replace("x", "*").replace("×", "*"), r) for e, r in _PLAIN_EQ.findall(step)]
     out = []
@@ -451,7 +221,7 @@ class RuleTeacher:
         elif self.original_path == "last":
             paths = paths[1:] + paths[:1]
         n = len(paths)
-        value = _ann(expr.replace(" ", ""), result) if self.summary == "calculation" else result
+        value = annotate(expr.replace(" ", ""), result) if self.summary == "calculation" else result
         summary = (SUMMARY_2 if n == 2 else SUMMARY_N).format(v=value, n=_WORDS.get(n, n))
         body = "".join(f"<Path>{p}</Path>" for p in paths)
         return f"<Parallel>{body}</Parallel>\n<Summary>{summary}</Summary>"
@@ -481,6 +251,8 @@ class HFTeacher:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
+            if not self.model.strip():  # "" would load whatever model the current folder holds
+                raise ValueError("the hf teacher needs a model: pass --model with a hub id or a local model folder")
             self.name = self.name or f"hf:{self.model}"
             self.model, self.tokenizer = _load_hf(self.model, self.load_in_4bit)
         self.name = self.name or f"hf:{getattr(self.model.config, '_name_or_path', '') or 'model'}"
@@ -498,8 +270,7 @@ class HFTeacher:
 
     def sample(self, questions: list[str], key: str = "") -> list[str]:
         """Decoded continuations (special tokens other than the parallel tags removed)."""
-        import torch
-        import zlib
+        import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
 
         tok = self.tokenizer
         tok.padding_side = "left"
@@ -517,8 +288,6 @@ class HFTeacher:
         stops = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         cut = next((i for i, t in enumerate(ids) if t in stops), len(ids))
         text = self.tokenizer.decode(ids[:cut], skip_special_tokens=False)
-        from pr1lib.format import TAGS
-
         for special in set(self.tokenizer.all_special_tokens) - set(TAGS):
             text = text.replace(special, "")
         return text
@@ -526,263 +295,10 @@ class HFTeacher:
 
 def _load_hf(name: str, load_in_4bit: bool):
     """Model and tokenizer for a hub id or folder, on GPU in half precision when there is one."""
-    import torch
-
-    from pr1lib.config import ModelConfig
-    from pr1lib.models import load_policy
+    import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
 
     dtype = "float32"
     if torch.cuda.is_available():
         dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     model, tokenizer, _ = load_policy(config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype))
     return model.eval(), tokenizer
-
-
-# --------------------------------------------------------------------------- OpenAI-compatible teacher
-class TeacherError(RuntimeError):
-    """A request that can never succeed as configured (bad key, unknown model, bad URL): stop."""
-
-
-class _Retryable(Exception):
-    """A failure worth retrying: HTTP 408/429/5xx, a timeout, a dropped connection."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class RateLimiter:
-    """At most ``per_minute`` request starts per minute, evenly spaced, shared by threads.
-
-    >>> RateLimiter(0).wait()  # 0 means no limit
-    0.0
-    """
-
-    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.interval = 60.0 / per_minute if per_minute else 0.0
-        self.clock, self.sleep, self.next = clock, sleep, 0.0
-        self.lock = threading.Lock()
-
-    def wait(self) -> float:
-        """Block until this request may start; returns the seconds waited."""
-        if not self.interval:
-            return 0.0
-        with self.lock:
-            now = self.clock()
-            start = max(now, self.next)
-            self.next = start + self.interval
-        if start > now:
-            self.sleep(start - now)
-        return start - now
-
-
-@dataclass
-class OpenAITeacher:
-    """Any chat-completions server: vLLM, TGI, llama.cpp's server, or a hosted API.
-
-    ``base_url`` (…/v1), ``model`` and ``api_key`` come from the arguments or from
-    ``OPENAI_BASE_URL``, ``PR1_TEACHER_MODEL`` (or ``OPENAI_MODEL``) and ``OPENAI_API_KEY``.
-    What each outcome does:
-
-    - 200 with a well-formed body: the trace is the message content after any ``</think>``;
-    - 408, 429, 5xx, a timeout (``timeout`` seconds) or a dropped connection: retried up to
-      ``max_retries`` times, waiting ``backoff * 2**attempt`` seconds (capped at ``max_backoff``;
-      a ``Retry-After`` header wins); then the trace records the error;
-    - 200 with a body that is not the expected JSON: not retried, the trace records the error;
-    - any other 4xx (bad key, unknown model, bad URL): ``TeacherError`` stops the run.
-
-    Error traces are not cached as done, so a re-run asks again. ``requests_per_minute`` spaces
-    requests out; ``concurrency`` requests run at once.
-    """
-
-    base_url: str = ""
-    model: str = ""
-    api_key: str = ""
-    timeout: float = 120.0
-    max_retries: int = 4
-    backoff: float = 1.0
-    max_backoff: float = 30.0
-    requests_per_minute: float = 0.0
-    concurrency: int = 4
-    max_tokens: int = 2048
-    temperature: float = 0.7
-    prompt_style: str = "v3"
-    name: str = ""
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-
-    def __post_init__(self) -> None:
-        env = os.environ
-        self.base_url = (self.base_url or env.get("OPENAI_BASE_URL", "")).rstrip("/")
-        self.model = self.model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL", "")
-        self.api_key = self.api_key or env.get("OPENAI_API_KEY", "")
-        if not self.base_url or not self.model:
-            raise ValueError("OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
-                             "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL")
-        self.name = self.name or f"openai:{self.model}"
-        self.limiter = RateLimiter(self.requests_per_minute, sleep=self.sleep)
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            return list(pool.map(self.trace, problems))
-
-    def trace(self, problem: dict) -> dict:
-        """One trace; transient and malformed failures become the trace's ``error``."""
-        try:
-            return make_trace(problem, self.name, strip_thinking(self.complete(problem["question"])))
-        except (_Retryable, ValueError) as err:
-            return make_trace(problem, self.name, error=str(err))
-
-    def complete(self, question: str) -> str:
-        """The assistant's reply to the v3 prompt for ``question``, retrying transient failures."""
-        body = json.dumps({"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                           "messages": [{"role": "user", "content": prompt_text(question, self.prompt_style)}]})
-        for attempt in range(self.max_retries + 1):
-            self.limiter.wait()
-            try:
-                return parse_completion(self._post(body.encode()))
-            except _Retryable as err:
-                if attempt == self.max_retries:
-                    raise _Retryable(f"gave up after {attempt + 1} attempts: {err}") from err
-                wait = err.retry_after if err.retry_after is not None else self.backoff * 2 ** attempt
-                self.sleep(min(self.max_backoff, wait))
-        raise AssertionError("unreachable")
-
-    def _post(self, data: bytes) -> bytes:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=data, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return response.read()
-        except urllib.error.HTTPError as err:
-            if err.code in (408, 429) or err.code >= 500:
-                raise _Retryable(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))) from err
-            raise TeacherError(f"HTTP {err.code} from {self.base_url}: {err.read()[:200]!r}") from err
-        except (TimeoutError, ConnectionError, urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            kind = "timeout" if isinstance(reason, TimeoutError) or "timed out" in str(reason) else "connection error"
-            raise _Retryable(f"{kind}: {reason}") from err
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def parse_completion(body: bytes) -> str:
-    """The first choice's message content of a chat-completions response body.
-
-    >>> parse_completion(b'{"choices": [{"message": {"role": "assistant", "content": "Hi"}}]}')
-    'Hi'
-    >>> parse_completion(b'{"choices": []}')
-    Traceback (most recent call last):
-    ...
-    ValueError: malformed response: no choices[0].message.content in b'{"choices": []}'
-    """
-    try:
-        content = json.loads(body)["choices"][0]["message"]["content"]
-        if isinstance(content, str):
-            return content
-    except (ValueError, KeyError, IndexError, TypeError):
-        pass
-    raise ValueError(f"malformed response: no choices[0].message.content in {body[:200]!r}")
-
-
-# --------------------------------------------------------------------------- loopback stand-in server
-def question_from_prompt(content: str) -> str:
-    """The problem inside a v3 / tiny / baseline prompt (the text after the last ``Problem:``).
-
-    >>> question_from_prompt(prompt_text("What is 2+3?", "tiny"))
-    'What is 2+3?'
-    """
-    _, sep, tail = content.rpartition("Problem:")
-    tail = tail if sep else content
-    tail = tail.rsplit("\nSolution:", 1)[0]
-    return tail.split(" Let's think step by step", 1)[0].strip()
-
-
-class StandInServer:
-    """A STAND-IN for an OpenAI-compatible server on 127.0.0.1 (ephemeral port), for tests and demos.
-
-    It is not a language model: it looks the problem up among ``problems`` and answers with the
-    rule teacher's trace (after a short ``<think>`` note, as reasoning models do). ``faults`` are
-    played one per request before normal service: ``"429"``, ``"500"``, ``"401"``, ``"malformed"``
-    or ``"timeout"`` (hang ``hang_s`` seconds, then answer). Use it as a context manager.
-    """
-
-    def __init__(self, problems: Iterable[dict] = (), teacher: Any = None, faults: Iterable[str] = (),
-                 hang_s: float = 2.0):
-        self.by_question = {p["question"].strip(): p for p in problems}
-        self.teacher = teacher or RuleTeacher()
-        self.faults, self.hang_s = list(faults), hang_s
-        self.requests = 0
-        self.lock = threading.Lock()
-        self.httpd: ThreadingHTTPServer | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> "StandInServer":
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StandInHandler)
-        self.httpd.daemon_threads = True
-        self.httpd.standin = self
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def next_fault(self) -> str | None:
-        with self.lock:
-            self.requests += 1
-            return self.faults.pop(0) if self.faults else None
-
-    def answer(self, content: str) -> str:
-        problem = self.by_question.get(question_from_prompt(content))
-        if problem is None:
-            return "I do not know this problem.\nFinal Answer: unknown"
-        trace = self.teacher.generate([problem])[0]
-        return "<think>stand-in server: no model here, the rule teacher wrote this</think>\n\n" + trace["text"]
-
-
-class _StandInHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:  # keep test and notebook output clean
-        pass
-
-    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        try:
-            self.send_response(code)
-            for key, value in {"Content-Type": "application/json", **(headers or {})}.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-            pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        standin: StandInServer = self.server.standin
-        length = min(int(self.headers.get("Content-Length", 0)), 1 << 20)
-        request = json.loads(self.rfile.read(length) or b"{}")
-        fault = standin.next_fault()
-        if not self.path.endswith("/chat/completions"):
-            return self._send(404, b'{"error": "not found"}')
-        if fault in ("429", "500", "401"):
-            return self._send(int(fault), b'{"error": "%s"}' % fault.encode(), {"Retry-After": "0"})
-        if fault == "malformed":
-            return self._send(200, b'{"choices": [ this is not JSON')
-        if fault == "timeout":
-            time.sleep(standin.hang_s)
-        content = standin.answer(request["messages"][-1]["content"])
-        reply = {"id": f"standin-{standin.requests}", "object": "chat.completion", "model": request.get("model"),
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": content}}]}
-        self._send(200, json.dumps(reply).encode())

@@ -272,7 +272,7 @@ def test_saved_dataset_feeds_sft_trainer_for_one_step(saved, tmp_path):
 
 
 def test_cli_with_the_openai_teacher_against_the_loopback_stand_in(tmp_path):
-    from pr1lib.teachers import StandInServer
+    from pr1lib.standin import StandInServer
 
     problems = load_source("tinygsm-easy", limit=5)
     with StandInServer(problems, faults=["429"]) as server:

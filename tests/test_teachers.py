@@ -1,6 +1,7 @@
-"""pr1lib.teachers: safe arithmetic, the rule teacher, the HF teacher's plumbing, and the
-OpenAI-compatible teacher against a real HTTP server on loopback (success, 429, timeout,
-malformed JSON, a bad key, a dead server, the rate limit).
+"""pr1lib.arithmetic and pr1lib.teachers: safe arithmetic, the rule teacher, the HF teacher's
+plumbing, and pr1lib.chat_teacher's OpenAI-compatible teacher against a real HTTP server on
+loopback (success, 429/500 with and without Retry-After, timeout, malformed JSON, a bad key, a
+dead server, the rate limit). The full fault run is in test_teacher_faults.py.
 
 Run: .venv/bin/python -m pytest tests/test_teachers.py -q -p no:cacheprovider
 """
@@ -8,14 +9,17 @@ Run: .venv/bin/python -m pytest tests/test_teachers.py -q -p no:cacheprovider
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pr1lib import teachers
+from pr1lib import arithmetic, teachers
+from pr1lib.chat_teacher import OpenAITeacher, RateLimiter
 from pr1lib.data import load_source
 from pr1lib.format import linearize, parallel_stats, validate
 from pr1lib.prompts import linear_solution
+from pr1lib.standin import StandInServer, closed_port
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -23,7 +27,7 @@ from pr1lib.prompts import linear_solution
 @pytest.mark.parametrize("expr", ["__import__('os')", "2**10", "a+1", "(1).real", "[1][0]", "1 if 1 else 2", "'1'+'2'"])
 def test_evaluate_refuses_anything_but_arithmetic(expr):
     with pytest.raises(ValueError):
-        teachers.evaluate(expr)
+        arithmetic.evaluate(expr)
 
 
 numbers = st.integers(min_value=0, max_value=999) | st.sampled_from([0.5, 1.5, 2.25, 12.5])
@@ -38,21 +42,21 @@ def test_every_alternative_is_verified_and_reaches_the_same_value(nums, chosen):
         value = eval(expr)  # noqa: S307 - the test builds this string itself from numbers
     except ZeroDivisionError:
         return
-    result = teachers.format_number(value)
-    for kind, text in teachers.alternatives(expr, result).items():
-        assert teachers.check_arithmetic(text) == [], (kind, text)
+    result = arithmetic.format_number(value)
+    for kind, text in arithmetic.alternatives(expr, result).items():
+        assert arithmetic.check_arithmetic(text) == [], (kind, text)
         stated = re.findall(r"<<[^=]+=([^>]+)>>", text)
         assert stated and (kind == "inverse" or stated[-1] == result), (kind, text)
         assert text != f"{expr}=<<{expr}={result}>>{result}", "an alternative must differ from the original"
 
 
 def test_alternatives_are_different_computations():
-    alts = teachers.alternatives("12*3", "36")
+    alts = arithmetic.alternatives("12*3", "36")
     assert set(alts) == {"reorder", "inverse", "split", "repeat"}
     assert alts["reorder"] == "3*12=<<3*12=36>>36" and alts["repeat"] == "12+12+12=<<12+12+12=36>>36"
-    assert teachers.alternatives("100-50-30-15", "5")["regroup"].startswith("50+30+15=<<50+30+15=95>>95")
-    assert "distribute" in teachers.alternatives("(4+6)*3", "30")
-    assert teachers.alternatives("7", "7") == {} and teachers.alternatives("2+2", "5") == {}
+    assert arithmetic.alternatives("100-50-30-15", "5")["regroup"].startswith("50+30+15=<<50+30+15=95>>95")
+    assert "distribute" in arithmetic.alternatives("(4+6)*3", "30")
+    assert arithmetic.alternatives("7", "7") == {} and arithmetic.alternatives("2+2", "5") == {}
 
 
 # ----------------------------------------------------------------------------- rule teacher
@@ -69,7 +73,7 @@ def test_rule_teacher_blocks_recompute_one_value_in_different_ways():
     for problem, trace in zip(problems, traces):
         text = trace["text"]
         assert validate(text) == [] and parallel_stats(text)["blocks"] == 1, text
-        assert text.endswith(f"Final Answer: {problem['answer']}") and teachers.check_arithmetic(text) == []
+        assert text.endswith(f"Final Answer: {problem['answer']}") and arithmetic.check_arithmetic(text) == []
         (body, summary), = _blocks(text)
         paths = re.findall(r"<Path>(.*?)</Path>", body)
         value = re.search(r"(-?[\d.]+)\.$", summary).group(1)
@@ -111,7 +115,7 @@ def test_linearized_rule_trace_is_the_plain_reference_solution():
 
 def test_inverse_path_computes_before_it_checks():
     """A path must not open with the result: under the unseen mask it cannot read it from a sibling."""
-    assert teachers.alternatives("31-13", "18")["inverse"] == "31-13=<<31-13=18>>18; check: 18+13=<<18+13=31>>31."
+    assert arithmetic.alternatives("31-13", "18")["inverse"] == "31-13=<<31-13=18>>18; check: 18+13=<<18+13=31>>31."
 
 
 def test_rule_teacher_is_deterministic_and_seed_dependent():
@@ -193,83 +197,91 @@ def problems():
 
 
 def _teacher(server, **kwargs):
-    waits = []
-    kwargs = {"timeout": 5.0, "backoff": 0.01, "concurrency": 1, "sleep": waits.append, **kwargs}
-    return teachers.OpenAITeacher(base_url=server.base_url, model="stand-in", **kwargs), waits
+    kwargs = {"timeout": 5.0, "concurrency": 1, **kwargs}
+    return OpenAITeacher(base_url=server.base_url, model="stand-in", **kwargs)
+
+
+def _gaps(server):
+    return [b - a for a, b in zip(server.arrivals, server.arrivals[1:])]
 
 
 def test_openai_success_matches_the_rule_teacher_behind_the_stand_in(problems):
-    with teachers.StandInServer(problems) as server:
-        teacher, _ = _teacher(server, concurrency=3)
-        traces = teacher.generate(problems)
+    with StandInServer(problems) as server:
+        traces = _teacher(server, concurrency=3).generate(problems)
     expected = teachers.RuleTeacher().generate(problems)
     assert [t["text"] for t in traces] == [t["text"] for t in expected]  # thinking stripped
     assert all(t["error"] is None and t["teacher"] == "openai:stand-in" for t in traces)
     assert server.requests == len(problems)
 
 
-def test_openai_429_is_retried_after_backoff(problems):
-    with teachers.StandInServer(problems, faults=["429", "500"]) as server:
-        teacher, waits = _teacher(server)
-        trace = teacher.trace(problems[0])
+def test_openai_429_and_500_are_retried_after_retry_after(problems):
+    with StandInServer(problems, faults=["429", "500"], retry_after="0.05") as server:
+        trace, = _teacher(server).generate(problems[:1])
     assert trace["error"] is None and "<Parallel>" in trace["text"]
-    assert server.requests == 3 and waits == [0.0, 0.0]  # the stand-in sends Retry-After: 0
+    # Retry-After (0.05 s) wins over the client's own first backoff (0.375-0.5 s)
+    assert server.requests == 3 and all(0.04 < gap < 0.3 for gap in _gaps(server)), _gaps(server)
+
+
+def test_openai_backs_off_without_retry_after(problems):
+    with StandInServer(problems, faults=["500"], retry_after=None) as server:
+        trace, = _teacher(server).generate(problems[:1])
+    assert trace["error"] is None and server.requests == 2
+    assert 0.3 < _gaps(server)[0] < 1.5  # the client's exponential backoff: 0.5 s less up to 25 % jitter
 
 
 def test_openai_retries_give_up_into_an_error_trace(problems):
-    with teachers.StandInServer(problems, faults=["429"] * 3) as server:
-        teacher, waits = _teacher(server, max_retries=2)
-        trace = teacher.trace(problems[0])
-    assert trace["text"] == "" and trace["error"] == "gave up after 3 attempts: HTTP 429"
+    with StandInServer(problems, faults=["429"] * 3, retry_after="0.01") as server:
+        trace, = _teacher(server, max_retries=2).generate(problems[:1])
+    assert trace["text"] == "" and trace["kind"] == "rate_limited" and trace["error"].startswith("rate_limited: HTTP 429")
     assert server.requests == 3
 
 
-def test_openai_exponential_backoff_without_retry_after():
-    teacher = teachers.OpenAITeacher(base_url="http://127.0.0.1:9/v1", model="m", backoff=0.5,
-                                     max_backoff=1.5, max_retries=3, timeout=0.5, sleep=lambda s: waits.append(s))
-    waits: list[float] = []
-    trace = teacher.trace({"id": "x", "question": "1+1?"})  # nothing listens on port 9
-    assert trace["error"].startswith("gave up after 4 attempts: connection error")
-    assert waits == [0.5, 1.0, 1.5]
+def test_openai_dead_server_is_a_connection_failure_in_one_trace_per_problem(problems):
+    teacher = OpenAITeacher(base_url=f"http://127.0.0.1:{closed_port()}/v1", model="m", max_retries=0)
+    start = time.monotonic()
+    traces = teacher.generate(problems[:2])
+    assert [t["kind"] for t in traces] == ["connection"] * 2 and "ConnectError" in traces[0]["error"]
+    assert time.monotonic() - start < 3  # refused at once, not 15 s per problem
 
 
 def test_openai_timeout_then_retry(problems):
-    with teachers.StandInServer(problems, faults=["timeout", "timeout"], hang_s=1.0) as server:
-        teacher, _ = _teacher(server, timeout=0.3, max_retries=0)
-        failed = teacher.trace(problems[0])
-        teacher, waits = _teacher(server, timeout=0.3, max_retries=1)
-        recovered = teacher.trace(problems[0])
-    assert failed["error"].startswith("gave up after 1 attempts: timeout")
-    assert recovered["error"] is None and waits == [0.01]
+    with StandInServer(problems, faults=["timeout", "timeout"], hang_s=1.0) as server:
+        failed, = _teacher(server, timeout=0.3, max_retries=0).generate(problems[:1])
+        recovered, = _teacher(server, timeout=0.3, max_retries=1).generate(problems[:1])
+    assert failed["kind"] == "timeout" and failed["error"].startswith("timeout: no response byte")
+    assert recovered["error"] is None and server.requests == 3
 
 
 def test_openai_malformed_json_is_an_error_trace_without_retry(problems):
-    with teachers.StandInServer(problems, faults=["malformed"]) as server:
-        teacher, waits = _teacher(server)
-        trace = teacher.trace(problems[0])
-        assert server.requests == 1 and waits == []
-        again = teacher.trace(problems[0])  # the next request is served normally
-    assert trace["text"] == "" and trace["error"].startswith("malformed response")
+    with StandInServer(problems, faults=["malformed"]) as server:
+        teacher = _teacher(server)
+        trace, = teacher.generate(problems[:1])
+        assert server.requests == 1
+        again, = teacher.generate(problems[:1])  # the next request is served normally
+    assert trace["text"] == "" and trace["kind"] == "bad_response" and "JSONDecodeError" in trace["error"]
     assert again["error"] is None
 
 
-def test_openai_bad_key_stops_the_run(problems):
-    with teachers.StandInServer(problems, faults=["401"]) as server:
-        teacher, _ = _teacher(server)
-        with pytest.raises(teachers.TeacherError, match="HTTP 401"):
-            teacher.generate(problems[:1])
+def test_openai_bad_key_stops_the_run_and_hands_over_what_it_finished(problems):
+    with StandInServer(problems, plan={problems[1]["id"]: ["401"]}) as server:
+        with pytest.raises(teachers.TeacherError, match="HTTP 401") as stop:
+            _teacher(server).generate(problems[:3])
+    assert [t["id"] for t in stop.value.traces] == [p["id"] for p in problems[:2]]
+    assert stop.value.traces[0]["error"] is None and server.requests == 2  # the third never asked
 
 
 def test_openai_settings_from_the_environment(monkeypatch):
     for key in ("OPENAI_BASE_URL", "PR1_TEACHER_MODEL", "OPENAI_MODEL"):
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(ValueError, match="OPENAI_BASE_URL"):
-        teachers.OpenAITeacher()
+        OpenAITeacher()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
     monkeypatch.setenv("PR1_TEACHER_MODEL", "my-model")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    teacher = teachers.OpenAITeacher()
+    teacher = OpenAITeacher()
     assert (teacher.base_url, teacher.model, teacher.api_key) == ("http://127.0.0.1:8000/v1", "my-model", "sk-test")
+    with pytest.raises(ValueError, match="concurrency must be a whole number above 0"):
+        OpenAITeacher(concurrency=0)
 
 
 def test_rate_limiter_spaces_requests_evenly():
@@ -280,6 +292,18 @@ def test_rate_limiter_spaces_requests_evenly():
         slept.append(s)
         now[0] += s
 
-    limiter = teachers.RateLimiter(120, clock=lambda: now[0], sleep=sleep)  # one every 0.5 s
+    limiter = RateLimiter(120, clock=lambda: now[0], sleep=sleep)  # one every 0.5 s
     waits = [limiter.wait() for _ in range(4)]
     assert waits == [0.0, 0.5, 0.5, 0.5] and now[0] == 1.5
+
+
+def test_openai_rate_limit_and_concurrency_reach_the_server(problems):
+    with StandInServer(problems) as server:
+        start = time.monotonic()
+        _teacher(server, requests_per_minute=600, concurrency=4).generate(problems)  # one start every 0.1 s
+    # starts at 0, 0.1, 0.2, 0.3 s (arrivals jitter by the first connection's set-up; unlimited: ~10 ms apart)
+    assert server.arrivals[-1] - start >= 0.3 and server.arrivals[-1] - server.arrivals[0] > 0.2, _gaps(server)
+    with StandInServer(problems, faults=["timeout"] * 4, hang_s=0.5) as server:
+        start = time.monotonic()
+        traces = _teacher(server, concurrency=4).generate(problems)
+    assert all(t["error"] is None for t in traces) and time.monotonic() - start < 1.4  # four hangs at once
