@@ -402,7 +402,7 @@ def check_model(name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget
     except Exception as err:  # noqa: BLE001 - building failed (e.g. out of memory): record it, go on
         entry["error"] = f"{type(err).__name__}: {str(err)[:300]}"
     finally:
-        del model
+        model = None  # noqa: F841 - drop the last reference before freeing the memory
         free_memory()
     return entry
 

@@ -17,8 +17,8 @@ import torch
 
 from pr1lib.commands import parse_overrides
 from pr1lib.config import PretrainConfig
-from pr1lib.runtime import set_seed
 from pr1lib.pretrain import accumulate_loss, build_tokenizer_and_model, encode_batch, step_records
+from pr1lib.runtime import set_seed
 
 
 def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:

@@ -34,7 +34,6 @@ from typing import Any, Callable
 import torch
 
 from pr1lib.config import RolloutConfig
-
 from pr1lib.paths import REPO_ROOT
 from pr1lib.rollout import generate, steer_logits
 from pr1lib.structure import attention_inputs, tag_ids

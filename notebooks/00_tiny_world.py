@@ -19,7 +19,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -93,11 +95,13 @@ pd.DataFrame(rows)
 # does for Qwen's tokenizer.
 
 # %%
+from pr1lib.config import NotebookConfig
 from pr1lib.models import load_policy
 from pr1lib.prompts import linear_solution, prompt_text
 
 # colab/paper use Qwen; this notebook is about the tiny model, so it uses "tiny"
-model, tokenizer, _ = load_policy("smoke" if PROFILE == "smoke" else "tiny")
+NB = NotebookConfig.for_profile(PROFILE)  # this notebook's sizes (pr1lib.config presets)
+model, tokenizer, _ = load_policy(NB.model_profile)
 first = samples[0]
 text = (prompt_text(first["question"], "tiny")
         + linear_solution(first["answer"]))
@@ -138,12 +142,10 @@ pd.DataFrame([{
 # %%
 from pr1lib.pretrain import generate_solutions, score
 
-N_SHOW = 2 if PROFILE == "smoke" else 3
-MAX_NEW = 48 if PROFILE == "smoke" else 256
-shown = (generate(N_SHOW, "easy", "test", SEED)
-         + generate(N_SHOW, "hard", "test", SEED))
+shown = (generate(NB.show, "easy", "test", SEED)
+         + generate(NB.show, "hard", "test", SEED))
 outs = generate_solutions(model, tokenizer, [r["question"] for r in shown],
-                          max_new_tokens=MAX_NEW)
+                          max_new_tokens=NB.max_new_tokens)
 for record, out, ok in zip(shown, outs, score(outs, shown)):
     print(record["question"], "\n---", "correct" if ok else "WRONG")
     print(out, "\n")
@@ -159,15 +161,14 @@ for record, out, ok in zip(shown, outs, score(outs, shown)):
 # %% tags=["report"]
 from pr1lib.pretrain import evaluate_accuracy
 
-N_EVAL = 4 if PROFILE == "smoke" else 50
 measured = []
 for tier in ("easy", "hard"):
-    records = generate(N_EVAL, tier, "test", SEED)
+    records = generate(NB.eval_n, tier, "test", SEED)
     for temperature in (0.0, 1.0):
         acc = evaluate_accuracy(model, tokenizer, records, temperature,
-                                MAX_NEW, SEED)
+                                NB.max_new_tokens, SEED)
         measured.append({"tier": tier, "temperature": temperature,
-                         "n": N_EVAL, "accuracy": acc})
+                         "n": NB.eval_n, "accuracy": acc})
 pd.DataFrame(measured)
 
 # %% [markdown]

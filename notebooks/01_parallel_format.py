@@ -20,7 +20,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -114,7 +116,7 @@ else:
 # %% [markdown]
 # ## 2. Two validators, side by side
 #
-# The paper's reward code uses a small stack machine (reference/paper-spec.md §1.3). It
+# The paper's reward code uses a small stack machine (docs/recipe.md#1-tags-and-grammar). It
 # counts paths per block and checks that summaries follow blocks, but it is lenient in
 # three ways: a `<Path>` outside any block passes, an unclosed `<Summary>` passes, and
 # well-formed nesting passes. `validate(text, strict=False)` reproduces it, error for

@@ -22,7 +22,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -239,15 +241,17 @@ print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
 import os
 
 from pr1lib import chat_teacher, standin
+from pr1lib.config import NotebookConfig
 
 llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
-if PROFILE in ("colab", "paper") and not (PROFILE == "paper" and os.environ.get("OPENAI_BASE_URL")):
+NB = NotebookConfig.for_profile(PROFILE)  # which LLM demo this profile can afford
+if NB.llm_teacher == "hf" and os.environ.get("OPENAI_BASE_URL"):  # a served model is set up
+    llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
+    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=64)
+elif NB.llm_teacher == "hf":
     llm = teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
                              max_new_tokens=config.max_new_tokens, seed=SEED)
     llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=8)
-elif PROFILE == "paper":
-    llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
-    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=64)
 else:
     with standin.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
         llm = chat_teacher.OpenAITeacher(base_url=server.base_url, model="stand-in")

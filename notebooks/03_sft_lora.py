@@ -22,7 +22,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -140,7 +142,7 @@ print(rows[0]["prompt"] + rows[0]["completion"])
 # Inside a block, a path cannot attend to its sibling paths, and every path restarts at the position
 # right after `<Parallel>`. The summary and everything after it see all paths. The structure is read
 # from the response only: the paper's prompt mentions the tags by name, and the official data set
-# parsed them there too, which put 47 prompt tokens at position 0 (spec §9.1). The mask always
+# parsed them there too, which put 47 prompt tokens at position 0 (a bug a public reproduction found). The mask always
 # travels with the positions: restarted positions without a mask would make transformers treat the
 # sequence as several packed ones.
 

@@ -26,7 +26,9 @@ INIT = None  # run folder (with merged/) to start Stage 2 from; None: the seen S
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -228,7 +230,7 @@ curriculum[["accuracy", "parallel_ratio", "valid_ratio", "mean_length"]]
 # The unseen variant trains with the path-isolating mask (`ParallelGRPOTrainer(variant="unseen")`
 # overrides the one log-prob method of TRL so every forward sees the 4D mask and restarted positions).
 # The paper found that giving it the seen recipe's Stage 2 (GSM8K) hurt: 38.5 average instead of
-# 47.1, because it overfit superficial patterns of easy problems (§5.6). Here both recipes run from
+# 47.1, because it overfit superficial patterns of easy problems (Table 3; docs/recipe.md#9-the-stage-recipe-per-variant). Here both recipes run from
 # the unseen SFT checkpoint: Stage 3 directly, and Stage 2 then Stage 3. The results are cached in
 # the run folder; `python -m pr1lib grpo --stage all --variant unseen` makes the direct one.
 

@@ -23,7 +23,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -273,16 +275,17 @@ assert gap < TOL
 
 # %%
 from pr1lib import bench
+from pr1lib.config import NotebookConfig
 
-PATH_LEN, REPEATS = (8, 1) if PROFILE == "smoke" else (48, 3)
-timing = bench.load_bench_script("rollout").bench_forked(model, tok, PATH_LEN, REPEATS)
+NB = NotebookConfig.for_profile(PROFILE)  # this notebook's sizes (pr1lib.config presets)
+timing = bench.load_bench_script("rollout").bench_forked(model, tok, NB.path_len, NB.repeats)
 speed = pd.DataFrame({k: {"forked s": v["seconds"], "sequential s": round(int(k) * timing["single_path_s"], 4),
                           "speed-up": v["speedup_vs_sequential"]} for k, v in timing["forked"].items()}).T
 speed.index.name = "paths k"
 
 # %% tags=["report"]
 plots.timing_chart(timing).show()
-print(f"one path of {PATH_LEN} tokens: {timing['single_path_s']} s; path tokens a re-prefill summary would "
+print(f"one path of {NB.path_len} tokens: {timing['single_path_s']} s; path tokens a re-prefill summary would "
       f"process again at k = 4: {timing['summary_reprefill_tokens']}, this engine's merge: "
       f"{timing['summary_merge_reprocessed_tokens']}")
 speed
@@ -309,23 +312,24 @@ import json
 import datasets
 
 from pr1lib import sft
-from pr1lib.config import SFTStageConfig
+from pr1lib.config import VARIANTS, SFTStageConfig
+from pr1lib.runs import load_run
 
 datasets.disable_progress_bars()
 RUN_03 = runs_dir() / f"03_sft_lora-{PROFILE}"
 OUT = runs_dir() / f"05_seen_vs_unseen-{PROFILE}"
-SHORT = {"smoke": dict(max_steps=4), "tiny": dict(max_steps=40, train_n=400)}.get(PROFILE, dict(max_steps=50))
+SHORT = dict(max_steps=NB.sft_steps, **({"train_n": NB.sft_train_n} if NB.sft_train_n else {}))
 
 
 def cached_runs():
     """{variant: (loss rows, run card, model)} from notebook 03's folders, or None if absent or stale."""
-    cards = {v: RUN_03 / v / "run_card.json" for v in sft.VARIANTS}
+    cards = {v: RUN_03 / v / "run_card.json" for v in VARIANTS}
     if not all(p.exists() and (p.parent / "merged").is_dir() for p in cards.values()):
         return None
     out = {}
     for v, path in cards.items():
         card = json.loads(path.read_text())
-        trained, trained_tok = sft.load_run(path.parent, merged=True)
+        trained, trained_tok = load_run(path.parent, merged=True)
         if trained_tok.get_vocab() != tok.get_vocab():  # made with another tokenizer: retrain
             return None
         out[v] = (card["loss"], card, trained.eval())
@@ -340,10 +344,10 @@ if runs is None:
     config = SFTStageConfig.for_profile(PROFILE, seed=SEED).replace(**SHORT)
     sft.load_coldstart(None, config, STYLE, OUT)  # builds OUT/coldstart once, for both runs
     plot, runs = sft.LiveLossPlot(), {}
-    for variant in sft.VARIANTS:
-        run = sft.run_sft(config.replace(variant=variant), PROFILE, OUT / "coldstart", OUT / variant,
+    for variant in VARIANTS:
+        run = sft.run_sft(config.replace(variant=variant), OUT / "coldstart", OUT / variant,
                           evaluate=False, callbacks=[plot.callback(variant)], quiet=True)
-        runs[variant] = (run.loss, run.result, run.model.eval())
+        runs[variant] = (run.rows, run.result, run.model.eval())
 for variant, (loss, card, _) in runs.items():
     print(f"{variant}: {card['steps']} steps on {card['train_rows']} rows in {card['train_seconds']} s, "
           f"final logged loss {loss[-1]['loss']:.3f}")
@@ -388,7 +392,7 @@ def nll_table(models, pairs):
     return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
 
 
-held_out = examples[: 16 if PROFILE == "smoke" else 64]
+held_out = examples[: NB.nll_n]
 models = {"base": model, **{f"SFT {v}": m for v, (_, _, m) in runs.items()}}
 table = nll_table(models, held_out)
 
@@ -444,4 +448,4 @@ if all("train_seconds" in card for _, card, _ in runs.values()):
 #    and why is the first path unaffected even under "seen"?
 # 3. Pass the unseen `position_ids` to the model **without** the 4D mask (only a 2D `attention_mask`
 #    of ones and `use_cache=False`). Compare the logits with the table in section 6: what did
-#    transformers do with the restarted positions? (Hint: reference/parallel-decoding.md, "Silent traps".)
+#    transformers do with the restarted positions? (Hint: the docstring of `pr1lib.structure` on mask types.)

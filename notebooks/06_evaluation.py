@@ -23,7 +23,9 @@ SEED = 0
 # installs it; elsewhere it does nothing.*
 
 # %%
-import importlib.util, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import subprocess
+import sys
 
 if importlib.util.find_spec("pr1lib") is None:
     subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
@@ -40,23 +42,17 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 #
 # The paper evaluates Qwen3-4B-Base and its descendants on AIME24, AIME25 and AMC23 with 16 samples
 # per problem (mean@16, pass@16) and on a 316-problem MATH set with one sample (mean@1), all at
-# T = 1.0 with the parallel rollout engine (reference/paper-spec.md §6.1). A laptop cannot, so each
+# T = 1.0 with the parallel rollout engine (docs/recipe.md#10-evaluation-protocol). A laptop cannot, so each
 # profile picks its own benchmarks and sizes below. All rows are sampled with the same engine in
-# `forked` mode (paths decoded independently), as the paper does for both variants. `n` is the
-# number of problems, `k` the samples per problem; `switch`/`total` are the scaffold's steps (§6).
+# `forked` mode (paths decoded independently), as the paper does for both variants. `table_n` is
+# the number of problems, `table_k` the samples per problem; `switch`/`total` are the scaffold's
+# steps (§6).
 
 # %%
-SETTINGS = {
-    "smoke": dict(benchmarks=("tinygsm-easy",), n=4, k=2, switch=2, total=4, window=2, eval_n=4, batch=8),
-    "tiny": dict(benchmarks=("tinygsm-hard",), n=40, k=4, switch=8, total=16, window=4, eval_n=30, batch=16),
-    "colab": dict(benchmarks=("gsm8k", "math500"), n=100, k=4, switch=50, total=100, window=10, eval_n=50,
-                  batch=16),
-    "paper": dict(benchmarks=("aime25", "aime24", "amc23", "math500"), n=None, k=16, switch=200, total=300,
-                  window=10, eval_n=500, batch=16),
-}[PROFILE]
-MODEL_LABEL = {"smoke": "smoke (random weights)", "tiny": "tiny model (0.92M params)",
-               "colab": "Qwen3 small (colab)", "paper": "Qwen3-4B-Base (this repo)"}[PROFILE]
-SETTINGS
+from pr1lib.config import NotebookConfig
+
+NB = NotebookConfig.for_profile(PROFILE)  # this profile's sizes (pr1lib.config presets)
+{k: getattr(NB, k) for k in ("benchmarks", "table_n", "table_k", "switch", "total", "window")}
 
 # %% [markdown]
 # ## 2. mean@k and pass@k, from scratch
@@ -84,11 +80,11 @@ print("n=4 samples, c=1 correct: pass@1 =", pass_at_k_scratch(4, 1, 1), " pass@2
 print("plug-in 1-(1-c/n)^k for pass@2:", 1 - (1 - 1 / 4) ** 2, "(too low: it draws with replacement)")
 
 # %% [markdown]
-# The library's `pr1lib.evaluate.pass_at_k` computes the same quantity as a running product (the
+# The library's `pr1lib.metrics.pass_at_k` computes the same quantity as a running product (the
 # binomials overflow floats for large n). This cell checks the two agree on every case up to n = 20:
 
 # %%
-from pr1lib.evaluate import pass_at_k
+from pr1lib.metrics import pass_at_k
 
 cases = [(n, c, k) for n in range(1, 21) for c in range(n + 1) for k in range(1, n + 1)]
 worst = max(abs(pass_at_k_scratch(n, c, k) - pass_at_k(n, c, k)) for n, c, k in cases)
@@ -113,7 +109,7 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # %%
 import pandas as pd
 
-from pr1lib import analytics
+from pr1lib import analytics, studies
 
 found, missing = analytics.find_checkpoints(PROFILE, SEED)
 print("found:")
@@ -136,7 +132,7 @@ for key, where in missing.items():
 import time
 
 start = time.perf_counter()
-ours = analytics.evaluate_checkpoints(found, PROFILE, SETTINGS["benchmarks"], n=SETTINGS["n"], k=SETTINGS["k"],
+ours = analytics.evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k,
                                       mode="forked")
 print(f"evaluated {len(ours)} checkpoints in {time.perf_counter() - start:.0f} s")
 metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per_response",
@@ -162,7 +158,7 @@ per_stage.round(3)
 # %% tags=["report"]
 from pr1lib.paper import side_by_side
 
-table = side_by_side(ours, MODEL_LABEL)
+table = side_by_side(ours, NB.model_label)
 print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
 table
 
@@ -171,9 +167,9 @@ table
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = analytics.headline_table(ours, MODEL_LABEL)
+headline = analytics.headline_table(ours, NB.model_label)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
-         f"ours = {MODEL_LABEL} on {', '.join(SETTINGS['benchmarks'])}, k={SETTINGS['k']}")
+         f"ours = {NB.model_label} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
 analytics.write_headline(headline, title)
 print(title)
 headline
@@ -194,7 +190,7 @@ analytics.pass_curve_figure(ours)
 # different ways to solve the problem (exploration); late in training they open near the end, after
 # one line of reasoning has found an answer, with paths checking it (verification). Its reading: a
 # reward that pays for the final answer makes the model risk-averse, so it commits first and
-# parallelises the checking (reference/paper-spec.md §7.2).
+# parallelises the checking (docs/recipe.md#12-analyses).
 #
 # Every GRPO run folder here logs the same series per step (`metrics.csv`, from the dashboard; a run
 # without it falls back to the log kept in its last checkpoint). We plot the RL checkpoints found
@@ -238,14 +234,14 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 # %% [markdown]
 # ## 6. The mid-training scaffold
 #
-# The paper's last analysis (§7.3, Figure 4) uses parallel thinking as **scaffolding**: train with the
+# The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as **scaffolding**: train with the
 # alternating reward (S2: mostly accuracy, every tenth step's last two steps the tiered reward that
 # pays a bonus for a valid block) for the first 200 steps, which keeps the parallel ratio high and
 # forces exploration; then continue from the step-200 checkpoint with the accuracy reward alone. After
 # the switch the parallel ratio falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The
 # authors call it preliminary, and the switch point was picked by hand.
 #
-# `analytics.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
+# `studies.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
 # checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model with
 # the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts). Held-out
 # greedy accuracy is measured at the start, at the switch and at the end. The CPU profiles run a few
@@ -256,9 +252,10 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 scaffold_init = found.get("sft-unseen")
 print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
 start = time.perf_counter()
-scaffold = analytics.mid_training(PROFILE, scaffold_init, SETTINGS["switch"], SETTINGS["total"], seed=SEED,
-                                  variant="unseen", window=SETTINGS["window"], parallel_steps=2,
-                                  eval_n=SETTINGS["eval_n"], per_device_train_batch_size=SETTINGS["batch"])
+scaffold = studies.mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
+                                variant="unseen", window=NB.window, parallel_steps=2,
+                                eval_n=NB.scaffold_eval_n,
+                                per_device_train_batch_size=NB.scaffold_batch)
 print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
       f"{time.perf_counter() - start:.0f} s) in {scaffold['runs']}")
 
@@ -320,7 +317,7 @@ analytics.figure3(scaffold_frame, title="Figure 3 on the scaffold run (switch at
 #
 # ## Exercises
 #
-# 1. Change `k` in `SETTINGS` to 8 and rerun section 4 (a new results file is written, the old one is
+# 1. Set `NB = NB.replace(table_k=8)` and rerun section 4 (a new results file is written, the old one is
 #    kept). How much do mean@k and pass@k move? Which of the two is more sensitive to k, and why?
 # 2. Compute pass@k with the plug-in formula 1 − (1 − c/n)^k on the rows of `ours` (use the results
 #    files: `correct_strict` per problem) and compare with `pass_at_k` for k = 2 and k = n. When do they

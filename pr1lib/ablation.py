@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from pr1lib.config import ABLATION_ARMS, GRPOStageConfig, check_profile
-
-from pr1lib.paths import runs_dir
+from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
 from pr1lib.grpo import run_grpo
 from pr1lib.paper import TABLE4
+from pr1lib.paths import runs_dir
+from pr1lib.profiles import check_profile
 from pr1lib.runs import finished_run, is_run_folder, move_aside
 from pr1lib.studies import default_init, sampled_accuracy
 

@@ -48,12 +48,12 @@ def _eval(node: ast.expr) -> float:
     return _OPS[type(node.op)](_eval(node.left), _eval(node.right))
 
 
-def evaluate(expr: str) -> float:
+def compute(expr: str) -> float:
     """Evaluate plain arithmetic without ``eval`` (an ``ast`` whitelist).
 
-    >>> evaluate("100-50-30-15"), evaluate("80/100*10"), evaluate("(2+3)*4")
+    >>> compute("100-50-30-15"), compute("80/100*10"), compute("(2+3)*4")
     (5, 8.0, 20)
-    >>> evaluate("__import__('os')")
+    >>> compute("__import__('os')")
     Traceback (most recent call last):
     ...
     ValueError: not plain arithmetic: "__import__('os')"
@@ -89,7 +89,7 @@ def check_arithmetic(text: str) -> list[str]:
     errors = []
     for expr, stated in ANNOTATION.findall(text):
         try:
-            value = evaluate(expr)
+            value = compute(expr)
             if not close(value, float(stated.replace(",", ""))):
                 errors.append(f"{expr} is {format_number(value)}, not {stated}")
         except (ValueError, SyntaxError, ZeroDivisionError, TypeError):
@@ -138,7 +138,7 @@ def annotate(expr: str, value: float | str) -> str:
     '48/2=<<48/2=24>>24'
     """
     shown = value if isinstance(value, str) else format_number(value)
-    if not close(evaluate(expr), float(shown)):
+    if not close(compute(expr), float(shown)):
         raise ArithmeticError(f"{expr} != {shown}")
     return f"{expr}=<<{expr}={shown}>>{shown}"
 
@@ -223,7 +223,7 @@ def _alt_regroup(node: ast.expr, result: str) -> str | None:
             continue
         op = kinds.pop()
         rest = join[op].join(unparse(t) for _, t in terms[1:])
-        value = evaluate(rest)
+        value = compute(rest)
         shown = format_number(value)
         if value < 0 or not close(value, float(shown)):
             return None

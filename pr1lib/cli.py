@@ -19,9 +19,10 @@ import json
 import sys
 from typing import Any
 
-from pr1lib.config import PROFILES, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
+from pr1lib.config import ROLLOUT_MODES, VARIANTS, VERL_REWARDS
 from pr1lib.data import SOURCES
 from pr1lib.evalsets import BENCHMARKS
+from pr1lib.profiles import PROFILES
 from pr1lib.rewards import REWARD_MODES
 
 # command -> one-line help; its body is pr1lib.commands.<name with - as _>

@@ -1,6 +1,6 @@
 """The cold-start data pipeline: problems -> teacher -> cache -> filter -> SFT data set + report.
 
-The paper (reference/paper-spec.md §2) prompts DeepSeek-R1-0528-Qwen3-8B zero-shot on the GSM8K
+The paper (docs/recipe.md#4-cold-start-data) prompts DeepSeek-R1-0528-Qwen3-8B zero-shot on the GSM8K
 train split and keeps the traces in a valid parallel format: 83.7 % on GSM8K, 0.0 % on DAPO-Math.
 Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
@@ -31,13 +31,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Iterable
 
-from pr1lib import teachers
+import pandas as pd
+import plotly.graph_objects as go
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+from pr1lib import models, teachers
 from pr1lib.chat_teacher import OpenAITeacher
-from pr1lib.config import ColdStartConfig
+from pr1lib.config import ColdStartConfig, ModelConfig
+from pr1lib.data import load_source
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
 from pr1lib.jsonl import JsonlLog
 from pr1lib.prompts import prompt_text
 from pr1lib.teachers import TeacherError, utf8_safe
+from pr1lib.tokens import add_parallel_tags
 
 REASONS = ("teacher_error", "invalid_format", "no_block", "wrong_answer", "too_long", "duplicate")
 # Table 1 of the paper: share of teacher traces in a valid parallel format (same prompt and model).
@@ -159,18 +166,11 @@ def count_tokens(text: str, tokenizer: Any = None) -> int:
 def budget_tokenizer(profile: str | None = None):
     """The profile's policy tokenizer with the tags added, to count the token budget exactly;
     ``None`` (the 4-characters estimate) when it cannot be loaded, e.g. offline without a copy."""
-    from pr1lib.config import ModelConfig
-
     config = ModelConfig.for_profile(profile)
     try:
-        from pr1lib import models
-        from pr1lib.tokens import add_parallel_tags
-
         if config.random_init or config.name == models.TINY_MODEL_DIR:
             tokenizer = models.load_tiny_tokenizer(config.seed)
         else:
-            from transformers import AutoTokenizer
-
             tokenizer = AutoTokenizer.from_pretrained(models.resolve_model_name(config.name))
         add_parallel_tags(tokenizer)
         return tokenizer
@@ -238,8 +238,6 @@ def summarize(kept: list[dict], rejected: list[dict]) -> dict[str, Any]:
 def yield_table(results: dict[str, tuple[list[dict], list[dict]]], paper: bool = True):
     """A DataFrame, one row per source (``{source: (kept, rejected)}``): counts, yield and the
     share of each rejection reason, plus the paper's GSM8K and DAPO rows for comparison."""
-    import pandas as pd
-
     rows = []
     for source, (kept, rejected) in results.items():
         s = summarize(kept, rejected)
@@ -254,8 +252,6 @@ def yield_table(results: dict[str, tuple[list[dict], list[dict]]], paper: bool =
 
 def plot_yield(table):
     """Stacked bars per source: the kept share and the share lost to each rejection reason."""
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     fig.add_bar(name="kept (yield)", x=table.index, y=table["yield"], marker_color="#2ca02c")
     for reason in REASONS:
@@ -274,8 +270,6 @@ SFT_COLUMNS = ("id", "prompt", "completion", "question", "answer", "source", "te
 def build_dataset(kept: list[dict], prompt_style: str = "tiny"):
     """A ``datasets.Dataset`` in prompt-completion form (``prompt`` is the user-turn text for
     ``prompt_style``; ``completion`` is the trace alone; the SFT stage appends eos)."""
-    from datasets import Dataset
-
     rows = [{"id": r["id"], "prompt": prompt_text(r["question"], prompt_style), "completion": r["completion"],
              "question": r["question"], "answer": r["answer"], "source": r["source"],
              "teacher": r["teacher"], "prompt_style": prompt_style} for r in kept]
@@ -369,8 +363,6 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
     filter, and save ``out/dataset`` (+ card), ``out/train.jsonl``, ``out/rejected.jsonl``,
     ``out/config.json`` and ``out/summary.json``. The summary counts the problems ``asked`` of the
     teacher this run and its ``teacher_failures`` per kind."""
-    from pr1lib.data import load_source
-
     start, out = time.perf_counter(), Path(out)
     if problems is None:
         problems = load_source(config.source, config.split, config.limit, data_path, config.seed)

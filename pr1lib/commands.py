@@ -16,8 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pr1lib.config import (ColdStartConfig, EvalConfig, GRPOStageConfig, PretrainConfig,
-                           SFTStageConfig, check_profile)
+from pr1lib.config import (
+    ColdStartConfig,
+    EvalConfig,
+    GRPOStageConfig,
+    PretrainConfig,
+    SFTStageConfig,
+    check_profile,
+)
 from pr1lib.paths import runs_dir
 
 
@@ -164,8 +170,13 @@ def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
 
 
 def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.ablation import (ablation_table, format_table, load_ablation,
-                                 ordering_reproduced, run_ablation)
+    from pr1lib.ablation import (
+        ablation_table,
+        format_table,
+        load_ablation,
+        ordering_reproduced,
+        run_ablation,
+    )
 
     overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
     variant = overrides.pop("variant", "seen")

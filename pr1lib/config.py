@@ -1,9 +1,8 @@
-"""Profiles, paths, every per-profile and per-stage table, and one frozen config per stage.
+"""Every per-profile and per-stage table of the recipe, and one frozen config per stage.
 
-One switch picks the cost tier: ``PR1_PROFILE`` (``smoke`` | ``tiny`` | ``colab`` | ``paper``;
-default ``colab`` with CUDA, else ``tiny``). It is resolved once, when a config is made, and
-travels inside it as ``cfg.profile``. Every stage has one frozen dataclass whose defaults are the
-``tiny`` values; ``PRESETS`` holds the per-profile overrides that ``for_profile`` applies:
+Every stage has one frozen dataclass whose defaults are the ``tiny`` values; ``PRESETS`` holds
+the per-profile overrides that ``for_profile`` applies (``pr1lib.profiles``: the profile is
+resolved once and travels inside the config as ``cfg.profile``):
 
 >>> ModelConfig.for_profile("smoke").random_init
 True
@@ -15,38 +14,18 @@ True
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-PROFILES = ("smoke", "tiny", "colab", "paper")
+from pr1lib.profiles import Preset, check_profile
+
 VARIANTS = ("seen", "unseen")  # seen: plain causal | unseen: path-isolating mask + positions
 ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
+# The rollout mode that matches how a variant trains: forked paths reproduce the unseen mask
+# exactly (siblings never see each other); a seen model learned one causal stream.
+VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked"}
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
-
-
-# ----------------------------------------------------------------------------- profiles
-def default_profile() -> str:
-    """The profile from ``PR1_PROFILE``, else ``colab`` with CUDA and ``tiny`` without."""
-    name = os.environ.get("PR1_PROFILE")
-    if name:
-        return check_profile(name)
-    import torch  # lazy: config is imported by `python -m pr1lib --help`, which must stay fast
-
-    return "colab" if torch.cuda.is_available() else "tiny"
-
-
-def check_profile(name: str | None) -> str:
-    """Return ``name`` (or the default) after checking it is a known profile."""
-    if name is None:
-        return default_profile()
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}")
-    return name
 
 
 # ----------------------------------------------------------------------------- the recipe's tables
@@ -99,50 +78,6 @@ STAGE_RUNS: dict[str, tuple[str, ...]] = {
                      "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
                      "grpo-ablation-{p}-unseen-seed{s}/alternating"),
 }
-
-
-def variant_mode(variant: str) -> str:
-    """The ``pr1lib.rollout`` mode that matches how a variant trains: ``forked`` reproduces the
-    unseen mask exactly (paths cannot see each other); ``seen`` is one causal stream.
-
-    >>> variant_mode("unseen"), variant_mode("seen")
-    ('forked', 'seen')
-    """
-    return "forked" if variant == "unseen" else "seen"
-
-
-# ----------------------------------------------------------------------------- the config base
-class Preset:
-    """Mixin: ``Cls.for_profile(profile, **overrides)`` = defaults + ``PRESETS[profile]`` +
-    overrides, with ``profile`` recorded in the config."""
-
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
-
-    @classmethod
-    def for_profile(cls, profile: str | None = None, **overrides: Any):
-        profile = check_profile(profile)
-        return cls(**{**cls.PRESETS.get(profile, {}), "profile": profile, **overrides})
-
-    def replace(self, **changes: Any):
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the config as JSON (every run saves its config next to its outputs)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"type": type(self).__name__, **self.to_dict()}, indent=2))
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path):
-        """A config saved by ``save`` (lists become tuples again)."""
-        saved = json.loads(Path(path).read_text())
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()
-                      if k in known})
 
 
 # ----------------------------------------------------------------------------- the stages
@@ -248,11 +183,7 @@ class ColdStartConfig(Preset):
 
 @dataclass(frozen=True)
 class SFTStageConfig(Preset):
-    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep ``SFTConfig``'s names.
-
-    >>> SFTStageConfig.for_profile("paper").learning_rate
-    1e-05
-    """
+    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep ``SFTConfig``'s names."""
 
     variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + positions
     learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3: no tags)
@@ -303,16 +234,52 @@ class SFTStageConfig(Preset):
     @property
     def rollout_mode(self) -> str:
         """The rollout mode of the before/after evaluation: ``eval_mode``, else the variant's."""
-        return self.eval_mode or variant_mode(self.variant)
+        return self.eval_mode or VARIANT_ROLLOUT[self.variant]
+
+
+@dataclass(frozen=True)
+class NotebookConfig(Preset):
+    """The sizes of the notebooks' own demonstrations (the stages have their own configs)."""
+
+    model_profile: str = "tiny"  # notebook 00 shows the project's tiny model (smoke: the random one)
+    model_label: str = "tiny model (0.92M params)"  # how tables name this profile's model
+    show: int = 3  # completions printed per tier
+    max_new_tokens: int = 256
+    eval_n: int = 50  # problems per tier in a quick accuracy check
+    path_len: int = 48  # notebook 05's timing demo: tokens per path ...
+    repeats: int = 3  # ... and timed repeats
+    nll_n: int = 64  # held-out examples in notebook 05's loss comparison
+    sft_steps: int = 40  # notebook 05's own short SFT when notebook 03 has not run ...
+    sft_train_n: int | None = 400  # ... on this many rows (None: the profile's train_n)
+    llm_teacher: str = "standin"  # notebook 02's LLM demo: standin (no model) | hf (a real one)
+    benchmarks: tuple[str, ...] = ("tinygsm-hard",)  # notebook 06's table: sets, problems, k
+    table_n: int | None = 40
+    table_k: int = 4
+    switch: int = 8  # notebook 06's mid-training scaffold: switch and total steps ...
+    total: int = 16
+    window: int = 4  # ... its alternating window (the last 2 steps tiered)
+    scaffold_eval_n: int = 30
+    scaffold_batch: int = 16
+    profile: str = "tiny"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": dict(model_profile="smoke", model_label="smoke (random weights)", show=2,
+                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, sft_steps=4,
+                      sft_train_n=24, benchmarks=("tinygsm-easy",), table_n=4, table_k=2,
+                      switch=2, total=4, window=2, scaffold_eval_n=4, scaffold_batch=8),
+        "colab": dict(model_label="Qwen3 small (colab)", sft_steps=50, sft_train_n=None,
+                      llm_teacher="hf", benchmarks=("gsm8k", "math500"), table_n=100, switch=50,
+                      total=100, window=10, scaffold_eval_n=50),
+        "paper": dict(model_label="Qwen3-4B-Base (this repo)", sft_steps=50, sft_train_n=None,
+                      llm_teacher="hf", benchmarks=("aime25", "aime24", "amc23", "math500"),
+                      table_n=None, table_k=16, switch=200, total=300, window=10,
+                      scaffold_eval_n=500),
+    }
 
 
 @dataclass(frozen=True)
 class EvalConfig(Preset):
-    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples, sampling.
-
-    >>> EvalConfig.for_profile("paper").k, EvalConfig.for_profile("paper").max_completion_length
-    (16, 3000)
-    """
+    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples, sampling."""
 
     benchmark: str = "tinygsm-easy"  # pr1lib.evalsets.EVALSETS
     n: int | None = 100  # problems: the first n of the benchmark (None: all)
@@ -365,14 +332,9 @@ class RolloutConfig(Preset):
 class GRPOStageConfig(Preset):
     """Stages 2-3, GRPO (``pr1lib.grpo``). Knobs that are TRL's keep ``GRPOConfig``'s names.
 
-    The paper's recipe (docs/recipe.md#8-grpo-hyper-parameters): group 8, clip 0.2 (0.28 high with the alternating S2
-    reward), no KL, T = 1.0, lr 1e-6 constant, token-mean loss. The tiny profile keeps the
-    group, clip, KL and temperature, and shrinks lengths and steps; LoRA on a ~1M-parameter
-    model needs a much larger learning rate than full fine-tuning of a 4B one.
-
-    >>> GRPOStageConfig.for_profile("paper").learning_rate, GRPOStageConfig().num_generations
-    (1e-06, 8)
-    """
+    The paper's recipe (docs/recipe.md#8-grpo-hyper-parameters): group 8, clip 0.2 (0.28 high with
+    the alternating S2 reward), no KL, T = 1.0, lr 1e-6, token-mean loss. The tiny profile keeps
+    the group, clip, KL and temperature, and shrinks lengths and steps."""
 
     stage: int = 3  # 2: easy problems (GSM8K / TinyGSM-easy) | 3: hard ones (DAPO / TinyGSM-hard)
     reward: str = "alternating"  # a pr1lib.rewards.REWARD_MODES name
@@ -471,9 +433,9 @@ class GRPOStageConfig(Preset):
 
     @property
     def rollout_mode(self) -> str:
-        """``rollout``, else ``variant_mode(variant)``: the forked engine's merged summary would
+        """``rollout``, else ``VARIANT_ROLLOUT[variant]``: the forked engine's merged summary would
         put a seen model's paths at restarted positions it never trained on."""
-        return self.rollout or variant_mode(self.variant)
+        return self.rollout or VARIANT_ROLLOUT[self.variant]
 
     @property
     def eval_rollout_mode(self) -> str:

@@ -1,6 +1,6 @@
 """The live GRPO dashboard: a ``TrainerCallback`` that keeps one row per logged step.
 
-Each row holds what explains a GRPO run (peers.md §3, pain points 1-3): the reward of every
+Each row holds what explains a GRPO run (the questions learners ask most about GRPO runs): the reward of every
 term, accuracy, parallel ratio, first-block position and tag validity (logged by
 ``pr1lib.grpo.Tracked`` through TRL's ``log_metric``), the truncated ("clipped") completion share,
 the PPO clip ratio, the share of groups with zero reward spread (no gradient), completion length,

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import split_gsm8k_answer
+from pr1lib.tasks import generate
 
 SOURCES = ("gsm8k", "dapo", "tinygsm-easy", "tinygsm-hard")
 # name -> (file under the data folder for each split, hub id, hub config)
@@ -118,7 +119,7 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
     if hub_offline():
         raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
     try:
-        from datasets import load_dataset
+        from datasets import load_dataset  # heavy: only a hub download needs it (CLI speed)
 
         hub_id, config = HUB[name]
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
@@ -153,8 +154,6 @@ def load_tinygsm(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "t
     >>> load_tinygsm(2, "easy")[0]["id"]
     'tinygsm-easy-train-00000'
     """
-    from pr1lib.tasks import generate
-
     return [gsm8k_record(row, i, split, source=f"tinygsm-{tier}")
             for i, row in enumerate(generate(n, tier, split, seed))]
 

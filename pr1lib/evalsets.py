@@ -11,13 +11,13 @@ Where the files come from, in order: an explicit ``path``; the shared data folde
 
 Two checkers, both reported for every sample:
 
-* ``strict_check`` reproduces the paper's grader (reference/paper-spec.md §1.4). On
+* ``strict_check`` reproduces the paper's grader (docs/recipe.md#2-answer-format-and-graders). On
   DAPO-style benchmarks (MATH, AIME, AMC) it reads the last ``Final Answer:`` in the last 300
   characters of the tag-free text, normalises both sides Minerva-style (``minerva_normalize``:
   our own code with the same order of operations and word lists) and demands exact string
   equality, so ``25.`` or ``25.0`` do not match ``25``. On GSM8K-style ones (GSM8K, TinyGSM) it
   takes the *first* ``Final Answer: <number>`` and compares digits as strings (``$18`` fails).
-* ``robust_check`` is the reproduction's lenient grader (§9): ``pr1lib.format.extract_answer``
+* ``robust_check`` is a public reproduction's lenient grader: ``pr1lib.format.extract_answer``
   (last ``Final Answer:`` outside paths), else the last ``\\boxed{}``, compared by
   ``pr1lib.format.answers_match`` (numbers by value, then math-verify).
 
@@ -35,8 +35,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.paths import shared_data_dir
+from pr1lib.data import DataNotFoundError, hub_offline, load_gsm8k, load_tinygsm, read_jsonl
 from pr1lib.format import TAG_RE, answers_match, extract_answer, path_ranges
+from pr1lib.paths import shared_data_dir
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,6 @@ def _local_path(spec: Benchmark, path: str | Path | None) -> Path | None:
 
 
 def _not_found(spec: Benchmark, why: str) -> Exception:
-    from pr1lib.data import DataNotFoundError
-
     hub_id, config, split = spec.hub
     call = f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
     return DataNotFoundError(
@@ -109,12 +108,10 @@ def _not_found(spec: Benchmark, why: str) -> Exception:
 
 
 def _hub_rows(spec: Benchmark) -> list[dict]:
-    from pr1lib.data import hub_offline
-
     if hub_offline():
         raise _not_found(spec, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
     try:
-        from datasets import load_dataset
+        from datasets import load_dataset  # heavy: only a hub download needs it (CLI speed)
 
         hub_id, config, split = spec.hub
         return list(load_dataset(hub_id, config, split=split))
@@ -133,12 +130,8 @@ def load_benchmark(name: str, n: int | None = None, path: str | Path | None = No
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
     if name.startswith("tinygsm-"):
-        from pr1lib.data import load_tinygsm
-
         records = load_tinygsm(n or TINYGSM_EVAL_N, name.split("-", 1)[1], "test", seed)
     elif name == "gsm8k":
-        from pr1lib.data import load_gsm8k
-
         records = load_gsm8k("test", path)
     else:
         spec = BENCHMARKS[name]
@@ -151,15 +144,13 @@ def load_benchmark(name: str, n: int | None = None, path: str | Path | None = No
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    from pr1lib.data import read_jsonl
-
     return read_jsonl(path)
 
 
 # ----------------------------------------------------------------------------- strict checker
 _ANSWER_LINE = re.compile(r"final answer\s*:\s*([^\n]+)", re.IGNORECASE)
 _GSM8K_ANSWER = re.compile(r"Final Answer:\s*(-?[0-9.,]+)")
-# Minerva-style normalisation, in the documented order (reference/paper-spec.md §1.4): literal
+# Minerva-style normalisation, in the documented order (docs/recipe.md#2-answer-format-and-graders): literal
 # edits, then deletions, then the LaTeX unwrapping. Plain substring operations, as in the original,
 # so "a " goes wherever it occurs and a full stop outside $...$ survives (and fails the match).
 _EDITS = (  # (old, new): articles, a full stop before a closing $, escaped $, spaces, \mbox, "and"

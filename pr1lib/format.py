@@ -8,10 +8,10 @@ A response is free text with zero or more blocks::
 Two validators share one tag regex:
 
 * ``validate(text, strict=False)`` behaves like the official checker
-  (reference/paper-spec.md §1.3): a stack machine over the tags that lets a few things
+  (docs/recipe.md#1-tags-and-grammar): a stack machine over the tags that lets a few things
   through on purpose (a ``<Path>`` outside any block, an unclosed ``<Summary>``, well-formed
   nesting). It returns one message per error the official code would report, in the same order.
-* ``validate(text, strict=True)`` is this project's grammar (DESIGN.md): flat blocks of at
+* ``validate(text, strict=True)`` is this project's grammar (docs/recipe.md#1-tags-and-grammar): flat blocks of at
   least two non-empty paths, only whitespace between the block's tags, and exactly one closed
   ``<Summary>`` right after each ``</Parallel>``.
 
@@ -248,7 +248,7 @@ def linearize(text: str) -> str:
 
 # ----------------------------------------------------------------------------- validators
 def official_errors(text: str) -> list[str]:
-    """The official checker's verdict, error for error (our wording; see §1.3 of the spec).
+    """The official checker's verdict, error for error (our wording; docs/recipe.md#1-tags-and-grammar).
 
     >>> official_errors("<Path>outside</Path> ok")   # quirk: a lone path passes
     []
@@ -434,7 +434,8 @@ def _math_verify(pred: str, gold: str) -> bool:
         import logging
         import threading
 
-        from math_verify import parse as mv_parse, verify
+        from math_verify import parse as mv_parse
+        from math_verify import verify
 
         logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled" notes
         timer = _MATH_VERIFY_SECONDS if threading.current_thread() is threading.main_thread() else None

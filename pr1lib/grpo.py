@@ -42,20 +42,34 @@ from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
 from pr1lib.config import VARIANTS, GRPOStageConfig, ModelConfig, RolloutConfig
-
-from pr1lib.paths import runs_dir
-from pr1lib.data import load_source
 from pr1lib.dashboard import Dashboard
+from pr1lib.data import load_source
 from pr1lib.doctor import doctor, table
 from pr1lib.evaluate import evaluate_policy, held_out_config
-from pr1lib.format import parallel_stats
-from pr1lib.metrics import completion_metrics
-from pr1lib.models import (expose_head_bias, keep_4bit_differentiable, load_training_policy,
-                           stage_model_config)
+from pr1lib.metrics import Tracked
+from pr1lib.models import (
+    expose_head_bias,
+    keep_4bit_differentiable,
+    load_training_policy,
+    stage_model_config,
+)
+from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
-from pr1lib.rewards import BASE_MODES, REWARD_MODES, REWARDS, completion_text, reward_for, reward_range, score_terms, terms
+from pr1lib.rewards import (
+    REWARD_MODES,
+    REWARDS,
+    reward_for,
+)
 from pr1lib.rollout import as_columns, generate
-from pr1lib.runs import Run, claim_run_dir, last_checkpoint, save_configs, save_run, start_id, write_run_card
+from pr1lib.runs import (
+    Run,
+    claim_run_dir,
+    last_checkpoint,
+    save_configs,
+    save_run,
+    start_id,
+    write_run_card,
+)
 from pr1lib.runtime import set_seed, set_threads
 from pr1lib.structure import attention_inputs
 from pr1lib.teachers import RuleTeacher
@@ -105,45 +119,6 @@ def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str) -> D
 
 
 # ----------------------------------------------------------------------------- rewards
-def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:
-    """What the dashboard plots for one batch, parsed exactly as the rewards parse it.
-
-    >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel>\\n<Summary>s</Summary>\\n"
-    >>> m = batch_metrics([block + "Final Answer: 2", "Final Answer: 3"], ["2", "2"])
-    >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["term/tiered"]
-    (0.5, 0.5, 1.0, 0.1)
-    """
-    parsed = [terms(c, a) for c, a in zip(completions, answer)]
-    n = max(len(parsed), 1)
-    scored = completion_metrics(completions, answer)
-    out = {k: scored[k] for k in ("accuracy", "parallel_ratio", "valid_ratio")}
-    positions = [parallel_stats(completion_text(c))["first_block_position"] for c in completions]
-    positions = [p for p in positions if p is not None]
-    if positions:
-        out["block_position"] = statistics.fmean(positions)
-    for mode in BASE_MODES:
-        out[f"term/{mode}"] = round(sum(score_terms(t, mode) for t in parsed) / n, 6)
-    return out
-
-
-class Tracked:
-    """A TRL reward function that scores with ``reward`` and logs ``batch_metrics`` via ``log_metric``."""
-
-    def __init__(self, reward: Callable) -> None:
-        self.reward = reward
-        self.__name__ = getattr(reward, "__name__", "reward")  # TRL's column name: rewards/<name>/mean
-        self.reward_range = getattr(reward, "reward_range", None)
-
-    def range_at(self, global_step: int = 0):
-        return reward_range(self.reward, global_step)
-
-    def __call__(self, completions: list, answer: list, log_metric: Callable | None = None, **kwargs: Any) -> list:
-        if log_metric is not None:
-            for name, value in batch_metrics(completions, answer).items():
-                log_metric(name, value)
-        return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)
-
-
 def reward_funcs(cfg: GRPOStageConfig) -> list[Callable]:
     """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order."""
     main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps))

@@ -18,13 +18,15 @@ Jaccard overlap rather than the paper's BLEU / embedding cosine.
 from __future__ import annotations
 
 import re
+import statistics
 from itertools import combinations
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pr1lib.evalsets import check
-from pr1lib.format import PARALLEL, parse, parallel_stats
-from pr1lib.rewards import terms
+from pr1lib.format import PARALLEL, parallel_stats, parse
+from pr1lib.rewards import BASE_MODES, completion_text, reward_range, score_terms, terms
 from pr1lib.tokens import has_tags
+
 
 # ----------------------------------------------------------------------------- estimators
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -221,3 +223,43 @@ def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str
     parsed = [terms(t, a) for t, a in zip(texts, answers)]
     n = max(len(parsed), 1)
     return {"accuracy": sum(t.correct for t in parsed) / n, **ratios(parsed), "n": len(parsed)}
+
+
+# ----------------------------------------------------------------------------- what training logs
+def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:
+    """What the dashboard plots for one batch, parsed exactly as the rewards parse it.
+
+    >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel>\\n<Summary>s</Summary>\\n"
+    >>> m = batch_metrics([block + "Final Answer: 2", "Final Answer: 3"], ["2", "2"])
+    >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["term/tiered"]
+    (0.5, 0.5, 1.0, 0.1)
+    """
+    parsed = [terms(c, a) for c, a in zip(completions, answer)]
+    n = max(len(parsed), 1)
+    out = {"accuracy": sum(t.correct for t in parsed) / n,
+           **{k: v for k, v in ratios(parsed).items() if k != "valid_block_rate"}}
+    positions = [parallel_stats(completion_text(c))["first_block_position"] for c in completions]
+    positions = [p for p in positions if p is not None]
+    if positions:
+        out["block_position"] = statistics.fmean(positions)
+    for mode in BASE_MODES:
+        out[f"term/{mode}"] = round(sum(score_terms(t, mode) for t in parsed) / n, 6)
+    return out
+
+
+class Tracked:
+    """A TRL reward function that scores with ``reward`` and logs ``batch_metrics`` via ``log_metric``."""
+
+    def __init__(self, reward: Callable) -> None:
+        self.reward = reward
+        self.__name__ = getattr(reward, "__name__", "reward")  # TRL's column name: rewards/<name>/mean
+        self.reward_range = getattr(reward, "reward_range", None)
+
+    def range_at(self, global_step: int = 0):
+        return reward_range(self.reward, global_step)
+
+    def __call__(self, completions: list, answer: list, log_metric: Callable | None = None, **kwargs: Any) -> list:
+        if log_metric is not None:
+            for name, value in batch_metrics(completions, answer).items():
+                log_metric(name, value)
+        return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)

@@ -29,11 +29,15 @@ import torch
 from peft import LoraConfig
 from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
 from tokenizers.models import BPE
-from transformers import (AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig,
-                          PreTrainedTokenizerFast, Qwen3Config)
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    BitsAndBytesConfig,
+    PreTrainedTokenizerFast,
+    Qwen3Config,
+)
 
 from pr1lib.config import ModelConfig, PretrainConfig
-
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed

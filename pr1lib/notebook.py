@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.config import check_profile
-
 from pr1lib.paths import REPO_ROOT
+from pr1lib.profiles import check_profile
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 

@@ -1,7 +1,7 @@
 """The paper's published numbers, and our results printed next to them without mixing the two.
 
 ``TABLE2`` (main results) and ``TABLE4`` (reward ablation) are data, transcribed from
-reference/paper-spec.md §6.2 and §4.4 (sources: the official README, identical in the paper's
+the paper's Tables 2 and 4 (as in the official README, identical in the paper's
 secondary summaries). Every paper number is for **Qwen3-4B-Base** at a 3,000-token budget, 16
 samples per problem on AIME/AMC and 1 on "MATH" (a 316-problem integer-answer set). Our numbers
 come from other models, budgets and often other benchmarks, so ``side_by_side`` puts them in
@@ -19,9 +19,9 @@ from typing import Any
 
 PAPER_MODEL = "Qwen3-4B-Base"
 SOURCE = ("Parallel-R1 (Zheng et al., arXiv 2509.07980); numbers as in the official README "
-          "(zhengkid/Parallel-R1) and reference/paper-spec.md")
-TABLE2_SOURCE = SOURCE + " §6.2, Table 2. Avg = mean of the four mean@ columns."
-TABLE4_SOURCE = SOURCE + " §4.4, Table 4 (Unseen, from Parallel-SFT-Unseen). 'parallel' Avg computed."
+          "(zhengkid/Parallel-R1); docs/recipe.md#11-results")
+TABLE2_SOURCE = SOURCE + ", Table 2. Avg = mean of the four mean@ columns."
+TABLE4_SOURCE = SOURCE + ", Table 4 (Unseen, from Parallel-SFT-Unseen). 'parallel' Avg computed."
 TABLE2_COLUMNS = ("parallel %", "AIME25 mean@16", "AIME25 pass@16", "AIME24 mean@16", "AIME24 pass@16",
                   "AMC23 mean@16", "AMC23 pass@16", "MATH mean@1", "Avg")
 TABLE4_COLUMNS = ("parallel %", "AIME25 mean@16", "AIME24 mean@16", "AMC23 mean@16", "MATH mean@1", "Avg")

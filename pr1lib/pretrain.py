@@ -15,12 +15,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import platform
 import shutil
 import time
 from pathlib import Path
 from typing import Any
-
-import platform
 
 import torch
 from tqdm.auto import tqdm

@@ -1,7 +1,7 @@
 """Prompt templates and GSM8K-style solution helpers shared by every stage.
 
 The ``v3`` template is the paper's parallel-thinking instruction (the one used for SFT, RL and
-evaluation, reference/paper-spec.md §1.5); ``baseline`` is its sequential-GRPO prompt; ``tiny`` is
+evaluation, docs/recipe.md#3-prompts); ``baseline`` is its sequential-GRPO prompt; ``tiny`` is
 this project's short prompt for the embedded tiny model, whose context is too small for ``v3``.
 A profile picks the style through ``ModelConfig.prompt_style``.
 """

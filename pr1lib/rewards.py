@@ -1,4 +1,4 @@
-"""The paper's rewards (reference/paper-spec.md §4.3) as TRL reward functions, plus a hacking lab.
+"""The paper's rewards (docs/recipe.md#7-rewards) as TRL reward functions, plus a hacking lab.
 
 One core, ``score(completion, answer, mode)``, turns three facts about a completion (is the final
 answer correct, is the tag structure strictly valid, how many ``<Parallel>`` blocks) into a number.

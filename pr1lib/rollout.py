@@ -45,7 +45,6 @@ from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.structure import TagIds, structured_logprobs, tag_ids
 
 
-
 @dataclass
 class Rollout:
     """One sampled completion, linearized: trunk, ``<Parallel>``, path 1, path 2, …, summary, …"""

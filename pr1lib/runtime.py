@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from pr1lib.config import check_profile
+from pr1lib.profiles import check_profile
 
 VERSIONED = ("pr1lib", "torch", "transformers", "trl", "peft", "bitsandbytes", "datasets")
 

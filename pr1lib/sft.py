@@ -24,11 +24,11 @@ A run folder holds ``config.json``, ``model_config.json``, ``adapter/`` (LoRA + 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 import json
 import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,18 +42,20 @@ from trl import SFTConfig, SFTTrainer
 
 from pr1lib.coldstart import run_coldstart, save_dataset
 from pr1lib.config import VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
-from pr1lib.paths import runs_dir
 from pr1lib.data import SOURCES
 from pr1lib.evaluate import evaluate_policy, held_out_config
 from pr1lib.format import linearize
-from pr1lib.models import (expose_head_bias, keep_4bit_differentiable, load_training_policy,
-                           stage_model_config)
+from pr1lib.models import (
+    expose_head_bias,
+    keep_4bit_differentiable,
+    load_training_policy,
+    stage_model_config,
+)
+from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
 from pr1lib.runs import Run, save_configs, save_run, write_rows, write_run_card
 from pr1lib.runtime import is_main_process, set_threads
 from pr1lib.structure import attention_inputs
-
-
 
 
 # ----------------------------------------------------------------------------- data

@@ -18,7 +18,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable
 
-from pr1lib.prompts import prompt_text
 from pr1lib.teachers import RuleTeacher
 
 # What each fault does to one request (the next request is served normally unless planned too):
@@ -33,6 +32,7 @@ THINKING = "<think>stand-in server: no model here, the rule teacher wrote this</
 def question_from_prompt(content: str) -> str:
     """The problem inside a v3 / tiny / baseline prompt (the text after the last ``Problem:``).
 
+    >>> from pr1lib.prompts import prompt_text
     >>> question_from_prompt(prompt_text("What is 2+3?", "tiny"))
     'What is 2+3?'
     """

@@ -22,11 +22,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pr1lib.config import CURRICULA, EVAL_SETS, VARIANTS, EvalConfig, GRPOStageConfig, check_profile
-
-from pr1lib.paths import runs_dir
+from pr1lib.config import CURRICULA, EVAL_SETS, VARIANTS, EvalConfig, GRPOStageConfig
 from pr1lib.evaluate import run_eval
 from pr1lib.grpo import run_grpo, run_name
+from pr1lib.paths import runs_dir
+from pr1lib.profiles import check_profile
 from pr1lib.runs import finished_run, load_run, start_id
 from pr1lib.runtime import is_main_process
 
@@ -86,7 +86,7 @@ def run_curriculum(profile: str | None = None, variant: str = "seen", init: str 
 def sampled_accuracy(run_dir: str | Path, cfg: GRPOStageConfig, tier: str = "hard",
                      k: int = 8) -> dict[str, float]:
     """mean@k, pass@k and the parallel ratio at T = 1 (the paper validates by sampling,
-    reference/paper-spec.md) of a run folder's model on the first ``cfg.eval_n`` held-out ``tier``
+    docs/recipe.md#10-evaluation-protocol) of a run folder's model on the first ``cfg.eval_n`` held-out ``tier``
     problems, in the stage's rollout mode and lengths. Kept in ``run_dir/sampled-<tier>.json`` and
     reused while the model (``start_id``) and the evaluation config are the same."""
     profile = cfg.profile

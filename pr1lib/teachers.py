@@ -24,8 +24,15 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
-from pr1lib.arithmetic import (ALTERNATIVES, ANNOTATION, alternatives, annotate, check_arithmetic, format_number,
-                               parse_expr)
+from pr1lib.arithmetic import (
+    ALTERNATIVES,
+    ANNOTATION,
+    alternatives,
+    annotate,
+    check_arithmetic,
+    format_number,
+    parse_expr,
+)
 from pr1lib.config import ModelConfig
 from pr1lib.format import TAGS
 from pr1lib.models import load_policy

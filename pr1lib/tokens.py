@@ -7,7 +7,8 @@
 3. sets each new tag's row to the mean of the rows of the pieces the tag used to split into
    (``<Path>`` -> ``<``, ``Path``, ``>``), in the input embeddings and, when untied, the LM head.
 
-Departures from the paper (reference/paper-spec.md §1.1, §3), both deliberate:
+Departures from the paper (docs/recipe.md#1-tags-and-grammar, #5-stage-1-cold-start-sft), both
+deliberate:
 
 * The tags are **normal added tokens**, not special ones. TRL decodes completions with
   ``skip_special_tokens=True``; special tags would vanish before the reward functions see them
@@ -15,7 +16,7 @@ Departures from the paper (reference/paper-spec.md §1.1, §3), both deliberate:
   before the BPE runs, so each tag is one id, and they survive any decode.
 * Rows are initialised explicitly. The official code only resizes, so the tags inherit whatever
   sat in Qwen's unused padding rows; in Qwen3-0.6B those rows are identical and the tags stayed
-  indistinguishable (§9.1). Mean-of-pieces rows start distinct and near related words.
+  indistinguishable (docs/recipe.md#54-initial-embeddings-of-the-tags). Mean-of-pieces rows start distinct and near related words.
 
 ``lora_kwargs_for_tags`` gives PEFT's ``trainable_token_indices`` so a LoRA run also trains
 exactly these rows (peft >= 0.15; tied heads follow the embedding).

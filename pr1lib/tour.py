@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from pr1lib.analytics import HEADLINE_ENV, read_headline
-from pr1lib.config import check_profile
-from pr1lib.paths import runs_dir
 from pr1lib.notebook import Executed, execute, list_notebooks
+from pr1lib.paths import runs_dir
+from pr1lib.profiles import check_profile
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 

@@ -1,6 +1,6 @@
 """The GRPO control panel: pick the reward, preview its schedule, train N steps at a time.
 
-The knobs are the ones Parallel-R1 turns (reference/paper-spec.md §4.3): the reward mode, the
+The knobs are the ones Parallel-R1 turns (docs/recipe.md#7-rewards): the reward mode, the
 alternation window and how many of its steps use the tiered (parallel-aware) reward, the weight
 of the main reward and of an optional structure bonus, and how many steps the next run takes.
 Everything the panel does is a plain function, so tests and headless runs (``make tour``) call
@@ -26,9 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pr1lib.rewards import schedule
+from pr1lib.rewards import REWARD_MODES, schedule
 
-REWARD_CHOICES = ("accuracy", "parallel_correct", "tiered", "structure", "alternating")
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def config_changes(state: PanelState) -> dict[str, Any]:
 
 def active_modes(state: PanelState) -> list[str]:
     """The reward used at each of the next ``state.steps`` steps (global steps from ``state.start``)."""
-    if state.reward != "alternating":
+    if not REWARD_MODES[state.reward].scheduled:
         return [state.reward] * state.steps
     return schedule(state.start + state.steps, state.window, state.parallel_steps)[state.start:]
 
@@ -74,7 +73,7 @@ def schedule_figure(state: PanelState, title: str | None = None):
     fig = go.Figure(layout=dict(height=220, margin=dict(t=40, b=40, l=40, r=20), barmode="stack",
                                 title=title or f"reward schedule: {state.reward}"
                                 + (f" (window {state.window}, {state.parallel_steps} tiered)"
-                                   if state.reward == "alternating" else "")))
+                                   if REWARD_MODES[state.reward].scheduled else "")))
     for mode in dict.fromkeys(modes):
         fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode)
     if state.structure_weight:
@@ -101,7 +100,7 @@ class ControlPanel:
         base = state or PanelState(**({k: getattr(cfg, k) for k in ("reward", "window", "parallel_steps",
                                                                       "reward_weight")} if cfg else {}))
         base = base.replace(start=start)
-        self.reward = w.Dropdown(options=REWARD_CHOICES, value=base.reward, description="reward")
+        self.reward = w.Dropdown(options=tuple(REWARD_MODES), value=base.reward, description="reward")
         self.window = w.IntSlider(value=base.window, min=1, max=20, description="window")
         self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20, description="tiered steps")
         self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1, description="weight")

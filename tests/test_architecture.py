@@ -15,10 +15,10 @@ from pr1lib.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "jsonl", "format", "prompts", "tasks", "paper"),  # plain data and text
+    ("paths", "profiles", "config", "jsonl", "format", "prompts", "tasks", "paper"),  # data, text
     ("runtime", "rewards", "tokens", "structure", "data", "evalsets", "arithmetic"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
-    ("models", "rollout", "teachers", "openai_teacher", "standin"),  # models and engines
+    ("models", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
     ("runs", "evaluate", "coldstart", "pretrain"),  # the pieces a stage is made of
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports

@@ -13,14 +13,21 @@ import random
 import re
 
 import pytest
+from conftest import needs_data
 
-from pr1lib.evalsets import (BENCHMARKS, canonical_gold, check, last_boxed, load_benchmark,
-                               minerva_normalize, strict_answer)
+from pr1lib.evalsets import (
+    BENCHMARKS,
+    canonical_gold,
+    check,
+    last_boxed,
+    load_benchmark,
+    minerva_normalize,
+    strict_answer,
+)
 from pr1lib.paths import shared_data_dir
 
 DATA = shared_data_dir()
-needs_data = pytest.mark.skipif(DATA is None or not (DATA / "eval").is_dir(),
-                                reason="shared eval data not found (set PR1_DATA_DIR)")
+needs_eval = needs_data("eval")
 EVAL_FILES = ("math500", "aime24", "aime25", "amc23")
 
 
@@ -34,7 +41,7 @@ def final(answer: str) -> str:
 
 
 # ----------------------------------------------------------------------------- loaders
-@needs_data
+@needs_eval
 @pytest.mark.parametrize("name, count", [("math500", 500), ("aime24", 30), ("aime25", 30), ("amc23", 40),
                                          ("gsm8k", 1319)])
 def test_loaders_give_common_records_with_canonical_golds(name, count):
@@ -47,7 +54,7 @@ def test_loaders_give_common_records_with_canonical_golds(name, count):
         assert not re.fullmatch(r"-?0\d+|-?\d+\.0+", r["answer"])  # no "025", no "27.0"
 
 
-@needs_data
+@needs_eval
 def test_raw_formats_are_canonicalised():
     # AMC stores floats, AIME 2024 zero-padded strings: the loader turns both into plain integers
     amc = {str(r["id"]): r["answer"] for r in raw_rows("amc23")}
@@ -60,7 +67,7 @@ def test_raw_formats_are_canonicalised():
     assert all(p.lstrip("0") in golds and p not in golds for p in padded)
 
 
-@needs_data
+@needs_eval
 def test_first_n_and_integer_only():
     first = load_benchmark("math500", n=5)
     assert [r["id"] for r in first] == [r["id"] for r in load_benchmark("math500")[:5]]
@@ -88,7 +95,7 @@ def test_unknown_benchmark():
 
 
 # ----------------------------------------------------------------------------- every gold, verbatim
-@needs_data
+@needs_eval
 @pytest.mark.parametrize("name", EVAL_FILES + ("gsm8k",))
 def test_every_gold_written_verbatim_is_correct_for_both_checkers(name):
     for rec in load_benchmark(name):
@@ -96,7 +103,7 @@ def test_every_gold_written_verbatim_is_correct_for_both_checkers(name):
         assert verdict["strict"] and verdict["robust"], (rec["id"], rec["answer"], verdict)
 
 
-@needs_data
+@needs_eval
 @pytest.mark.parametrize("name", EVAL_FILES + ("gsm8k",))
 def test_a_different_gold_is_wrong_for_both_checkers(name):
     records = load_benchmark(name)
@@ -107,7 +114,7 @@ def test_a_different_gold_is_wrong_for_both_checkers(name):
         assert not verdict["strict"] and not verdict["robust"], (rec["answer"], other)
 
 
-@needs_data
+@needs_eval
 @pytest.mark.parametrize("name", EVAL_FILES)
 def test_boxed_only_answers_count_for_robust_not_strict(name):
     for rec in load_benchmark(name)[:30]:
@@ -116,7 +123,7 @@ def test_boxed_only_answers_count_for_robust_not_strict(name):
                            "pred_robust": rec["answer"]}, rec["id"]
 
 
-@needs_data
+@needs_eval
 def test_raw_file_renderings_strict_is_exact_robust_is_numeric():
     # A model that copies the file's raw rendering ("025", "27.0") is right by value; the
     # paper's grader compares strings after normalisation, so it says no (a known quirk).
@@ -164,7 +171,7 @@ RENDERINGS = [
 ]
 
 
-@needs_data
+@needs_eval
 @pytest.mark.parametrize("name, gold, written, strict, robust", RENDERINGS)
 def test_renderings_of_real_golds(name, gold, written, strict, robust):
     assert gold in [r["answer"] for r in raw_rows(name)]  # a real answer of that file
@@ -172,7 +179,7 @@ def test_renderings_of_real_golds(name, gold, written, strict, robust):
     assert (verdict["strict"], verdict["robust"]) == (strict, robust)
 
 
-@needs_data
+@needs_eval
 def test_gsm8k_style_strict_reads_the_first_number():
     rec = load_benchmark("gsm8k", n=1)[0]
     gold = rec["answer"]

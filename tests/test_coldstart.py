@@ -18,18 +18,18 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from conftest import needs_data
 
 from pr1lib import coldstart
 from pr1lib.cli import main as cli_main
 from pr1lib.config import ColdStartConfig
-from pr1lib.paths import shared_data_dir
 from pr1lib.data import load_source
+from pr1lib.paths import shared_data_dir
 from pr1lib.teachers import RuleTeacher, make_trace
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = shared_data_dir()
-needs_gsm8k = pytest.mark.skipif(SHARED is None or not (SHARED / "gsm8k" / "train.jsonl").exists(),
-                                 reason="../shared/data (or PR1_DATA_DIR) with gsm8k/train.jsonl is not here")
+needs_gsm8k = needs_data("gsm8k/train.jsonl")
 
 
 def _cli(*argv: str) -> tuple[int, dict | None, str]:

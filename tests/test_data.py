@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import needs_data
 
 from pr1lib import data
 from pr1lib.paths import shared_data_dir
@@ -15,8 +16,7 @@ from pr1lib.prompts import split_gsm8k_answer
 
 KEYS = {"id", "question", "answer_text", "answer", "source"}
 SHARED = shared_data_dir()
-needs_shared = pytest.mark.skipif(SHARED is None or not (SHARED / "gsm8k" / "train.jsonl").exists(),
-                                  reason="../shared/data (or PR1_DATA_DIR) with gsm8k/ is not here")
+needs_shared = needs_data("gsm8k/train.jsonl")
 
 
 @needs_shared

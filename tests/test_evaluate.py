@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from itertools import combinations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from _tiny import ids, steer, toy_model, toy_tokenizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pr1lib import evaluate as ev
 from pr1lib import metrics
 from pr1lib.config import EvalConfig
+from pr1lib.paper import (
+    TABLE2,
+    TABLE2_COLUMNS,
+    TABLE4,
+    TABLE4_COLUMNS,
+    paper_table,
+    side_by_side,
+    to_markdown,
+)
 from pr1lib.tokens import has_tags
-from pr1lib.paper import (TABLE2, TABLE2_COLUMNS, TABLE4, TABLE4_COLUMNS, paper_table, side_by_side,
-                          to_markdown)
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import ids, steer, toy_model, toy_tokenizer  # noqa: E402
 
 BLOCK = "<Parallel><Path>{a}</Path><Path>{b}</Path></Parallel>\n<Summary>{s}</Summary>"
 

@@ -10,15 +10,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr1lib.format import (
-    TAG_RE, TAGS, Block, Segment, answers_match, extract_answer, linearize, official_errors,
-    parallel_stats, parse, render, validate,
+    TAG_RE,
+    TAGS,
+    Block,
+    Segment,
+    answers_match,
+    extract_answer,
+    linearize,
+    official_errors,
+    parallel_stats,
+    parse,
+    render,
+    validate,
 )
 
 P2 = "<Parallel><Path>a</Path><Path>b</Path></Parallel>"  # a minimal well-formed block
 OK = P2 + "\n<Summary>s</Summary>"
 
 # (name, text, number of official errors, strict-valid?) — official counts follow the
-# stack machine of reference/paper-spec.md §1.3, worked out by hand for each case.
+# stack machine of docs/recipe.md#1-tags-and-grammar, worked out by hand for each case.
 CASES = [
     ("no_tags", "2 + 3 = 5\nFinal Answer: 5", 0, True),  # plain reasoning is fine
     ("empty", "", 0, True),  # nothing at all is fine too

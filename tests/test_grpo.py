@@ -13,8 +13,15 @@ import torch
 
 import pr1lib.grpo
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import (GRPOSession, ParallelGRPOTrainer, StopAt, build_trainer, check_config,
-                         prompt_dataset, trl_args)
+from pr1lib.grpo import (
+    GRPOSession,
+    ParallelGRPOTrainer,
+    StopAt,
+    build_trainer,
+    check_config,
+    prompt_dataset,
+    trl_args,
+)
 from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.rewards import schedule
 from pr1lib.structure import structured_logprobs

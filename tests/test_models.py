@@ -11,12 +11,17 @@ import pytest
 import torch
 
 from pr1lib.config import ModelConfig
-
-from pr1lib.paths import REPO_ROOT
 from pr1lib.models import (
-    EOS_TOKEN, TINY_MODEL_DIR, ModelNotAvailableError, build_random_tiny, load_policy, load_tiny_tokenizer,
-    lora_config, resolve_model_name,
+    EOS_TOKEN,
+    TINY_MODEL_DIR,
+    ModelNotAvailableError,
+    build_random_tiny,
+    load_policy,
+    load_tiny_tokenizer,
+    lora_config,
+    resolve_model_name,
 )
+from pr1lib.paths import REPO_ROOT
 
 SHIPPED = REPO_ROOT / TINY_MODEL_DIR
 needs_shipped = pytest.mark.skipif(

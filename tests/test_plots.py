@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from _tiny import ids, toy_tokenizer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import ids, toy_tokenizer  # noqa: E402
-
-from pr1lib import plots  # noqa: E402
-from pr1lib.structure import allowed_mask, structure_tensors, tag_ids  # noqa: E402
+from pr1lib import plots
+from pr1lib.structure import allowed_mask, structure_tensors, tag_ids
 
 TOK = toy_tokenizer()
 T = tag_ids(TOK)
-# reference/parallel-decoding.md §1.4: q r s <Parallel> <Path> a b </Path> <Path> c d e </Path> <Summary> t …
+# The worked example of docs/recipe.md#5-stage-1-cold-start-sft: q r s <Parallel> <Path> a b </Path> <Path> c d e </Path> <Summary> t …
 SEQ = (ids(TOK, "qrs") + [T.parallel, T.path] + ids(TOK, "ab") + [T.end_path, T.path] + ids(TOK, "cde")
        + [T.end_path, T.summary] + ids(TOK, "t") + [T.end_summary, T.end_parallel] + ids(TOK, "z"))
 LABELS = plots.token_labels(TOK.convert_ids_to_tokens(SEQ))

@@ -10,10 +10,16 @@ import torch
 from pr1lib import pretrain
 from pr1lib.cli import main
 from pr1lib.config import PretrainConfig
-from pr1lib.paths import REPO_ROOT
 from pr1lib.models import TINY_MODEL_DIR, build_random_tiny, load_tiny_tokenizer
+from pr1lib.paths import REPO_ROOT
 from pr1lib.pretrain import (
-    accumulate_loss, encode_batch, evaluate_accuracy, generate_solutions, score, step_records, training_pair,
+    accumulate_loss,
+    encode_batch,
+    evaluate_accuracy,
+    generate_solutions,
+    score,
+    step_records,
+    training_pair,
 )
 from pr1lib.tasks import generate
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from pr1lib.paths import REPO_ROOT
 from pr1lib.notebook import list_notebooks
+from pr1lib.paths import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import MISSING_DATA
 
-from pr1lib.paths import shared_data_dir
 from pr1lib.format import answers_match, extract_answer, parallel_stats, parse, validate
+from pr1lib.paths import shared_data_dir
 
 SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"
 
@@ -24,7 +25,7 @@ SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"
 def rows() -> list[dict]:
     root = shared_data_dir()
     if root is None or not (root / SUBSET).is_file():
-        pytest.skip(f"real traces not found: set PR1_DATA_DIR to a folder holding {SUBSET}")
+        pytest.skip(f"{MISSING_DATA} {SUBSET}")
     with open(root / SUBSET, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 

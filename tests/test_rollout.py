@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer  # noqa: E402
-
-from pr1lib.config import RolloutConfig  # noqa: E402
-from pr1lib.rollout import Rollout, Streams, as_columns, generate, rollout_logprobs  # noqa: E402
-from pr1lib.structure import attention_inputs, parse, tag_ids  # noqa: E402
+from pr1lib.config import RolloutConfig
+from pr1lib.rollout import Rollout, Streams, as_columns, generate, rollout_logprobs
+from pr1lib.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
 T = tag_ids(TOK)

@@ -1,20 +1,21 @@
-"""pr1lib.structure: the unseen mask and positions (checklist: reference/parallel-decoding.md §4)."""
+"""pr1lib.structure: the unseen mask and positions (the rules of docs/recipe.md#5-stage-1-cold-start-sft)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from _tiny import ids, one_thread, toy_model, toy_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import ids, one_thread, toy_model, toy_tokenizer  # noqa: E402
-
-from pr1lib.structure import (  # noqa: E402
-    TagIds, allowed_mask, attention_inputs, parse, structure_tensors, structured_logprobs, tag_ids,
+from pr1lib.structure import (
+    TagIds,
+    allowed_mask,
+    attention_inputs,
+    parse,
+    structure_tensors,
+    structured_logprobs,
+    tag_ids,
 )
 
 ATOL = 1e-5
@@ -44,7 +45,7 @@ def logits(model, seq: list[int] | torch.Tensor, mode: str = "unseen", attn: str
         return model(input_ids=x, use_cache=False, **inputs).logits  # (B, L, V)
 
 
-# §1.4 of the reference: q0 q1 q2 <Parallel> <Path> a1 a2 </Path> <Path> b1 b2 b3 </Path> …
+# A worked example: q0 q1 q2 <Parallel> <Path> a1 a2 </Path> <Path> b1 b2 b3 </Path> …
 HEAD = tokens("qrs") + [P, PA] + tokens("ab") + [EPA, PA] + tokens("cde") + [EPA]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import MISSING_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,7 +87,7 @@ def test_real_gsm8k_reads_through_the_same_parser():
     root = shared_data_dir()
     path = root / "gsm8k" / "test.jsonl" if root else None
     if path is None or not path.exists():
-        pytest.skip("real GSM8K not present (set PR1_DATA_DIR)")
+        pytest.skip(f"{MISSING_DATA} gsm8k/test.jsonl")
     import json
 
     real = [json.loads(line) for line in path.read_text().splitlines()[:50]]

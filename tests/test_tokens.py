@@ -12,8 +12,13 @@ import torch
 
 from pr1lib.format import TAGS
 from pr1lib.tokens import (
-    add_parallel_tags, add_tag_tokens, embeddings_tied, lora_kwargs_for_tags, tag_pieces,
-    tag_similarity, tag_token_ids,
+    add_parallel_tags,
+    add_tag_tokens,
+    embeddings_tied,
+    lora_kwargs_for_tags,
+    tag_pieces,
+    tag_similarity,
+    tag_token_ids,
 )
 
 EOS = "<|endoftext|>"
@@ -109,7 +114,7 @@ def test_naive_resize_gives_near_identical_rows_and_ours_does_not(tokenizer):
     add_parallel_tags(tokenizer, ours)
     off = ~torch.eye(6, dtype=torch.bool)
     naive_sim, our_sim = tag_similarity(naive, naive_tok)[off], tag_similarity(ours, tokenizer)[off]
-    assert naive_sim.min() > 0.99  # the Qwen3-0.6B failure mode of §9.1, in miniature
+    assert naive_sim.min() > 0.99  # the Qwen3-0.6B failure mode (docs/recipe.md#54-initial-embeddings-of-the-tags), in miniature
     assert our_sim.mean() < naive_sim.min() - 0.2
 
 
