@@ -86,6 +86,13 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+# The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
+# unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
+# project's grader, whose strict grammar the reward values in DESIGN.md are defined with; evaluation
+# reports the official answer check as ``accuracy`` (the paper's numbers) and both in the summary.
+DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
+
+
 class Preset:
     """Mixin: ``Cls.for_profile(profile, **overrides)`` = defaults + ``PRESETS[profile]`` + overrides."""
 
@@ -321,7 +328,7 @@ class EvalConfig(Preset):
     max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
-    checker: str = "strict"  # fills accuracy / pass_at_k: strict (the paper's) | robust (+ boxed)
+    grader: str | None = None  # fills accuracy / pass_at_k: official | project; None: DEFAULT_GRADERS["eval"]
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
     seed: int = 0
 
@@ -383,6 +390,7 @@ class GRPOStageConfig(Preset):
     parallel_steps: int = 2  # ... of which the last ones use the tiered reward
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
     extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms, e.g. (("structure", 0.2),)
+    grader: str | None = None  # official | project (pr1lib.graders); None: DEFAULT_GRADERS for the stage
     variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + restarted positions
     rollout: str | None = None  # forked | seen (pr1lib.rollout engine) | trl (TRL's model.generate); None: rollout_mode
     train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code

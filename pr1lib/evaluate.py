@@ -7,7 +7,7 @@ builds one from a model: the training rollout engine (``pr1lib.rollout``, ``seen
 when the tokenizer has the tags, else plain ``model.generate`` (``hf_generate_fn``, ``seen`` only).
 
 Every problem becomes one line of a JSONL results file (one file per model x benchmark x mode):
-its k completions, both checkers' verdicts (``pr1lib.benchmarks``) and per-sample statistics.
+its k completions, both graders' verdicts (``pr1lib.graders``: official, project) and per-sample statistics.
 A rerun skips the problems already there, so an interrupted evaluation resumes; a torn last line
 (a crash mid-write) is dropped. ``summarize`` turns the rows into the numbers the paper reports:
 mean@k, pass@k (the unbiased estimator, not a bootstrap), the parallel ratio, tag validity, blocks
@@ -31,9 +31,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from pr1lib.benchmarks import BENCHMARKS, check, load_benchmark
+from pr1lib.benchmarks import BENCHMARKS, load_benchmark
 from pr1lib.config import EvalConfig, ModelConfig, check_profile, runs_dir, set_seed
 from pr1lib.format import PARALLEL, parse, parallel_stats
+from pr1lib.graders import GRADERS, check, default_grader, get_grader
 from pr1lib.jsonl import JsonlLog
 
 GenerateFn = Callable[[list[str], int], list[list[str]]]
@@ -143,32 +144,48 @@ def sample_stats(text: str, tokenizer: Any = None) -> dict[str, Any]:
 
 
 def score_problem(record: dict, completions: list[str], benchmark: str, tokenizer: Any = None) -> dict:
-    """One results-file row: the problem, its completions, both verdicts and statistics.
+    """One results-file row: the problem, its completions, both graders' verdicts and statistics.
 
     >>> row = score_problem({"id": "q1", "question": "1+1?", "answer": "2"},
     ...                     ["Final Answer: 2", "\\\\boxed{2}"], "gsm8k")
-    >>> row["correct_strict"], row["correct_robust"]
+    >>> row["correct_official"], row["correct_project"]
     ([True, False], [True, True])
     """
     samples = [{"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
                for text in completions]
     return {"id": record["id"], "question": record["question"], "answer": record["answer"],
             "k": len(samples), "length_unit": "tokens" if tokenizer is not None else "chars",
-            "correct_strict": [s.pop("strict") for s in samples],
-            "correct_robust": [s.pop("robust") for s in samples], "samples": samples}
+            **{f"correct_{name}": [s.pop(name) for s in samples] for name in GRADERS}, "samples": samples}
 
 
 # ----------------------------------------------------------------------------- aggregation
+_OLD_ROW_KEYS = {"official": "correct_strict", "project": "correct_robust"}  # results files before graders
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     kept = [float(v) for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
 
 
-def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
-    """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``checker``.
+def _grader_columns(rows: list[dict], k: int) -> dict[str, Any]:
+    """``accuracy_<grader>``, ``pass_at_k_<grader>`` and ``pass_curve_<grader>`` for every grader."""
+    out: dict[str, Any] = {}
+    for name in GRADERS:
+        counts = [(row["k"], sum(row.get(f"correct_{name}", row.get(_OLD_ROW_KEYS[name], [])))) for row in rows]
+        out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
+        out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
+        out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
+    return out
 
-    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), the same
-    per checker (``*_strict``, ``*_robust``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k),
+
+def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
+    """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``grader``
+    (``None``: ``pr1lib.config.DEFAULT_GRADERS["eval"]``, the official one).
+
+    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), ``grader``
+    (which one fills them; ``checker`` repeats it for older readers), the same per grader
+    (``*_official``: the official reward code's answer check; ``*_project``: this project's, which
+    also reads a lone ``\\boxed{}``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k),
     ``parallel_ratio`` (share of samples with >= 1 ``<Parallel>``), ``valid_ratio`` (strict
     grammar) and ``valid_official_ratio``, ``answer_rate``, ``blocks_per_response``,
     ``first_block_position`` (mean over samples with a block), ``mean_length`` in ``length_unit``,
@@ -177,25 +194,19 @@ def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
     >>> rows = [score_problem({"id": i, "question": "", "answer": "2"}, t, "gsm8k")
     ...         for i, t in enumerate([["Final Answer: 2", "Final Answer: 3"], ["no", "no"]])]
     >>> s = summarize(rows)
-    >>> s["accuracy"], s["pass_at_k"], s["n"], s["k"], s["parallel_ratio"]
-    (0.25, 0.5, 2, 2, 0.0)
+    >>> s["accuracy"], s["pass_at_k"], s["n"], s["k"], s["parallel_ratio"], s["grader"]
+    (0.25, 0.5, 2, 2, 0.0, 'official')
     """
-    if checker not in ("strict", "robust"):
-        raise ValueError(f"checker must be 'strict' or 'robust', got {checker!r}")
+    grader = get_grader(grader or default_grader("eval")).name
     samples = [s for row in rows for s in row["samples"]]
     k = min((row["k"] for row in rows), default=0)
-    out: dict[str, Any] = {}
-    for name in ("strict", "robust"):
-        counts = [(row["k"], sum(row[f"correct_{name}"])) for row in rows]
-        out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
-        out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
-        out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
+    out = _grader_columns(rows, k)
     overlap = _mean(s["path_overlap"] for s in samples)
     return {
-        "accuracy": out[f"accuracy_{checker}"], "pass_at_k": out[f"pass_at_k_{checker}"],
+        "accuracy": out[f"accuracy_{grader}"], "pass_at_k": out[f"pass_at_k_{grader}"],
         "parallel_ratio": _mean(s["blocks"] > 0 for s in samples),
         "valid_ratio": _mean(s["valid"] for s in samples),
-        "n": len(rows), "k": k, "checker": checker, **out,
+        "n": len(rows), "k": k, "grader": grader, "checker": grader, **out,
         "valid_official_ratio": _mean(s["valid_official"] for s in samples),
         "answer_rate": _mean(s["has_answer"] for s in samples),
         "blocks_per_response": _mean(s["blocks"] for s in samples),
@@ -355,7 +366,7 @@ def make_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
     return hf_generate_fn(model, tokenizer, cfg.max_completion_length, cfg.temperature, cfg.top_p)
 
 
-_RESUMABLE_FIELDS = ("n", "batch_size", "checker", "engine")  # may change between runs of one file
+_RESUMABLE_FIELDS = ("n", "batch_size", "grader", "engine")  # may change between runs of one file
 
 
 def save_run_config(cfg: EvalConfig, path: Path) -> None:
@@ -403,7 +414,7 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
     prompt_fn = lambda q: chat_prompt(q, tokenizer, style)  # noqa: E731 - the training prompt
     rows = evaluate_records(records, sample, cfg.k, cfg.benchmark, prompt_fn, path, cfg.batch_size,
                             tokenizer, progress)
-    return {"model": tag, "benchmark": cfg.benchmark, "mode": cfg.mode, **summarize(rows, cfg.checker),
+    return {"model": tag, "benchmark": cfg.benchmark, "mode": cfg.mode, **summarize(rows, cfg.grader),
             "results": str(path) if path is not None else None}
 
 
@@ -414,7 +425,7 @@ def cli_register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("eval", help="evaluate a model: mean@k, pass@k, parallel ratio, validity",
                               description="Sample k completions per problem and score them with the "
-                                          "paper's strict checker and a robust one; resumable.")
+                                          "official grader and this project's (both reported); resumable.")
     p.add_argument("--model", default=None, help="folder or hub id (default: the profile's model)")
     p.add_argument("--data", choices=list(BENCHMARKS), default=None, help="benchmark (default: config's)")
     p.add_argument("--n", type=int, default=None, help="first N problems (0: all)")

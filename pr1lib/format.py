@@ -84,28 +84,29 @@ class _Scanner:
     state: str = "text"
     cursor: int = 0  # end of the last consumed tag
     opened: int = 0  # where the open path / summary tag starts
-    buffer: str = ""  # free text not yet flushed into ``out.parts``
+    buffer: list[str] = field(default_factory=list)  # free text not yet in ``out.parts`` (a list: linear)
     block: Block | None = None
 
     def error(self, pos: int, message: str) -> None:
         self.out.errors.append(f"char {pos}: {message}")
 
     def flush_text(self) -> None:
-        if self.buffer:
-            self.out.parts.append(self.buffer)
-        self.buffer = ""
+        text = "".join(self.buffer)
+        if text:
+            self.out.parts.append(text)
+        self.buffer = []
 
     def gap(self, start: int, end: int) -> None:
         """Handle the untagged text in ``text[start:end]`` for the current state."""
         piece = self.text[start:end]
         if self.state == "text":
-            self.buffer += piece
+            self.buffer.append(piece)
         elif self.state == "block" and piece.strip():
             self.error(start, "only whitespace may sit between the tags of a block")
         elif self.state == "after" and piece.strip():
             self.error(start, f"expected {SUMMARY} right after {END_PARALLEL}")
             self.state = "text"
-            self.buffer += piece
+            self.buffer.append(piece)
 
     def tag(self, tag: str, start: int, end: int) -> None:
         """Apply one tag: a legal transition, or an error (the tag is then kept as text)."""
@@ -120,7 +121,7 @@ class _Scanner:
             return
         self.error(start, _misplaced(tag, self.state))
         if self.state == "text":
-            self.buffer += tag
+            self.buffer.append(tag)
 
     def finish(self) -> Response:
         self.gap(self.cursor, len(self.text))
@@ -340,27 +341,37 @@ def path_ranges(text: str) -> list[tuple[int, int]]:
 
 def extract_answer(text: str) -> str | None:
     """The value of the last ``Final Answer:`` outside every ``<Path>``; ``None`` if absent.
+    As the official regex reads it, an empty rest of the line means the value is on the next line.
 
     >>> extract_answer("<Path>Final Answer: 3</Path> so Final Answer: 4\\n")
     '4'
-    >>> extract_answer("<Path>Final Answer: 3</Path>") is None
-    True
+    >>> extract_answer("<Path>Final Answer: 3</Path>") is None, extract_answer("Final Answer:\\n12")
+    (True, '12')
     """
     if not isinstance(text, str):
         return None
-    inside = path_ranges(text)
-    found = None
-    for match in FINAL_ANSWER_RE.finditer(text):
-        if not any(lo <= match.start() < hi for lo, hi in inside):
+    inside, k, found = path_ranges(text), 0, None
+    for match in FINAL_ANSWER_RE.finditer(text):  # both in text order: one linear sweep
+        while k < len(inside) and inside[k][1] <= match.start():
+            k += 1
+        if k == len(inside) or match.start() < inside[k][0]:
             found = match
     if found is None:
         return None
-    line = text[found.end():].split("\n", 1)[0]
+    line = _VALUE_RE.match(text, found.end()).group(1)
     return TAG_RE.split(line, maxsplit=1)[0].strip()
+
+
+_VALUE_RE = re.compile(r"\s*([^\n]*)")  # like the official "\s*([^\n]+)": skips blank lines first
 
 
 _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[-+]?\.\d+")
 _UNIT_TAIL_RE = re.compile(r"\s*(?:%|[A-Za-z][A-Za-z .]*)?")  # "19 pets", "50%"
+# Words that make a tail more than a unit: "12 or eleven" hedges, "12 thousand" is another number.
+_NOT_UNITS = frozenset({"or", "and", "nor", "not", "but", "plus", "minus", "times", "over", "half",
+                        "hundred", "thousand", "million", "billion", "dozen"})
+_AS_NUMBER_MAX_DIGITS = 4000  # below Python's int-string limit (4300): Fraction would raise past it
+_BRACES = re.compile(r"[{}]")
 
 
 def _unbox(text: str) -> str:
@@ -368,8 +379,8 @@ def _unbox(text: str) -> str:
     if not (text.startswith("\\boxed{") and text.endswith("}")):
         return text
     depth = 0
-    for char in text[len("\\boxed{"):-1]:
-        depth += {"{": 1, "}": -1}.get(char, 0)
+    for brace in _BRACES.finditer(text, len("\\boxed{"), len(text) - 1):
+        depth += 1 if brace.group() == "{" else -1
         if depth < 0:  # "\\boxed{1}, \\boxed{2}": the first group closes early
             return text
     return text[len("\\boxed{"):-1] if depth == 0 else text
@@ -381,37 +392,71 @@ def _clean(answer: str) -> str:
     return text[:-1].rstrip() if text.endswith(".") else text
 
 
+def number_key(answer: str) -> tuple[str, str, str] | None:
+    """A plain numeric answer as (sign, integer digits, fraction digits) without padding, else
+    ``None``. Equal keys mean equal values, for numbers of any length (no int conversion).
+
+    >>> number_key("$1,000.50"), number_key("-025"), number_key("0.0"), number_key("12 or eleven")
+    (('', '1000', '5'), ('-', '25', ''), ('', '', ''), None)
+    """
+    text = _clean(answer) if isinstance(answer, str) else ""
+    match = _NUMBER_RE.match(text)
+    if match is None or not _UNIT_TAIL_RE.fullmatch(text, match.end()):
+        return None
+    if set(text[match.end():].lower().split()) & _NOT_UNITS:
+        return None
+    number = match.group().replace(",", "")
+    whole, _, frac = number.lstrip("+-").partition(".")
+    whole, frac = whole.lstrip("0"), frac.rstrip("0")
+    return ("-" if number.startswith("-") and (whole or frac) else "", whole, frac)
+
+
 def as_number(answer: str) -> Fraction | None:
-    """A plain numeric answer as an exact ``Fraction``, else ``None``.
+    """A plain numeric answer as an exact ``Fraction``, else ``None`` (also past 4,000 digits).
 
     >>> as_number("$1,000.") == 1000, as_number("025"), as_number("19 pets"), as_number("x+1")
     (True, Fraction(25, 1), Fraction(19, 1), None)
     """
-    text = _clean(answer)
-    match = _NUMBER_RE.match(text)
-    if match is None or not _UNIT_TAIL_RE.fullmatch(text, match.end()):
+    key = number_key(answer)
+    if key is None or len(key[1]) + len(key[2]) > _AS_NUMBER_MAX_DIGITS:
         return None
-    return Fraction(match.group().replace(",", "").rstrip("."))
+    sign, whole, frac = key
+    return Fraction(f"{sign}{whole or 0}.{frac or 0}")
 
 
 def answers_match(pred: str | None, gold: str) -> bool:
     """True when ``pred`` equals ``gold``: numbers by value, else text, else math-verify.
+    A prediction with prose before a number (``The answer is 12 or 11``) is refused, not searched.
 
     >>> answers_match("025", "25"), answers_match("27.0", "27"), answers_match("$5", "5")
     (True, True, True)
     >>> answers_match("1,000", "1000"), answers_match("24", "25"), answers_match(None, "1")
     (True, False, False)
-    >>> answers_match("\\\\frac{1}{2}", "0.5")
-    True
+    >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("The answer is 12 or 11", "12")
+    (True, False)
     """
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
         return False
-    a, b = as_number(pred), as_number(gold)
+    a, b = number_key(pred), number_key(gold)
     if a is not None and b is not None:
         return a == b
     if re.sub(r"\s+", "", _clean(pred)) == re.sub(r"\s+", "", _clean(gold)):
         return True
     return _math_verify(_clean(pred), _clean(gold))
+
+
+_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word, not a LaTeX command's name
+_DIGIT_RE = re.compile(r"\d")
+_MATH_WORDS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "lcm",
+                         "gcd", "mod", "max", "min", "det", "arcsin", "arccos", "arctan"})
+
+
+def _prose_before_number(text: str) -> bool:
+    """A word (not a function name) with a digit after it: math-verify would pick a number out of
+    ``The answer is 12 or 11``, so such a prediction is a hedge, not an answer."""
+    digits = [m.start() for m in _DIGIT_RE.finditer(text)]
+    return bool(digits) and any(word.group().lower() not in _MATH_WORDS and word.end() <= digits[-1]
+                                for word in _WORD_RE.finditer(text))
 
 
 _MATH_VERIFY_MAX_CHARS = 200  # sympy gets slow on long inputs
@@ -428,7 +473,7 @@ def _math_verify(pred: str, gold: str) -> bool:
     """
     if max(len(pred), len(gold)) > _MATH_VERIFY_MAX_CHARS or _EXPLOSIVE_RE.search(pred + gold):
         return False
-    if pred.count("\\boxed") > 1:  # several boxed candidates: math-verify would pick any of them
+    if pred.count("\\boxed") > 1 or _prose_before_number(pred):  # candidates or prose: a hedge
         return False
     try:
         import logging

@@ -186,6 +186,7 @@ HACKS = {
     "answer_only_in_path": (-1.0, -1.0, -1.0, 1.0),
     "several_final_answers": (-1.0, -1.0, -1.0, 1.0),
     "candidates_in_one_line": (-1.0, -1.0, -1.0, 1.0),
+    "hedged_candidates": (-1.0, -1.0, -1.0, 1.0),  # prose before the numbers: no answer at all
     "boxed_candidates": (-1.0, -1.0, -1.0, 1.0),
     "tags_in_final_line": (-1.0, -1.0, -1.0, -1.0),
     "correct_after_malformed_block": (1.0, -1.0, -1.0, -1.0),
