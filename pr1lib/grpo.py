@@ -46,6 +46,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from pr1lib.config import (GRPOStageConfig, ModelConfig, RolloutConfig, check_profile, environment_report,
                            is_main_process, runs_dir, set_seed)
+from pr1lib.graders import GRADERS, default_grader
 from pr1lib.rewards import MODES, reward_for, terms
 from pr1lib.sft import expose_head_bias
 
@@ -94,7 +95,8 @@ def stage_config(stage: int, profile: str | None = None, **overrides: Any) -> GR
 def check_config(cfg: GRPOStageConfig) -> None:
     """Refuse unknown modes and batch sizes TRL would reject later, with a message that says why."""
     for name, value, allowed in (("reward", cfg.reward, REWARD_MODES), ("variant", cfg.variant, VARIANTS),
-                                 ("rollout", cfg.rollout_mode, ROLLOUTS)):
+                                 ("rollout", cfg.rollout_mode, ROLLOUTS),
+                                 ("grader", cfg.grader or default_grader(cfg.stage), tuple(GRADERS))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if cfg.per_device_train_batch_size % cfg.num_generations:
@@ -153,7 +155,8 @@ def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) 
 
 # ----------------------------------------------------------------------------- data
 def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str, profile: str | None = None):
-    """``Dataset[prompt, answer]`` of the stage's training problems (``cfg.data`` or the stage's source)."""
+    """``Dataset[prompt, answer, data_source]`` of the stage's training problems (``cfg.data`` or the
+    stage's source); TRL passes ``data_source`` to the rewards, which the official grader reads."""
     from datasets import Dataset
 
     from pr1lib.data import load_source
@@ -161,7 +164,8 @@ def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str, prof
 
     records = load_source(cfg.data or stage_source(cfg.stage, profile), "train", cfg.train_n, seed=cfg.seed)
     return Dataset.from_dict({"prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
-                              "answer": [str(r["answer"]) for r in records]})
+                              "answer": [str(r["answer"]) for r in records],
+                              "data_source": [str(r.get("source", "")) for r in records]})
 
 
 # Held-out evaluation sets per profile: "easy" and "hard" (pr1lib.benchmarks names).
@@ -184,8 +188,9 @@ def held_out(cfg: GRPOStageConfig, tier: str, profile: str | None = None) -> lis
 
 
 # ----------------------------------------------------------------------------- rewards
-def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:
-    """What the dashboard plots for one batch, parsed exactly as the rewards parse it.
+def batch_metrics(completions: Sequence[Any], answer: Sequence[Any], grader: str = "project",
+                  sources: Sequence[Any] | None = None) -> dict[str, float]:
+    """What the dashboard plots for one batch, parsed exactly as the rewards parse it (same grader).
 
     >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel>\\n<Summary>s</Summary>\\n"
     >>> m = batch_metrics([block + "Final Answer: 2", "Final Answer: 3"], ["2", "2"])
@@ -195,7 +200,8 @@ def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str
     from pr1lib.format import parallel_stats
     from pr1lib.rewards import completion_text, score_terms
 
-    parsed = [terms(c, a) for c, a in zip(completions, answer)]
+    sources = sources if sources is not None else [None] * len(completions)
+    parsed = [terms(c, a, grader, src) for c, a, src in zip(completions, answer, sources)]
     n = max(len(parsed), 1)
     out = {"accuracy": sum(t.correct for t in parsed) / n, "parallel_ratio": sum(t.blocks > 0 for t in parsed) / n,
            "valid_ratio": sum(t.valid for t in parsed) / n}
@@ -211,8 +217,8 @@ def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str
 class Tracked:
     """A TRL reward function that scores with ``reward`` and logs ``batch_metrics`` via ``log_metric``."""
 
-    def __init__(self, reward: Callable) -> None:
-        self.reward = reward
+    def __init__(self, reward: Callable, grader: str = "project") -> None:
+        self.reward, self.grader = reward, grader
         self.__name__ = getattr(reward, "__name__", "reward")  # TRL's column name: rewards/<name>/mean
         self.reward_range = getattr(reward, "reward_range", None)
 
@@ -223,17 +229,19 @@ class Tracked:
 
     def __call__(self, completions: list, answer: list, log_metric: Callable | None = None, **kwargs: Any) -> list:
         if log_metric is not None:
-            for name, value in batch_metrics(completions, answer).items():
+            sources = kwargs.get("data_source")
+            sources = sources if isinstance(sources, list) and len(sources) == len(completions) else None
+            for name, value in batch_metrics(completions, answer, self.grader, sources).items():
                 log_metric(name, value)
         return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)
 
 
 def reward_funcs(cfg: GRPOStageConfig) -> list[Callable]:
-    """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order."""
-    from pr1lib.rewards import REWARDS
-
-    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps))
-    return [main, *(REWARDS[mode] for mode, _ in cfg.extra_rewards)]
+    """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order, all under
+    the config's grader (``None``: the stage's default in ``pr1lib.config.DEFAULT_GRADERS``)."""
+    grader = cfg.grader or default_grader(cfg.stage)  # pr1lib.config.DEFAULT_GRADERS
+    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader), grader)
+    return [main, *(reward_for(mode, grader=grader) for mode, _ in cfg.extra_rewards)]
 
 
 def reward_weights(cfg: GRPOStageConfig) -> list[float]:
