@@ -116,11 +116,14 @@ def _content_text(content: Any) -> str:
 def terms(completion: Any, answer: Any = None, grader: Any = "project", source: Any = None) -> Terms:
     """Parse one completion once under ``grader``: correctness (``False`` without a gold), validity,
     blocks. ``source`` (a data-source name) picks the official grader's per-source answer check."""
-    g = get_grader(grader)
-    text = completion_text(completion)
-    gold = gold_text(answer)
-    return Terms(correct=gold is not None and g.correct(text, gold, source), valid=g.valid(text),
+    g, text = get_grader(grader), completion_text(completion)
+    return Terms(correct=_correct(g, text, answer, source), valid=g.valid(text),
                  blocks=text.count(PARALLEL), plain_needs_valid=g.plain_needs_valid)
+
+
+def _correct(g: Any, text: str, answer: Any, source: Any) -> bool:
+    gold = gold_text(answer)
+    return gold is not None and g.correct(text, gold, source)
 
 
 def score_terms(t: Terms, mode: str) -> float:
@@ -147,6 +150,8 @@ def score(completion: Any, answer: Any, mode: str, grader: Any = "project", sour
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
     (1.0, -1.0)
     """
+    if mode == "accuracy":  # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
+        return 1.0 if _correct(get_grader(grader), completion_text(completion), answer, source) else -1.0
     return score_terms(terms(completion, answer, grader, source), mode)
 
 
