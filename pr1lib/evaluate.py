@@ -398,6 +398,7 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
 
     given = {"benchmark": benchmark, "k": k, "mode": mode}
     cfg = (config or EvalConfig()).replace(**{key: v for key, v in given.items() if v is not None})
+    get_grader(cfg.grader or default_grader("eval"))  # an unknown grader fails before any sampling
     style = cfg.prompt_style or ModelConfig.for_profile(None).prompt_style
     records = load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed)
     cache = {"fn": generate_fn} if generate_fn is not None else {}

@@ -4,11 +4,14 @@ parsing stays linear, so a 200k-character completion costs milliseconds, not sec
 This is the one place a time bound is the specification (issue 21: "under 100 ms per call"). Each
 call is timed on its own; the test asserts the median under 100 ms, over all calls and over the
 200k-character ones alone, and every call under 1 s: a 10x margin for a loaded 2-core machine.
+The heap that earlier tests leave behind (models, tokenizers) is frozen out of the garbage collector
+while timing (``gc.freeze``), so a full collection of *their* objects is not billed to a grader.
 Run alone: .venv/bin/python -m pytest tests/test_totality.py -q -s (``-s`` prints the numbers)
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from types import SimpleNamespace
@@ -108,6 +111,23 @@ INPUTS = st.one_of(st.lists(FRAGMENTS, max_size=40).map("".join), st.text(max_si
 def test_fuzz_every_reward_and_checker_is_total_and_fast():
     """≥ 2,000 inputs (hypothesis + hand-made) through ~40 rewards and checkers each."""
     times, big_times, seen = [], [], []
+    gc.collect()
+    gc.freeze()
+    try:
+        _fuzz_and_time(times, big_times, seen)
+    finally:
+        gc.unfreeze()
+    median = statistics.median(ms for ms, _ in times)
+    big_median = statistics.median(ms for ms, _ in big_times)
+    worst, big_p95 = max(times + big_times), statistics.quantiles([ms for ms, _ in big_times], n=20)[-1]
+    print(f"\n{len(seen)} inputs, {len(times) + len(big_times)} calls; median {median:.3f} ms, "
+          f"200k-char median {big_median:.1f} ms (p95 {big_p95:.0f} ms), slowest {worst[0]:.1f} ms ({worst[1]})")
+    assert len(seen) >= 2000
+    assert median < MEDIAN_MS and big_median < MEDIAN_MS, (median, big_median)
+    assert worst[0] < MAX_MS, worst
+
+
+def _fuzz_and_time(times: list, big_times: list, seen: list) -> None:
     F.answers_match("\\frac{1}{2}", "0.5")  # import math-verify and sympy first: a one-off, not a call
 
     @settings(max_examples=1700, deadline=None, database=None, derandomize=True,
@@ -125,14 +145,6 @@ def test_fuzz_every_reward_and_checker_is_total_and_fast():
     for x in big_inputs():
         seen.append(x)
         run_all(x, "12", big_times)
-    median = statistics.median(ms for ms, _ in times)
-    big_median = statistics.median(ms for ms, _ in big_times)
-    worst, big_p95 = max(times + big_times), statistics.quantiles([ms for ms, _ in big_times], n=20)[-1]
-    print(f"\n{len(seen)} inputs, {len(times) + len(big_times)} calls; median {median:.3f} ms, "
-          f"200k-char median {big_median:.1f} ms (p95 {big_p95:.0f} ms), slowest {worst[0]:.1f} ms ({worst[1]})")
-    assert len(seen) >= 2000
-    assert median < MEDIAN_MS and big_median < MEDIAN_MS, (median, big_median)
-    assert worst[0] < MAX_MS, worst
 
 
 def test_non_strings_score_as_wrong_and_invalid():
