@@ -27,6 +27,7 @@ an exception, and every parse is linear in the input's length.
 
 from __future__ import annotations
 
+import numbers
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -34,7 +35,6 @@ from typing import Any, Callable
 
 from pr1lib.format import TAG_RE, answers_match, extract_answer, path_ranges, validate
 
-STYLES = ("dapo", "gsm8k")
 _DAPO_ANSWER = re.compile(r"final answer\s*:\s*([^\n]+)", re.IGNORECASE)
 _GSM8K_ANSWER = re.compile(r"Final Answer:\s*(-?[0-9.,]+)")
 _DAPO_WINDOW = 300  # math_dapo.py reads only the response's last 300 characters
@@ -59,7 +59,7 @@ def gold_string(gold: Any) -> str | None:
     """
     if isinstance(gold, str):
         return gold.strip()
-    if isinstance(gold, (int, float)) and not isinstance(gold, bool):
+    if isinstance(gold, numbers.Number) and not isinstance(gold, bool):  # numpy scalars too
         try:
             return str(gold)
         except ValueError:  # an int past Python's int-string limit is no answer anyone wrote
@@ -296,7 +296,7 @@ def get_grader(name: Any) -> Grader:
     """
     if isinstance(name, Grader):
         return name
-    if name not in GRADERS:
+    if not isinstance(name, str) or name not in GRADERS:
         raise ValueError(f"unknown grader {name!r}; choose one of {', '.join(GRADERS)}")
     return GRADERS[name]
 

@@ -164,6 +164,24 @@ def test_every_answer_reward_refuses_the_hedge_under_both_graders(grader):
     assert all(row[m] <= rows["honest_parallel"][m] for row in rows.values() for m in R.MODES if m != "structure")
 
 
+# Where the official grader scores the hacking lab differently from the project's (accuracy,
+# parallel_correct, tiered, structure): its lenient checker lets these tie the honest reference.
+OFFICIAL_HACKS = {
+    "nested_blocks": (1.0, 1.0, 1.2, 1.0), "empty_paths": (1.0, 1.0, 1.2, 1.0),
+    "summary_without_paths": (1.0, -1.0, 1.0, -1.0),  # no <Parallel>: tiered skips the format check
+    "answer_only_in_path": (1.0, 1.0, 1.2, 1.0),  # tags stripped: the path's answer line is read
+    "tags_in_final_line": (1.0, -1.0, -1.0, -1.0), "path_outside_block": (1.0, -1.0, 1.0, -1.0),
+    "unclosed_summary": (1.0, 1.0, 1.2, 1.0),
+}
+
+
+def test_the_hacking_lab_under_the_official_grader():
+    project = {row["name"]: row for row in R.hacking_table()}
+    for row in R.hacking_table(grader="official"):
+        scores = tuple(row[m] for m in R.MODES)
+        assert scores == OFFICIAL_HACKS.get(row["name"], tuple(project[row["name"]][m] for m in R.MODES)), row
+
+
 @pytest.mark.parametrize("source", [DAPO, GSM])
 @pytest.mark.parametrize("hedge", ["The answer is 12 or 11", "either 12 or 11", "\\text{The answer is } 12",
                                    "\\boxed{12} or \\boxed{11}"])
