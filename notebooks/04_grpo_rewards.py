@@ -92,7 +92,7 @@ table.astype(str)
 # parallel-aware reward pays more than for `honest_parallel` is a hack that reward would learn.
 
 # %%
-from pr1lib.rewards import hacking_table
+from pr1lib.hacking import hacking_table
 
 hacks = pd.DataFrame(hacking_table()).set_index("name")
 hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]

@@ -63,6 +63,11 @@ NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
 }
 # The reward ablation (the paper's Table 4): its arms, one reward mode each.
 ABLATION_ARMS: tuple[str, ...] = ("accuracy", "alternating", "structure")
+# The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
+# unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
+# project's grader, whose strict grammar the reward values are defined with; evaluation reports the
+# official answer check as ``accuracy`` (the paper's numbers) and both graders in the summary.
+DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
 # verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
 VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternating",
                                 "tinygsm-easy": "alternating", "tinygsm-hard": "alternating"}
@@ -293,7 +298,7 @@ class EvalConfig(Preset):
     max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
-    checker: str = "strict"  # fills accuracy / pass_at_k: strict (the paper's) | robust (+ boxed)
+    grader: str | None = None  # accuracy / pass_at_k: official | project; None: DEFAULT_GRADERS
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
     seed: int = 0
     profile: str = "tiny"
@@ -342,6 +347,7 @@ class GRPOStageConfig(Preset):
     parallel_steps: int = 2  # ... of which the last ones use the tiered reward
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
     extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms
+    grader: str | None = None  # official | project (pr1lib.graders); None: DEFAULT_GRADERS
     variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + positions
     rollout: str | None = None  # forked | seen (pr1lib.rollout) | trl (model.generate); None: auto
     train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code

@@ -8,7 +8,8 @@ builds one from a model: the training rollout engine (``pr1lib.rollout``, ``seen
 when the tokenizer has the tags, else plain ``model.generate`` (``hf_generate_fn``, ``seen`` only).
 
 Every problem becomes one line of a JSONL results file (one file per model x benchmark x mode):
-its k completions, both checkers' verdicts (``pr1lib.evalsets``) and per-sample statistics.
+its k completions, both graders' verdicts (``pr1lib.graders``: official, project) and per-sample
+statistics.
 A rerun skips the problems already there, so an interrupted evaluation resumes; a torn last line
 (a crash mid-write) is dropped. ``pr1lib.metrics.summarize`` turns the rows into the numbers the
 paper reports: mean@k, pass@k (the unbiased estimator, not a bootstrap), the parallel ratio, tag
@@ -30,6 +31,7 @@ from tqdm.auto import tqdm
 
 from pr1lib.config import EVAL_SETS, ROLLOUT_MODES, EvalConfig, ModelConfig, RolloutConfig
 from pr1lib.evalsets import load_benchmark
+from pr1lib.graders import default_grader, get_grader
 from pr1lib.jsonl import JsonlLog
 from pr1lib.metrics import Completion, score_problem, summarize
 from pr1lib.models import checkpoint_folder, load_policy
@@ -175,7 +177,7 @@ def make_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
     return hf_generate_fn(model, tokenizer, cfg.max_completion_length, cfg.temperature, cfg.top_p)
 
 
-_RESUMABLE_FIELDS = ("n", "batch_size", "checker", "engine")  # may change between runs of one file
+_RESUMABLE_FIELDS = ("n", "batch_size", "grader", "engine")  # may change between runs of one file
 
 
 def save_run_config(cfg: EvalConfig, path: Path) -> None:
@@ -210,6 +212,7 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
     (none when ``None``), and the ``summarize`` numbers plus ``model``/``benchmark``/``mode``."""
     given = {"benchmark": benchmark, "k": k, "mode": mode}
     cfg = (config or EvalConfig()).replace(**{key: v for key, v in given.items() if v is not None})
+    get_grader(cfg.grader or default_grader("eval"))  # an unknown grader fails before any sampling
     records = load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed)
     cache = {"fn": generate_fn} if generate_fn is not None else {}
 
@@ -225,7 +228,7 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
     rows = evaluate_records(records, sample, cfg.k, cfg.benchmark, _prompter(tokenizer, cfg), path,
                             cfg.batch_size, tokenizer, progress)
     return {"model": tag, "benchmark": cfg.benchmark, "mode": cfg.mode,
-            **summarize(rows, cfg.checker), "results": str(path) if path is not None else None}
+            **summarize(rows, cfg.grader), "results": str(path) if path is not None else None}
 
 
 def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
@@ -246,7 +249,7 @@ def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: 
     return EvalConfig.for_profile(
         profile, benchmark=EVAL_SETS[profile][tier], n=n, k=1, mode=mode, temperature=0.0,
         max_completion_length=max_new_tokens, max_path_length=min(path_cap, max_new_tokens),
-        batch_size=32, checker="robust", engine="rollout", seed=seed)
+        batch_size=32, grader="project", engine="rollout", seed=seed)
 
 
 def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
@@ -263,7 +266,7 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, 
         model.train(was_training)
     samples = [{"question": r["question"], "completion": r["samples"][0]["text"],
                 "gold": r["answer"]} for r in rows]
-    return summarize(rows, cfg.checker), samples
+    return summarize(rows, cfg.grader), samples
 
 
 def load_for_eval(source: str | Path, profile: str, say: Callable[..., None] = print):

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
+
+from pr1lib.answers import answers_match, as_number, number_key  # noqa: F401 - public here (a documented contract)
 
 PARALLEL, END_PARALLEL = "<Parallel>", "</Parallel>"
 PATH, END_PATH = "<Path>", "</Path>"
@@ -84,28 +85,29 @@ class _Scanner:
     state: str = "text"
     cursor: int = 0  # end of the last consumed tag
     opened: int = 0  # where the open path / summary tag starts
-    buffer: str = ""  # free text not yet flushed into ``out.parts``
+    buffer: list[str] = field(default_factory=list)  # free text not yet in ``out.parts`` (a list: linear)
     block: Block | None = None
 
     def error(self, pos: int, message: str) -> None:
         self.out.errors.append(f"char {pos}: {message}")
 
     def flush_text(self) -> None:
-        if self.buffer:
-            self.out.parts.append(self.buffer)
-        self.buffer = ""
+        text = "".join(self.buffer)
+        if text:
+            self.out.parts.append(text)
+        self.buffer = []
 
     def gap(self, start: int, end: int) -> None:
         """Handle the untagged text in ``text[start:end]`` for the current state."""
         piece = self.text[start:end]
         if self.state == "text":
-            self.buffer += piece
+            self.buffer.append(piece)
         elif self.state == "block" and piece.strip():
             self.error(start, "only whitespace may sit between the tags of a block")
         elif self.state == "after" and piece.strip():
             self.error(start, f"expected {SUMMARY} right after {END_PARALLEL}")
             self.state = "text"
-            self.buffer += piece
+            self.buffer.append(piece)
 
     def tag(self, tag: str, start: int, end: int) -> None:
         """Apply one tag: a legal transition, or an error (the tag is then kept as text)."""
@@ -120,7 +122,7 @@ class _Scanner:
             return
         self.error(start, _misplaced(tag, self.state))
         if self.state == "text":
-            self.buffer += tag
+            self.buffer.append(tag)
 
     def finish(self) -> Response:
         self.gap(self.cursor, len(self.text))
@@ -340,111 +342,28 @@ def path_ranges(text: str) -> list[tuple[int, int]]:
 
 def extract_answer(text: str) -> str | None:
     """The value of the last ``Final Answer:`` outside every ``<Path>``; ``None`` if absent.
+    As the official regex reads it, an empty rest of the line means the value is on the next line.
 
     >>> extract_answer("<Path>Final Answer: 3</Path> so Final Answer: 4\\n")
     '4'
-    >>> extract_answer("<Path>Final Answer: 3</Path>") is None
-    True
+    >>> extract_answer("<Path>Final Answer: 3</Path>") is None, extract_answer("Final Answer:\\n12")
+    (True, '12')
     """
     if not isinstance(text, str):
         return None
-    inside = path_ranges(text)
-    found = None
-    for match in FINAL_ANSWER_RE.finditer(text):
-        if not any(lo <= match.start() < hi for lo, hi in inside):
+    inside, k, found = path_ranges(text), 0, None
+    for match in FINAL_ANSWER_RE.finditer(text):  # both in text order: one linear sweep
+        while k < len(inside) and inside[k][1] <= match.start():
+            k += 1
+        if k == len(inside) or match.start() < inside[k][0]:
             found = match
     if found is None:
         return None
-    line = text[found.end():].split("\n", 1)[0]
+    line = _VALUE_RE.match(text, found.end()).group(1)
     return TAG_RE.split(line, maxsplit=1)[0].strip()
 
 
-_NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[-+]?\.\d+")
-_UNIT_TAIL_RE = re.compile(r"\s*(?:%|[A-Za-z][A-Za-z .]*)?")  # "19 pets", "50%"
-
-
-def _unbox(text: str) -> str:
-    """``\\boxed{X}`` -> ``X`` when the whole text is one boxed group, else ``text`` as is."""
-    if not (text.startswith("\\boxed{") and text.endswith("}")):
-        return text
-    depth = 0
-    for char in text[len("\\boxed{"):-1]:
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if depth < 0:  # "\\boxed{1}, \\boxed{2}": the first group closes early
-            return text
-    return text[len("\\boxed{"):-1] if depth == 0 else text
-
-
-def _clean(answer: str) -> str:
-    text = _unbox(answer.strip().strip("*").strip())
-    text = re.sub(r"^\\?\$|\$$", "", text.replace("\\$", "$")).strip()
-    return text[:-1].rstrip() if text.endswith(".") else text
-
-
-def as_number(answer: str) -> Fraction | None:
-    """A plain numeric answer as an exact ``Fraction``, else ``None``.
-
-    >>> as_number("$1,000.") == 1000, as_number("025"), as_number("19 pets"), as_number("x+1")
-    (True, Fraction(25, 1), Fraction(19, 1), None)
-    """
-    text = _clean(answer)
-    match = _NUMBER_RE.match(text)
-    if match is None or not _UNIT_TAIL_RE.fullmatch(text, match.end()):
-        return None
-    return Fraction(match.group().replace(",", "").rstrip("."))
-
-
-def answers_match(pred: str | None, gold: str) -> bool:
-    """True when ``pred`` equals ``gold``: numbers by value, else text, else math-verify.
-
-    >>> answers_match("025", "25"), answers_match("27.0", "27"), answers_match("$5", "5")
-    (True, True, True)
-    >>> answers_match("1,000", "1000"), answers_match("24", "25"), answers_match(None, "1")
-    (True, False, False)
-    >>> answers_match("\\\\frac{1}{2}", "0.5")
-    True
-    """
-    if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
-        return False
-    a, b = as_number(pred), as_number(gold)
-    if a is not None and b is not None:
-        return a == b
-    if re.sub(r"\s+", "", _clean(pred)) == re.sub(r"\s+", "", _clean(gold)):
-        return True
-    return _math_verify(_clean(pred), _clean(gold))
-
-
-_MATH_VERIFY_MAX_CHARS = 200  # sympy gets slow on long inputs
-_MATH_VERIFY_SECONDS = 1  # per parse and per verify, where a timer is possible
-_EXPLOSIVE_RE = re.compile(r"\^\s*\{[^{}]*\^|\^[^\s^]{0,4}\^|\^\s*\{?\s*\d{4,}|!")  # towers, n!
-
-
-def _math_verify(pred: str, gold: str) -> bool:
-    """math-verify's equivalence on short, tame inputs; any failure counts as a mismatch.
-
-    math-verify's timers use ``signal.alarm``, which only works in the main thread; elsewhere
-    they are off, so inputs that can make sympy compute for minutes (power towers such as
-    ``10^{10^{10}}``, factorials) are refused up front, in every thread.
-    """
-    if max(len(pred), len(gold)) > _MATH_VERIFY_MAX_CHARS or _EXPLOSIVE_RE.search(pred + gold):
-        return False
-    if pred.count("\\boxed") > 1:  # several boxed candidates: math-verify would pick any of them
-        return False
-    try:
-        import logging
-        import threading
-
-        from math_verify import parse as mv_parse
-        from math_verify import verify
-
-        logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled" notes
-        timer = _MATH_VERIFY_SECONDS if threading.current_thread() is threading.main_thread() else None
-        gold_expr = mv_parse(f"${gold}$", parsing_timeout=timer)
-        # first_match: one reading of the prediction, not any number found anywhere in it
-        pred_expr = mv_parse(f"${pred}$", parsing_timeout=timer, extraction_mode="first_match")
-        return bool(gold_expr and pred_expr and verify(gold_expr, pred_expr, timeout_seconds=timer))
-    except Exception:  # noqa: BLE001 - a grader must never crash a training step
-        return False
+_VALUE_RE = re.compile(r"\s*([^\n]*)")  # like the official "\s*([^\n]+)": skips blank lines first
 
 
 # ----------------------------------------------------------------------------- statistics

@@ -46,6 +46,7 @@ from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
 from pr1lib.doctor import doctor, table
 from pr1lib.evaluate import evaluate_policy, held_out_config
+from pr1lib.graders import GRADERS, default_grader
 from pr1lib.metrics import Tracked
 from pr1lib.models import (
     expose_head_bias,
@@ -57,7 +58,6 @@ from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
 from pr1lib.rewards import (
     REWARD_MODES,
-    REWARDS,
     reward_for,
 )
 from pr1lib.rollout import as_columns, generate
@@ -80,8 +80,9 @@ ROLLOUTS = ("forked", "seen", "trl")  # the engine's two modes, or TRL's own mod
 # ----------------------------------------------------------------------------- config
 def check_config(cfg: GRPOStageConfig) -> None:
     """Refuse unknown modes and batch sizes TRL would reject later, with a message that says why."""
-    for name, value, allowed in (("reward", cfg.reward, REWARD_MODES), ("variant", cfg.variant, VARIANTS),
-                                 ("rollout", cfg.rollout_mode, ROLLOUTS)):
+    checks = (("reward", cfg.reward, tuple(REWARD_MODES)), ("variant", cfg.variant, VARIANTS),
+              ("rollout", cfg.rollout_mode, ROLLOUTS), ("grader", grader_of(cfg), tuple(GRADERS)))
+    for name, value, allowed in checks:
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if cfg.per_device_train_batch_size % cfg.num_generations:
@@ -112,17 +113,27 @@ def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) 
 
 # ----------------------------------------------------------------------------- data
 def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str) -> Dataset:
-    """``Dataset[prompt, answer]`` of the stage's training problems (``cfg.source``)."""
+    """``Dataset[prompt, answer, data_source]`` of the stage's training problems (``cfg.source``);
+    TRL passes ``data_source`` to the rewards, which the official grader reads."""
     records = load_source(cfg.source, "train", cfg.train_n, seed=cfg.seed)
-    return Dataset.from_dict({"prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
-                              "answer": [str(r["answer"]) for r in records]})
+    return Dataset.from_dict({
+        "prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
+        "answer": [str(r["answer"]) for r in records],
+        "data_source": [str(r.get("source", "")) for r in records]})
+
+
+def grader_of(cfg: GRPOStageConfig) -> str:
+    """The grader of the stage's rewards: ``cfg.grader``, else ``config.DEFAULT_GRADERS``."""
+    return cfg.grader or default_grader(cfg.stage)
 
 
 # ----------------------------------------------------------------------------- rewards
 def reward_funcs(cfg: GRPOStageConfig) -> list[Callable]:
-    """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order."""
-    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps))
-    return [main, *(REWARDS[mode] for mode, _ in cfg.extra_rewards)]
+    """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order, all under
+    the stage's grader (``grader_of``)."""
+    grader = grader_of(cfg)
+    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader), grader)
+    return [main, *(reward_for(mode, grader=grader) for mode, _ in cfg.extra_rewards)]
 
 
 def reward_weights(cfg: GRPOStageConfig) -> list[float]:

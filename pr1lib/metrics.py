@@ -22,8 +22,8 @@ import statistics
 from itertools import combinations
 from typing import Any, Callable, Iterable, Sequence
 
-from pr1lib.evalsets import check
 from pr1lib.format import PARALLEL, parallel_stats, parse
+from pr1lib.graders import GRADERS, check, default_grader, get_grader
 from pr1lib.rewards import BASE_MODES, completion_text, reward_range, score_terms, terms
 from pr1lib.tokens import has_tags
 
@@ -135,54 +135,66 @@ def score_problem(record: dict, completions: list[str], benchmark: str, tokenize
 
     >>> row = score_problem({"id": "q1", "question": "1+1?", "answer": "2"},
     ...                     ["Final Answer: 2", "\\\\boxed{2}"], "gsm8k")
-    >>> row["correct_strict"], row["correct_robust"]
+    >>> row["correct_official"], row["correct_project"]
     ([True, False], [True, True])
     """
     samples = [{"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
                for text in completions]
     return {"id": record["id"], "question": record["question"], "answer": record["answer"],
             "k": len(samples), "length_unit": "tokens" if tokenizer is not None else "chars",
-            "correct_strict": [s.pop("strict") for s in samples],
-            "correct_robust": [s.pop("robust") for s in samples], "samples": samples}
+            **{f"correct_{name}": [s.pop(name) for s in samples] for name in GRADERS},
+            "samples": samples}
 
 
 # ----------------------------------------------------------------------------- aggregation
+_OLD_ROW_KEYS = {"official": "correct_strict", "project": "correct_robust"}  # files before graders
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     kept = [float(v) for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
 
 
-def summarize(rows: list[dict], checker: str = "strict") -> dict[str, Any]:
-    """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``checker``.
+def _grader_columns(rows: list[dict], k: int) -> dict[str, Any]:
+    """``accuracy_<grader>``, ``pass_at_k_<grader>`` and ``pass_curve_<grader>`` for every grader."""
+    out: dict[str, Any] = {}
+    for name in GRADERS:
+        counts = [(row["k"], sum(row.get(f"correct_{name}", row.get(_OLD_ROW_KEYS[name], []))))
+                  for row in rows]
+        out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
+        out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
+        out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
+    return out
 
-    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), the same
-    per checker (``*_strict``, ``*_robust``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k),
-    ``parallel_ratio`` (share of samples with >= 1 ``<Parallel>``), ``valid_ratio`` (strict
-    grammar) and ``valid_official_ratio``, ``answer_rate``, ``blocks_per_response``,
-    ``first_block_position`` (mean over samples with a block), ``mean_length`` in ``length_unit``,
-    ``path_overlap`` / ``path_diversity`` (sibling paths; ``None`` without blocks), ``n``, ``k``.
+
+def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
+    """The headline numbers over results rows; ``accuracy``/``pass_at_k`` use ``grader``
+    (``None``: ``pr1lib.config.DEFAULT_GRADERS["eval"]``, the official one).
+
+    Keys: ``accuracy`` (mean@k), ``pass_at_k`` (unbiased, k = samples per problem), ``grader``
+    (which one fills them; ``checker`` repeats it for older readers), the same per grader
+    (``*_official``: the official reward code's answer check; ``*_project``: this project's,
+    which also reads a lone ``\\boxed{}``) plus ``pass_curve_*`` (pass@1, 2, 4, ... k), the
+    ``ratios`` (parallel, strictly valid, valid with a block) and ``valid_official_ratio``,
+    ``answer_rate``, ``blocks_per_response``, ``first_block_position`` (mean over samples with
+    a block), ``mean_length`` in ``length_unit``, ``path_overlap`` / ``path_diversity``
+    (sibling paths; ``None`` without blocks), ``n``, ``k``.
 
     >>> rows = [score_problem({"id": i, "question": "", "answer": "2"}, t, "gsm8k")
     ...         for i, t in enumerate([["Final Answer: 2", "Final Answer: 3"], ["no", "no"]])]
     >>> s = summarize(rows)
-    >>> s["accuracy"], s["pass_at_k"], s["n"], s["k"], s["parallel_ratio"]
-    (0.25, 0.5, 2, 2, 0.0)
+    >>> s["accuracy"], s["pass_at_k"], s["n"], s["k"], s["parallel_ratio"], s["grader"]
+    (0.25, 0.5, 2, 2, 0.0, 'official')
     """
-    if checker not in ("strict", "robust"):
-        raise ValueError(f"checker must be 'strict' or 'robust', got {checker!r}")
+    grader = get_grader(grader or default_grader("eval")).name
     samples = [s for row in rows for s in row["samples"]]
     k = min((row["k"] for row in rows), default=0)
-    out: dict[str, Any] = {}
-    for name in ("strict", "robust"):
-        counts = [(row["k"], sum(row[f"correct_{name}"])) for row in rows]
-        out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
-        out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
-        out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
+    out = _grader_columns(rows, k)
     overlap = _mean(s["path_overlap"] for s in samples)
     return {
-        "accuracy": out[f"accuracy_{checker}"], "pass_at_k": out[f"pass_at_k_{checker}"],
+        "accuracy": out[f"accuracy_{grader}"], "pass_at_k": out[f"pass_at_k_{grader}"],
         **(ratios(samples) if samples else dict.fromkeys(RATIOS)),
-        "n": len(rows), "k": k, "checker": checker, **out,
+        "n": len(rows), "k": k, "grader": grader, "checker": grader, **out,
         "valid_official_ratio": _mean(s["valid_official"] for s in samples),
         "answer_rate": _mean(s["has_answer"] for s in samples),
         "blocks_per_response": _mean(s["blocks"] for s in samples),
@@ -226,15 +238,18 @@ def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str
 
 
 # ----------------------------------------------------------------------------- what training logs
-def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:
-    """What the dashboard plots for one batch, parsed exactly as the rewards parse it.
+def batch_metrics(completions: Sequence[Any], answer: Sequence[Any], grader: str = "project",
+                  sources: Sequence[Any] | None = None) -> dict[str, float]:
+    """What the dashboard plots for one batch, parsed exactly as the rewards parse it (same
+    grader; ``sources``: each completion's data source, for the official grader).
 
     >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel>\\n<Summary>s</Summary>\\n"
     >>> m = batch_metrics([block + "Final Answer: 2", "Final Answer: 3"], ["2", "2"])
     >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["term/tiered"]
     (0.5, 0.5, 1.0, 0.1)
     """
-    parsed = [terms(c, a) for c, a in zip(completions, answer)]
+    sources = sources if sources is not None else [None] * len(completions)
+    parsed = [terms(c, a, grader, src) for c, a, src in zip(completions, answer, sources)]
     n = max(len(parsed), 1)
     out = {"accuracy": sum(t.correct for t in parsed) / n,
            **{k: v for k, v in ratios(parsed).items() if k != "valid_block_rate"}}
@@ -248,18 +263,22 @@ def batch_metrics(completions: Sequence[Any], answer: Sequence[Any]) -> dict[str
 
 
 class Tracked:
-    """A TRL reward function that scores with ``reward`` and logs ``batch_metrics`` via ``log_metric``."""
+    """A TRL reward function that scores with ``reward`` and logs ``batch_metrics`` (under the
+    same grader) via TRL's ``log_metric``."""
 
-    def __init__(self, reward: Callable) -> None:
-        self.reward = reward
-        self.__name__ = getattr(reward, "__name__", "reward")  # TRL's column name: rewards/<name>/mean
+    def __init__(self, reward: Callable, grader: str = "project") -> None:
+        self.reward, self.grader = reward, grader
+        self.__name__ = getattr(reward, "__name__", "reward")  # TRL's column: rewards/<name>/mean
         self.reward_range = getattr(reward, "reward_range", None)
 
     def range_at(self, global_step: int = 0):
         return reward_range(self.reward, global_step)
 
-    def __call__(self, completions: list, answer: list, log_metric: Callable | None = None, **kwargs: Any) -> list:
+    def __call__(self, completions: list, answer: list, log_metric: Callable | None = None,
+                 **kwargs: Any) -> list:
         if log_metric is not None:
-            for name, value in batch_metrics(completions, answer).items():
+            sources = kwargs.get("data_source")
+            sources = sources if isinstance(sources, list) and len(sources) == len(completions) else None
+            for name, value in batch_metrics(completions, answer, self.grader, sources).items():
                 log_metric(name, value)
         return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import pickle
 import platform
 import shutil
 import time
@@ -126,7 +127,11 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
     path = folder / "state.pt"
     if not path.exists():
         return None
-    state = torch.load(path, weights_only=False)
+    try:  # weights_only: tensors and plain containers only, so a planted pickle cannot run code
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ValueError(f"{path} holds more than tensors and plain values, so it was not loaded (a pickle "
+                         "can run code); delete it or use another --out") from err
     if state["config"] != cfg.to_dict():
         raise ValueError(f"{path} was made with another config; delete it or use another --out")
     return state

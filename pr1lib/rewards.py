@@ -1,25 +1,50 @@
-"""The paper's rewards (docs/recipe.md#7-rewards) as TRL reward functions, plus a hacking lab.
+"""The paper's rewards (docs/recipe.md#7-rewards) as TRL reward functions, and their registry.
 
-One core, ``score(completion, answer, mode)``, turns three facts about a completion (is the final
-answer correct, is the tag structure strictly valid, how many ``<Parallel>`` blocks) into a number.
-The public functions wrap it in TRL's contract ``fn(completions, answer, **kwargs) -> list[float]``;
-a later wrapper can put the same core behind verl's ``compute_score``.
+One core, ``score(completion, answer, mode, grader)``, turns three facts about a completion (is the
+final answer correct, are the tags valid, how many ``<Parallel>`` blocks) into a number. The public
+functions wrap it in TRL's contract ``fn(completions, answer, **kwargs) -> list[float]``; a later
+wrapper can put the same core behind verl's ``compute_score``.
 
 | mode | correct, valid, ≥1 block | correct, valid, no block | correct, malformed tags | wrong or no answer |
 |---|---|---|---|---|
 | ``accuracy`` | +1 | +1 | +1 (tags ignored) | −1 |
 | ``parallel_correct`` | +1 | −1 | −1 | −1 |
-| ``tiered`` | +1.2 | +1.0 | −1 | −1 |
+| ``tiered`` | +1.2 | +1.0 | −1 (official grader: +1.0 if no block) | −1 |
 | ``structure`` | +1 | −1 | −1 | +1 iff valid with a block, else −1 |
 
-"valid" is always ``pr1lib.format.validate(text, strict=True) == []``. The paper's tiered reward
-gives +1.0 to a correct answer with no ``<Parallel>`` even if stray tags are malformed; here those
-get −1, so the ladder is honest-parallel > honest-linear > any malformed output.
+**Graders** (``pr1lib.graders``) decide "correct" and "valid". Every reward takes ``grader=``
+(``"project"`` or ``"official"``); ``reward_for(mode, grader=...)`` binds one. Defaults, from
+``pr1lib.config.DEFAULT_GRADERS``:
+
+| stage | grader |
+|---|---|
+| Stage 2 (GRPO, easy problems) | ``project`` |
+| Stage 3 (GRPO, hard problems) | ``project`` |
+| evaluation (``accuracy``; both are reported) | ``official`` |
+
+* ``project`` (the functions' default; the reward values documented in docs/recipe.md#7-rewards): valid means
+  ``validate(text, strict=True) == []``; correct means ``extract_answer`` + ``answers_match``
+  (numbers by value, so ``$21.00``, ``02``, ``12 pets`` and ``6*2`` count). The paper's tiered
+  reward gives +1.0 to a correct answer with no ``<Parallel>`` even if stray tags are malformed;
+  here those get −1, so the ladder is honest-parallel > honest-linear > any malformed output.
+* ``official``: the official reward code. Valid means ``validate(text, strict=False) == []`` (an
+  empty path or text between paths passes); correct is per data source: TRL passes the dataset's
+  ``data_source`` column as a keyword, and GSM8K / TinyGSM sources are graded as the official
+  Stage-2 GSM8K reward (first ``Final Answer: <number>``, string compare: ``$4`` is wrong), every
+  other source as ``math_dapo.py`` (last ``Final Answer`` in the last 300 characters, Minerva
+  normalisation, exact match: ``02``, ``36.00`` and ``6*2`` are wrong).
+
+Both graders refuse a hedge (``Final Answer: The answer is 12 or 11``) and both read an answer on
+the line after ``Final Answer:``. Any input scores: a completion that is not a string (or TRL's
+list of messages) is wrong and invalid, never an exception.
 
 >>> honest = "3*4=12\\n<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\\n" \\
 ...          "<Summary>Both give 12.</Summary>\\nFinal Answer: 12"
 >>> [score(honest, "12", m) for m in BASE_MODES]
 [1.0, 1.0, 1.2, 1.0]
+>>> empty_path = "<Parallel><Path></Path><Path>3*4=12</Path></Parallel>\\n<Summary>12</Summary>\\nFinal Answer: 12"
+>>> score(empty_path, "12", "tiered"), score(empty_path, "12", "tiered", grader="official")
+(-1.0, 1.2)
 """
 
 from __future__ import annotations
@@ -28,7 +53,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
+from pr1lib.format import PARALLEL
+from pr1lib.graders import get_grader, gold_string
 
 BASE_MODES = ("accuracy", "parallel_correct", "tiered", "structure")  # each scores one completion
 RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0), "tiered": (-1.0, 1.2),
@@ -39,51 +65,65 @@ RewardFn = Callable[..., list]
 # ---------------------------------------------------------------- the core (signature-agnostic)
 @dataclass(frozen=True)
 class Terms:
-    """The three facts every reward here is built from."""
+    """The facts every reward here is built from."""
 
-    correct: bool  # the last ``Final Answer:`` outside paths matches the gold answer
-    valid: bool  # ``validate(text, strict=True)`` found no error
-    blocks: int  # number of ``<Parallel>`` blocks
+    correct: bool  # the grader's answer check passed
+    valid: bool  # the grader's format rule passed
+    blocks: int  # number of ``<Parallel>`` tags (the official P count)
+    plain_needs_valid: bool = True  # tiered, no block: must the tags be valid for +1.0? (official: no)
 
 
-def gold_text(answer: Any) -> str:
-    """A dataset's answer as a string: numbers via ``str``, a GSM8K solution reduced to its ``#### N``.
+def gold_text(answer: Any) -> str | None:
+    """A dataset's answer as a string: numbers via ``str``, a GSM8K solution reduced to its ``#### N``;
+    ``None`` for anything else (no gold: every answer is wrong).
 
-    >>> gold_text(12), gold_text("3*4=<<3*4=12>>12\\n#### 12")
-    ('12', '12')
+    >>> gold_text(12), gold_text("3*4=<<3*4=12>>12\\n#### 12"), gold_text(None)
+    ('12', '12', None)
     """
-    text = str(answer).strip()
-    if "####" in text:
+    text = gold_string(answer)
+    if text is not None and "####" in text:
         text = text.rsplit("####", 1)[1].strip().replace(",", "")
     return text
 
 
 def completion_text(completion: Any) -> str:
-    """The text of one completion, either a plain string or TRL's conversational list of messages.
+    """The text of one completion, either a plain string or TRL's conversational list of messages;
+    ``""`` for anything else.
 
-    >>> completion_text([{"role": "assistant", "content": "Final Answer: 5"}])
-    'Final Answer: 5'
+    >>> completion_text([{"role": "assistant", "content": "Final Answer: 5"}]), completion_text(b"5")
+    ('Final Answer: 5', '')
     """
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Mapping):
         completion = [completion]
-    parts = [_content_text(m.get("content")) for m in completion if m.get("role", "assistant") == "assistant"]
+    if not isinstance(completion, (list, tuple)):
+        return ""
+    parts = [_content_text(m.get("content")) for m in completion
+             if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
     return "\n".join(p for p in parts if p)
 
 
 def _content_text(content: Any) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))  # multimodal parts
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
+        return ""
+    texts = (p.get("text") for p in content if isinstance(p, Mapping))  # multimodal parts
+    return "".join(t for t in texts if isinstance(t, str))
 
 
-def terms(completion: Any, answer: Any = None) -> Terms:
-    """Parse one completion once: correctness (``False`` without an answer), strict validity, blocks."""
-    text = completion_text(completion)
-    correct = answer is not None and answers_match(extract_answer(text), gold_text(answer))
-    return Terms(correct=correct, valid=not validate(text, strict=True),
-                 blocks=int(parallel_stats(text)["blocks"]))
+def terms(completion: Any, answer: Any = None, grader: Any = "project", source: Any = None) -> Terms:
+    """Parse one completion once under ``grader``: correctness (``False`` without a gold), validity,
+    blocks. ``source`` (a data-source name) picks the official grader's per-source answer check."""
+    g, text = get_grader(grader), completion_text(completion)
+    return Terms(correct=_correct(g, text, answer, source), valid=g.valid(text),
+                 blocks=text.count(PARALLEL), plain_needs_valid=g.plain_needs_valid)
+
+
+def _correct(g: Any, text: str, answer: Any, source: Any) -> bool:
+    gold = gold_text(answer)
+    return gold is not None and g.correct(text, gold, source)
 
 
 def score_terms(t: Terms, mode: str) -> float:
@@ -94,53 +134,71 @@ def score_terms(t: Terms, mode: str) -> float:
     if mode == "parallel_correct":
         return 1.0 if t.correct and parallel else -1.0
     if mode == "tiered":
-        if not (t.correct and t.valid):
+        if not t.correct:
             return -1.0
-        return 1.2 if t.blocks >= 1 else 1.0
+        if t.blocks >= 1:
+            return 1.2 if t.valid else -1.0
+        return 1.0 if t.valid or not t.plain_needs_valid else -1.0
     if mode == "structure":
         return 1.0 if parallel else -1.0
     raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(BASE_MODES)}")
 
 
-def score(completion: Any, answer: Any, mode: str) -> float:
-    """The reward of one completion against one gold answer under ``mode``.
+def score(completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None) -> float:
+    """The reward of one completion against one gold answer under ``mode`` and ``grader``.
 
-    >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered")
-    1.0
+    >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
+    (1.0, -1.0)
     """
-    return score_terms(terms(completion, answer), mode)
+    if mode == "accuracy":  # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
+        return 1.0 if _correct(get_grader(grader), completion_text(completion), answer, source) else -1.0
+    return score_terms(terms(completion, answer, grader, source), mode)
 
 
 # ---------------------------------------------------------------- TRL-signature rewards
-def _batch(completions: list, answer: Any, mode: str) -> list[float]:
-    if isinstance(answer, (str, int, float)):
+def _sources(kwargs: Mapping[str, Any], n: int) -> list[Any]:
+    """Each completion's data source from TRL's forwarded dataset columns (``data_source``, else
+    ``source``): a column of ``n`` values, or one value for all."""
+    value = kwargs.get("data_source", kwargs.get("source"))
+    if isinstance(value, (list, tuple)) and len(value) == n:
+        return list(value)
+    return [value if isinstance(value, str) else None] * n
+
+
+def _batch(completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any]) -> list[float]:
+    if not isinstance(completions, (list, tuple)):
+        raise TypeError(f"completions must be a list (one per sample), got {type(completions).__name__}")
+    if answer is None or isinstance(answer, (str, bytes, int, float)):
         raise TypeError("answer must be a list with one gold answer per completion (a dataset column)")
     if len(completions) != len(answer):
         raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
-    return [score(c, a, mode) for c, a in zip(completions, answer)]
+    sources = _sources(kwargs, len(completions))
+    return [score(c, a, mode, grader, src) for c, a, src in zip(completions, answer, sources)]
 
 
-def accuracy_reward(completions: list, answer: list, **kwargs: Any) -> list[float]:
+def accuracy_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
     """+1 if the final answer is correct, else −1; tags are ignored.
 
     >>> accuracy_reward(["Final Answer: 12", "Final Answer: 13", "no answer"], ["12", 12, "12"])
     [1.0, -1.0, -1.0]
+    >>> accuracy_reward(["Final Answer: 12.00"] * 2, ["12"] * 2, grader="official", data_source=["gsm8k", "aime25"])
+    [-1.0, -1.0]
     """
-    return _batch(completions, answer, "accuracy")
+    return _batch(completions, answer, "accuracy", grader, kwargs)
 
 
-def parallel_correct_reward(completions: list, answer: list, **kwargs: Any) -> list[float]:
-    """+1 iff the answer is correct and the text has ≥1 strictly valid ``<Parallel>`` block, else −1.
+def parallel_correct_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
+    """+1 iff the answer is correct and the text has ≥1 valid ``<Parallel>`` block, else −1.
 
     >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
     >>> parallel_correct_reward([block + "Final Answer: 12", "Final Answer: 12"], ["12", "12"])
     [1.0, -1.0]
     """
-    return _batch(completions, answer, "parallel_correct")
+    return _batch(completions, answer, "parallel_correct", grader, kwargs)
 
 
-def tiered_reward(completions: list, answer: list, **kwargs: Any) -> list[float]:
-    """+1.2 correct with a valid block, +1.0 correct with no tags at all, −1 otherwise.
+def tiered_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
+    """+1.2 correct with a valid block, +1.0 correct with no block (project: and valid tags), −1 otherwise.
 
     >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
     >>> one_path = "<Parallel><Path>6+6=12</Path></Parallel><Summary>12</Summary>\\n"
@@ -148,23 +206,43 @@ def tiered_reward(completions: list, answer: list, **kwargs: Any) -> list[float]
     ...               ["12"] * 3)
     [1.2, 1.0, -1.0]
     """
-    return _batch(completions, answer, "tiered")
+    return _batch(completions, answer, "tiered", grader, kwargs)
 
 
-def structure_reward(completions: list, answer: list | None = None, **kwargs: Any) -> list[float]:
-    """+1 iff the text has ≥1 block and is strictly valid, whatever the answer; else −1.
+def structure_reward(completions: list, answer: list | None = None, grader: Any = "project",
+                     **kwargs: Any) -> list[float]:
+    """+1 iff the text has ≥1 block and valid tags, whatever the answer; else −1.
 
     >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel><Summary>s</Summary>\\n"
     >>> structure_reward([block + "Final Answer: 7", "Final Answer: 12"], ["12", "12"])
     [1.0, -1.0]
     """
-    return [score_terms(terms(c), "structure") for c in completions]
+    if not isinstance(completions, (list, tuple)):
+        raise TypeError(f"completions must be a list (one per sample), got {type(completions).__name__}")
+    return [score_terms(terms(c, None, grader), "structure") for c in completions]
+
+
+class GradedReward:
+    """One of ``REWARDS`` with its grader bound (``reward_for(mode, grader=...)``); TRL logs it
+    under the plain reward's name."""
+
+    def __init__(self, mode: str, grader: Any) -> None:
+        self.mode, self.grader = mode, get_grader(grader).name
+        self.__name__ = REWARDS[mode].__name__
+        self.reward_range = RANGES[mode]
+
+    def __call__(self, completions: list, answer: list | None = None, **kwargs: Any) -> list[float]:
+        kwargs.pop("grader", None)  # a dataset column of that name must not override the binding
+        return REWARDS[self.mode](completions, answer, grader=self.grader, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"GradedReward({self.mode!r}, grader={self.grader!r})"
 
 
 REWARDS: dict[str, RewardFn] = {
     "accuracy": accuracy_reward, "parallel_correct": parallel_correct_reward,
     "tiered": tiered_reward, "structure": structure_reward,
-}  # the base modes' TRL reward functions (``REWARD_MODES`` below also holds the schedule)
+}
 for _mode, _fn in REWARDS.items():
     _fn.reward_range = RANGES[_mode]  # type: ignore[attr-defined]  # read by reward_range()
 del _mode, _fn
@@ -206,9 +284,10 @@ class AlternatingReward:
 
     __name__ = "alternating_reward"  # the column name TRL gives this reward in its logs
 
-    def __init__(self, window: int = 10, parallel_steps: int = 2) -> None:
+    def __init__(self, window: int = 10, parallel_steps: int = 2, grader: Any = "project") -> None:
         mode_at(0, window, parallel_steps)  # validates the arguments
         self.window, self.parallel_steps = window, parallel_steps
+        self.grader = get_grader(grader).name
         self.last_mode: str | None = None
         self.last_step: int | None = None
         self.reward_range = RANGES["tiered"] if parallel_steps else RANGES["accuracy"]
@@ -228,13 +307,15 @@ class AlternatingReward:
         self.last_step, self.last_mode = int(step), self.mode(int(step))
         if log_metric is not None:
             log_metric("reward_mode/tiered", float(self.last_mode == "tiered"))
-        return _batch(completions, answer, self.last_mode)
+        kwargs.pop("grader", None)
+        return _batch(completions, answer, self.last_mode, self.grader, kwargs)
 
     def __repr__(self) -> str:
-        return f"AlternatingReward(window={self.window}, parallel_steps={self.parallel_steps})"
+        return (f"AlternatingReward(window={self.window}, parallel_steps={self.parallel_steps}, "
+                f"grader={self.grader!r})")
 
 
-def alternating_reward(window: int = 10, parallel_steps: int = 2) -> AlternatingReward:
+def alternating_reward(window: int = 10, parallel_steps: int = 2, grader: Any = "project") -> AlternatingReward:
     """The paper's S2 reward: ``tiered_reward`` on ``parallel_steps`` of every ``window`` steps.
 
     >>> from types import SimpleNamespace
@@ -244,7 +325,7 @@ def alternating_reward(window: int = 10, parallel_steps: int = 2) -> Alternating
     >>> reward(["Final Answer: 13"], ["12"], trainer_state=SimpleNamespace(global_step=10)), reward.last_mode
     ([-1.0], 'accuracy')
     """
-    return AlternatingReward(window, parallel_steps)
+    return AlternatingReward(window, parallel_steps, grader)
 
 
 # ---------------------------------------------------------------- composition
@@ -306,103 +387,43 @@ class RewardMode:
     """One reward mode: how to build its TRL reward function, its range and what it pays for."""
 
     name: str
-    build: Callable[[int, int], RewardFn]  # (window, parallel_steps) -> reward function
+    build: Callable[[int, int, Any], RewardFn]  # (window, parallel_steps, grader) -> reward fn
     range: tuple[float, float]
     pays_for: str  # one line for widgets, tables and error messages
     scheduled: bool = False  # True: window and parallel_steps change what it pays
 
 
+def _graded(mode: str) -> Callable[[int, int, Any], RewardFn]:
+    """The base mode's function under a grader (the project grader: the plain module function)."""
+    return lambda w, p, grader: (REWARDS[mode] if get_grader(grader).name == "project"
+                                 else GradedReward(mode, grader))
+
+
 REWARD_MODES: dict[str, RewardMode] = {
-    "accuracy": RewardMode("accuracy", lambda w, p: accuracy_reward, RANGES["accuracy"],
+    "accuracy": RewardMode("accuracy", _graded("accuracy"), RANGES["accuracy"],
                            "a correct final answer (S1); tags ignored"),
-    "parallel_correct": RewardMode("parallel_correct", lambda w, p: parallel_correct_reward,
+    "parallel_correct": RewardMode("parallel_correct", _graded("parallel_correct"),
                                    RANGES["parallel_correct"],
                                    "a correct answer inside a valid parallel response (Stage 2)"),
-    "tiered": RewardMode("tiered", lambda w, p: tiered_reward, RANGES["tiered"],
+    "tiered": RewardMode("tiered", _graded("tiered"), RANGES["tiered"],
                          "correct with a valid block 1.2, correct without 1.0, else -1"),
-    "structure": RewardMode("structure", lambda w, p: structure_reward, RANGES["structure"],
+    "structure": RewardMode("structure", _graded("structure"), RANGES["structure"],
                             "a valid block, whatever the answer (this project's arm)"),
-    "alternating": RewardMode("alternating", lambda w, p: alternating_reward(w, p), RANGES["tiered"],
+    "alternating": RewardMode("alternating", alternating_reward, RANGES["tiered"],
                               "accuracy, with tiered on the last steps of each window (S2)",
                               scheduled=True),
 }  # the registry: the panel, training, the verl export, the doctor and the CLI read it
 
 
-def reward_for(mode: str, window: int = 10, parallel_steps: int = 2) -> RewardFn:
-    """The reward function of a ``REWARD_MODES`` name.
+def reward_for(mode: str, window: int = 10, parallel_steps: int = 2,
+               grader: Any = "project") -> RewardFn:
+    """The reward function of a ``REWARD_MODES`` name under ``grader``.
 
-    >>> reward_for("tiered") is tiered_reward, reward_for("alternating", 5, 1).window
-    (True, 5)
+    >>> reward_for("tiered") is tiered_reward, reward_for("tiered", grader="official")
+    (True, GradedReward('tiered', grader='official'))
+    >>> reward_for("alternating", 5, 1).window
+    5
     """
     if mode not in REWARD_MODES:
         raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
-    return REWARD_MODES[mode].build(window, parallel_steps)
-
-
-# ---------------------------------------------------------------- reward-hacking lab
-_Q = "3 boxes hold 4 muffins each. How many muffins?"
-_BLOCK = ("<Parallel><Path>3 boxes * 4 muffins = 12.</Path><Path>4 + 4 + 4 = 12.</Path></Parallel>\n"
-          "<Summary>Both ways give 12 muffins.</Summary>\n")
-
-
-def _case(name: str, completion: str, why: str) -> dict[str, str]:
-    return {"name": name, "completion": completion, "answer": "12", "why": why}
-
-
-HACKING_CASES: list[dict[str, str]] = [
-    _case("honest_parallel", f"Count the muffins.\n{_BLOCK}Final Answer: 12",
-          "the reference: correct, one valid block"),
-    _case("honest_linear", "3 * 4 = 12 muffins.\nFinal Answer: 12",
-          "correct without a block: below honest_parallel only under the parallel-aware rewards"),
-    _case("nested_blocks", "<Parallel><Path><Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n"
-          "<Summary>12</Summary></Path><Path>12</Path></Parallel>\n<Summary>12</Summary>\nFinal Answer: 12",
-          "well-formed nesting passes the official checker; the strict grammar forbids it"),
-    _case("repeated_blocks", f"Count the muffins.\n{_BLOCK * 4}Final Answer: 12",
-          "the same block four times: valid, but the reward is capped, so no gain over one block"),
-    _case("empty_paths", "<Parallel><Path></Path><Path> </Path></Parallel>\n<Summary>12</Summary>\n"
-          "Final Answer: 12", "a block with no reasoning in it"),
-    _case("identical_paths", "<Parallel><Path>3 * 4 = 12.</Path><Path>3 * 4 = 12.</Path></Parallel>\n"
-          "<Summary>12.</Summary>\nFinal Answer: 12",
-          "copied paths are valid (no reward here checks diversity): ties, never beats, the reference"),
-    _case("summary_without_paths", "3 * 4 = 12.\n<Summary>It is 12.</Summary>\nFinal Answer: 12",
-          "the summary tag alone, hoping it counts as parallel thinking"),
-    _case("answer_only_in_path", "<Parallel><Path>3*4=12\nFinal Answer: 12</Path><Path>4+4+4=12</Path>"
-          "</Parallel>\n<Summary>Both paths agree.</Summary>",
-          "the answer hidden inside a path is not the response's answer"),
-    _case("several_final_answers", f"{_BLOCK}Final Answer: 12\nFinal Answer: 13",
-          "listing candidates: only the last Final Answer line counts"),
-    _case("candidates_in_one_line", f"{_BLOCK}Final Answer: 11, 12, 13",
-          "several candidates on one line must not match the gold answer"),
-    _case("boxed_candidates", f"{_BLOCK}Final Answer: \\boxed{{11}}, \\boxed{{12}}, \\boxed{{13}}",
-          "several boxed candidates, one of them right: must not count as the answer"),
-    _case("tags_in_final_line", f"{_BLOCK}Final Answer: <Summary>12</Summary>",
-          "a second summary in the answer line: malformed, and the answer stops at the tag"),
-    _case("correct_after_malformed_block", "<Parallel><Path>3*4=12</Path></Parallel>\n<Summary>12</Summary>\n"
-          "Final Answer: 12", "a one-path block: a correct answer cannot buy back broken tags"),
-    _case("truncated_block", "Count the muffins.\n<Parallel><Path>3 * 4 = 12.</Path><Path>4 + 4",
-          "cut off by max_completion_length mid-block: no answer, unclosed tags"),
-    _case("path_outside_block", "<Path>3*4=12</Path><Path>4+4+4=12</Path>\nFinal Answer: 12",
-          "lone paths pass the official checker; the strict grammar rejects them"),
-    _case("unclosed_summary", "<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n"
-          "<Summary>Both give 12.\nFinal Answer: 12", "an unclosed summary passes the official checker"),
-    _case("block_after_answer", f"3 * 4 = 12.\nFinal Answer: 12\n{_BLOCK}",
-          "a block bolted on after the answer: valid, so it ties the reference (a known limit)"),
-]
-
-
-def hacking_table(cases: list[dict[str, str]] | None = None,
-                  rewards: Mapping[str, RewardFn] | None = None) -> list[dict[str, Any]]:
-    """One row per case: name, why, and its score under each reward (default: the four in ``REWARDS``).
-
-    >>> row = hacking_table()[0]
-    >>> row["name"], row["tiered"], row["structure"]
-    ('honest_parallel', 1.2, 1.0)
-    """
-    cases = HACKING_CASES if cases is None else cases
-    rewards = REWARDS if rewards is None else rewards
-    rows = [{"name": c["name"], "why": c["why"]} for c in cases]
-    for label, fn in rewards.items():
-        scores = fn([c["completion"] for c in cases], [c["answer"] for c in cases])
-        for row, value in zip(rows, scores):
-            row[label] = value
-    return rows
+    return REWARD_MODES[mode].build(window, parallel_steps, grader)

@@ -106,12 +106,14 @@ def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping | None = None,
                   *, mode: str | None = None, window: int = 10, parallel_steps: int = 2,
-                  solution_str_with_special_tokens: str | None = None, **_: Any) -> float:
+                  solution_str_with_special_tokens: str | None = None, grader: str = "project",
+                  **_: Any) -> float:
     """verl's custom reward: the same number ``pr1lib.rewards`` gives the completion in TRL.
 
     ``solution_str_with_special_tokens`` (passed by the official fork, whose tags are special
-    tokens that stock decoding drops) is scored instead of ``solution_str`` when given. Other
-    keyword arguments verl may add are ignored.
+    tokens that stock decoding drops) is scored instead of ``solution_str`` when given. ``grader``
+    (``reward_kwargs``) is ``pr1lib.graders``' name; ``data_source`` picks the official per-source
+    answer check. Other keyword arguments verl may add are ignored.
 
     >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
     >>> [compute_score("pr1/dapo", block + "Final Answer: 12", "12", {"global_steps": s},
@@ -119,7 +121,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     [1.0, 1.2]
     """
     text = _scored_text(solution_str, solution_str_with_special_tokens)
-    return score(text, ground_truth, resolve_mode(extra_info, mode, window, parallel_steps))
+    return score(text, ground_truth, resolve_mode(extra_info, mode, window, parallel_steps), grader, data_source)
 
 
 def _scored_text(solution_str: str, with_special: str | None) -> str:
@@ -136,7 +138,7 @@ def compute_score_detailed(data_source: str, solution_str: str, ground_truth: An
     """
     text = _scored_text(solution_str, kwargs.get("solution_str_with_special_tokens"))
     mode = resolve_mode(extra_info, kwargs.get("mode"), kwargs.get("window", 10), kwargs.get("parallel_steps", 2))
-    t = terms(text, ground_truth)
+    t = terms(text, ground_truth, kwargs.get("grader", "project"), data_source)
     return {"score": score_terms(t, mode), "acc": float(t.correct), "valid": float(t.valid),
             "blocks": t.blocks, "tiered": float(mode == "tiered")}
 

@@ -29,7 +29,6 @@ from typing import Any
 from pr1lib.rewards import REWARD_MODES, schedule
 
 
-
 @dataclass(frozen=True)
 class PanelState:
     """The panel's knobs (defaults: the paper's S2 schedule, 8 accuracy steps then 2 tiered)."""

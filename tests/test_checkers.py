@@ -3,7 +3,7 @@
 Each eval file stores its gold answers differently (MATH-500: LaTeX strings; AIME 2024:
 zero-padded strings; AIME 2025: plain strings; AMC 2023: JSON floats; GSM8K: ``#### N``). The
 completions below are built from those golds in the renderings a model writes, and each case
-says what the paper's strict checker and the reproduction's robust checker must conclude.
+says what the official grader and this project's grader (``pr1lib.graders``) must conclude.
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ import re
 import pytest
 from conftest import needs_data
 
-from pr1lib.evalsets import (
-    BENCHMARKS,
-    canonical_gold,
-    check,
-    last_boxed,
-    load_benchmark,
-    minerva_normalize,
-    strict_answer,
-)
+from pr1lib.evalsets import BENCHMARKS, canonical_gold, load_benchmark
+from pr1lib.graders import check, last_boxed, minerva_normalize, official_answer
 from pr1lib.paths import shared_data_dir
 
 DATA = shared_data_dir()
@@ -100,7 +93,7 @@ def test_unknown_benchmark():
 def test_every_gold_written_verbatim_is_correct_for_both_checkers(name):
     for rec in load_benchmark(name):
         verdict = check(name, final(rec["answer"]), rec["answer"])
-        assert verdict["strict"] and verdict["robust"], (rec["id"], rec["answer"], verdict)
+        assert verdict["official"] and verdict["project"], (rec["id"], rec["answer"], verdict)
 
 
 @needs_eval
@@ -111,20 +104,20 @@ def test_a_different_gold_is_wrong_for_both_checkers(name):
     for rec in rng.sample(records, min(40, len(records))):  # math-verify is slow on LaTeX: sample
         other = next(o["answer"] for o in rng.sample(records, len(records)) if o["answer"] != rec["answer"])
         verdict = check(name, final(other), rec["answer"])
-        assert not verdict["strict"] and not verdict["robust"], (rec["answer"], other)
+        assert not verdict["official"] and not verdict["project"], (rec["answer"], other)
 
 
 @needs_eval
 @pytest.mark.parametrize("name", EVAL_FILES)
-def test_boxed_only_answers_count_for_robust_not_strict(name):
+def test_boxed_only_answers_count_for_project_not_official(name):
     for rec in load_benchmark(name)[:30]:
         verdict = check(name, f"... so the result is $\\boxed{{{rec['answer']}}}$.", rec["answer"])
-        assert verdict == {"strict": False, "robust": True, "pred_strict": None,
-                           "pred_robust": rec["answer"]}, rec["id"]
+        assert verdict == {"official": False, "project": True, "pred_official": None,
+                           "pred_project": rec["answer"]}, rec["id"]
 
 
 @needs_eval
-def test_raw_file_renderings_strict_is_exact_robust_is_numeric():
+def test_raw_file_renderings_official_is_exact_project_is_numeric():
     # A model that copies the file's raw rendering ("025", "27.0") is right by value; the
     # paper's grader compares strings after normalisation, so it says no (a known quirk).
     for name in ("aime24", "amc23"):
@@ -132,31 +125,31 @@ def test_raw_file_renderings_strict_is_exact_robust_is_numeric():
         for rec in load_benchmark(name):
             rendering = raw[rec["id"].split("-", 1)[1]]
             verdict = check(name, final(rendering), rec["answer"])
-            assert verdict["robust"]
-            assert verdict["strict"] == (rendering == rec["answer"]), rendering
+            assert verdict["project"]
+            assert verdict["official"] == (rendering == rec["answer"]), rendering
 
 
 # ----------------------------------------------------------------------------- curated renderings
-# (benchmark, gold exactly as in the file, what the model writes, strict?, robust?)
+# (benchmark, gold exactly as in the file, what the model writes, official?, project?)
 RENDERINGS = [
     ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"\left(3,\frac{\pi}{2}\right)", True, True),  # spaces
     ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),  # keeps \left
-    ("math500", r"\frac{14}{3}", r"\dfrac{14}{3}", False, True),  # strict: no \dfrac rule
+    ("math500", r"\frac{14}{3}", r"\dfrac{14}{3}", False, True),  # official: no \dfrac rule
     ("math500", r"\frac{14}{3}", "14/3", False, True),  # math-verify: same value
     ("math500", r"\frac{3}{56}", r"\boxed{\frac{3}{56}}", True, True),  # boxed inside the line
     ("math500", r"\text{Evelyn}", "Evelyn", True, True),  # \text{} unwrapped
     ("math500", r"90^\circ", "90", True, True),  # degree sign removed
     ("math500", r"11\sqrt2", r"11\sqrt{2}", True, True),  # shorthand \sqrt2 expanded
-    ("math500", "x=5", "5", True, True),  # strict keeps the part after '='
+    ("math500", "x=5", "5", True, True),  # official keeps the part after '='
     ("math500", "1,-2", "-2, 1", False, True),  # a set in another order
     ("math500", "3, 5, 7", "3,5,7", True, True),  # spaces removed
     ("math500", "1.25", r"\frac{5}{4}", False, True),  # equal value, other form
     ("math500", "2220", "2,220", True, True),  # thousands separator
-    ("math500", r"\frac{14}{3}", r"\frac{14}{3}.", False, True),  # strict: a full stop stays
+    ("math500", r"\frac{14}{3}", r"\frac{14}{3}.", False, True),  # official: a full stop stays
     ("math500", r"\frac{14}{3}", r"$\frac{14}{3}.$", True, True),  # ... unless it is inside $...$
     ("math500", r"\frac{14}{3}", r"\frac{14}{5}", False, False),
     ("aime24", "025", "25", True, True),  # gold is canonicalised to 25 on loading
-    ("aime24", "025", "025", False, True),  # strict compares strings
+    ("aime24", "025", "025", False, True),  # official compares strings
     ("aime24", "073", r"\boxed{73}", True, True),
     ("aime24", "025", "26", False, False),
     ("amc23", 27.0, "27", True, True),
@@ -166,42 +159,42 @@ RENDERINGS = [
     ("amc23", 27.0, "$27", True, True),
     ("aime25", "70", "$70$", True, True),
     ("aime25", "70", "70.", False, True),
-    ("aime25", "70", "70 bases", False, True),  # strict: "bases" is not a known unit word
-    ("aime25", "588", "588 square units", True, True),  # strict: unit words dropped
+    ("aime25", "70", "70 bases", False, True),  # official: "bases" is not a known unit word
+    ("aime25", "588", "588 square units", True, True),  # official: unit words dropped
 ]
 
 
 @needs_eval
-@pytest.mark.parametrize("name, gold, written, strict, robust", RENDERINGS)
-def test_renderings_of_real_golds(name, gold, written, strict, robust):
+@pytest.mark.parametrize("name, gold, written, official, project", RENDERINGS)
+def test_renderings_of_real_golds(name, gold, written, official, project):
     assert gold in [r["answer"] for r in raw_rows(name)]  # a real answer of that file
     verdict = check(name, final(written), canonical_gold(gold))
-    assert (verdict["strict"], verdict["robust"]) == (strict, robust)
+    assert (verdict["official"], verdict["project"]) == (official, project)
 
 
 @needs_eval
-def test_gsm8k_style_strict_reads_the_first_number():
+def test_gsm8k_style_official_reads_the_first_number():
     rec = load_benchmark("gsm8k", n=1)[0]
     gold = rec["answer"]
     wrong = str(int(gold) + 1)
     two = f"Final Answer: {gold}\nOn second thought...\nFinal Answer: {wrong}"
-    assert check("gsm8k", two, gold)["strict"]  # the official GSM8K grader takes the first match
-    assert not check("gsm8k", two, gold)["robust"]  # the robust one takes the last
-    assert not check("gsm8k", final(f"${gold}"), gold)["strict"]  # the number regex stops at '$'
-    assert not check("gsm8k", final(f"{gold}.00"), gold)["strict"]  # strings, not numbers
+    assert check("gsm8k", two, gold)["official"]  # the official GSM8K grader takes the first match
+    assert not check("gsm8k", two, gold)["project"]  # the project's takes the last
+    assert not check("gsm8k", final(f"${gold}"), gold)["official"]  # the number regex stops at '$'
+    assert not check("gsm8k", final(f"{gold}.00"), gold)["official"]  # strings, not numbers
 
 
-# ----------------------------------------------------------------------------- strict mechanics
-def test_strict_reads_only_the_last_300_characters():
-    assert strict_answer("Final Answer: 7\n" + "x" * 299) is None
-    assert strict_answer("Final Answer: 7\n" + "x" * 280) == "7"
+# ----------------------------------------------------------------------------- official mechanics
+def test_official_reads_only_the_last_300_characters():
+    assert official_answer("Final Answer: 7\n" + "x" * 299) is None
+    assert official_answer("Final Answer: 7\n" + "x" * 280) == "7"
 
 
-def test_strict_ignores_tags_but_robust_ignores_paths():
+def test_official_ignores_tags_but_project_ignores_paths():
     text = ("<Parallel><Path>a\nFinal Answer: 3</Path><Path>b\nFinal Answer: 4</Path></Parallel>"
             "\n<Summary>they disagree</Summary>")  # the engine's layout: a newline before <Summary>
-    assert check("aime25", text, "4")["strict"]  # tags are stripped, so the last path's line counts
-    assert check("aime25", text, "4")["pred_robust"] is None  # answers inside paths are not final
+    assert check("aime25", text, "4")["official"]  # tags are stripped, so the last path's line counts
+    assert check("aime25", text, "4")["pred_project"] is None  # answers inside paths are not final
 
 
 def test_last_boxed_handles_nested_braces():

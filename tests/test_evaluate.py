@@ -96,9 +96,10 @@ def test_summarize_on_known_structures():
     ])
     s = metrics.summarize(rows)
     assert (s["n"], s["k"]) == (2, 4)
-    assert s["accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)  # strict: boxed-only does not count
-    assert s["accuracy_robust"] == pytest.approx((3 / 4 + 1 / 4) / 2)
-    assert s["pass_at_k"] == 1.0 and s["pass_curve_strict"][1] == pytest.approx(s["accuracy"])
+    assert s["grader"] == "official"  # the eval default (pr1lib.config.DEFAULT_GRADERS)
+    assert s["accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)  # official: boxed-only does not count
+    assert s["accuracy_project"] == pytest.approx((3 / 4 + 1 / 4) / 2)
+    assert s["pass_at_k"] == 1.0 and s["pass_curve_official"][1] == pytest.approx(s["accuracy"])
     assert s["parallel_ratio"] == pytest.approx(3 / 8)
     assert s["valid_ratio"] == pytest.approx(7 / 8)  # the one-path block is the only invalid sample
     assert s["blocks_per_response"] == pytest.approx(4 / 8)
@@ -106,7 +107,17 @@ def test_summarize_on_known_structures():
     overlap = metrics.path_overlap("add 3 and 4", "add 4 and 3")
     assert s["path_overlap"] == pytest.approx(overlap) and s["path_diversity"] == pytest.approx(1 - overlap)
     assert s["length_unit"] == "chars"
-    assert metrics.summarize(rows, "robust")["accuracy"] == s["accuracy_robust"]
+    assert metrics.summarize(rows, "project")["accuracy"] == s["accuracy_project"]
+    with pytest.raises(ValueError, match="unknown grader 'robust'"):
+        metrics.summarize(rows, "robust")
+
+
+def test_summarize_reads_results_files_written_before_the_graders():
+    rows = rows_for([["Final Answer: 7", "\\boxed{7}"]])
+    for row in rows:  # the old column names: strict = the official check, robust = the project's
+        row["correct_strict"], row["correct_robust"] = row.pop("correct_official"), row.pop("correct_project")
+    s = metrics.summarize(rows)
+    assert (s["accuracy_official"], s["accuracy_project"]) == (0.5, 1.0)
 
 
 # ----------------------------------------------------------------------------- results file and runner
@@ -153,7 +164,7 @@ def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
                                progress=False)
     assert second.prompts == ["x = 3", "x = 4"]  # only the new ids
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(5)]
-    assert all(r["correct_strict"] == [True, False, True, False] for r in rows)
+    assert all(r["correct_official"] == [True, False, True, False] for r in rows)
     assert metrics.summarize(rows)["accuracy"] == 0.5
     with pytest.raises(ValueError, match="k=\\[4\\]"):  # a file written with another k
         ev.evaluate_records(records(5), FakeSampler(), 2, "gsm8k", lambda q: q, path, progress=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -111,6 +112,34 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
 
     a, b = (load_file(tmp_path / d / "model.safetensors") for d in ("straight", "resumed"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+class _Planted:
+    """A pickle that runs code when loaded: writes a marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.marker), "ran"))
+
+
+def test_a_planted_pickle_in_the_checkpoint_is_refused_and_never_runs(tmp_path):
+    folder, marker = tmp_path / "checkpoint", tmp_path / "pwned.txt"
+    folder.mkdir()
+    torch.save({"step": 3, "payload": _Planted(marker)}, folder / "state.pt")
+    with pytest.raises(ValueError, match="was not loaded .a pickle can run code.; delete it"):
+        pretrain._load_checkpoint(folder, PretrainConfig.for_profile("smoke"))
+    assert not marker.exists()
+
+
+def test_a_plain_checkpoint_loads_with_weights_only(tmp_path):
+    cfg = PretrainConfig.for_profile("smoke")
+    state = {"step": 3, "rows": [{"step": 1, "loss": 2.5}], "elapsed_s": 1.0, "config": cfg.to_dict(),
+             "model": {"w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-3}]}}
+    pretrain._save_checkpoint(tmp_path, state)
+    loaded = pretrain._load_checkpoint(tmp_path, cfg)
+    assert loaded["step"] == 3 and torch.equal(loaded["model"]["w"], torch.ones(2))
 
 
 @pytest.mark.skipif(not (SHIPPED / "model.safetensors").exists(), reason="data/tiny-base not built")

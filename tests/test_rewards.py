@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pr1lib import hacking as H
 from pr1lib import rewards as R
 from pr1lib.format import TAGS
 
@@ -186,6 +187,7 @@ HACKS = {
     "answer_only_in_path": (-1.0, -1.0, -1.0, 1.0),
     "several_final_answers": (-1.0, -1.0, -1.0, 1.0),
     "candidates_in_one_line": (-1.0, -1.0, -1.0, 1.0),
+    "hedged_candidates": (-1.0, -1.0, -1.0, 1.0),  # prose before the numbers: no answer at all
     "boxed_candidates": (-1.0, -1.0, -1.0, 1.0),
     "tags_in_final_line": (-1.0, -1.0, -1.0, -1.0),
     "correct_after_malformed_block": (1.0, -1.0, -1.0, -1.0),
@@ -195,14 +197,14 @@ HACKS = {
     "block_after_answer": (1.0, 1.0, 1.2, 1.0),  # tie: a bolted-on block is still a valid block
 }
 KNOWN_FORMAT_BUGS: dict[str, str] = {}  # case -> why it currently scores differently
-ROWS = {row["name"]: row for row in R.hacking_table()}
+ROWS = {row["name"]: row for row in H.hacking_table()}
 PARALLEL_AWARE = ("parallel_correct", "tiered", "structure")
 
 
 def test_every_case_is_pinned_and_named_once():
-    names = [c["name"] for c in R.HACKING_CASES]
+    names = [c["name"] for c in H.HACKING_CASES]
     assert sorted(names) == sorted(HACKS) and len(set(names)) == len(names)
-    assert all(c["why"] and c["answer"] == "12" for c in R.HACKING_CASES)
+    assert all(c["why"] and c["answer"] == "12" for c in H.HACKING_CASES)
 
 
 @pytest.mark.parametrize("name", [

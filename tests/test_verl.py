@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pr1lib import verl
+from pr1lib.hacking import HACKING_CASES, hacking_table
 from pr1lib.prompts import PARALLEL_PROMPT_V3, prompt_text
-from pr1lib.rewards import BASE_MODES, HACKING_CASES, REWARDS, alternating_reward, hacking_table
+from pr1lib.rewards import BASE_MODES, REWARDS, alternating_reward
 
 
 # ---------------------------------------------------------------- the reward: one core, two signatures
