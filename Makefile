@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: help venv test tour lab sync bench clean
 
 help:
-	@echo "make test   - create .venv if missing, install, run every test (unit, property, notebooks in smoke)"
+	@echo "make test   - create .venv if missing, install, lint (ruff), run every test (unit, property, notebooks in smoke)"
 	@echo "make tour   - run the whole tutorial headless on the tiny profile and write runs/tour-*/report.html"
 	@echo "make lab    - open JupyterLab on notebooks/"
 	@echo "make sync   - regenerate the .ipynb twins from the jupytext .py sources (and vice versa)"
@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	PR1_PROFILE=smoke $(BIN)/python -m pytest
 
 tour: $(STAMP)
