@@ -32,10 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import torch
 from plotly.subplots import make_subplots
 
-from pr1lib.config import STAGE_RUNS, EvalConfig, ModelConfig
+from pr1lib.config import PROMPTS, STAGE_RUNS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
 from pr1lib.dashboard import read_metrics
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
@@ -44,6 +43,7 @@ from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, our_columns, side_by_side, to
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
 from pr1lib.runs import last_checkpoint
+from pr1lib.runtime import set_threads
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio", "completions/mean_length",
               "reward_mode/tiered", "frac_reward_zero_std")
@@ -226,12 +226,14 @@ def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path
     >>> import tempfile
     >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
     >>> found, sorted(missing)[:2]
-    ({'base': 'data/tiny-base'}, ['rl-seen', 'rl-unseen-s1'])
+    ({'base': 'data/tiny-base'}, ['grpo-gsm8k', 'rl-seen'])
     """
     profile = check_profile(profile)
     root = Path(root) if root else runs_dir()
     found, missing = {"base": ModelConfig.for_profile(profile).name}, {}
-    for key, patterns in STAGE_RUNS.items():
+    for key, (_, patterns) in STAGE_RUNS.items():
+        if key == "base":
+            continue
         folders = [root / p.format(p=profile, s=seed) for p in patterns]
         hit = next((f for f in folders if (f / "merged").is_dir()), None)
         if hit is None:
@@ -260,20 +262,22 @@ def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
     return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
 
 
-def evaluate_checkpoints(found: dict[str, str], profile: str | None = None, benchmarks: tuple[str, ...] = (),
-                         out: str | Path | None = None, progress: bool = False, **eval_overrides: Any):
-    """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``pr1lib.evaluate.run_eval``
-    with the profile's ``EvalConfig`` + ``eval_overrides``). Results files go to ``OUT`` (one per
+def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
+                         benchmarks: tuple[str, ...] = (), out: str | Path | None = None,
+                         progress: bool = False, **eval_overrides: Any):
+    """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``run_eval`` with the
+    profile's ``EvalConfig`` + ``eval_overrides``), each rolled out and prompted as its variant
+    was trained (``STAGE_RUNS``: the paper's protocol). Results files go to ``OUT`` (one per
     stage x benchmark x mode); a complete one for the same weights is read back without loading
     the model."""
     profile = check_profile(profile)
-    if profile in ("smoke", "tiny") and not torch.cuda.is_available():
-        torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more (as in pr1lib.grpo)
+    set_threads(1 if profile in ("smoke", "tiny") else None)  # tiny matmuls: one thread is fastest
     out = Path(out) if out else runs_dir() / f"06_evaluation-{profile}" / "eval"
-    style = ModelConfig.for_profile(profile).prompt_style
-    base = EvalConfig.for_profile(profile, **{"prompt_style": style, **eval_overrides})
     results: dict[str, dict[str, dict]] = {}
     for key, source in found.items():
+        variant = STAGE_RUNS.get(key, ("seen", ()))[0]
+        base = EvalConfig.for_profile(profile, **{"prompt_style": PROMPTS[profile][variant],
+                                                  "mode": VARIANT_ROLLOUT[variant], **eval_overrides})
         loaded = None
         for bench in benchmarks or (base.benchmark,):
             cfg = base.replace(benchmark=bench)

@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from pr1lib.config import ROLLOUT_MODES, VARIANTS, VERL_REWARDS
+from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
 from pr1lib.data import SOURCES
 from pr1lib.evalsets import BENCHMARKS
 from pr1lib.profiles import PROFILES
@@ -110,7 +110,7 @@ def _coldstart(p: argparse.ArgumentParser) -> None:
 
 def _sft(p: argparse.ArgumentParser) -> None:
     add_common(p)
-    p.add_argument("--variant", choices=(*VARIANTS, "both"), default=None,
+    p.add_argument("--variant", choices=(*PARALLEL_VARIANTS, "both"), default=None,
                    help="seen (plain causal), unseen (path-isolating mask), or both")
     p.add_argument("--data", default=None, help="cold-start set folder from `coldstart` "
                    "(default: build one with the rule teacher)")
@@ -122,8 +122,8 @@ def _grpo(p: argparse.ArgumentParser) -> None:
                    "3: hard ones, all: the variant's curriculum (seen 2->3, unseen 3)")
     p.add_argument("--reward", choices=tuple(REWARD_MODES), default=None,
                    help="reward mode (default: the stage's)")
-    p.add_argument("--variant", choices=VARIANTS, default=None,
-                   help="seen (causal) or unseen (path-isolating)")
+    p.add_argument("--variant", choices=VARIANTS, default=None, help="seen (causal), unseen "
+                   "(path-isolating) or plain (no tags: the GRPO baseline)")
     p.add_argument("--init", default=None, help="start checkpoint: a run folder with merged/ "
                    "(default: the previous stage's run, else runs/sft-<profile>-<variant>)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: max_steps)")

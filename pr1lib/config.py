@@ -19,11 +19,22 @@ from typing import Any, ClassVar
 
 from pr1lib.profiles import Preset, check_profile
 
-VARIANTS = ("seen", "unseen")  # seen: plain causal | unseen: path-isolating mask + positions
+# seen: plain causal | unseen: path-isolating mask + positions | plain: no tags (the GRPO baseline)
+VARIANTS = ("seen", "unseen", "plain")
+PARALLEL_VARIANTS = ("seen", "unseen")  # the two that learn blocks in a cold-start SFT
 ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
-# The rollout mode that matches how a variant trains: forked paths reproduce the unseen mask
-# exactly (siblings never see each other); a seen model learned one causal stream.
-VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked"}
+# How each variant rolls out, in RL and in evaluation (docs/recipe.md#6-the-rollout-engine):
+# forked paths reproduce the unseen mask exactly (siblings never see each other); plain samples
+# one stream and never opens a block.
+VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked", "plain": "seen"}
+# The prompt a variant is trained and evaluated with, per profile: the parallel variants use the
+# paper's v3 prompt (the tiny model: its own plain prompt), the plain one the baseline prompt.
+PROMPTS: dict[str, dict[str, str]] = {
+    "smoke": {"seen": "tiny", "unseen": "tiny", "plain": "tiny"},
+    "tiny": {"seen": "tiny", "unseen": "tiny", "plain": "tiny"},
+    "colab": {"seen": "v3", "unseen": "v3", "plain": "baseline"},
+    "paper": {"seen": "v3", "unseen": "v3", "plain": "baseline"},
+}
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
 
@@ -38,18 +49,24 @@ STAGE_SOURCES: dict[str, dict[int, str]] = {
 EVAL_SETS: dict[str, dict[str, str]] = {
     "smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
     "tiny": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
-    "colab": {"easy": "gsm8k", "hard": "math500"}, "paper": {"easy": "gsm8k", "hard": "math500"},
+    "colab": {"easy": "gsm8k", "hard": "math500-int"},
+    "paper": {"easy": "gsm8k", "hard": "math500-int"},
 }
-# The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant, stage) -> reward mode.
+# The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant,
+# stage) -> reward mode. Seen: Stage 2 parallel-and-correct on easy problems, Stage 3 accuracy on
+# hard ones. Unseen skips Stage 2 and runs Stage 3 as S1 (accuracy) or S2 (alternating: the
+# default here); Stage 2 runs only when a study puts it back. Plain: accuracy on the same data and
+# steps as seen (the paper's "GRPO + RL on GSM8K" row of Table 2).
 RECIPES: dict[str, dict[int, str]] = {
-    "seen": {2: "parallel_correct", 3: "alternating"},
-    "unseen": {2: "parallel_correct", 3: "alternating"},  # Stage 2 only when a study adds it
+    "seen": {2: "parallel_correct", 3: "accuracy"},
+    "unseen": {2: "parallel_correct", 3: "alternating"},
+    "plain": {2: "accuracy", 3: "accuracy"},
 }
 # Clip-high paired with a reward, as the paper's S2 script pairs 0.28 with the alternating reward
 # (S1 and S2 are reward schemes, not stages: docs/recipe.md#7-rewards); every other reward clips at epsilon.
 # Choosing a reward in ``GRPOStageConfig.for_stage`` takes its pair unless epsilon_high is given.
 CLIP_HIGH: dict[str, float] = {"alternating": 0.28}
-CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,)}  # unseen skips Stage 2
+CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,), "plain": (2, 3)}
 # Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
 STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
     2: {"smoke": dict(max_steps=3), "tiny": dict(max_steps=15), "colab": dict(max_steps=40),
@@ -61,8 +78,12 @@ NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
     2: {"tiny": dict(per_device_train_batch_size=32)},
     3: {"tiny": dict(per_device_train_batch_size=32, max_steps=30)},
 }
-# The reward ablation (the paper's Table 4): its arms, one reward mode each.
-ABLATION_ARMS: tuple[str, ...] = ("accuracy", "alternating", "structure")
+# The reward ablation (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward.
+# The paper's "parallel only" arm is most likely the tiered reward on every step (80.3 % parallel,
+# not ~100 %); "structure" (blocks whatever the answer) is this project's extra arm.
+ABLATION_ARMS: dict[str, str] = {"accuracy": "accuracy", "alternating": "alternating",
+                                 "parallel": "tiered", "structure": "structure"}
+ABLATION_VARIANT = "unseen"
 # The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
 # unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
 # project's grader, whose strict grammar the reward values are defined with; evaluation reports the
@@ -71,21 +92,27 @@ DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
 # verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
 VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternating",
                                 "tinygsm-easy": "alternating", "tinygsm-hard": "alternating"}
-# Table 2's checkpoints: stage key -> run folders that may hold it (under runs_dir(), first wins).
-STAGE_RUNS: dict[str, tuple[str, ...]] = {
-    "sft-seen": ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen"),
-    "sft-unseen": ("sft-{p}-unseen", "03_sft_lora-{p}/unseen", "05_seen_vs_unseen-{p}/unseen"),
-    "rl-seen": ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-alternating-seed{s}",
-                "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-alternating-seed{s}"),
-    "rl-unseen-s1": ("grpo-{p}-unseen-s3-accuracy-seed{s}",
-                     "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
-    "rl-unseen-s2": ("grpo-{p}-unseen-s3-alternating-seed{s}",
-                     "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
-                     "grpo-ablation-{p}-unseen-seed{s}/alternating"),
+# Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
+# out and prompted in evaluation) and the run folders that may hold it (under runs_dir(), first
+# wins). "grpo-gsm8k" is the plain GRPO baseline on the same data and steps (easy, then hard).
+STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "base": ("seen", ()),
+    "sft-seen": ("seen", ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen")),
+    "sft-unseen": ("unseen", ("sft-{p}-unseen", "03_sft_lora-{p}/unseen",
+                              "05_seen_vs_unseen-{p}/unseen")),
+    "grpo-gsm8k": ("plain", ("04_grpo_rewards-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
+                             "grpo-{p}-plain-s3-accuracy-seed{s}",
+                             "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}")),
+    "rl-seen": ("seen", ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
+                         "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}")),
+    "rl-unseen-s1": ("unseen", ("grpo-{p}-unseen-s3-accuracy-seed{s}",
+                                "grpo-ablation-{p}-unseen-seed{s}/accuracy")),
+    "rl-unseen-s2": ("unseen", ("grpo-{p}-unseen-s3-alternating-seed{s}",
+                                "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+                                "grpo-ablation-{p}-unseen-seed{s}/alternating")),
 }
 
 
-# ----------------------------------------------------------------------------- the stages
 @dataclass(frozen=True)
 class ModelConfig(Preset):
     """Which policy model to load and how (see ``pr1lib.models.load_policy``)."""
@@ -214,7 +241,8 @@ class SFTStageConfig(Preset):
     source: str = "tinygsm-easy"  # their problems: a pr1lib.data source, or several joined by "+"
     plain_share: float = 0.0  # share of rows trained without their block (format.linearize):
     # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
-    eval_n: int = 300  # held-out TinyGSM-easy problems before/after (100 leave ±4 points of noise)
+    eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
+    eval_k: int = 4  # ... and greedy beside it; 200 x 4 leave about ±2 points of noise)
     eval_max_new_tokens: int = 256
     eval_mode: str | None = None  # rollout mode before/after; None: seen -> seen, unseen -> forked
     budget_vram_gib: float | None = None  # stated budget for the GPU profiles (memory_estimate)
@@ -225,7 +253,7 @@ class SFTStageConfig(Preset):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(max_steps=4, per_device_train_batch_size=4, max_length=512, logging_steps=1,
-                      train_n=24, eval_n=4, eval_max_new_tokens=24),
+                      train_n=24, eval_n=4, eval_k=2, eval_max_new_tokens=24),
         "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
                       gradient_accumulation_steps=4, max_length=2048, train_n=2000, source="gsm8k",
                       eval_n=50, eval_max_new_tokens=1024, budget_vram_gib=15.0,
@@ -381,7 +409,8 @@ class GRPOStageConfig(Preset):
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
     save_steps: int = 10  # checkpoint every N steps; a rerun resumes from the last one
     logging_steps: int = 1
-    eval_n: int = 100  # held-out test problems of each tier, greedy, before and after
+    eval_n: int = 100  # held-out problems per tier before and after: eval_k samples each at T = 1
+    eval_k: int = 4  # (the paper's protocol), and greedy beside it
     eval_max_new_tokens: int = 320
     eval_mode: str | None = None  # rollout mode of the before/after evaluation; None: as rollouts
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
@@ -391,7 +420,7 @@ class GRPOStageConfig(Preset):
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8,
                       max_completion_length=48, max_path_length=16, max_steps=3, save_steps=2,
-                      eval_n=4, eval_max_new_tokens=24),
+                      eval_n=4, eval_k=2, eval_max_new_tokens=24),
         "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16,
                       gradient_accumulation_steps=2, max_completion_length=1024,
                       max_path_length=512, max_steps=100, eval_n=50, eval_max_new_tokens=1024,

@@ -145,16 +145,19 @@ def hf_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int, temperature:
 
 
 def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
-    """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``."""
+    """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``,
+    sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone)."""
     rcfg = RolloutConfig(mode=cfg.mode, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
                          max_completion_length=cfg.max_completion_length,
-                         max_path_length=cfg.max_path_length, temperature=cfg.temperature, top_p=cfg.top_p)
+                         max_path_length=cfg.max_path_length, temperature=cfg.temperature,
+                         top_p=cfg.top_p, profile=cfg.profile)
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
 
     def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
         repeated = [p for p in prompts for _ in range(num_samples)]  # k rows per prompt
         drop = {tokenizer.eos_token_id, tokenizer.pad_token_id}  # as the engine's own decoding
         texts = [Completion(r.text, [t for t in r.completion_ids if t not in drop])
-                 for r in rollout(model, tokenizer, repeated, rcfg)]
+                 for r in rollout(model, tokenizer, repeated, rcfg, generator=gen)]
         return [texts[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
 
     return generate
@@ -237,24 +240,24 @@ def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
 
 
 # ----------------------------------------------------------------------------- stage evaluations
-def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: int,
-                    seed: int = 0) -> EvalConfig:
-    """The training stages' before/after evaluation: the first ``n`` held-out problems of the
-    profile's ``tier`` set (``EVAL_SETS``), greedy, one sample, in rollout ``mode``.
+def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: int, k: int = 4,
+                    seed: int = 0, prompt_style: str | None = None) -> EvalConfig:
+    """The training stages' held-out evaluation: the first ``n`` problems of the profile's ``tier``
+    set (``EVAL_SETS``), ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
 
-    >>> c = held_out_config("tiny", "hard", 8, "seen", 64); c.benchmark, c.k, c.temperature
-    ('tinygsm-hard', 1, 0.0)
+    >>> c = held_out_config("tiny", "hard", 8, "forked", 64, k=4); c.benchmark, c.k, c.temperature
+    ('tinygsm-hard', 4, 1.0)
     """
     path_cap = RolloutConfig.for_profile(profile).max_path_length
     return EvalConfig.for_profile(
-        profile, benchmark=EVAL_SETS[profile][tier], n=n, k=1, mode=mode, temperature=0.0,
+        profile, benchmark=EVAL_SETS[profile][tier], n=n, k=k, mode=mode, temperature=1.0,
         max_completion_length=max_new_tokens, max_path_length=min(path_cap, max_new_tokens),
-        batch_size=32, grader="project", engine="rollout", seed=seed)
+        batch_size=32, engine="rollout", seed=seed, prompt_style=prompt_style)
 
 
 def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
-    """``(metrics, samples)`` of a model in memory on ``cfg`` (``held_out_config``): the
-    ``summarize`` numbers, and per problem its question, completion(s) and gold answer."""
+    """``(metrics, samples)`` of a model in memory on ``cfg``: the ``summarize`` numbers, and per
+    problem its question, first completion and gold answer."""
     records = load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed)
     was_training = model.training
     model.eval()
@@ -267,6 +270,19 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, 
     samples = [{"question": r["question"], "completion": r["samples"][0]["text"],
                 "gold": r["answer"]} for r in rows]
     return summarize(rows, cfg.grader), samples
+
+
+GREEDY_KEYS = ("accuracy", "parallel_ratio", "valid_ratio", "valid_block_rate", "mean_length", "n")
+
+
+def evaluate_stage(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
+    """The one evaluation protocol of every stage: ``cfg.k`` samples per problem at T = 1
+    (``accuracy`` is mean@k, with pass@k, the parallel ratio, validity, lengths), and greedy
+    decoding of the same problems as a labelled second column (``greedy``). The samples returned
+    are the greedy ones (what a reader compares before and after)."""
+    sampled, _ = evaluate_policy(model, tokenizer, cfg)
+    greedy, samples = evaluate_policy(model, tokenizer, cfg.replace(k=1, temperature=0.0))
+    return {**sampled, "greedy": {key: greedy[key] for key in GREEDY_KEYS}}, samples
 
 
 def load_for_eval(source: str | Path, profile: str, say: Callable[..., None] = print):

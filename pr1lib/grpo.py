@@ -45,7 +45,7 @@ from pr1lib.config import VARIANTS, GRPOStageConfig, ModelConfig, RolloutConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
 from pr1lib.doctor import doctor, table
-from pr1lib.evaluate import evaluate_policy, held_out_config
+from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.graders import GRADERS, default_grader
 from pr1lib.metrics import Tracked
 from pr1lib.models import (
@@ -89,7 +89,11 @@ def check_config(cfg: GRPOStageConfig) -> None:
         raise ValueError(f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts completions: "
                          f"it must be a multiple of num_generations={cfg.num_generations}")
     if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
-        raise ValueError("the unseen variant trains on paths that never saw each other: use rollout='forked'")
+        raise ValueError("the unseen variant trains on paths that never saw each other: "
+                         "use rollout='forked'")
+    if cfg.variant == "plain" and cfg.reward != "accuracy":
+        raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would pay "
+                         "it nothing: use reward='accuracy' (the paper's GRPO baseline)")
 
 
 def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -> GRPOConfig:
@@ -202,7 +206,7 @@ class ParallelGRPOTrainer(GRPOTrainer):
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, compute_aux_loss=False,
                                            **kwargs):
-        if self.variant == "seen":
+        if self.variant != "unseen":  # seen and plain: TRL's own causal forward
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 **kwargs)
@@ -380,13 +384,14 @@ class GRPOSession:
         return self.trainer.model if self.trainer is not None else self.model
 
     def evaluate(self, tiers: Sequence[str] = ("easy", "hard")) -> tuple[dict[str, dict], dict]:
-        """Greedy held-out metrics of the current policy per tier (``held_out_config``: the
-        profile's held-out sets, the rollouts' mode) and the samples."""
+        """Held-out metrics of the current policy per tier (``evaluate_stage``: mean@k at T = 1
+        and greedy beside it, on the profile's held-out sets, in the rollouts' mode)."""
         metrics, samples = {}, {}
         for tier in tiers:
             judge = held_out_config(self.profile, tier, self.cfg.eval_n, self.cfg.eval_rollout_mode,
-                                    self.cfg.eval_max_new_tokens)
-            metrics[tier], samples[tier] = evaluate_policy(self.policy, self.tokenizer, judge)
+                                    self.cfg.eval_max_new_tokens, self.cfg.eval_k,
+                                    prompt_style=self.model_cfg.prompt_style)
+            metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples
 
 

@@ -17,6 +17,7 @@ Jaccard overlap rather than the paper's BLEU / embedding cosine.
 
 from __future__ import annotations
 
+import random
 import re
 import statistics
 from itertools import combinations
@@ -155,12 +156,15 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def _correct(row: dict, grader: str) -> list[bool]:
+    return row.get(f"correct_{grader}", row.get(_OLD_ROW_KEYS[grader], []))
+
+
 def _grader_columns(rows: list[dict], k: int) -> dict[str, Any]:
     """``accuracy_<grader>``, ``pass_at_k_<grader>`` and ``pass_curve_<grader>`` for every grader."""
     out: dict[str, Any] = {}
     for name in GRADERS:
-        counts = [(row["k"], sum(row.get(f"correct_{name}", row.get(_OLD_ROW_KEYS[name], []))))
-                  for row in rows]
+        counts = [(row["k"], sum(_correct(row, name))) for row in rows]
         out[f"accuracy_{name}"] = _mean(c / n for n, c in counts)
         out[f"pass_at_k_{name}"] = _mean(pass_at_k(n, c, k) for n, c in counts) if k else None
         out[f"pass_curve_{name}"] = pass_curve(counts, k) if k else {}
@@ -202,7 +206,39 @@ def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
         "mean_length": _mean(s["length"] for s in samples),
         "length_unit": rows[0]["length_unit"] if rows else None,
         "path_overlap": overlap, "path_diversity": None if overlap is None else 1.0 - overlap,
+        "per_problem": per_problem(rows, grader),
     }
+
+
+def per_problem(rows: list[dict], grader: str) -> dict[str, list[float]]:
+    """Each problem's share of samples that are correct (under ``grader``) and that open a block:
+    what a bootstrap over problems resamples (``paired_bootstrap``).
+
+    >>> per_problem([{"k": 2, "correct_official": [True, False],
+    ...               "samples": [{"blocks": 1}, {"blocks": 0}]}], "official")
+    {'accuracy': [0.5], 'parallel': [0.5]}
+    """
+    return {"accuracy": [round(sum(_correct(r, grader)) / r["k"], 4) for r in rows],
+            "parallel": [round(sum(s["blocks"] > 0 for s in r["samples"]) / r["k"], 4)
+                         for r in rows]}
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000,
+                     seed: int = 0) -> dict[str, float]:
+    """Mean of ``b - a`` over problems measured both ways, with a 95 % interval from resampling
+    problems (``n_boot`` times, percentile method).
+
+    >>> d = paired_bootstrap([0.1, 0.2, 0.1, 0.0], [0.6, 0.7, 0.5, 0.6])
+    >>> round(d["diff"], 3), d["low"] > 0
+    (0.5, True)
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need the same problems both ways, got {len(a)} and {len(b)}")
+    diffs = [y - x for x, y in zip(a, b)]
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(n_boot))
+    return {"diff": statistics.fmean(diffs), "low": means[int(0.025 * n_boot)],
+            "high": means[int(0.975 * n_boot) - 1]}
 
 
 # ----------------------------------------------------------------------------- the scorer

@@ -37,7 +37,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from pr1lib.config import ModelConfig, PretrainConfig
+from pr1lib.config import PROMPTS, ModelConfig, PretrainConfig
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed
@@ -228,6 +228,7 @@ def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     True
     """
     base = ModelConfig.for_profile(cfg.profile)
+    base = base.replace(prompt_style=PROMPTS[cfg.profile][cfg.variant])  # plain: the baseline prompt
     if init is not None:
         base = base.replace(name=checkpoint_folder(init), random_init=False)
     four_bit = base.load_in_4bit if cfg.load_in_4bit is None else cfg.load_in_4bit

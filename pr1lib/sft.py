@@ -41,9 +41,9 @@ from transformers import PrinterCallback, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
 from pr1lib.coldstart import run_coldstart, save_dataset
-from pr1lib.config import VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
+from pr1lib.config import PARALLEL_VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
 from pr1lib.data import SOURCES
-from pr1lib.evaluate import evaluate_policy, held_out_config
+from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.format import linearize
 from pr1lib.models import (
     expose_head_bias,
@@ -243,8 +243,9 @@ def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -
 def build_trainer(cfg: SFTStageConfig, model, tokenizer, peft_config, dataset, out_dir: str | Path,
                   model_cfg: ModelConfig, callbacks: Sequence[TrainerCallback] = ()) -> ParallelSFTTrainer:
     """The trainer for ``cfg.variant``: TRL's collator for ``seen``, ``ParallelCollator`` for ``unseen``."""
-    if cfg.variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {cfg.variant!r}")
+    if cfg.variant not in PARALLEL_VARIANTS:
+        raise ValueError(f"variant must be one of {PARALLEL_VARIANTS}, got {cfg.variant!r} "
+                         "(the plain GRPO baseline has no cold-start SFT)")
     keep_4bit_differentiable(model)
     collator = None
     if cfg.variant == "unseen":
@@ -349,17 +350,17 @@ def run_sft(cfg: SFTStageConfig, data: str | Path | None = None, out: str | Path
     rows, dropped = sft_rows(with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer,
                              cfg.max_length)
     judge = held_out_config(cfg.profile, "easy", cfg.eval_n, cfg.rollout_mode,
-                            cfg.eval_max_new_tokens, seed=cfg.seed)
+                            cfg.eval_max_new_tokens, cfg.eval_k, cfg.seed, model_cfg.prompt_style)
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:
-        before, samples["before"] = evaluate_policy(model, tokenizer, judge)
+        before, samples["before"] = evaluate_stage(model, tokenizer, judge)
     log = LossLog()
     trainer = build_trainer(cfg, model, tokenizer, peft_config, rows, run_dir / "trainer",
                             model_cfg, [log, *callbacks])
     train_out, train_seconds = train_timed(trainer, quiet)
     after = None
     if evaluate:
-        after, samples["after"] = evaluate_policy(trainer.model, tokenizer, judge)
+        after, samples["after"] = evaluate_stage(trainer.model, tokenizer, judge)
     result = {
         "profile": cfg.profile, "variant": cfg.variant, "model": model_cfg.name,
         "load_in_4bit": model_cfg.load_in_4bit, "use_lora": model_cfg.use_lora,

@@ -22,13 +22,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pr1lib.config import CURRICULA, EVAL_SETS, VARIANTS, EvalConfig, GRPOStageConfig
-from pr1lib.evaluate import run_eval
+from pr1lib.config import CURRICULA, VARIANTS, GRPOStageConfig
 from pr1lib.grpo import run_grpo, run_name
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
-from pr1lib.runs import finished_run, load_run, start_id
-from pr1lib.runtime import is_main_process
+from pr1lib.runs import finished_run, start_id
 
 
 # ----------------------------------------------------------------------------- curriculum
@@ -50,13 +48,15 @@ def sft_run(variant: str, profile: str) -> Path | None:
 
 
 def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path | None:
-    """Where a stage starts by default: Stage 3 (seen) from the newest Stage 2 run of this seed,
-    else the variant's SFT run (``sft_run``), else ``None`` (the base model)."""
-    if stage == 3 and variant == "seen":
-        found = sorted(runs_dir().glob(f"grpo-{profile}-seen-s2-*-seed{seed}/merged"), key=lambda p: p.stat().st_mtime)
+    """Where a stage starts by default: Stage 3 of a variant with a Stage 2 from the newest Stage 2
+    run of this seed; else the variant's SFT run (``sft_run``); else ``None``, the base model
+    (always so for the plain baseline, which has no SFT)."""
+    if stage == 3 and 2 in CURRICULA[variant]:
+        pattern = f"grpo-{profile}-{variant}-s2-*-seed{seed}/merged"
+        found = sorted(runs_dir().glob(pattern), key=lambda p: p.stat().st_mtime)
         if found:
             return found[-1].parent
-    return sft_run(variant, profile)
+    return None if variant == "plain" else sft_run(variant, profile)
 
 
 def run_curriculum(profile: str | None = None, variant: str = "seen", init: str | Path | None = None,
@@ -83,43 +83,24 @@ def run_curriculum(profile: str | None = None, variant: str = "seen", init: str 
             "sft": results[0]["before"], "final": results[-1]["after"]}
 
 
-def sampled_accuracy(run_dir: str | Path, cfg: GRPOStageConfig, tier: str = "hard",
-                     k: int = 8) -> dict[str, float]:
-    """mean@k, pass@k and the parallel ratio at T = 1 (the paper validates by sampling,
-    docs/recipe.md#10-evaluation-protocol) of a run folder's model on the first ``cfg.eval_n`` held-out ``tier``
-    problems, in the stage's rollout mode and lengths. Kept in ``run_dir/sampled-<tier>.json`` and
-    reused while the model (``start_id``) and the evaluation config are the same."""
-    profile = cfg.profile
-    ecfg = EvalConfig.for_profile(profile, benchmark=EVAL_SETS[profile][tier], n=cfg.eval_n, k=k,
-                                  mode=cfg.rollout_mode, temperature=1.0, seed=cfg.seed,
-                                  max_completion_length=cfg.eval_max_new_tokens, max_path_length=cfg.max_path_length)
-    path, key = Path(run_dir) / f"sampled-{tier}.json", {"model": start_id(run_dir), "eval": ecfg.to_dict()}
-    key = json.loads(json.dumps(key, default=str))
-    cached = json.loads(path.read_text()) if path.is_file() else {}
-    if cached.get("key") == key:
-        return cached["result"]
-    model, tokenizer = load_run(run_dir)
-    out = run_eval(model, tokenizer, config=ecfg, progress=False)
-    result = {"mean_at_k": out["accuracy"], "pass_at_k": out["pass_at_k"], "parallel_ratio": out["parallel_ratio"],
-              "k": k, "n": out["n"]}
-    if is_main_process():
-        path.write_text(json.dumps({"key": key, "result": result}, indent=2))
-    return result
-
-
 def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
-    """Held-out ``tier`` accuracy of the start (SFT) and the end, per seed, with mean and spread.
+    """Held-out ``tier`` accuracy of the start (SFT) and the end, per seed, with mean and spread:
+    mean@k at T = 1 (the protocol) and, under ``greedy``, greedy accuracy.
 
-    >>> r = [{"sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.3}}},
-    ...      {"sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.2}}}]
-    >>> seeds_summary(r)["final_mean"], seeds_summary(r)["gain_mean"]
-    (0.25, 0.15)
+    >>> at = lambda a, g: {"hard": {"accuracy": a, "greedy": {"accuracy": g}}}
+    >>> s = seeds_summary([{"sft": at(0.1, 0.2), "final": at(0.3, 0.2)},
+    ...                    {"sft": at(0.1, 0.2), "final": at(0.2, 0.25)}])
+    >>> s["final_mean"], s["gain_mean"], s["greedy"]["gain_mean"]
+    (0.25, 0.15, 0.025)
     """
-    out = {"tier": tier, **_gains([r["sft"][tier]["accuracy"] for r in runs],
-                                  [r["final"][tier]["accuracy"] for r in runs]), "n_seeds": len(runs)}
-    if all("sampled" in r for r in runs):  # mean@k at T = 1 of the same tier (``sampled_accuracy``)
-        out["sampled"] = _gains([r["sampled"]["sft"]["mean_at_k"] for r in runs],
-                                [r["sampled"]["final"]["mean_at_k"] for r in runs])
+    def accuracy(metrics: dict, greedy: bool) -> float:
+        return metrics[tier]["greedy"]["accuracy"] if greedy else metrics[tier]["accuracy"]
+
+    out = {"tier": tier, "n_seeds": len(runs)}
+    for greedy in (False, True):
+        gains = _gains([accuracy(r["sft"], greedy) for r in runs],
+                       [accuracy(r["final"], greedy) for r in runs])
+        out.update({"greedy": gains} if greedy else gains)
     return out
 
 

@@ -89,7 +89,7 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
     found, missing = analytics.find_checkpoints("tiny", seed=1, root=tmp_path)
     assert found["sft-seen"] == str(tmp_path / "03_sft_lora-tiny/seen")
     assert found["rl-unseen-s2"].endswith("grpo-tiny-unseen-s3-alternating-seed1")
-    assert set(missing) == {"sft-unseen", "rl-seen", "rl-unseen-s1"}
+    assert set(missing) == {"sft-unseen", "grpo-gsm8k", "rl-seen", "rl-unseen-s1"}
     assert str(tmp_path / "04_grpo_rewards-tiny/stage3") in missing["rl-seen"]
 
 

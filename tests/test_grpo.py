@@ -212,3 +212,18 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
     assert len(blocks) == 3 and all(b > 0 for b in blocks), blocks  # every step's rollouts forked
     lora_b = [p for n, p in session.policy.named_parameters() if "lora_B" in n]
     assert lora_b and max(p.abs().max().item() for p in lora_b) > 0  # LoRA B starts at zero: it trained
+
+
+# ----------------------------------------------------------------------------- the plain baseline
+def test_plain_baseline_trains_on_accuracy_with_the_baseline_prompt(base, tmp_path):
+    """The paper's GRPO baseline: no tags, the baseline prompt, accuracy only, on the same data
+    and steps as the seen curriculum; a reward that needs blocks is refused."""
+    cfg = GRPOStageConfig.for_stage(3, "smoke", variant="plain", max_steps=2)
+    assert (cfg.reward, cfg.rollout_mode) == ("accuracy", "seen")
+    assert stage_model_config(GRPOStageConfig.for_stage(3, "colab", variant="plain")).prompt_style \
+        == "baseline"
+    assert stage_model_config(GRPOStageConfig.for_stage(3, "colab")).prompt_style == "v3"
+    session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
+    assert session.run() == 2 and isinstance(session.trainer, ParallelGRPOTrainer)
+    with pytest.raises(ValueError, match="plain variant writes no blocks"):
+        check_config(cfg.replace(reward="tiered"))

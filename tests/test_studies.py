@@ -10,11 +10,11 @@ import json
 import pytest
 
 from pr1lib import ablation, studies
-from pr1lib.ablation import ablation_table, ordering_reproduced
+from pr1lib.ablation import ablation_table, table4_verdict
 from pr1lib.cli import main
 from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
 from pr1lib.runs import claim_run_dir, start_id
-from pr1lib.studies import sampled_accuracy, seeds_summary
+from pr1lib.studies import seeds_summary
 
 
 @pytest.mark.slow
@@ -24,8 +24,9 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     assert main(argv) == 0
     first = capsys.readouterr().out.strip().splitlines()
     result = json.loads(first[-1])
-    assert [r["reward"] for r in result["ablation"]] == list(ABLATION_ARMS)
-    assert any(line.startswith("reward") and "paper_parallel_ratio_%" in line for line in first)
+    assert [r["arm"] for r in result["ablation"]] == list(ABLATION_ARMS)
+    assert any(line.startswith("arm") and "paper_parallel_ratio_%" in line for line in first)
+    assert result["variant"] == "unseen"  # Table 4 is the unseen variant's ablation
     monkeypatch.setattr(ablation, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained"))
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
@@ -98,53 +99,42 @@ def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_pa
     assert (tmp_path / "legacy.prev" / "trainer" / "checkpoint-5").is_dir()
 
 
-def test_seeds_summary_reports_greedy_and_sampled_gains():
-    def run(sft, final, s_sft, s_final):
-        return {"sft": {"hard": {"accuracy": sft}}, "final": {"hard": {"accuracy": final}},
-                "sampled": {"sft": {"mean_at_k": s_sft}, "final": {"mean_at_k": s_final}}}
+def test_seeds_summary_reports_protocol_and_greedy_gains():
+    def run(sft, final, g_sft, g_final):
+        def at(a, g):
+            return {"hard": {"accuracy": a, "greedy": {"accuracy": g}}}
+        return {"sft": at(sft, g_sft), "final": at(final, g_final)}
 
-    out = seeds_summary([run(0.2, 0.19, 0.06, 0.09), run(0.2, 0.18, 0.06, 0.08)])
-    assert out["improved_seeds"] == 0 and out["gain_mean"] == pytest.approx(-0.015)
-    assert out["sampled"]["improved_seeds"] == 2 and out["sampled"]["gain_mean"] == pytest.approx(0.025)
-    assert "sampled" not in seeds_summary([{k: v for k, v in run(0.2, 0.2, 0.1, 0.1).items() if k != "sampled"}])
-
-
-def test_sampled_accuracy_is_kept_beside_the_model_until_it_changes(tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(studies, "load_run", lambda run_dir: (None, None))
-    monkeypatch.setattr(studies, "run_eval", lambda model, tokenizer, config, progress: calls.append(
-        config) or {"accuracy": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "n": config.n})
-    (tmp_path / "merged").mkdir()
-    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v1")
-    cfg = GRPOStageConfig.for_profile("smoke")
-    first = sampled_accuracy(tmp_path, cfg)
-    assert first == {"mean_at_k": 0.25, "pass_at_k": 0.5, "parallel_ratio": 1.0, "k": 8, "n": cfg.eval_n}
-    assert sampled_accuracy(tmp_path, cfg) == first and len(calls) == 1  # read back, not rerun
-    assert calls[0].temperature == 1.0 and calls[0].k == 8
-    sampled_accuracy(tmp_path, cfg.replace(seed=1))  # another evaluation: run again
-    (tmp_path / "merged" / "model.safetensors").write_bytes(b"v2, retrained")
-    sampled_accuracy(tmp_path, cfg.replace(seed=1))  # another model: run again
-    assert len(calls) == 3
+    out = seeds_summary([run(0.06, 0.09, 0.2, 0.19), run(0.06, 0.08, 0.2, 0.18)])
+    assert out["improved_seeds"] == 2 and out["gain_mean"] == pytest.approx(0.025)
+    assert out["greedy"]["improved_seeds"] == 0
+    assert out["greedy"]["gain_mean"] == pytest.approx(-0.015)
 
 
-def test_ablation_table_orders_against_the_paper():
-    def res(mode, ratio):
-        hard = {"parallel_ratio": ratio, "accuracy": 0.5}
-        return {"reward": mode, "steps": 5, "data": "tinygsm-hard", "before": {"hard": hard}, "after": {"hard": hard},
-                "train": {"parallel_ratio": ratio}}
+def _arm(arm, ratios, accuracy=0.5):
+    """An ablation result whose held-out parallel share per problem is ``ratios``."""
+    after = {"parallel_ratio": sum(ratios) / len(ratios), "accuracy": accuracy,
+             "greedy": {"parallel_ratio": 0.0, "accuracy": accuracy},
+             "per_problem": {"parallel": list(ratios), "accuracy": [accuracy] * len(ratios)}}
+    return {"arm": arm, "reward": ABLATION_ARMS[arm], "steps": 5, "data": "tinygsm-hard",
+            "before": {"hard": after}, "after": {"hard": after}, "train": {"parallel_ratio": 0.5}}
 
-    rows = ablation_table([res("accuracy", 0.1), res("alternating", 0.6), res("structure", 0.9)])
-    assert [r["paper_parallel_ratio_%"] for r in rows] == [13.6, 63.0, 80.3]
-    assert ordering_reproduced(rows) is True
-    assert ordering_reproduced(ablation_table([res("accuracy", 0.7), res("alternating", 0.6),
-                                               res("structure", 0.9)])) is False
-    assert ordering_reproduced(rows, "sampled_parallel_ratio_%") is None  # not measured: no verdict
 
-    def sampled(mode, ratio):  # greedy says 0 % everywhere, sampling tells the arms apart
-        at = lambda r: {"parallel_ratio": r, "mean_at_k": 0.25}  # noqa: E731
-        return {**res(mode, 0.0), "sampled": {"start": at(0.4), "final": at(ratio)}}
+def test_ablation_table_puts_each_arm_beside_the_papers_row():
+    rows = ablation_table([_arm(a, [0.5] * 4) for a in ABLATION_ARMS])
+    assert [r["arm"] for r in rows] == list(ABLATION_ARMS)
+    assert [r["paper_parallel_ratio_%"] for r in rows] == [13.6, 63.0, 80.3, None]
+    assert rows[2]["reward"] == "tiered" and rows[0]["greedy_parallel_ratio_%"] == 0.0
 
-    rows = ablation_table([sampled("accuracy", 0.05), sampled("alternating", 0.3), sampled("structure", 0.95)])
-    assert [r["sampled_parallel_ratio_%"] for r in rows] == [5.0, 30.0, 95.0]
-    assert {r["start_sampled_parallel_ratio_%"] for r in rows} == {40.0} and rows[0]["sampled_accuracy_%"] == 25.0
-    assert ordering_reproduced(rows) is False and ordering_reproduced(rows, "sampled_parallel_ratio_%") is True
+
+def test_table4_verdict_needs_gaps_beyond_the_bootstrap_interval():
+    spread = [0.0, 0.1, 0.2, 0.1, 0.0, 0.1, 0.2, 0.1] * 5  # 40 problems
+    clear = [_arm("accuracy", spread), _arm("alternating", [r + 0.4 for r in spread]),
+             _arm("parallel", [r + 0.7 for r in spread], accuracy=0.4)]
+    verdict = table4_verdict(clear)
+    assert verdict["reproduced"] is True and verdict["gaps"]["accuracy<alternating"]["low"] > 0
+    noisy = [_arm("accuracy", spread), _arm("alternating", spread[::-1]), clear[2]]
+    assert table4_verdict(noisy)["order_beyond_noise"] is False  # 3.0 % < 3.6 % is not an order
+    costly = [clear[0], _arm("alternating", [r + 0.4 for r in spread], accuracy=0.3), clear[2]]
+    assert table4_verdict(costly)["alternating_accuracy_at_least_parallel"] is False
+    assert table4_verdict(clear[:2])["reproduced"] is None  # an arm missing: no verdict
