@@ -13,7 +13,7 @@ Grading lives in ``pr1lib.graders`` (the official and the project grader); this 
 
 Simplification relative to the paper: its "MATH" column is a 316-problem integer-answer subset
 (``APO_MATH300``) of unknown exact provenance; here ``math500`` is the full MATH-500 and
-``load_benchmark("math500", integer_only=True)`` gives the integer-answer part as the nearest match.
+``math500-int`` its 311 integer-answer problems, the nearest match (the GPU profiles use it).
 
 >>> [r["source"] for r in load_benchmark("tinygsm-easy", n=2)]
 ['tinygsm-easy', 'tinygsm-easy']
@@ -45,6 +45,8 @@ BENCHMARKS = {
     "gsm8k": Benchmark("gsm8k", "gsm8k/test.jsonl", ("openai/gsm8k", "main", "test"), None),
     "math500": Benchmark("math500", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"),
                          "MATH"),
+    "math500-int": Benchmark("math500-int", "eval/math500.jsonl",
+                             ("HuggingFaceH4/MATH-500", None, "test"), "MATH"),
     "aime24": Benchmark("aime24", "eval/aime24.jsonl", ("HuggingFaceH4/aime_2024", None, "train"),
                         "AIME24"),
     "aime25": Benchmark("aime25", "eval/aime25.jsonl", ("math-ai/aime25", None, "test"), "AIME25"),
@@ -125,8 +127,8 @@ def load_benchmark(name: str, n: int | None = None, path: str | Path | None = No
         spec = BENCHMARKS[name]
         local = _local_path(spec, path)
         rows = _read_jsonl(local) if local is not None else _hub_rows(spec)
-        records = [_record(name, row, i) for i, row in enumerate(rows)]
-    if integer_only:
+        records = [_record(name.removesuffix("-int"), row, i) for i, row in enumerate(rows)]
+    if integer_only or name.endswith("-int"):
         records = [r for r in records if re.fullmatch(r"-?\d+", r["answer"])]
     return records[:n] if n is not None else records
 
