@@ -6,12 +6,13 @@
 #
 # You will learn
 # - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems), and
-#   why it did not use the harder DAPO-Math problems (0.0 % usable traces);
+#   what it measured on the harder DAPO-Math problems (0.0 % of traces in a valid parallel format);
 # - how this project's **rule teacher** turns a worked GSM8K solution into a parallel trace without
 #   any model, and why its arithmetic is checked rather than trusted;
 # - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
-# - the four filter checks (strict format, at least one block, the right answer, the token budget),
-#   the yield table, and how to switch to an LLM teacher (transformers or any OpenAI-compatible server).
+# - this project's four filter checks (strict format, at least one block, the right answer, the token
+#   budget; the paper checked the format only), the yield table, and how to switch to an LLM teacher
+#   (transformers or any OpenAI-compatible server).
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
@@ -94,7 +95,7 @@ pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source"
 # addition, regrouping (`100-(50+30+15)`), multiplying out a bracket, or the same sum followed by an
 # inverse check (`48+24=72; check: 72-24=48` — result first, so the path never has to guess it).
 # A one-line summary restates the first path's calculation; the remaining steps and
-# `Final Answer: N` follow. Those three choices are not cosmetic: notebook 03 measures how they
+# `Final Answer: N` follow. Those three choices are not cosmetic: notebook 04 measures how they
 # decide whether a small model keeps its accuracy through SFT.
 #
 # The teacher never evaluates text with `eval`: expressions go through a small `ast` whitelist
@@ -148,11 +149,13 @@ print(f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(ca
 # %% [markdown]
 # ## 4. The filter
 #
-# A trace is kept only if it is **strictly valid** (`pr1lib.format.validate`), has **at least one
-# block**, its **final answer matches** the gold answer, and the prompt plus completion **fit the
-# token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads, else
-# estimated at four characters per token). Duplicate questions keep their first trace. Each
-# rejection is labelled with the first check it failed.
+# This project keeps a trace only if it is **strictly valid** (`pr1lib.format.validate`), has **at
+# least one block**, its **final answer matches** the gold answer, and the prompt plus completion
+# **fit the token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads,
+# else estimated at four characters per token). Duplicate questions keep their first trace. Each
+# rejection is labelled with the first check it failed. The paper filtered less: its released
+# sets are the unfiltered 7.47k rows (what the seen SFT used) and 5.91k rows that passed the format
+# check (for the unseen variant); it did not check the answers against GSM8K's gold.
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
@@ -181,8 +184,8 @@ else:
 # The paper's numbers (Table 1) are the share of its teacher's traces in a valid parallel format:
 # 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure a
 # different teacher, so compare the pattern, not the digits. Easy problems with worked solutions go
-# through; hard ones do not. Our DAPO zero has a plainer cause than the paper's (no solution to
-# rewrite, versus a model that drifts out of format on hard problems).
+# through; hard ones do not. Our DAPO zero has a plain cause: there is no worked solution to
+# rewrite. The paper reports its 0.0 % without saying why its teacher failed there.
 
 # %% tags=["report"]
 table = coldstart.yield_table(results)
@@ -268,9 +271,10 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #   the right answer, within the token budget, one row per question.
 # - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It covers
 #   nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The paper saw
-#   the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM teacher.
+#   the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM teacher, and
+#   filtered the format only.
 # - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.
-# - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 03).
+# - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 04).
 #
 # ## Exercises
 #

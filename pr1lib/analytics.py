@@ -164,7 +164,7 @@ def scaffold_curves(result: dict[str, Any], label: str = "mid-training scaffold"
 
 def scaffold_figure(result: dict[str, Any], window: int = 3):
     """Accuracy and parallel ratio across the switch: training samples (markers + rolling mean),
-    held-out greedy points (diamonds), a dashed vertical line at ``switch_step``.
+    held-out points (diamonds: mean@k at T = 1), a dashed vertical line at ``switch_step``.
 
     >>> r = {"switch_step": 2, "curve": [{"step": s, "accuracy": .1 * s, "parallel_ratio": .5, "phase": "x"}
     ...      for s in (1, 2, 3)], "held_out": []}
@@ -180,7 +180,7 @@ def scaffold_figure(result: dict[str, Any], window: int = 3):
                         marker=dict(color=color, size=6, opacity=0.5))
         fig.add_scatter(x=curve["step"], y=values.rolling(window, center=True, min_periods=1).mean(), mode="lines",
                         name=f"{name} (rolling mean)", line=dict(color=color))
-        fig.add_scatter(x=held["step"], y=held[key], mode="markers+lines", name=f"{name} (held-out, greedy)",
+        fig.add_scatter(x=held["step"], y=held[key], mode="markers+lines", name=f"{name} (held-out, T = 1)",
                         marker=dict(color=color, symbol="diamond", size=11), line=dict(color=color, dash="dot"))
     fig.add_vline(x=result["switch_step"], line_dash="dash", line_color="black",
                   annotation_text="switch: alternating → accuracy only", annotation_position="top left")
@@ -272,7 +272,7 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
     the model."""
     profile = check_profile(profile)
     set_threads(1 if profile in ("smoke", "tiny") else None)  # tiny matmuls: one thread is fastest
-    out = Path(out) if out else runs_dir() / f"06_evaluation-{profile}" / "eval"
+    out = Path(out) if out else runs_dir() / f"07_evaluation-{profile}" / "eval"
     results: dict[str, dict[str, dict]] = {}
     for key, source in found.items():
         variant = STAGE_RUNS.get(key, ("seen", ()))[0]
@@ -290,7 +290,7 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
 
 
 # ----------------------------------------------------------------------------- the headline table
-HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 06 writes headline.json there too
+HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 07 writes headline.json there too
 HEADLINE_FILE = "headline.json"
 
 

@@ -97,13 +97,12 @@ VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternatin
 # wins). "grpo-gsm8k" is the plain GRPO baseline on the same data and steps (easy, then hard).
 STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "base": ("seen", ()),
-    "sft-seen": ("seen", ("sft-{p}-seen", "03_sft_lora-{p}/seen", "05_seen_vs_unseen-{p}/seen")),
-    "sft-unseen": ("unseen", ("sft-{p}-unseen", "03_sft_lora-{p}/unseen",
-                              "05_seen_vs_unseen-{p}/unseen")),
-    "grpo-gsm8k": ("plain", ("04_grpo_rewards-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
+    "sft-seen": ("seen", ("sft-{p}-seen", "04_sft_lora-{p}/seen")),
+    "sft-unseen": ("unseen", ("sft-{p}-unseen", "04_sft_lora-{p}/unseen")),
+    "grpo-gsm8k": ("plain", ("06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
                              "grpo-{p}-plain-s3-accuracy-seed{s}",
                              "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}")),
-    "rl-seen": ("seen", ("04_grpo_rewards-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
+    "rl-seen": ("seen", ("06_grpo_training-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
                          "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}")),
     "rl-unseen-s1": ("unseen", ("grpo-{p}-unseen-s3-accuracy-seed{s}",
                                 "grpo-ablation-{p}-unseen-seed{s}/accuracy")),
@@ -221,7 +220,7 @@ class SFTStageConfig(Preset):
     learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3: no tags)
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
-    num_train_epochs: float = 3.0  # tiny: 2 epochs cost 4-9 points of easy accuracy (notebook 03)
+    num_train_epochs: float = 3.0  # tiny: 2 epochs cost 4-9 points of easy accuracy (notebook 04)
     max_steps: int = -1  # > 0 overrides num_train_epochs
     per_device_train_batch_size: int = 16
     gradient_accumulation_steps: int = 1
@@ -279,32 +278,27 @@ class NotebookConfig(Preset):
     show: int = 3  # completions printed per tier
     max_new_tokens: int = 256
     eval_n: int = 50  # problems per tier in a quick accuracy check
-    path_len: int = 48  # notebook 05's timing demo: tokens per path ...
+    path_len: int = 48  # notebook 03's timing demo: tokens per path ...
     repeats: int = 3  # ... and timed repeats
-    nll_n: int = 64  # held-out examples in notebook 05's loss comparison
-    sft_steps: int = 40  # notebook 05's own short SFT when notebook 03 has not run ...
-    sft_train_n: int | None = 400  # ... on this many rows (None: the profile's train_n)
+    nll_n: int = 64  # held-out examples in notebook 04's loss comparison
     llm_teacher: str = "standin"  # notebook 02's LLM demo: standin (no model) | hf (a real one)
-    benchmarks: tuple[str, ...] = ("tinygsm-hard",)  # notebook 06's table: sets, problems, k
+    benchmarks: tuple[str, ...] = ("tinygsm-hard",)  # notebook 07's table: sets, problems, k
     table_n: int | None = 40
     table_k: int = 4
-    switch: int = 8  # notebook 06's mid-training scaffold: switch and total steps ...
-    total: int = 16
-    window: int = 4  # ... its alternating window (the last 2 steps tiered)
+    switch: int = 10  # notebook 07's mid-training scaffold: switch and total steps ...
+    total: int = 20
+    window: int = 10  # ... its alternating window (the last 2 steps tiered, as in the paper)
     scaffold_eval_n: int = 30
     scaffold_batch: int = 16
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(model_profile="smoke", model_label="smoke (random weights)", show=2,
-                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, sft_steps=4,
-                      sft_train_n=24, benchmarks=("tinygsm-easy",), table_n=4, table_k=2,
+                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, benchmarks=("tinygsm-easy",), table_n=4, table_k=2,
                       switch=2, total=4, window=2, scaffold_eval_n=4, scaffold_batch=8),
-        "colab": dict(model_label="Qwen3 small (colab)", sft_steps=50, sft_train_n=None,
-                      llm_teacher="hf", benchmarks=("gsm8k", "math500"), table_n=100, switch=50,
+        "colab": dict(model_label="Qwen3 small (colab)", llm_teacher="hf", benchmarks=("gsm8k", "math500"), table_n=100, switch=50,
                       total=100, window=10, scaffold_eval_n=50),
-        "paper": dict(model_label="Qwen3-4B-Base (this repo)", sft_steps=50, sft_train_n=None,
-                      llm_teacher="hf", benchmarks=("aime25", "aime24", "amc23", "math500"),
+        "paper": dict(model_label="Qwen3-4B-Base (this repo)", llm_teacher="hf", benchmarks=("aime25", "aime24", "amc23", "math500"),
                       table_n=None, table_k=16, switch=200, total=300, window=10,
                       scaffold_eval_n=500),
     }

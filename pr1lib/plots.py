@@ -1,4 +1,4 @@
-"""Plotly figures for notebook 05: attention masks, position ids, one token's view, forked timing.
+"""Plotly figures for notebook 03: attention masks, position ids, one token's view, forked timing.
 
 Every function returns a ``plotly.graph_objects.Figure`` and shows nothing (call ``fig.show()``).
 Masks are ``(L, L)`` bool tensors or nested lists with rows = queries, columns = keys and

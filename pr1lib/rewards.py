@@ -427,3 +427,21 @@ def reward_for(mode: str, window: int = 10, parallel_steps: int = 2,
     if mode not in REWARD_MODES:
         raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
     return REWARD_MODES[mode].build(window, parallel_steps, grader)
+
+
+# ---------------------------------------------------------------- when does a block pay?
+def block_break_even(accuracy: float, bonus: float = 0.2, tiered_share: float = 0.2) -> float:
+    """The largest accuracy a block may cost and still raise the expected reward, when a share
+    ``tiered_share`` of the steps pays ``1 + bonus`` for a correct answer with a block (the rest:
+    accuracy only, +1 / −1). Without a block the expected reward is ``2p − 1``; with one whose
+    accuracy is ``p_b``, ``p_b (2 + f b) − 1``; so a block pays iff ``p − p_b < p f b / (2 + f b)``.
+
+    >>> round(block_break_even(0.2, bonus=0.2, tiered_share=1.0), 4)  # the paper's b, every step
+    0.0182
+    >>> round(block_break_even(0.2, bonus=0.2, tiered_share=0.2), 4)  # S2: 2 steps of every 10
+    0.0039
+    """
+    if not 0 <= accuracy <= 1 or bonus < 0 or not 0 <= tiered_share <= 1:
+        raise ValueError("need 0 <= accuracy <= 1, bonus >= 0 and 0 <= tiered_share <= 1")
+    gain = tiered_share * bonus
+    return accuracy * gain / (2 + gain)

@@ -39,9 +39,9 @@ def curriculum(variant: str, keep_stage2: bool = False) -> tuple[int, ...]:
 
 def sft_run(variant: str, profile: str) -> Path | None:
     """The variant's SFT run folder: ``runs/sft-<profile>-<variant>`` (the command line), else
-    ``runs/03_sft_lora-<profile>/<variant>`` (notebook 03); ``None`` when neither has ``merged/``."""
+    ``runs/04_sft_lora-<profile>/<variant>`` (notebook 04); ``None`` when neither has ``merged/``."""
     root = runs_dir()
-    for folder in (root / f"sft-{profile}-{variant}", root / f"03_sft_lora-{profile}" / variant):
+    for folder in (root / f"sft-{profile}-{variant}", root / f"04_sft_lora-{profile}" / variant):
         if (folder / "merged").is_dir():
             return folder
     return None
@@ -154,7 +154,7 @@ def mid_training(profile: str | None = None, init: str | Path | None = None, swi
     the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
     ``seed + 1`` so its prompts are new ones). Returns ``curve``
     (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
-    ``accuracy``), ``held_out`` (greedy metrics on ``tiers`` at the start, the switch and the end)
+    ``accuracy``), ``held_out`` (the stage metrics on ``tiers`` at the start, switch and end)
     and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
     profile = check_profile(profile)
     out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"

@@ -149,7 +149,7 @@ class RuleTeacher:
     random order), so the model opens the block with the computation it already knows; ``"last"``
     puts it last, ``"any"`` shuffles. ``summary="calculation"`` restates the reference calculation
     (``48/2=<<48/2=24>>24``), so the summary recomputes the shared result instead of copying
-    whichever path came last; ``"value"`` states the bare number. On the tiny model (notebook 03)
+    whichever path came last; ``"value"`` states the bare number. On the tiny model (notebook 04)
     these defaults, with the inverse path computing before it checks and one summary wording, moved
     easy accuracy after SFT from 47 % (shuffled paths, answer-first check, bare value) to 78 %.
     ``step_choice="rare_op"`` puts the block on the step whose operator is rarest (division,

@@ -3,7 +3,7 @@
 The report (``runs/tour-<timestamp>/report.html``) is self-contained and opens offline: one section
 per notebook with its status and time, then the outputs of the cells tagged ``report`` (tables,
 plotly charts, images, text). The executed notebooks are saved beside it. While the notebooks run,
-``PR1_TOUR_DIR`` names the tour folder; notebook 06 saves its headline table there
+``PR1_TOUR_DIR`` names the tour folder; notebook 07 saves its headline table there
 (``headline.json``), which goes on top of the report and is printed at the end.
 """
 
@@ -70,7 +70,7 @@ def _section(run: Executed, index: int) -> str:
 
 
 def _headline_html(headline: dict | None) -> str:
-    """The headline table notebook 06 saved (``pr1lib.analytics.write_headline``), as HTML."""
+    """The headline table notebook 07 saved (``pr1lib.analytics.write_headline``), as HTML."""
     if not headline or not headline.get("rows"):
         return ""
     cols = list(headline["rows"][0])
@@ -123,7 +123,7 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
     profile = check_profile(profile)
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
-    os.environ[HEADLINE_ENV] = str(out)  # notebook 06 saves headline.json there (kernels inherit it)
+    os.environ[HEADLINE_ENV] = str(out)  # notebook 07 saves headline.json there (kernels inherit it)
     try:
         runs = run_notebooks(profile, out, only, seed)
     finally:

@@ -82,15 +82,15 @@ def test_scaffold_refuses_a_switch_outside_the_run():
 
 
 def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
-    for folder in ("03_sft_lora-tiny/seen/merged", "05_seen_vs_unseen-tiny/seen/merged",
+    for folder in ("04_sft_lora-tiny/seen/merged", "sft-tiny-seen",
                    "grpo-unseen-stage2-tiny-seed1/direct/grpo-tiny-unseen-s3-alternating-seed1/merged",
-                   "04_grpo_rewards-tiny/stage3"):  # no merged/: not a checkpoint yet
+                   "06_grpo_training-tiny/stage3"):  # no merged/: not a checkpoint yet
         (tmp_path / folder).mkdir(parents=True)
     found, missing = analytics.find_checkpoints("tiny", seed=1, root=tmp_path)
-    assert found["sft-seen"] == str(tmp_path / "03_sft_lora-tiny/seen")
+    assert found["sft-seen"] == str(tmp_path / "04_sft_lora-tiny/seen")
     assert found["rl-unseen-s2"].endswith("grpo-tiny-unseen-s3-alternating-seed1")
     assert set(missing) == {"sft-unseen", "grpo-gsm8k", "rl-seen", "rl-unseen-s1"}
-    assert str(tmp_path / "04_grpo_rewards-tiny/stage3") in missing["rl-seen"]
+    assert str(tmp_path / "06_grpo_training-tiny/stage3") in missing["rl-seen"]
 
 
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 from pr1lib import ablation, studies
 from pr1lib.ablation import ablation_table, table4_verdict
 from pr1lib.cli import main
-from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
+from pr1lib.config import ABLATION_ARMS
 from pr1lib.runs import claim_run_dir, start_id
 from pr1lib.studies import seeds_summary
 

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 05 · Seen versus unseen: masks, positions and parallel decoding
+# # 03 · Seen versus unseen: masks, positions and parallel decoding
 #
 # **Goal:** see on one real response exactly what the "unseen" structure changes, prove its key
 # property on the model's logits, measure what it buys at decoding time, and compare seen and unseen
@@ -33,7 +33,6 @@ if importlib.util.find_spec("pr1lib") is None:
     sys.path.insert(0, "pr1")
 
 # %%
-from pr1lib.paths import runs_dir
 from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
@@ -299,133 +298,6 @@ speed
 # the paths' cached keys, so training and decoding agree token for token.
 
 # %% [markdown]
-# ## 8. Seen versus unseen training on the tiny model
-#
-# Notebook 03 trains the same cold-start set twice, once per variant. If its run folders exist for
-# this profile we load them; otherwise we run a short version of the same stage here (`pr1lib.sft`,
-# the same code, fewer steps, no before/after evaluation). Both variants see identical data in the
-# same order; they differ only in the mask and positions their collator builds.
-
-# %%
-import json
-
-import datasets
-
-from pr1lib import sft
-from pr1lib.config import VARIANTS, SFTStageConfig
-from pr1lib.runs import load_run
-
-datasets.disable_progress_bars()
-RUN_03 = runs_dir() / f"03_sft_lora-{PROFILE}"
-OUT = runs_dir() / f"05_seen_vs_unseen-{PROFILE}"
-SHORT = dict(max_steps=NB.sft_steps, **({"train_n": NB.sft_train_n} if NB.sft_train_n else {}))
-
-
-def cached_runs():
-    """{variant: (loss rows, run card, model)} from notebook 03's folders, or None if absent or stale."""
-    cards = {v: RUN_03 / v / "run_card.json" for v in VARIANTS}
-    if not all(p.exists() and (p.parent / "merged").is_dir() for p in cards.values()):
-        return None
-    out = {}
-    for v, path in cards.items():
-        card = json.loads(path.read_text())
-        trained, trained_tok = load_run(path.parent, merged=True)
-        if trained_tok.get_vocab() != tok.get_vocab():  # made with another tokenizer: retrain
-            return None
-        out[v] = (card["loss"], card, trained.eval())
-    return out
-
-
-runs = cached_runs()
-print("using notebook 03's runs" if runs else f"no usable runs in {RUN_03}: a short run here ({SHORT})")
-
-# %%
-if runs is None:
-    config = SFTStageConfig.for_profile(PROFILE, seed=SEED).replace(**SHORT)
-    sft.load_coldstart(None, config, STYLE, OUT)  # builds OUT/coldstart once, for both runs
-    plot, runs = sft.LiveLossPlot(), {}
-    for variant in VARIANTS:
-        run = sft.run_sft(config.replace(variant=variant), OUT / "coldstart", OUT / variant,
-                          evaluate=False, callbacks=[plot.callback(variant)], quiet=True)
-        runs[variant] = (run.rows, run.result, run.model.eval())
-for variant, (loss, card, _) in runs.items():
-    print(f"{variant}: {card['steps']} steps on {card['train_rows']} rows in {card['train_seconds']} s, "
-          f"final logged loss {loss[-1]['loss']:.3f}")
-
-# %% [markdown]
-# The loss curves of both runs, side by side. Expect them to be close: the two variants give a
-# different context only to the tokens of the later path (and different positions to the text after
-# the block), a fraction of each response.
-
-# %% tags=["report"]
-sft.loss_figure({v: loss for v, (loss, _, _) in runs.items()}, "SFT loss, seen vs unseen").show()
-
-# %% [markdown]
-# Training loss alone hides the real difference, which is about **what the model expects to see**.
-# At RL and evaluation time the paths are decoded forked, i.e. under the unseen view. We score
-# held-out teacher traces (the *train* split is what SFT saw; these come from the *test* split) with
-# each model under each view, and report the mean negative log-likelihood per token, on the tokens of
-# the later path (the only ones whose context differs) and on the whole response.
-
-# %%
-from pr1lib.structure import structured_logprobs
-
-
-def nll_table(models, pairs):
-    """Mean NLL per token of each model under each view: later-path tokens and whole responses."""
-    seqs = [tok.encode(p + r, add_special_tokens=False) for p, r in pairs]
-    starts = [len(tok.encode(p, add_special_tokens=False)) for p, _ in pairs]
-    width = max(map(len, seqs))
-    x = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s in seqs])  # (B, L)
-    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])  # (B, L)
-    response = real.bool() & (torch.arange(width)[None] >= torch.tensor(starts)[:, None])  # (B, L)
-    path = structure_tensors(x, tok, "unseen", starts, padding_mask=real)["path"]  # (B, L)
-    first = torch.where(path >= 0, path, 10**9).amin(dim=1, keepdim=True)  # (B, 1) first path of each row
-    later = (path > first) & response  # (B, L) tokens of the second path
-    rows = {}
-    for name, m in models.items():
-        for mode in ("seen", "unseen"):
-            with torch.no_grad():
-                lp = structured_logprobs(m, x.to(m.device), tok, mode, starts, padding_mask=real.to(m.device))
-            nll = -lp.cpu()  # (B, L)
-            rows[(name, mode)] = {"later path": nll[later].mean().item(), "whole response": nll[response].mean().item()}
-    return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
-
-
-held_out = examples[: NB.nll_n]
-models = {"base": model, **{f"SFT {v}": m for v, (_, _, m) in runs.items()}}
-table = nll_table(models, held_out)
-
-# %% tags=["report"]
-table.unstack("scored as").loc[list(models)].round(3)
-
-# %% [markdown]
-# How to read it (with the tiny model; the random `smoke` model only shows that the code runs):
-#
-# - Each trained model should do best under the view it was trained on, and worse under the other.
-#   A seen model's later path learned to read its sibling; an unseen model's never did.
-# - The column that matters at inference is **unseen**: forked decoding gives each path only the
-#   prompt and `<Parallel>`. For the seen model, its gap between the two columns is the price of
-#   training on a context it will not get. For the unseen model, training and inference agree.
-# - The summary and the final answer see every path under both views, so the whole-response numbers
-#   move less than the later-path ones.
-#
-# This run's numbers, in words:
-
-# %% tags=["report"]
-later = table["later path"].unstack()  # rows: model, columns: the view it is scored under
-for name, trained in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
-    other = "unseen" if trained == "seen" else "seen"
-    own, swapped = later.loc[name, trained], later.loc[name, other]
-    print(f"{name}: later-path NLL {own:.3f} under the view it was trained on ({trained}), "
-          f"{swapped:.3f} under {other} ({swapped - own:+.3f})")
-print(f"under the forked (unseen) view: SFT seen {later.loc['SFT seen', 'unseen']:.3f}, "
-      f"SFT unseen {later.loc['SFT unseen', 'unseen']:.3f}")
-if all("train_seconds" in card for _, card, _ in runs.values()):
-    seen_s, unseen_s = (runs[v][1]["train_seconds"] for v in ("seen", "unseen"))
-    print(f"training time: seen {seen_s} s, unseen {unseen_s} s (x{unseen_s / max(seen_s, 1e-9):.2f}, noisy CPU)")
-
-# %% [markdown]
 # ## Summary
 #
 # - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of the
@@ -436,9 +308,7 @@ if all("train_seconds" in card for _, card, _ in runs.values()):
 #   still reads every path.
 # - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's cache
 #   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in turn.
-# - Seen and unseen SFT differ only in the collator. Seen SFT trains later paths with their siblings in
-#   view, a context forked decoding never provides; each model scores best under the view it was
-#   trained on, so only unseen training matches forked inference.
+# - Notebook 04 trains both variants and measures what this means for a trained model.
 #
 # ## Exercises
 #

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 06 · Evaluation: the paper's table, our numbers, and what training did to the blocks
+# # 07 · Evaluation: the paper's table, our numbers, and what training did to the blocks
 #
 # **Goal:** score every checkpoint the earlier notebooks made the way the paper scores its models,
 # put the numbers in the layout of the paper's Table 2 without mixing them up with the paper's own,
@@ -42,11 +42,12 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 #
 # The paper evaluates Qwen3-4B-Base and its descendants on AIME24, AIME25 and AMC23 with 16 samples
 # per problem (mean@16, pass@16) and on a 316-problem MATH set with one sample (mean@1), all at
-# T = 1.0 with the parallel rollout engine (docs/recipe.md#10-evaluation-protocol). A laptop cannot, so each
-# profile picks its own benchmarks and sizes below. All rows are sampled with the same engine in
-# `forked` mode (paths decoded independently), as the paper does for both variants. `table_n` is
-# the number of problems, `table_k` the samples per problem; `switch`/`total` are the scaffold's
-# steps (§6).
+# T = 1.0 with the parallel rollout engine (docs/recipe.md#10-evaluation-protocol). A laptop
+# cannot, so each profile picks its own benchmarks and sizes below. Every row is sampled at T = 1
+# the way its variant rolls out in RL (`pr1lib.config.VARIANT_ROLLOUT`: unseen checkpoints with
+# forked paths, seen ones as they were trained, the plain baseline as one stream) and with its own
+# prompt. `table_n` is the number of problems, `table_k` the samples per problem;
+# `switch`/`total` are the scaffold's steps (§6).
 
 # %%
 from pr1lib.config import NotebookConfig
@@ -101,10 +102,11 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # | row | made by |
 # |---|---|
 # | base | the profile's model (tags added, untrained) |
-# | Parallel-SFT-Seen / -Unseen | notebook 03 (or 05), `python -m pr1lib sft --variant seen\|unseen` |
-# | Parallel-R1-Seen | notebook 04 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
+# | Parallel-SFT-Seen / -Unseen | notebook 04, `python -m pr1lib sft --variant seen\|unseen` |
+# | GRPO + RL on GSM8K (plain) | notebook 06 §5, `python -m pr1lib grpo --stage all --variant plain` |
+# | Parallel-R1-Seen | notebook 06 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
 # | Parallel-R1-Unseen (S1) | `python -m pr1lib grpo --stage 3 --variant unseen --reward accuracy` |
-# | Parallel-R1-Unseen (S2) | notebook 04 §7, `python -m pr1lib grpo --stage 3 --variant unseen` |
+# | Parallel-R1-Unseen (S2) | notebook 06 §6, `python -m pr1lib grpo --stage 3 --variant unseen` |
 
 # %%
 import pandas as pd
@@ -132,8 +134,7 @@ for key, where in missing.items():
 import time
 
 start = time.perf_counter()
-ours = analytics.evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k,
-                                      mode="forked")
+ours = analytics.evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k)
 print(f"evaluated {len(ours)} checkpoints in {time.perf_counter() - start:.0f} s")
 metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per_response",
            "first_block_position", "path_diversity", "mean_length", "n", "k"]
@@ -200,7 +201,7 @@ analytics.pass_curve_figure(ours)
 rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
 curves = pd.concat([analytics.training_curves(where, label=key) for key, where in rl_runs.items()]
                    or [pd.DataFrame(columns=["step", "run", *analytics.CURVE_KEYS])], ignore_index=True)
-print({key: int((curves["run"] == key).sum()) for key in rl_runs} or "no RL run found: run notebook 04 first")
+print({key: int((curves["run"] == key).sum()) for key in rl_runs} or "no RL run found: run notebook 06 first")
 curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(["first", "last", "mean"]).round(3)
 
 # %% tags=["report"]
@@ -234,9 +235,9 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 # %% [markdown]
 # ## 6. The mid-training scaffold
 #
-# The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as **scaffolding**: train with the
-# alternating reward (S2: mostly accuracy, every tenth step's last two steps the tiered reward that
-# pays a bonus for a valid block) for the first 200 steps, which keeps the parallel ratio high and
+# The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as
+# **scaffolding**: train with the alternating reward (S2: accuracy on 8 of every 10 steps, and on
+# the other 2 the tiered reward, which pays a bonus for a valid block) for the first 200 steps, which keeps the parallel ratio high and
 # forces exploration; then continue from the step-200 checkpoint with the accuracy reward alone. After
 # the switch the parallel ratio falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The
 # authors call it preliminary, and the switch point was picked by hand.
@@ -244,9 +245,9 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 # `studies.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
 # checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model with
 # the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts). Held-out
-# greedy accuracy is measured at the start, at the switch and at the end. The CPU profiles run a few
-# dozen steps, so the alternating window shrinks (`window` steps, the last 2 tiered) to give phase 1
-# at least two tiered stretches. The result is cached in the run folder.
+# accuracy (mean@k at T = 1, greedy beside it) is measured at the start, at the switch and at the
+# end. The tiny profile keeps the paper's window (2 tiered steps of every 10) and switches after
+# one window; `smoke` shrinks it to show the plumbing only. The result is cached in the run folder.
 
 # %%
 scaffold_init = found.get("sft-unseen")
@@ -264,7 +265,7 @@ analytics.scaffold_figure(scaffold)
 
 # %% [markdown]
 # Before and after the switch, in numbers (training samples: mean over each phase's steps; held-out:
-# greedy on the profile's hard test problems):
+# mean@k at T = 1 on the profile's hard test problems):
 
 # %% tags=["report"]
 effect = analytics.switch_effect(scaffold)

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 03 · Stage 1: cold-start SFT with LoRA (4-bit where available), seen and unseen
+# # 04 · Stage 1: cold-start SFT with LoRA (4-bit where available), seen and unseen
 #
 # **Goal:** teach a base model the parallel-thinking format by supervised fine-tuning on the
 # cold-start set from notebook 02, in both of the paper's variants, and measure what changed.
@@ -40,17 +40,18 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %% [markdown]
 # ## 1. The recipe
 #
-# The paper fine-tunes Qwen3-4B-Base on its 7k-row Parallel-GSM8K set for 5 epochs: AdamW with
-# lr 1e-5, betas (0.9, 0.95), weight decay 0.01, cosine decay after a 10 % warm-up, global batch 128,
-# sequences up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged
+# The paper fine-tunes Qwen3-4B-Base on its Parallel-GSM8K set: 58 optimizer steps for the seen
+# variant (about one epoch of the unfiltered 7.47k rows at global batch 128) and 230 for unseen
+# (five epochs of the 5.91k format-filtered rows); AdamW with lr 1e-5, betas (0.9, 0.95), weight
+# decay 0.01, cosine decay after a 10 % warm-up, sequences up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged
 # per sample and then over samples (its micro-batches hold one sample each). The end-of-text token is
 # appended to every response, so the model learns to stop.
 #
 # `SFTStageConfig` holds these knobs under TRL's names; each profile picks values that fit its
 # hardware. `paper` is the recipe above, as full fine-tuning. `colab` is QLoRA (4-bit base + LoRA
 # rank 16) on a T4, so its learning rate is the usual LoRA one. `tiny` trains LoRA on this project's
-# ~1M-parameter model on a laptop CPU: the model is only 128 wide, so the adapters get rank 64, and a
-# model that small needs a much larger step (at 1e-3 it never learns to close its summaries).
+# ~1M-parameter model on a laptop CPU: the model is only 128 wide, so the adapters get rank 64, and
+# a model that small takes a much larger step than a 4B one (section 7 shows what 1e-3 gives).
 # `smoke` takes four steps to show that everything is wired.
 
 # %%
@@ -337,6 +338,80 @@ print("tags are single tokens after reload:", single,
 # ```
 
 # %% [markdown]
+# ## 9. What the unseen mask changed in training
+#
+# Both runs saw identical data in the same order; they differ only in the mask and positions their
+# collator built. Training loss alone hides the difference, which is about **what the model expects
+# to see**. An unseen model's paths are decoded forked (each path sees the prompt and `<Parallel>`
+# only); a seen model's are re-read in order before the summary, as in the paper's Seen rollout. We
+# score held-out teacher traces (the *test* split; SFT saw the *train* split) with each model under
+# each view, and report the mean negative log-likelihood per token, on the tokens of the later path
+# (the only ones whose context differs) and on the whole response.
+
+# %%
+import torch
+
+from pr1lib.config import NotebookConfig
+from pr1lib.data import load_tinygsm
+from pr1lib.prompts import chat_prompt
+from pr1lib.structure import structure_tensors, structured_logprobs
+from pr1lib.teachers import RuleTeacher
+
+NB = NotebookConfig.for_profile(PROFILE)
+teacher = RuleTeacher(seed=SEED)
+held_out = [(chat_prompt(r["question"], tokenizer, model_config.prompt_style),
+             teacher.trace(r)["text"]) for r in load_tinygsm(NB.nll_n, "easy", "test", SEED)]
+
+
+def nll_table(named, pairs):
+    """Mean NLL per token of each model under each view: later-path tokens and whole responses."""
+    seqs = [tokenizer.encode(p + r, add_special_tokens=False) for p, r in pairs]
+    starts = [len(tokenizer.encode(p, add_special_tokens=False)) for p, _ in pairs]
+    width = max(map(len, seqs))
+    x = torch.tensor([s + [tokenizer.pad_token_id] * (width - len(s)) for s in seqs])  # (B, L)
+    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])  # (B, L)
+    response = real.bool() & (torch.arange(width)[None] >= torch.tensor(starts)[:, None])  # (B, L)
+    path = structure_tensors(x, tokenizer, "unseen", starts, padding_mask=real)["path"]  # (B, L)
+    first = torch.where(path >= 0, path, 10**9).amin(dim=1, keepdim=True)  # (B, 1)
+    later = (path > first) & response  # (B, L) tokens of the second path
+    rows = {}
+    for name, m in named.items():
+        for mode in ("seen", "unseen"):
+            with torch.no_grad():
+                lp = structured_logprobs(m.eval(), x, tokenizer, mode, starts, padding_mask=real)
+            nll = -lp  # (B, L)
+            rows[(name, mode)] = {"later path": nll[later].mean().item(),
+                                  "whole response": nll[response].mean().item()}
+    return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
+
+
+plain_base = models.load_training_policy(model_config.replace(use_lora=False, load_in_4bit=False),
+                                         train_tag_rows=False)[0]  # the base, with the tag rows
+scored = {"base": plain_base, **{f"SFT {v}": r.model for v, r in trained.items()}}
+nll = nll_table(scored, held_out)
+
+# %% tags=["report"]
+nll.unstack("scored as").loc[list(scored)].round(3)
+
+# %% [markdown]
+# How to read it (with the tiny model; the random `smoke` model only shows that the code runs):
+#
+# - Each trained model should do best under the view it was trained on, and worse under the other.
+#   A seen model's later path learned to read its sibling; an unseen model's never did.
+# - The summary and the final answer see every path under both views, so the whole-response numbers
+#   move less than the later-path ones.
+#
+# This run's numbers, in words:
+
+# %% tags=["report"]
+later = nll["later path"].unstack()  # rows: model, columns: the view it is scored under
+for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
+    other = "unseen" if own_view == "seen" else "seen"
+    own, swapped = later.loc[name, own_view], later.loc[name, other]
+    print(f"{name}: later-path NLL {own:.3f} under the view it was trained on ({own_view}), "
+          f"{swapped:.3f} under {other} ({swapped - own:+.3f})")
+
+# %% [markdown]
 # ## Summary
 #
 # - Stage 1 is TRL's `SFTTrainer` with completion-only loss, a per-sample token mean, LoRA on every
@@ -345,10 +420,13 @@ print("tags are single tokens after reload:", single,
 #   hides sibling paths from each other and position ids that restart at each path, parsed from the
 #   response so the prompt stays sequential.
 # - On the tiny model, SFT teaches the format quickly: almost every held-out completion opens a block
-#   and closes it validly. Accuracy is the price, and how big it is depends on the traces: letting
-#   the reference line open the block and the summary restate its calculation took the drop from
-#   45 points to 14. Stage 2 (notebook 04) puts an accuracy reward on what is left.
+#   and closes it validly. Accuracy is the price, and how big it is depends on the traces: the
+#   first teacher cost 45 points of easy accuracy (92 % → 47 %); letting the reference line open
+#   the block, the summary restate its calculation and the block sit on the rarest operator's step
+#   brought that to about 2 points (section 7). Stage 2 (notebook 06) puts a reward on what is left.
 # - A run folder is self-contained: configs, adapter, merged model, loss log and run card.
+# - Each trained model scores best under the view it was trained on: seen SFT trains later paths with
+#   their siblings in view, unseen SFT never does, and each variant is decoded the way it trained.
 #
 # ## Exercises
 #
@@ -365,4 +443,4 @@ print("tags are single tokens after reload:", single,
 # 5. Train with `config.replace(plain_share=0.5)`: half the traces lose their block
 #    (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the greedy
 #    parallel ratio after SFT, then compare it with the share of sampled answers (T = 1) that open a
-#    block. Notebook 04 §8 explains why the reward ablation starts from such a model.
+#    block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.

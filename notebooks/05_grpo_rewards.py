@@ -1,0 +1,199 @@
+# %% [markdown]
+# # 05 · The rewards of GRPO: what each one pays for, and when a block pays
+#
+# **Goal:** know the reward modes of Parallel-R1 well enough to predict what GRPO will teach with
+# each one, before spending any compute on training (that is notebook 06).
+#
+# You will learn
+# - the reward modes as TRL reward functions, and the two graders that decide "correct" and
+#   "valid" (the paper's official code, and this project's stricter grammar);
+# - which "hacks" each reward refuses to pay for;
+# - how the **alternating** reward (the paper's S2) switches between accuracy and the tiered reward
+#   by step, previewed before training;
+# - the arithmetic of the tiered reward: how much accuracy a block may cost before it stops paying;
+# - a pre-flight **doctor** that answers "why is my reward zero?" before a long run.
+#
+# Words in bold are defined in the [glossary](../docs/glossary.md); where each piece sits in the
+# recipe is in [docs/recipe.md](../docs/recipe.md#7-rewards).
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+INIT = None  # SFT run folder (with merged/) the doctor loads; None: the seen SFT run, else the base
+
+# %% [markdown]
+# *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
+# installs it; elsewhere it does nothing.*
+
+# %%
+import importlib.util  # noqa: E401
+import subprocess
+import sys
+
+if importlib.util.find_spec("pr1lib") is None:
+    subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "pr1[notebooks]"], check=True)
+    sys.path.insert(0, "pr1")
+
+# %%
+from pr1lib.runtime import start_notebook
+
+PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
+
+# %% [markdown]
+# ## 1. The reward modes
+#
+# Every reward follows TRL's contract `fn(completions, answer, **kwargs) -> list[float]` and is
+# built from three facts about a completion: is the final answer right, are the tags valid, how many
+# `<Parallel>` blocks are there. One registry, `pr1lib.rewards.REWARD_MODES`, lists them; the
+# training stages, the control panel of notebook 06 and the verl export all read it.
+
+# %%
+import pandas as pd
+
+from pr1lib.rewards import REWARD_MODES
+
+pd.set_option("display.max_colwidth", 100)
+pd.DataFrame([{"mode": m.name, "pays for": m.pays_for, "range": m.range,
+               "follows the step": m.scheduled} for m in REWARD_MODES.values()]).set_index("mode")
+
+# %% [markdown]
+# `accuracy` is the paper's S1 and Stage 3 of the seen recipe; `parallel_correct` is Stage 2 of the
+# seen recipe; `alternating` is S2 (accuracy, with the `tiered` reward on two steps of every ten);
+# `structure` is this project's extra arm for the ablation: it pays for a valid block whatever the
+# answer. S1 and S2 are reward *schemes*, not stages.
+
+# %% [markdown]
+# ## 2. The hacks they must not pay for
+#
+# The table scores adversarial completions, the tricks seen in the wild against format rewards
+# (repeated or nested blocks, empty paths, the answer hidden inside a path, several candidate
+# answers, a hedge like "12 or 11"). Read a row as "what would GRPO teach if it found this
+# completion": a row where a parallel-aware reward pays more than for `honest_parallel` is a hack
+# that reward would learn.
+
+# %%
+from pr1lib.hacking import hacking_table
+
+hacks = pd.DataFrame(hacking_table()).set_index("name")
+hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]
+
+# %% [markdown]
+# Only `structure` is fooled by anything here: it pays +1 for `empty_paths` and
+# `answer_only_in_path`, because it never looks at the answer. That is why the paper's
+# "parallel only" arm (Table 4) is most likely the tiered reward on every step, not a pure
+# format reward.
+
+# %% [markdown]
+# ## 3. Two graders
+#
+# "Correct" and "valid" are decided by a **grader** (`pr1lib.graders`). `official` reproduces the
+# official reward code: on GSM8K-style problems the *first* `Final Answer:` number compared as a
+# string (`$4` is wrong), on DAPO-style ones the last answer line in the last 300 characters after
+# Minerva normalisation; tags pass its lenient stack check. `project` is this project's: the last
+# `Final Answer:` outside paths compared by value (`$21.00` = `21`), and the strict grammar (an empty
+# path or text between paths is invalid). RL uses `project`; evaluation reports both, with the
+# official one as `accuracy`, as the paper does.
+
+# %%
+official = pd.DataFrame(hacking_table(grader="official")).set_index("name")
+both = pd.DataFrame({"tiered (project)": hacks["tiered"], "tiered (official)": official["tiered"]})
+both[both["tiered (project)"] != both["tiered (official)"]]
+
+# %% [markdown]
+# The rows that differ are the ones the strict grammar refuses and the official stack check lets
+# through: a nested block, an unclosed summary, lone paths, an empty path.
+
+# %% [markdown]
+# ## 4. The alternating schedule, before training
+#
+# The paper's S2 reward uses accuracy on 8 of every 10 steps and the tiered reward on the other 2.
+# `alternating_reward` decides by TRL's `trainer_state.global_step` (0 while the first step runs),
+# so the tiered steps are TRL's log rows 9, 10, 19, 20, … — the paper's 1-based steps. Notebook 06's
+# control panel previews the same strip as you move its sliders.
+
+# %%
+from pr1lib.widgets import PanelState, schedule_figure
+
+schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, steps=30))
+
+# %% [markdown]
+# ## 5. When does a block pay?
+#
+# Say a block changes the accuracy of an answer from $p$ (no block) to $p_b$. On an accuracy step
+# the expected reward is $2p - 1$ without a block and $2p_b - 1$ with one; on a tiered step a correct
+# answer with a block earns $1 + b$ (the paper's $b = 0.2$), so $p_b(2 + b) - 1$. If a share $f$ of
+# the steps is tiered (S2: $f = 0.2$), a block raises the expected reward only if
+#
+# $$p - p_b \;<\; p \cdot \frac{f b}{2 + f b}.$$
+#
+# With $p = 20\,\%$ and the paper's $b$ and $f$, a block may cost at most 0.4 points of accuracy.
+# RL amplifies whatever pays; so in a world where a block costs accuracy, alternating cannot keep
+# blocks, and the paper's ordering of Table 4 needs blocks that **help** on hard problems.
+
+# %%
+from pr1lib.rewards import block_break_even
+
+rows = [{"tiered share f": f, "bonus b": b, "accuracy p": p,
+         "largest cost (points)": round(100 * block_break_even(p, b, f), 2)}
+        for f in (0.2, 0.5, 1.0) for b in (0.2, 1.0) for p in (0.2, 0.5)]
+pd.DataFrame(rows)
+
+# %% tags=["report"]
+import plotly.graph_objects as go
+
+share = [i / 20 for i in range(21)]
+fig = go.Figure(layout=dict(title="How much accuracy a block may cost and still pay (p = 20 %)",
+                            xaxis_title="share of tiered steps f", height=340,
+                            yaxis_title="largest accuracy cost (points)"))
+for b in (0.2, 0.5, 1.0):
+    fig.add_scatter(x=share, y=[100 * block_break_even(0.2, b, f) for f in share], name=f"b = {b}")
+fig
+
+# %% [markdown]
+# ## 6. The pre-flight doctor
+#
+# One call checks the things behind most "reward is zero" reports, on the real model, tokenizer,
+# prompt, batch and reward: gold completions score the reward's maximum; the prompt does not
+# pre-fill a tag; the completion budget fits a parallel trace; the batch holds whole groups; a
+# dry-run group has reward spread (a group whose completions all score the same teaches nothing);
+# and the tags survive TRL's `decode(skip_special_tokens=True)`. It loads the Stage 2 session of
+# the seen SFT checkpoint (notebook 04), without training it.
+
+# %%
+from pr1lib import grpo, studies
+from pr1lib.config import GRPOStageConfig
+from pr1lib.doctor import table as doctor_table
+from pr1lib.paths import runs_dir
+
+init = INIT or studies.default_init(2, "seen", PROFILE, SEED)
+print("the doctor loads:", init or "the base model (no SFT run found; run notebook 04 first)")
+stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
+session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor")
+print(doctor_table(grpo.doctor_checks(session)))
+
+# %% [markdown]
+# On the random `smoke` model the group-variance check fails (every sample scores −1): exactly the
+# flat reward the doctor is for. From a trained SFT checkpoint it passes.
+
+# %% [markdown]
+# ## Summary
+#
+# - Four per-completion rewards and one schedule, in one registry; S1 and S2 are reward schemes.
+# - Two graders: the official code's (lenient tags, strict answers) and this project's (strict
+#   tags, numeric answers); RL uses the project's, evaluation reports both.
+# - Only `structure` can be fooled by the hacks here; no malformed block beats an honest answer
+#   under the parallel-aware rewards.
+# - A block pays under the tiered reward only if it costs less accuracy than $p f b / (2 + f b)$:
+#   under S2 that is almost nothing, so blocks survive RL only where they help.
+# - The doctor checks the usual reasons for a flat reward before any compute is spent.
+#
+# ## Exercises
+#
+# 1. Write a completion that scores +1.2 under the tiered reward with the official grader and −1
+#    with the project's. Which rule of the strict grammar does it break? Check it with
+#    `pr1lib.format.validate(text, strict=True)`.
+# 2. With $f = 0.2$, what bonus $b$ would let a block cost 5 points at $p = 50\,\%$? Use
+#    `block_break_even` and solve for $b$; is that a reward you would trust (look at section 2)?
+# 3. Preview `PanelState(reward="alternating", window=5, parallel_steps=5)`. Which reward mode is
+#    this, and which of section 1's rows does it match?

@@ -1,0 +1,286 @@
+# %% [markdown]
+# # 06 · GRPO training: the paper's stages, a live dashboard, the plain baseline and Table 4
+#
+# **Goal:** train the cold-started model with GRPO the way Parallel-R1 does for each variant, watch
+# it learn on a live dashboard, compare it with plain GRPO on the same data and steps, and compare
+# reward modes side by side with the paper's Table 4.
+#
+# You will learn
+# - the paper's recipe per variant, as one table: seen SFT → Stage 2 (parallel-and-correct, easy
+#   problems) → Stage 3 (accuracy, hard problems); unseen SFT → Stage 3 with S1 or S2;
+# - the GRPO knobs that matter (group size, clip 0.2 / 0.28, no KL, temperature 1.0, lengths) and
+#   how they map onto TRL's `GRPOConfig`; rollouts from the parallel engine; checkpoints and resume;
+# - the control panel and the live dashboard (reward, accuracy, parallel ratio, block position);
+# - the baseline the paper beats: GRPO without tags on the same data and steps;
+# - what happens to the unseen model when Stage 2 is kept, and the reward ablation next to Table 4.
+#
+# The rewards themselves are notebook 05; the terms in bold are in the
+# [glossary](../docs/glossary.md), the recipe in [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
+
+# %% tags=["parameters"]
+PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
+SEED = 0
+INIT = None  # run folder (with merged/) to start Stage 2 from; None: the seen SFT run of notebook 04
+
+# %% [markdown]
+# *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
+# installs it; elsewhere it does nothing.*
+
+# %%
+import importlib.util  # noqa: E401
+import subprocess
+import sys
+
+if importlib.util.find_spec("pr1lib") is None:
+    subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "pr1[notebooks]"], check=True)
+    sys.path.insert(0, "pr1")
+
+# %%
+from pr1lib.runtime import start_notebook
+
+PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
+
+# %% [markdown]
+# ## 1. The recipe, per variant
+#
+# One table in `pr1lib.config` holds the paper's stage recipe (`RECIPES`, `CURRICULA`): which
+# stages each variant runs and with which reward. Choosing a reward also takes the clip-high the
+# paper pairs with it (0.28 with the alternating S2 reward, else ε = 0.2). The plain variant is
+# this project's name for the paper's GRPO baseline: no tags, the baseline prompt, accuracy only.
+
+# %%
+import pandas as pd
+
+from pr1lib.config import CURRICULA, RECIPES, VARIANT_ROLLOUT, GRPOStageConfig
+
+pd.set_option("display.max_colwidth", 100)
+recipe = pd.DataFrame([
+    {"variant": v, "stage": s, "reward": GRPOStageConfig.for_stage(s, PROFILE, variant=v).reward,
+     "epsilon_high": GRPOStageConfig.for_stage(s, PROFILE, variant=v).clip_high,
+     "problems": GRPOStageConfig.for_stage(s, PROFILE, variant=v).source,
+     "rollout": VARIANT_ROLLOUT[v]} for v in RECIPES for s in CURRICULA[v]])
+recipe.set_index(["variant", "stage"])
+
+# %% [markdown]
+# Stages 2 and 3 each have one `GRPOStageConfig`; the profile picks its size. Its field names are
+# TRL's (`num_generations`, `epsilon`, `epsilon_high`, `beta`, …), so what you read here is what
+# `GRPOConfig` receives. `per_device_train_batch_size` counts **completions**, not prompts: 32
+# completions with a group of 8 are 4 prompts per step (a classic source of "valid values for
+# num_generations are: []"). On the tiny model this notebook runs a short version
+# (`notebook=True`: batches of 32 completions, 30 Stage-3 steps) so the tour stays within minutes;
+# `python -m pr1lib grpo` runs the full tiny config (64, 60).
+
+# %%
+import os
+import warnings
+
+import transformers
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")  # TRL 1.16's old name
+transformers.utils.logging.disable_progress_bar()
+stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
+stage3 = GRPOStageConfig.for_stage(3, PROFILE, seed=SEED, notebook=True)
+paper = GRPOStageConfig.for_stage(3, "paper", variant="seen")
+knobs = ["num_generations", "per_device_train_batch_size", "learning_rate", "epsilon", "clip_high",
+         "beta", "temperature", "max_completion_length", "max_steps", "loss_type", "use_lora"]
+pd.DataFrame({"stage 2 (this profile)": [getattr(stage2, k) for k in knobs],
+              "stage 3 (this profile)": [getattr(stage3, k) for k in knobs],
+              "paper (stage 3, seen)": [getattr(paper, k) for k in knobs]}, index=knobs).astype(str)
+
+# %% [markdown]
+# ## 2. Where Stage 2 starts: the cold-start checkpoint
+#
+# Stage 2 starts from `INIT`, else the seen SFT run of the command line (`runs/sft-<profile>-seen`)
+# or of notebook 04 (`runs/04_sft_lora-<profile>/seen`): its `merged/` model. If there is none, the
+# base model is used instead, and the parallel-aware rewards stay at −1 (nothing has taught it the
+# tags): exactly the "reward is flat" symptom notebook 05's doctor is for. In `smoke` the model is
+# random, so only the plumbing is on show.
+
+# %%
+from pr1lib import grpo, studies
+from pr1lib.paths import runs_dir
+
+init = INIT or studies.default_init(2, "seen", PROFILE, SEED)
+print("Stage 2 starts from:", init or "the base model (no SFT run found; run notebook 04 first)")
+OUT = runs_dir() / f"06_grpo_training-{PROFILE}"
+print("runs go under", OUT)
+
+# %% [markdown]
+# ## 3. Stage 2 with the panel and the live dashboard
+#
+# The dashboard is a `TrainerCallback`. Each step it adds a row: the reward and every reward term's
+# score on the same completions, accuracy, parallel ratio, tag validity, where the first block sits,
+# the truncated share (`clipped_ratio`), the PPO clip ratio, the share of zero-spread groups and the
+# completion length. The rows also go to `metrics.csv` in the run folder. **Loss near 0 is normal
+# here**: with β = 0 and one update per batch, GRPO's loss is ~0 at every step; watch the reward.
+#
+# The button of the panel calls `run_next(session, panel.state)`: train that many more steps,
+# saving a checkpoint at the end, resuming from it the next time. The next cell makes the same call,
+# so a headless run does exactly what a click does. Rerunning the notebook resumes from the last
+# checkpoint instead of starting over (a Colab disconnect costs at most `save_steps` steps).
+
+# %%
+from pr1lib.dashboard import Dashboard
+from pr1lib.widgets import ControlPanel, PanelState, run_next
+
+session = grpo.GRPOSession(stage2, init, OUT / "stage2", dashboard=Dashboard(
+    OUT / "stage2" / "metrics.csv", title="Stage 2 (easy problems)"))
+before2, _ = session.evaluate()
+panel = ControlPanel(session, PanelState(reward=stage2.reward, steps=stage2.max_steps))
+display(panel)
+run_next(session, panel.state.replace(steps=max(stage2.max_steps - session.step, 0)))
+run2 = grpo.finish(session, before2)
+
+# %% tags=["report"]
+from pr1lib.dashboard import dashboard_figure
+
+dashboard_figure(run2.rows, "Stage 2 (easy problems): per-step metrics")
+
+# %% [markdown]
+# Held-out accuracy before and after, per tier, by the paper's protocol: `accuracy` is mean@k of k
+# samples per problem at T = 1, with pass@k and the parallel ratio of those samples; greedy decoding
+# of the same problems is the labelled second column.
+
+# %%
+def before_after(result: dict) -> pd.DataFrame:
+    rows = {}
+    for when in ("before", "after"):
+        for tier, m in result[when].items():
+            rows[f"{when} · {tier}"] = {**{k: m[k] for k in ("accuracy", "pass_at_k", "k",
+                                                            "parallel_ratio", "valid_ratio")},
+                                        **{f"greedy {k}": v for k, v in m["greedy"].items()}}
+    return pd.DataFrame(rows).T
+
+
+before_after(run2.result)
+
+# %% [markdown]
+# ## 4. Stage 3: hard problems, accuracy only
+#
+# Stage 3 starts from Stage 2's `merged/` model and trains on the hard tier. For the seen variant
+# the paper's Stage 3 reward is **accuracy only** (clip 0.2): Stage 2 has taught the format, and
+# Stage 3 pays for right answers alone. Same session, panel and dashboard code.
+
+# %%
+session3 = grpo.GRPOSession(stage3, run2.run_dir, OUT / "stage3", dashboard=Dashboard(
+    OUT / "stage3" / "metrics.csv", title="Stage 3 (hard problems)"))
+panel3 = ControlPanel(session3, PanelState(reward=stage3.reward, window=stage3.window,
+                                           parallel_steps=stage3.parallel_steps,
+                                           steps=stage3.max_steps))
+display(panel3)
+run_next(session3, panel3.state.replace(steps=max(stage3.max_steps - session3.step, 0)))
+run3 = grpo.finish(session3, run2.result["after"])
+dashboard_figure(run3.rows, "Stage 3 (hard problems): per-step metrics")
+
+# %% tags=["report"]
+curriculum = pd.DataFrame({"SFT": run2.result["before"]["hard"],
+                           "after Stage 2": run2.result["after"]["hard"],
+                           "after Stage 3": run3.result["after"]["hard"]}).T
+curriculum[["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_length"]]
+
+# %% [markdown]
+# The `reward_mode/tiered` column of the dashboard (logged by the alternating reward itself, through
+# TRL's `log_metric`) shows which reward was really used at each step, not which one was planned.
+# `train_seconds` and `rollout_seconds` say where the time went: on a CPU, sampling dominates.
+
+# %%
+{k: run3.result[k] for k in ("steps", "train_seconds", "rollout_seconds", "run_dir")}
+
+# %% [markdown]
+# ## 5. The baseline: plain GRPO on the same data and steps
+#
+# The paper's central comparison (Table 2) is Parallel-R1 against GRPO without parallel thinking:
+# the base model, the baseline prompt (no tags), the accuracy reward, the same problems. The plain
+# variant runs exactly the seen curriculum's stages and steps with that setup, from the base model.
+# Notebook 07 puts its row in the headline table next to the seen one.
+
+# %%
+plain = studies.run_curriculum(PROFILE, "plain", None, SEED, OUT / "plain", notebook=True)
+pd.DataFrame({"base": plain["sft"]["hard"], "plain GRPO": plain["final"]["hard"],
+              "Parallel-R1 (seen)": run3.result["after"]["hard"]}).T[
+    ["accuracy", "pass_at_k", "parallel_ratio"]]
+
+# %% [markdown]
+# ## 6. Unseen: why the paper skips Stage 2
+#
+# The unseen variant trains with the path-isolating mask (`ParallelGRPOTrainer(variant="unseen")`
+# overrides the one log-prob method of TRL so every forward sees the 4D mask and restarted
+# positions). The paper found that giving it the seen recipe's Stage 2 hurt: 38.5 average instead
+# of 47.1 (Table 3), and explained it as the structured mask overfitting superficial patterns of
+# easy problems. Here both recipes run from the unseen SFT checkpoint: Stage 3 directly, and
+# Stage 2 then Stage 3. The results are cached in the run folder.
+
+# %%
+effect = studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)
+print("unseen start:", effect["init"])
+pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"],
+                     "final hard accuracy": effect[name]["final"]["hard"]["accuracy"],
+                     "final easy accuracy": effect[name]["final"]["easy"]["accuracy"],
+                     "final parallel ratio (hard)": effect[name]["final"]["hard"]["parallel_ratio"]}
+              for name in ("direct", "kept")}).rename(columns={"direct": "SFT → Stage 3 (paper)",
+                                                               "kept": "SFT → Stage 2 → Stage 3"})
+
+# %% [markdown]
+# ## 7. The reward ablation, next to the paper's Table 4
+#
+# Table 4 runs the **unseen** variant from its SFT checkpoint with one reward per arm: accuracy only
+# (S1), alternating (S2) and "parallel only", which is most likely the tiered reward on every step;
+# this project adds a `structure` arm (a valid block, whatever the answer). Same start, seed and
+# steps; only the reward changes. The paper saw the parallel ratio order accuracy (13.6 %) <
+# alternating (63.0 %) < parallel (80.3 %), with parallel-only paying for it in accuracy. Every
+# ratio and accuracy below is measured on held-out problems of the tier the run trained on, by the
+# paper's protocol (k samples at T = 1) with greedy beside it. The verdict counts an order only when
+# each gap is larger than its 95 % bootstrap interval over problems. Notebook 05's break-even
+# arithmetic says what to expect: blocks survive the accuracy steps only where they help.
+
+# %%
+from pr1lib import ablation
+
+results = ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation",
+                                notebook=True)
+print("start:", results[0]["init"])
+table4 = pd.DataFrame(ablation.ablation_table(results)).set_index("arm")
+print("the paper's order reproduced:", ablation.table4_verdict(results))
+table4
+
+# %% tags=["report"]
+import plotly.graph_objects as go
+
+fig = go.Figure(layout=dict(title="parallel ratio by reward arm (%)", barmode="group", height=340))
+fig.add_bar(x=table4.index, y=table4["parallel_ratio_%"], name=f"held-out, T = 1 ({PROFILE})")
+fig.add_bar(x=table4.index, y=table4["greedy_parallel_ratio_%"], name=f"held-out, greedy ({PROFILE})")
+fig.add_bar(x=table4.index, y=table4["train_parallel_ratio_%"], name=f"training samples ({PROFILE})")
+fig.add_bar(x=table4.index, y=table4["paper_parallel_ratio_%"], name="paper, Table 4")
+fig
+
+# %% [markdown]
+# The README's results section quotes the full-length command-line runs of these studies (seeds,
+# steps, problems), each from a committed run card; this notebook's short runs show the same
+# machinery at a size that fits the tour.
+
+# %% [markdown]
+# ## Summary
+#
+# - GRPO here is stock TRL: `GRPOTrainer` with the paper's knobs, a `rollout_func` that samples with
+#   the parallel engine, and one overridden method for the unseen log-probs.
+# - The recipe is a table: seen SFT → Stage 2 (parallel-and-correct) → Stage 3 (accuracy); unseen
+#   SFT → Stage 3 (S1 or S2); the plain baseline runs the seen stages without tags.
+# - Every held-out number is mean@k at T = 1 with greedy beside it, each model decoded the way its
+#   variant rolls out.
+# - Runs checkpoint every `save_steps` and resume exactly (same data order, RNG and weights); the
+#   panel trains N steps at a time on top of that.
+# - The ablation puts this world's parallel ratios next to the paper's, with a verdict that needs
+#   each gap to be larger than its noise.
+#
+# ## Exercises
+#
+# 1. Give the structure reward a small weight next to accuracy (`structure_weight=0.3` in the
+#    panel, or `extra_rewards=(("structure", 0.3),)` in the config). Predict first: does the
+#    parallel ratio rise, and what happens to accuracy on the hard tier? Then run Stage 3.
+# 2. Run Stage 3 of the seen variant with the alternating reward instead of accuracy
+#    (`GRPOStageConfig.for_stage(3, PROFILE, reward="alternating", notebook=True)`). Which
+#    clip-high does it take, and why?
+# 3. Interrupt a Stage 3 run halfway (stop the cell), then run the cell again. Check in
+#    `metrics.csv` and in the `trainer/` folder that it resumed from the last checkpoint.
