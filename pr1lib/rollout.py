@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
+from pr1lib.kvcache import Streams
 from pr1lib.structure import TagIds, structured_logprobs, tag_ids
 
 
@@ -78,77 +79,6 @@ def as_columns(rollouts: Sequence[Rollout]) -> dict[str, list]:
     return {"prompt_ids": [r.prompt_ids for r in rollouts], "completion_ids": [r.completion_ids for r in rollouts],
             "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
             "text": [r.text for r in rollouts]}
-
-
-class Streams:
-    """Decoding rows that share one ``DynamicCache``; each row has its own positions and key mask.
-
-    ``valid[r, t]`` says whether cached column ``t`` is a real key of row ``r`` (False = a hole).
-    """
-
-    def __init__(self, model: Any):
-        self.model, self.cache, self.fed = model, None, 0
-        self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
-        self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
-
-    def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor, keep: Any = 1) -> torch.Tensor:
-        mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-                         use_cache=True, logits_to_keep=keep)
-        self.cache, self.valid = out.cache, mask
-        self.fed += int(live.sum())
-        return out.logits  # (R, q, V)
-
-    def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
-        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
-        from transformers import DynamicCache
-
-        if not prompts or min(len(p) for p in prompts) == 0:
-            raise ValueError("every prompt needs at least one token")
-        dev = self.model.device
-        lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
-        width = int(lens.max())
-        ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in prompts], device=dev)  # (R, W)
-        positions = torch.arange(width, device=dev).expand(len(prompts), -1)  # (R, W)
-        self.cache = DynamicCache(config=self.model.config)
-        self.valid = torch.zeros(len(prompts), 0, dtype=torch.bool, device=dev)  # (R, 0)
-        last = torch.unique(lens - 1)  # (U,) sorted: only these columns need logits
-        logits = self._forward(ids, positions < lens[:, None], positions, keep=last)  # (R, U, V)
-        self.pos = lens.clone()  # (R,)
-        return logits[torch.arange(len(prompts), device=dev), torch.searchsorted(last, lens - 1)]  # (R, V)
-
-    def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
-        """Feed one token per row (rows with ``live`` False add a hole); returns logits ``(R, V)``."""
-        logits = self._forward(tokens[:, None], live[:, None], self.pos[:, None])  # (R, 1, V)
-        self.pos = self.pos + live.long()  # (R,)
-        return logits[:, -1]  # (R, V)
-
-    def regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]], pos: Sequence[int]) -> None:
-        """Rebuild the rows: new row i concatenates segments ``(row, a, b)``, keys ``a:b`` of the
-        old row's real keys (holes skipped). Forks repeat a row, merges join rows, drops omit one.
-        """
-        from transformers import DynamicCache
-
-        dev = self.valid.device
-        real = {r: self.valid[r].nonzero().squeeze(1) for r in {seg[0] for row in plan for seg in row}}
-        parts = [[(r, real[r][a:b]) for r, a, b in row] for row in plan]
-        width = max([sum(len(c) for _, c in row) for row in parts] + [1])
-        rows = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
-        cols = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
-        valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
-        for i, row in enumerate(parts):
-            r_idx = torch.cat([torch.full_like(c, r) for r, c in row])  # (n_i,)
-            c_idx = torch.cat([c for _, c in row])  # (n_i,)
-            rows[i, : len(c_idx)], cols[i, : len(c_idx)], valid[i, : len(c_idx)] = r_idx, c_idx, True
-        kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
-               layer.values[rows, :, cols].transpose(1, 2).contiguous())
-              for layer in self.cache.layers]  # each (R', H, T', D)
-        self.cache, self.valid = DynamicCache(kv), valid
-        self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
-
-    def n_real(self, row: int) -> int:
-        """How many real (non-hole) keys row ``row`` has in the cache."""
-        return int(self.valid[row].sum())
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,

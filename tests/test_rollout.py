@@ -7,7 +7,8 @@ import torch
 from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
 from pr1lib.config import RolloutConfig
-from pr1lib.rollout import Rollout, Streams, as_columns, generate, rollout_logprobs
+from pr1lib.kvcache import Streams
+from pr1lib.rollout import Rollout, as_columns, generate, rollout_logprobs
 from pr1lib.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
