@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from pr1lib.profiles import Preset, check_profile
 
 VARIANTS = ("seen", "unseen")  # seen: plain causal | unseen: path-isolating mask + positions
-ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
+ROLLOUT_MODES = ("seen", "forked", "reread")  # one causal stream | forked paths | re-read (paper)
 # The rollout mode that matches how a variant trains: forked paths reproduce the unseen mask
 # exactly (siblings never see each other); a seen model learned one causal stream.
 VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked"}
@@ -317,8 +317,10 @@ class RolloutConfig(Preset):
     """How ``pr1lib.rollout.generate`` samples completions (docs/recipe.md#6-the-rollout-engine)."""
 
     mode: str = "forked"  # "forked": paths decoded as k rows from the prefix cache | "seen": plain
+    # | "reread": forked paths, then re-read one after another for a causal summary (the paper's)
     num_paths: int = 2  # k paths per <Parallel> block (the paper's num_paths=2)
-    max_blocks: int = 4  # after this many blocks <Parallel> is masked out (decoding goes on)
+    max_blocks: int = 4  # blocks per sample; <Parallel> is masked out after this many
+    at_block_limit: str = "stop"  # "stop": end at the last block's </Summary> (paper) | "mask"
     max_completion_length: int = 384  # hard budget on completion tokens (all paths counted)
     max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; </Path> forced at cap
     temperature: float = 1.0  # 0 = greedy
