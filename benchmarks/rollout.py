@@ -14,6 +14,10 @@ than seconds):
 - ``summary_reprefill_tokens``: path tokens a re-prefill summary (the official vLLM loop) runs
   through the model again at k = 4, next to ``summary_merge_reprocessed_tokens``, the count this
   engine's KV merge re-processes (measured from the tokens it fed).
+- ``reread_over_forked``: seconds of a ``reread`` rollout (the paper's Seen engine: paths forked,
+  then re-read causally for the summary) over a ``forked`` one on the same batch and lengths
+  (8 prompts, one block of 2 paths of ``--path-len`` tokens, a summary of as many; > 1 = slower),
+  with both tokens/s and ``reread_tokens_per_block`` (paths 2..k: (k - 1) x ``--path-len``).
 - ``seen_engine_over_generate``: tokens/s of ``seen`` mode over ``model.generate`` on the same
   model, batch and lengths (sampling, eos suppressed so every row runs to the end).
 - ``unseen_train_over_seen``: mask build + forward + backward at batch 8 x 512 tokens, unseen
@@ -105,6 +109,42 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def bench_reread(model: Any, tok: Any, batch: int, n: int, repeats: int,
+                 k: int = 2) -> dict[str, Any]:
+    """``reread`` versus ``forked``: ``batch`` prompts, one block of k paths of exactly ``n`` tokens
+    each, then a summary that never closes, up to the same completion length in both modes."""
+    t = tag_ids(tok)
+    never = {t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0}
+    undo = steer_logits(model, {t.parallel: 30.0, **never})
+    tail = 2 + len(tok.encode("\n", add_special_tokens=False))  # </Parallel> \n <Summary>
+    length = 1 + k * n + tail + n  # the summary has n tokens too
+    prompts = [tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False)
+               for i in range(batch)]
+    cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=length)
+    stats: dict[str, dict[str, int]] = {"forked": {}, "reread": {}}
+
+    def one(mode: str) -> Callable[[], Any]:
+        gen = torch.Generator(device=model.device)
+        return lambda: generate(model, tok, prompts, cfg, stats=stats[mode], mode=mode,
+                                generator=gen.manual_seed(0))
+
+    try:
+        timed = medians({mode: one(mode) for mode in stats}, repeats)
+    finally:
+        undo()
+    for _, rs in timed.values():
+        assert all(r.path_lengths == [[n] * k] and len(r.completion_ids) == length for r in rs)
+    tokens, (forked_s, _), (reread_s, _) = batch * length, timed["forked"], timed["reread"]
+    per_block = stats["reread"]["reprefill_tokens"] / batch
+    assert per_block == (k - 1) * n, per_block
+    extra = stats["reread"]["fed_tokens"] - stats["forked"]["fed_tokens"]  # the re-read tokens
+    return {"batch": batch, "num_paths": k, "path_len": n, "summary_len": n,
+            "completion_len": length, "forked_tokens_per_s": round(tokens / forked_s, 1),
+            "reread_tokens_per_s": round(tokens / reread_s, 1),
+            "reread_over_forked": round(reread_s / forked_s, 3),
+            "reread_tokens_per_block": per_block, "reread_extra_fed_tokens": extra}
+
+
 def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[str, Any]:
     """Engine ``seen`` mode versus ``model.generate``: same prompts, sampling, exactly ``n`` new tokens each."""
     undo = steer_logits(model, {tok.eos_token_id: -30.0})
@@ -175,6 +215,7 @@ def run(repeats: int = 5, path_len: int = 48, threads: int = 1, quick: bool = Fa
     model, tok, source = load_model()
     with torch.no_grad():
         forked = bench_forked(model, tok, path_len, repeats)
+        reread = bench_reread(model, tok, 8, path_len, repeats)
         seen = bench_seen(model, tok, 8, 16 if quick else 64, repeats)
     train = bench_train(model, tok, 2 if quick else 8, 128 if quick else 512, repeats)
     return {"benchmark": "rollout", "model_source": source, "threads": threads, "repeats": repeats,
@@ -183,7 +224,10 @@ def run(repeats: int = 5, path_len: int = 48, threads: int = 1, quick: bool = Fa
             "summary_reprefill_tokens": forked["summary_reprefill_tokens"],
             "summary_merge_reprocessed_tokens": forked["summary_merge_reprocessed_tokens"],
             "unseen_train_over_seen": train["unseen_train_over_seen"],
-            "forked_detail": forked, "seen_detail": seen, "train_detail": train}
+            "reread_over_forked": reread["reread_over_forked"],
+            "reread_tokens_per_block": reread["reread_tokens_per_block"],
+            "forked_detail": forked, "seen_detail": seen, "train_detail": train,
+            "reread_detail": reread}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,11 +22,14 @@ from pr1lib.profiles import Preset, check_profile
 # seen: plain causal | unseen: path-isolating mask + positions | plain: no tags (the GRPO baseline)
 VARIANTS = ("seen", "unseen", "plain")
 PARALLEL_VARIANTS = ("seen", "unseen")  # the two that learn blocks in a cold-start SFT
-ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
-# How each variant rolls out, in RL and in evaluation (docs/recipe.md#6-the-rollout-engine):
-# forked paths reproduce the unseen mask exactly (siblings never see each other); plain samples
-# one stream and never opens a block.
-VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked", "plain": "seen"}
+# seen: one causal stream | forked: paths forked from the prefix cache, merged as the unseen mask
+# sees them | reread: paths forked, then re-read in order before the summary (the paper's rollout)
+ROLLOUT_MODES = ("seen", "forked", "reread")
+# How each variant rolls out, in RL and in evaluation (docs/recipe.md#6-the-rollout-engine): the
+# paper samples the paths of both variants independently; the summary reads them as the variant
+# trains (unseen: forked, merged with restarted positions; seen: re-read causally, in order); the
+# plain baseline samples one stream and never opens a block.
+VARIANT_ROLLOUT = {"seen": "reread", "unseen": "forked", "plain": "seen"}
 # The prompt a variant is trained and evaluated with, per profile: the parallel variants use the
 # paper's v3 prompt (the tiny model: its own plain prompt), the plain one the baseline prompt.
 PROMPTS: dict[str, dict[str, str]] = {
@@ -316,7 +319,7 @@ class EvalConfig(Preset):
     top_p: float = 1.0
     max_completion_length: int = 256  # response budget in tokens (the paper: 3000)
     num_paths: int = 2  # forked mode: paths the engine opens per block (the paper: always 2)
-    max_blocks: int = 4  # blocks per response; then the engine masks <Parallel> out
+    max_blocks: int = 4  # blocks per response; the engine stops after the last (the paper)
     max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
@@ -339,8 +342,10 @@ class RolloutConfig(Preset):
     """How ``pr1lib.rollout.generate`` samples completions (docs/recipe.md#6-the-rollout-engine)."""
 
     mode: str = "forked"  # "forked": paths decoded as k rows from the prefix cache | "seen": plain
+    # | "reread": forked paths, then re-read one after another for a causal summary (the paper's)
     num_paths: int = 2  # k paths per <Parallel> block (the paper's num_paths=2)
-    max_blocks: int = 4  # after this many blocks <Parallel> is masked out (decoding goes on)
+    max_blocks: int = 4  # blocks per sample; <Parallel> is masked out after this many
+    at_block_limit: str = "stop"  # "stop": end at the last block's </Summary> (paper) | "mask"
     max_completion_length: int = 384  # hard budget on completion tokens (all paths counted)
     max_path_length: int = 128  # tokens per path incl. <Path> and </Path>; </Path> forced at cap
     temperature: float = 1.0  # 0 = greedy
@@ -380,7 +385,7 @@ class GRPOStageConfig(Preset):
     gradient_accumulation_steps: int = 1
     max_completion_length: int = 320  # whole response: trunk, paths, injected tags, summary
     max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
-    max_blocks: int = 4
+    max_blocks: int = 4  # the paper: after the 4th block decoding stops (no answer: reward -1)
     num_paths: int = 2
     learning_rate: float = 2e-4
     lr_scheduler_type: str = "constant"

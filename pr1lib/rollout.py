@@ -1,20 +1,32 @@
-"""Batched KV-cache rollouts for parallel thinking: plain ``seen`` decoding and ``forked`` paths.
+"""Batched KV-cache rollouts for parallel thinking: modes ``seen``, ``forked`` and ``reread``.
 
-``generate(model, tokenizer, prompts, config)`` returns one ``Rollout`` per prompt. In ``forked``
-mode (the "unseen" semantics, decoded for real in parallel):
+``generate(model, tokenizer, prompts, config)`` returns one ``Rollout`` per prompt. The modes:
 
-1. the trunk decodes until the model samples ``<Parallel>``;
-2. the row is forked into k rows from its cache; each starts with a forced ``<Path>`` at
-   position ``pos(<Parallel>) + 1``; the k rows decode together until each has its ``</Path>``;
-3. the rows are merged by concatenating their cached keys/values (prefix, path 1, path 2, …);
-   no path token is processed again;
-4. the engine feeds ``</Parallel>``, ``\\n`` and ``<Summary>``, at position ``max path end + 1``;
-   the summary decodes until ``</Summary>``, then the trunk goes on.
+- ``seen``: plain sampling; the model writes every tag itself (only the block limit applies).
+- ``forked`` (the unseen variant's view, decoded for real in parallel):
 
-All rows of all prompts share one cache (``Streams``): every row has its own positions and key
-mask, finished paths wait with masked "holes" for their siblings, and forks, merges and finished
-rows trigger one regroup that also compacts the holes away. A regroup copies the cache once, so
-memory peaks at about twice the cache; pass prompts in chunks if that is too much.
+  1. the trunk decodes until the model samples ``<Parallel>``;
+  2. the row is forked into k rows from its cache; each starts with a forced ``<Path>`` at
+     position ``pos(<Parallel>) + 1``; the k rows decode together until each has its ``</Path>``;
+  3. the rows are merged by concatenating their cached keys/values (prefix, path 1, path 2, …);
+     no path token is processed again;
+  4. the engine feeds ``</Parallel>``, ``\\n`` and ``<Summary>``, at position ``max path end + 1``;
+     the summary decodes until ``</Summary>``, then the trunk goes on.
+
+  The summary sees the paths exactly as ``pr1lib.structure``'s unseen mask and positions say.
+- ``reread`` (the paper's Seen rollout: its one engine, read causally): steps 1-2 as ``forked``, so
+  no path sees a sibling while it is sampled; at the merge the summary row keeps the prefix and
+  path 1 (already at sequential positions) and *re-reads* paths 2..k on top of them, one causal
+  multi-token forward on that row while the other rows idle; ``</Parallel>`` follows at the next
+  sequential position and everything after decodes causally. The official loop gets the same
+  by re-prefilling prompt + paths as one vLLM request. ``stats["reprefill_tokens"]`` counts the
+  re-read tokens.
+
+All rows of all prompts share one cache (``pr1lib.kvcache.Streams``): every row has its own
+positions and key mask, finished paths wait with masked "holes" for their siblings, and forks,
+merges and finished rows trigger one regroup that also compacts the holes away. A regroup
+copies the cache once, so memory peaks at about twice the cache; pass prompts in chunks if that
+is too much.
 
 Rules (all deterministic):
 
@@ -22,15 +34,21 @@ Rules (all deterministic):
   the ``\\n`` token(s), ``<Summary>``, and closers the engine writes: ``</Path>`` when a path
   samples eos or reaches its cap, ``</Summary>`` when a summary samples eos (eos is *replaced*).
 - **log-probs**: every completion token, forced or not, gets the policy's log-prob of that token
-  in the linearized sequence under the unseen mask (softmax of logits / temperature, before
-  top-p and before the structural bans below), so ``rollout_logprobs`` recomputes the same values.
-- **bans**: ``<Parallel>`` is masked out inside paths and summaries (no nesting) and once a
-  sample has ``max_blocks`` blocks (decoding continues linearly instead of stopping).
+  in the linearized sequence as the variant's trainer scores it (softmax of logits / temperature,
+  before top-p and the structural bans), so ``rollout_logprobs(..., mode)`` recomputes them:
+  the unseen mask for ``forked``, plain causal for ``seen`` and ``reread``. In ``reread`` mode
+  the tokens of paths 2..k (and the token after each ``</Path>``) are *sampled* without the
+  earlier paths but *recorded* with them (the re-read's logits), as verl recomputes old
+  log-probs with the actor.
+- **block limit**: ``<Parallel>`` is masked out inside paths and summaries (no nesting) and once
+  a sample has ``max_blocks`` blocks. ``at_block_limit="stop"`` (the default, the paper's):
+  the sample ends right after the ``max_blocks``-th block's ``</Summary>`` (in ``seen`` mode:
+  the first ``</Summary>`` the model writes after its ``max_blocks``-th ``<Parallel>``), with
+  ``finish_reason="block_limit"`` and no final answer. ``"mask"``: decoding goes on.
 - **budgets**: a path has at most ``max_path_length`` tokens (and at most an equal share of the
   remaining completion budget), ``</Path>`` included and forced at the cap; the completion is cut
   hard at ``max_completion_length`` tokens (``finish_reason="length"``), possibly inside a path or
   summary, which ``pr1lib.structure`` parses as a truncated block.
-- ``seen`` mode is plain sampling: the model writes every tag itself; only the block cap applies.
 - Other tags sampled out of place are ordinary tokens (the structure parser agrees).
 """
 
@@ -42,7 +60,12 @@ from typing import Any, Callable, Sequence
 import torch
 
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
+from pr1lib.kvcache import Streams
 from pr1lib.structure import TagIds, structured_logprobs, tag_ids
+
+BLOCK_LIMITS = ("stop", "mask")  # RolloutConfig.at_block_limit: the paper's stop | go on, masked
+# Re-read paths are fed this many tokens per forward: logits for all rows are (R, chunk, V).
+REREAD_CHUNK = 64
 
 
 @dataclass
@@ -54,7 +77,7 @@ class Rollout:
     logprobs: list[float] = field(default_factory=list)
     forced: list[int] = field(default_factory=list)  # 1 = inserted by the engine, 0 = sampled
     text: str = ""  # decoded with the tags
-    finish_reason: str = ""  # "eos" | "length"
+    finish_reason: str = ""  # "eos" | "length" | "block_limit"
     blocks: int = 0
     path_lengths: list[list[int]] = field(default_factory=list)  # per block, tokens per path
 
@@ -78,77 +101,6 @@ def as_columns(rollouts: Sequence[Rollout]) -> dict[str, list]:
     return {"prompt_ids": [r.prompt_ids for r in rollouts], "completion_ids": [r.completion_ids for r in rollouts],
             "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
             "text": [r.text for r in rollouts]}
-
-
-class Streams:
-    """Decoding rows that share one ``DynamicCache``; each row has its own positions and key mask.
-
-    ``valid[r, t]`` says whether cached column ``t`` is a real key of row ``r`` (False = a hole).
-    """
-
-    def __init__(self, model: Any):
-        self.model, self.cache, self.fed = model, None, 0
-        self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
-        self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
-
-    def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor, keep: Any = 1) -> torch.Tensor:
-        mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-                         use_cache=True, logits_to_keep=keep)
-        self.cache, self.valid = out.cache, mask
-        self.fed += int(live.sum())
-        return out.logits  # (R, q, V)
-
-    def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
-        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
-        from transformers import DynamicCache
-
-        if not prompts or min(len(p) for p in prompts) == 0:
-            raise ValueError("every prompt needs at least one token")
-        dev = self.model.device
-        lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
-        width = int(lens.max())
-        ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in prompts], device=dev)  # (R, W)
-        positions = torch.arange(width, device=dev).expand(len(prompts), -1)  # (R, W)
-        self.cache = DynamicCache(config=self.model.config)
-        self.valid = torch.zeros(len(prompts), 0, dtype=torch.bool, device=dev)  # (R, 0)
-        last = torch.unique(lens - 1)  # (U,) sorted: only these columns need logits
-        logits = self._forward(ids, positions < lens[:, None], positions, keep=last)  # (R, U, V)
-        self.pos = lens.clone()  # (R,)
-        return logits[torch.arange(len(prompts), device=dev), torch.searchsorted(last, lens - 1)]  # (R, V)
-
-    def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
-        """Feed one token per row (rows with ``live`` False add a hole); returns logits ``(R, V)``."""
-        logits = self._forward(tokens[:, None], live[:, None], self.pos[:, None])  # (R, 1, V)
-        self.pos = self.pos + live.long()  # (R,)
-        return logits[:, -1]  # (R, V)
-
-    def regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]], pos: Sequence[int]) -> None:
-        """Rebuild the rows: new row i concatenates segments ``(row, a, b)``, keys ``a:b`` of the
-        old row's real keys (holes skipped). Forks repeat a row, merges join rows, drops omit one.
-        """
-        from transformers import DynamicCache
-
-        dev = self.valid.device
-        real = {r: self.valid[r].nonzero().squeeze(1) for r in {seg[0] for row in plan for seg in row}}
-        parts = [[(r, real[r][a:b]) for r, a, b in row] for row in plan]
-        width = max([sum(len(c) for _, c in row) for row in parts] + [1])
-        rows = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
-        cols = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
-        valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
-        for i, row in enumerate(parts):
-            r_idx = torch.cat([torch.full_like(c, r) for r, c in row])  # (n_i,)
-            c_idx = torch.cat([c for _, c in row])  # (n_i,)
-            rows[i, : len(c_idx)], cols[i, : len(c_idx)], valid[i, : len(c_idx)] = r_idx, c_idx, True
-        kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
-               layer.values[rows, :, cols].transpose(1, 2).contiguous())
-              for layer in self.cache.layers]  # each (R', H, T', D)
-        self.cache, self.valid = DynamicCache(kv), valid
-        self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
-
-    def n_real(self, row: int) -> int:
-        """How many real (non-hole) keys row ``row`` has in the cache."""
-        return int(self.valid[row].sum())
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
@@ -197,12 +149,16 @@ class _Engine:
     def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
+        if config.at_block_limit not in BLOCK_LIMITS:
+            raise ValueError(f"at_block_limit must be one of {BLOCK_LIMITS}, "
+                             f"got {config.at_block_limit!r}")
         self.model, self.tok, self.cfg, self.gen = model, tokenizer, config, generator
         self.tags: TagIds = tag_ids(tokenizer)
         self.eos = tokenizer.eos_token_id
         self.pad = self.tags.pad if self.tags.pad is not None else self.eos
         self.newline = tokenizer.encode("\n", add_special_tokens=False)
         self.streams = Streams(model)
+        self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
 
     # -- the loop ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -275,9 +231,17 @@ class _Engine:
             row.kind = "trunk"
         elif row.kind == "trunk" and tok == self.tags.parallel:
             s.blocks += 1
-            row.fork_pending = self.cfg.mode == "forked"
+            row.fork_pending = self.cfg.mode != "seen"
+        if self.at_block_limit(s, tok):
+            self.finish(row, "block_limit")
         if (row.kind == "trunk" and tok == self.eos) or len(s.completion_ids) >= self.cfg.max_completion_length:
             self.finish(row, "eos" if tok == self.eos and not forced else "length")
+
+    def at_block_limit(self, s: Rollout, tok: int) -> bool:
+        """The paper's stop: the ``max_blocks``-th block's ``</Summary>`` ends the sample. In
+        ``seen`` mode it is the first ``</Summary>`` the model writes after that ``<Parallel>``."""
+        limit = self.cfg.at_block_limit == "stop" and s.blocks >= self.cfg.max_blocks
+        return limit and tok == self.tags.end_summary
 
     def finish(self, row: _Row, reason: str) -> None:
         s = self.samples[row.sample]
@@ -337,6 +301,8 @@ class _Engine:
         """Apply forks, merges and finished rows to ``Streams`` (only when something changed)."""
         if not any(map(self.changes, self.rows)):
             return  # nothing forks, merges or ends this step
+        if self.cfg.mode == "reread":
+            self.reread()  # before reading the rows' lengths: it adds keys to path 1's rows
         rows, plan, pos = [], [], []
         old_pos, real = self.streams.pos.tolist(), self.streams.valid.sum(dim=1).tolist()
         where = {id(r): i for i, r in enumerate(self.rows)}
@@ -346,10 +312,9 @@ class _Engine:
             if row.done or (merging and row is not row.group[0]):
                 continue  # dropped, or merged into the group's first row
             if merging:
-                idx = [where[id(r)] for r in row.group]
                 rows.append(self.merge(row.group))
-                plan.append([(i, 0, n)] + [(j, r.n_prefix, real[j]) for j, r in zip(idx[1:], row.group[1:])])
-                pos.append(max(old_pos[j] for j in idx))  # max path end + 1
+                segments, next_pos = self.merge_plan(row.group, where, real, old_pos)
+                plan.append(segments), pos.append(next_pos)
             elif row.group and row.kind != "path":  # a fork: k copies of the row
                 rows += row.group
                 plan += [[(i, 0, n)]] * len(row.group)
@@ -360,6 +325,58 @@ class _Engine:
         self.rows = [r for r, _, _ in keep]
         if self.rows:
             self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
+
+    def merge_plan(self, group: list[_Row], where: dict[int, int], real: list[int],
+                   old_pos: list[int]) -> tuple[list[tuple[int, int, int]], int]:
+        """The summary row's cache segments and next position, for ``Streams.regroup``."""
+        idx = [where[id(r)] for r in group]
+        first = [(idx[0], 0, real[idx[0]])]  # the prefix and path 1 (and, re-read, paths 2..k)
+        if self.cfg.mode == "reread":
+            return first, old_pos[idx[0]]  # sequential: right after the re-read paths
+        rest = [(j, r.n_prefix, real[j]) for j, r in zip(idx[1:], group[1:])]  # path keys only
+        return first + rest, max(old_pos[j] for j in idx)  # max path end + 1
+
+    # -- reread mode: the seen summary ----------------------------------------------------
+    def reread(self) -> None:
+        """Feed paths 2..k of every completed group onto its path 1 row (which holds the prefix
+        and path 1), causally at sequential positions, and record their causal log-probs: the
+        seen trainer's view. The paths were *sampled* apart; only the summary reads them so."""
+        groups = [r.group for r in self.rows
+                  if r.kind == "path" and r is r.group[0] and all(x.waiting for x in r.group)]
+        if not groups:
+            return
+        rows = [self.rows.index(g[0]) for g in groups]
+        seqs = [sum((r.buf.completion_ids for r in g[1:]), []) for g in groups]
+        for g, lp in zip(groups, self.feed_rows(rows, seqs, self.tags.end_parallel)):
+            at = 0
+            for r in g[1:]:  # lp[c] is the log-prob of the token after re-read token c
+                n = len(r.buf.completion_ids)
+                r.buf.logprobs[1:] = lp[at: at + n - 1]  # its <Path>'s: the previous after_lp
+                r.after_lp = lp[at + n - 1]  # the next <Path>, or </Parallel>
+                at += n
+
+    def feed_rows(self, rows: list[int], seqs: list[list[int]], last: int) -> list[list[float]]:
+        """Feed ``seqs[g]`` on row ``rows[g]`` while the other rows idle, ``REREAD_CHUNK`` columns
+        per forward; returns each fed token's log-prob of the token after it (``last`` after the
+        last one), at the rollout temperature like every recorded log-prob."""
+        dev, width = self.streams.pos.device, max(len(q) for q in seqs)
+        ids = torch.full((len(self.rows), width), self.pad, device=dev)  # (R, W)
+        target = torch.full((len(rows), width), self.pad, device=dev)  # (G, W)
+        for g, (i, q) in enumerate(zip(rows, seqs)):
+            ids[i, : len(q)] = torch.tensor(q, device=dev)
+            target[g, : len(q)] = torch.tensor(q[1:] + [last], device=dev)
+        lens = torch.zeros(len(self.rows), dtype=torch.long, device=dev)  # (R,)
+        lens[rows] = torch.tensor([len(q) for q in seqs], device=dev)
+        live = torch.arange(width, device=dev)[None, :] < lens[:, None]  # (R, W)
+        temp = self.cfg.temperature if self.cfg.temperature > 0 else 1.0
+        out = []
+        for a in range(0, width, REREAD_CHUNK):
+            b = a + REREAD_CHUNK
+            logits = self.streams.extend(ids[:, a:b], live[:, a:b])[rows]  # (G, q, V)
+            logp = torch.log_softmax(logits.float() / temp, dim=-1)  # (G, q, V)
+            out.append(logp.gather(-1, target[:, a:b, None]).squeeze(-1))  # (G, q)
+        self.reread_tokens += int(lens.sum())
+        return [lp[: len(q)] for lp, q in zip(torch.cat(out, dim=1).tolist(), seqs)]
 
     def finalize(self, s: Rollout) -> None:
         cut = self.cfg.max_completion_length
@@ -379,8 +396,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: Rollout
 
     ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
     dict receives ``fed_tokens`` (tokens run through the model: each prompt and completion token
-    at most once, so no path is ever re-processed) and ``steps`` (decoding steps). ``generator``
-    (on the model's device) makes sampling reproducible; it is shared by the batch.
+    at most once, plus in ``reread`` mode the re-read paths), ``reprefill_tokens`` (those re-read
+    tokens: paths 2..k of every block; 0 in the other modes) and ``steps`` (decoding steps).
+    ``generator`` (on the model's device) makes sampling reproducible; it is shared by the batch.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
@@ -400,7 +418,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: Rollout
     engine = _Engine(model, tokenizer, config, generator)
     rollouts = engine.run(_encode_prompts(tokenizer, prompts))
     if stats is not None:
-        stats.update(fed_tokens=engine.streams.fed, steps=engine.steps)
+        stats.update(fed_tokens=engine.streams.fed, steps=engine.steps,
+                     reprefill_tokens=engine.reread_tokens)
     return rollouts
 
 
@@ -408,7 +427,8 @@ def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mo
                      temperature: float = 1.0) -> list[list[float]]:
     """Recompute each completion token's log-prob with one structure-masked forward (the trainer's view).
 
-    ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` causally.
+    ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` and
+    ``reread`` causally (sequential positions).
     ``temperature=0`` (greedy) scores at 1, as the engine records greedy log-probs.
     """
     temperature = temperature if temperature > 0 else 1.0

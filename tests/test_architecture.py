@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
-    ("models", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
+    ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
     ("runs", "evaluate", "coldstart", "pretrain"),  # the pieces a stage is made of
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports

@@ -1,4 +1,5 @@
-"""pr1lib.rollout: forked decoding equals the masked full forward; recorded == recomputed log-probs."""
+"""pr1lib.rollout: forked decoding equals the masked full forward, re-read decoding the causal one;
+recorded == recomputed log-probs; the block limit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import torch
 from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
 from pr1lib.config import RolloutConfig
-from pr1lib.rollout import Rollout, Streams, as_columns, generate, rollout_logprobs
+from pr1lib.kvcache import Streams
+from pr1lib.rollout import Rollout, _Engine, as_columns, generate, rollout_logprobs
 from pr1lib.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
@@ -243,3 +245,138 @@ def test_greedy_forked_paths_open_with_distinct_tokens(steered):
         assert (a[0] if a else EPA) == logits.argmax().item()  # path 1: plain argmax (an empty path if it closes)
         assert b[0] == ranked[1] and a[:1] != b[:1]
     assert max_gap(steered, distinct, temperature=0.0) < 1e-4  # greedy: log-probs at T = 1, not NaN
+
+
+# ------------------------------------------------------------------ reread mode, the block limit
+def test_reread_merge_equals_causal_forward(model):
+    """Teacher-forced: prefix -> 2 rows -> keep path 1's row, re-read path 2 onto it -> summary,
+    all equal to one plain causal forward over the linearized sequence."""
+    prefix = tokens("Q: hi") + [P]
+    paths = [[PA] + tokens("abc") + [EPA], [PA] + tokens("defgh") + [EPA]]
+    tail = [EP] + NL + [S] + tokens("ok") + [ES]
+    seq = prefix + sum(paths, []) + tail
+    with torch.no_grad():
+        full = model(torch.tensor([seq])).logits[0]  # (L, V) causal, sequential positions
+        st = Streams(model)
+        st.prefill([prefix, tokens("other")], T.pad)
+        st.regroup([[(0, 0, len(prefix))]] * 2 + [[(1, 0, st.n_real(1))]], [len(prefix)] * 2 + [5])
+        for t in range(max(map(len, paths))):
+            live = [t < len(p) for p in paths] + [True]
+            feed = [p[t] if t < len(p) else T.pad for p in paths] + [7]
+            st.step(torch.tensor(feed), torch.tensor(live))
+        again = torch.tensor([[T.pad] * len(paths[1]), paths[1], [T.pad] * len(paths[1])])  # (3, q)
+        live = torch.tensor([[False], [True], [False]]).expand(-1, len(paths[1]))  # (3, q)
+        out = st.extend(again[[1, 0, 2]], live[[1, 0, 2]])  # path 1's row (0) re-reads path 2
+        at = len(prefix) + len(paths[0])
+        torch.testing.assert_close(out[0], full[at: at + len(paths[1])], atol=1e-5, rtol=0)
+        st.regroup([[(0, 0, st.n_real(0))], [(2, 0, st.n_real(2))]], [st.pos[0], st.pos[2]])
+        for i, tok in enumerate(tail):
+            out = st.step(torch.tensor([tok, 8]), torch.tensor([True, True]))  # (2, V)
+            torch.testing.assert_close(out[0], full[at + len(paths[1]) + i], atol=1e-5, rtol=0)
+
+
+def spy(monkeypatch) -> list[tuple[int, str, int, int, torch.Tensor]]:
+    """Record every decision's logits as ``(sample, kind, path index, tokens before, logits)``;
+    tokens before count the row's own path buffer for paths, the completion otherwise."""
+    calls, decide = [], _Engine.decide
+
+    def wrapped(self, logits):
+        for i, row in enumerate(self.rows):
+            if not row.waiting:
+                done = row.buf if row.kind == "path" else self.samples[row.sample]
+                calls.append((row.sample, row.kind, row.index, len(done.completion_ids),
+                              logits[i].clone()))
+        decide(self, logits)
+
+    monkeypatch.setattr(_Engine, "decide", wrapped)
+    return calls
+
+
+def script_path_one(monkeypatch) -> list[int]:
+    """Path 1 of every block writes the returned list's tokens (fill it in), then ``</Path>``,
+    instead of what it samples."""
+    path_step, script = _Engine.path_step, []
+
+    def scripted(self, i, row, tok, lp):
+        if row.index == 0 and not row.closing:
+            n = len(row.buf.completion_ids) - 1  # tokens after its <Path>
+            tok = script[n] if n < len(script) else EPA
+            lp = self.lp(i, tok)
+        path_step(self, i, row, tok, lp)
+
+    monkeypatch.setattr(_Engine, "path_step", scripted)
+    return script
+
+
+def test_reread_path_two_never_sees_path_one(monkeypatch, steered):
+    """Path 1 changes, path 2's logits and sampled tokens (same generator) do not; its recorded
+    log-probs do change: they are the causal ones over path 1, as the seen trainer scores them."""
+    calls, script, runs = spy(monkeypatch), script_path_one(monkeypatch), []
+    for text in ("aaaa", "zyxw"):
+        script[:], start = tokens(text), len(calls)
+        r = run(steered, seed=4, prompts=["Hi"], mode="reread")[0]
+        kinds = [c[1] for c in calls[start:]] + ["summary"]
+        block = calls[start: start + kinds.index("summary")]  # until the first summary
+        two = {n: lg for _, kind, j, n, lg in block if kind == "path" and j == 1}
+        runs.append((r, first_block_paths(r), two))
+        assert max_gap(steered, [r], mode="reread") < 1e-4
+    (r1, paths1, two1), (r2, paths2, two2) = runs
+    assert paths1[0] == tokens("aaaa") and paths2[0] == tokens("zyxw") and paths1[1] == paths2[1]
+    assert two1.keys() == two2.keys() and len(two1) == len(paths1[1]) + 2  # <Path> .. </Path> fed
+    for n in two1:
+        torch.testing.assert_close(two1[n], two2[n], atol=1e-5, rtol=0)
+    a = r1.completion_ids.index(EPA) + 2  # path 2's first token after its <Path>
+    assert r1.completion_ids[a: a + 3] == r2.completion_ids[a: a + 3]
+    assert r1.logprobs[a: a + 3] != pytest.approx(r2.logprobs[a: a + 3], abs=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["reread", "forked", "seen"])
+def test_trunk_and_summary_logits_equal_the_trainers_forward(monkeypatch, steered, mode):
+    """Every trunk and summary decision equals one forward over the linearized sequence: plain
+    causal for ``reread`` and ``seen``, the unseen mask (restarted positions) for ``forked``."""
+    calls = spy(monkeypatch)
+    rollouts = run(steered, seed=2, mode=mode)
+    checked = {"trunk": 0, "summary": 0}
+    for b, r in enumerate(rollouts):
+        x = torch.tensor([r.prompt_ids + r.completion_ids])  # (1, L)
+        with torch.no_grad():
+            extra = attention_inputs(x, TOK) if mode == "forked" else {}
+            full = steered(input_ids=x, use_cache=False, **extra).logits[0]  # (L, V)
+        for smp, kind, _, n, logits in calls:
+            if smp == b and kind != "path":
+                at = len(r.prompt_ids) + n - 1  # the token the row has just fed
+                torch.testing.assert_close(logits, full[at], atol=1e-5, rtol=0)
+                checked[kind] += 1
+    assert checked["trunk"] > 0 and (checked["summary"] > 0 or mode == "seen")
+
+
+def test_recorded_logprobs_equal_recomputed_reread(steered):
+    """The seen trainer's causal scoring reproduces every recorded log-prob (re-read path tokens
+    included); the re-read tokens are counted: paths 2..k of every block."""
+    for kw in ({}, dict(num_paths=3, temperature=0.7, top_p=0.9), dict(temperature=0.0)):
+        stats: dict = {}
+        rollouts = run(steered, seed=3, mode="reread", stats=stats, **kw)
+        assert sum(r.blocks for r in rollouts) >= 3
+        assert max_gap(steered, rollouts, "reread", kw.get("temperature", 1.0)) < 1e-4
+        reread = sum(sum(n[1:]) for r in rollouts for n in r.path_lengths)  # paths 2..k
+        assert stats["reprefill_tokens"] == reread
+        for r in rollouts:
+            forced_ok(r)
+
+
+@pytest.mark.parametrize("mode", ["forked", "reread", "seen"])
+def test_block_limit_stop_and_mask(mode):
+    """``stop`` (the paper): the sample ends with the 4th block's </Summary>, no 5th block;
+    ``mask``: <Parallel> is banned and decoding goes on to the budget."""
+    eager_blocks = steer(toy_model(len(TOK), seed=1), {P: 8.0, EPA: 2.5, ES: 3.0, EOS: -30.0})
+    cfg = dict(mode=mode, max_completion_length=160, max_path_length=8)
+    for r in run(eager_blocks, prompts=PROMPTS[:2], **cfg):
+        c = r.completion_ids
+        assert r.blocks == c.count(P) == 4 and c[-1] == ES and r.finish_reason == "block_limit"
+        opened = [i for i, (t, f) in enumerate(zip(c, r.forced)) if (t, f) in ((S, 1), (P, 0))]
+        assert ES not in c[opened[-1]: -1]  # it ends with the 4th summary (seen: after <Parallel>)
+    for r in run(eager_blocks, prompts=PROMPTS[:2], at_block_limit="mask", **cfg):
+        c = r.completion_ids
+        assert r.blocks == c.count(P) == 4 and r.finish_reason == "length" and len(c) == 160
+    with pytest.raises(ValueError):
+        run(eager_blocks, at_block_limit="nope")
