@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pr1lib.profiles import Preset, check_profile
+from pr1lib.validate import register_choices
 
 VARIANTS = ("seen", "unseen")  # seen: plain causal | unseen: path-isolating mask + positions
 ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the prefix cache
@@ -26,6 +27,8 @@ ROLLOUT_MODES = ("seen", "forked")  # one causal stream | paths forked from the 
 VARIANT_ROLLOUT = {"seen": "seen", "unseen": "forked"}
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
+# the values these fields may take, checked in every config (pr1lib.validate.check_fields)
+register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES)
 
 
 # ----------------------------------------------------------------------------- the recipe's tables
