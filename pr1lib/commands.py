@@ -125,12 +125,13 @@ def coldstart_config(args: Any) -> ColdStartConfig:
 
 def coldstart(args: Any) -> int:
     from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
-    from pr1lib.data import DataNotFoundError, check_split
+    from pr1lib.data import DataNotFoundError, load_source
     from pr1lib.teachers import TeacherError
 
     try:
-        config = coldstart_config(args)
-        check_split(config.source, config.split)
+        config = coldstart_config(args)  # then the problems: a data file's mistake is one line
+        problems = load_source(config.source, config.split, config.limit, args.data_path,
+                               config.seed)
         if config.teacher == "hf" and config.teacher_model:
             check_model(config.teacher_model)
         out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
@@ -138,8 +139,8 @@ def coldstart(args: Any) -> int:
         with _claim(args, out, "coldstart", config, COLDSTART_RESUMABLE):
             print(config, flush=True)
             tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
-            run = run_coldstart(config, out, teacher=teacher, tokenizer=tokenizer,
-                                data_path=args.data_path, progress=True)
+            run = run_coldstart(config, out, problems, teacher=teacher, tokenizer=tokenizer,
+                                progress=True)
     except (DataNotFoundError, TeacherError, ValueError) as err:
         print(f"error: {' '.join(str(err).split())}", flush=True)
         return 2
@@ -334,8 +335,8 @@ def _eval(args: Any) -> dict:
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
     cfg = cfg.replace(prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style)
     say = (lambda *a, **kw: None) if args.json else print
+    model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
     say(f"profile={profile} model={name}\n{cfg}", flush=True)
-    model, tokenizer = load_for_eval(name, profile, say)
     out = Path(args.out) if args.out else runs_dir() / "eval"
     with _claim(args, out, "eval"):
         result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name),

@@ -138,6 +138,7 @@ class FolderLock:
             print(f"note: {path} was left by pid {old}, which no longer runs: taking it over",
                   file=sys.stderr, flush=True)
         os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{os.getpid()}\n".encode())
         return cls(path, fd)
 
@@ -235,10 +236,10 @@ def claim(folder: str | Path, command: str, config: Any = None, resumable: Itera
         yield folder
         return
     created, fresh, lock = not folder.exists(), False, FolderLock.take(folder)
+    before = _stamp(folder)
     try:
         if overwrite and folder_owner(folder) is not None:
-            lock = _start_over(folder, lock)
-            created = True
+            lock, created, before = _start_over(folder, lock), True, {}
         _check_owner(folder, command, config, resumable, resume)
         fresh = not (folder / OWNER).exists()
         (folder / OWNER).write_text(json.dumps({"command": command, "config": _as_json(config)},
@@ -246,7 +247,7 @@ def claim(folder: str | Path, command: str, config: Any = None, resumable: Itera
         HELD.append(folder)
         yield folder
     finally:
-        _tidy(folder, lock, created, fresh)
+        _tidy(folder, lock, created, fresh and _stamp(folder) == before)
 
 
 def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
@@ -259,13 +260,18 @@ def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
         old.release()
 
 
-def _tidy(folder: Path, lock: FolderLock, created: bool, fresh: bool) -> None:
-    """Release the lock; a folder this run marked but wrote nothing else into loses the marks."""
-    leftovers = {p.name for p in folder.iterdir()} - {LOCK, OWNER} if folder.is_dir() else set()
-    if fresh and not leftovers:
+def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
+    """Size and time of each entry of ``folder`` but the marks (did a run write anything?)."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()
+            if p.name not in (LOCK, OWNER)} if folder.is_dir() else {}
+
+
+def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
+    """Release the lock; a folder this run marked but changed nothing else in loses the marks."""
+    if untouched:
         (folder / OWNER).unlink(missing_ok=True)
     lock.release()
-    if created and fresh and not leftovers:
+    if created and untouched:
         try:
             folder.rmdir()
         except OSError:
