@@ -121,6 +121,7 @@ class FolderLock:
 
     @classmethod
     def take(cls, folder: Path) -> FolderLock:
+        made = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / LOCK
         while True:
@@ -128,6 +129,8 @@ class FolderLock:
             if not _lock_fd(fd):
                 holder = _pid_in(fd)
                 os.close(fd)
+                if made:  # the holder's lock file keeps its folder: this only goes if empty
+                    _rmdir(folder)
                 raise FolderError(f"{folder} is in use by another run (pid {holder or '?'}): wait "
                                   "for it to finish, stop it, or pick another --out")
             if path.exists() and path.stat().st_ino == os.fstat(fd).st_ino:
@@ -222,7 +225,8 @@ def claim(folder: str | Path, command: str, config: Any = None, resumable: Itera
     that collects outputs, e.g. ``eval``'s): take its lock, refuse a folder holding another
     command's run or another config (fields in ``resumable`` may differ) unless ``resume``,
     or move it to ``<name>.prev`` first with ``overwrite``; record the run in ``OWNER``. On the
-    way out the lock goes, and a folder left with nothing but these marks is as it was before.
+    way out the lock goes, and a folder the run changed nothing in is as it was before (one that
+    was empty counts as absent, and goes).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "run"
@@ -235,8 +239,9 @@ def claim(folder: str | Path, command: str, config: Any = None, resumable: Itera
     if not is_main_process():  # rank 0 claims for the whole launch
         yield folder
         return
-    created, fresh, lock = not folder.exists(), False, FolderLock.take(folder)
+    lock, fresh = FolderLock.take(folder), False
     before = _stamp(folder)
+    created = not before  # absent or empty (a racing run may have made it): removed if unused
     try:
         if overwrite and folder_owner(folder) is not None:
             lock, created, before = _start_over(folder, lock), True, {}
@@ -272,10 +277,14 @@ def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> Non
         (folder / OWNER).unlink(missing_ok=True)
     lock.release()
     if created and untouched:
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
+        _rmdir(folder)
+
+
+def _rmdir(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (or gone): leave it
+        pass
 
 
 def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | None:
