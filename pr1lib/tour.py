@@ -132,7 +132,11 @@ def declared_parameters(path: Path) -> set[str]:
 
 def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as notebook parameters (Python literals, else text); a key no
-    notebook in ``paths`` declares, or one a flag sets, is a ``ValueError`` naming the others."""
+    notebook in ``paths`` declares, or one a flag sets, is a ``ValueError`` naming the others.
+
+    >>> notebook_parameters(select_notebooks(["04"]), ["init=runs/sft-tiny-seen"])
+    {'INIT': 'runs/sft-tiny-seen'}
+    """
     declared = set().union(*(declared_parameters(p) for p in paths)) - {"PROFILE", "SEED"}
     params: dict[str, Any] = {}
     for item in items:

@@ -86,7 +86,11 @@ def kinds(annotation: str) -> tuple[tuple[str, ...], bool]:
 
 
 def describe(annotation: str) -> str:
-    """What an annotation allows, in words: ``"None or a whole number"`` for ``int | None``."""
+    """What an annotation allows, in words.
+
+    >>> describe("int | None"), describe("float")
+    ('None or a whole number', 'a number')
+    """
     bases, optional = kinds(annotation)
     words = " or ".join(_WORDS.get(b, b) for b in bases)
     return f"None or {words}" if optional else words
@@ -147,7 +151,12 @@ def field_names(cls: type) -> list[str]:
 
 
 def unknown_key(cls: type, key: str, hint: str = "") -> ValueError:
-    """One line for a key ``cls`` has no field for: the valid keys, close matches first."""
+    """One line for a key ``cls`` has no field for: the valid keys, close matches first.
+
+    >>> from pr1lib.config import EvalConfig
+    >>> str(unknown_key(EvalConfig, "top-p"))[:53]
+    "unknown key 'top-p' for EvalConfig; valid keys: top_p"
+    """
     valid = field_names(cls)
     close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
     ordered = close + [k for k in valid if k not in close]
@@ -184,7 +193,14 @@ def parse_sets(cls: type, items: Iterable[str], hint: str = "") -> dict[str, Any
 
 
 def check_fields(cfg: Any) -> None:
-    """Refuse a config whose fields have the wrong type, are out of range or not a choice."""
+    """Refuse a config whose fields have the wrong type, are out of range or not a choice.
+
+    >>> from pr1lib.config import EvalConfig
+    >>> EvalConfig(temperature="hot")
+    Traceback (most recent call last):
+    ...
+    ValueError: temperature must be a number, got 'hot'
+    """
     for f in dataclasses.fields(cfg):
         value, (bases, optional) = getattr(cfg, f.name), kinds(f.type)
         if value is None and optional:
