@@ -16,13 +16,14 @@ import argparse
 import ast
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
 from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
 from pr1lib.data import SOURCES
 from pr1lib.evalsets import BENCHMARKS
-from pr1lib.profiles import PROFILES
+from pr1lib.profiles import PROFILES, check_profile
 from pr1lib.rewards import REWARD_MODES
 
 # command -> one-line help; its body is pr1lib.commands.<name with - as _>
@@ -38,14 +39,50 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose mistakes are one line (``--help`` still shows the usage)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def count(lowest: int = 1):
+    """An argparse ``type``: a whole number of at least ``lowest``, else one clear line.
+
+    >>> count(1)("3"), count(0)("0")
+    (3, 0)
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest:
+            raise argparse.ArgumentTypeError(f"must be a whole number of {lowest} or more, "
+                                             f"got {text!r}")
+        return value
+
+    return parse
+
+
+def add_folder_flags(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite`` and ``--resume``: what to do with an ``--out`` holding a different run."""
+    parser.add_argument("--overwrite", action="store_true", help="start over in an --out that "
+                        "holds another run (the old one moves to <out>.prev)")
+    parser.add_argument("--resume", action="store_true", help="continue in an --out that holds "
+                        "another config's run (or other files)")
+
+
 def add_common(parser: argparse.ArgumentParser, out_default: str | None = None) -> None:
     """The flags every stage shares: profile, output folder, seed and ``--set`` overrides."""
     parser.add_argument("--profile", choices=PROFILES, default=None,
                         help="cost tier (default: $PR1_PROFILE, else colab with CUDA, tiny without)")
     parser.add_argument("--out", default=out_default, help="output folder for this run")
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the config's)")
+    parser.add_argument("--seed", type=count(0), default=None,
+                        help="random seed (default: the config's)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config field, e.g. --set learning_rate=3e-4 (repeatable)")
+    add_folder_flags(parser)
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -75,6 +112,8 @@ def print_json(result: dict[str, Any]) -> None:
 def _tour(p: argparse.ArgumentParser) -> None:
     add_common(p)
     p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
+    p.epilog = ("--set KEY=VALUE sets a parameter the notebooks declare (e.g. INIT=runs/x); "
+                "PROFILE and SEED come from --profile and --seed")
 
 
 def _pretrain_tiny(p: argparse.ArgumentParser) -> None:
@@ -87,7 +126,8 @@ def _coldstart(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", choices=("rule", "hf", "openai"), default=None, help="default: rule")
     p.add_argument("--source", choices=SOURCES, default=None, help="default: gsm8k")
     p.add_argument("--split", choices=("train", "test"), default=None, help="default: train")
-    p.add_argument("--limit", type=int, default=None, help="first N problems (default: all)")
+    p.add_argument("--limit", type=count(1), default=None,
+                   help="first N problems (default: all)")
     p.add_argument("--data-path", default=None, help="a folder or JSONL file (default: "
                    "$PR1_DATA_DIR or ../shared/data, else the hub)")
     p.add_argument("--model", dest="teacher_model", default=None,
@@ -98,7 +138,8 @@ def _coldstart(p: argparse.ArgumentParser) -> None:
                    "seconds to wait to connect or for the next byte, per attempt (default 120)")
     p.add_argument("--deadline", type=float, default=None, metavar="S", help="openai teacher: "
                    "wall-clock seconds per problem, retries included (default 600)")
-    p.add_argument("--max-retries", type=int, default=None, metavar="N", help="openai teacher: "
+    p.add_argument("--max-retries", type=count(0), default=None, metavar="N",
+                   help="openai teacher: "
                    "retries after a 408/429/5xx, timeout or dropped connection (default 4)")
     p.add_argument("--rpm", dest="requests_per_minute", type=float, default=None, metavar="R",
                    help="openai teacher: at most R requests per minute (default 0: no limit)")
@@ -114,6 +155,8 @@ def _sft(p: argparse.ArgumentParser) -> None:
                    help="seen (plain causal), unseen (path-isolating mask), or both")
     p.add_argument("--data", default=None, help="cold-start set folder from `coldstart` "
                    "(default: build one with the rule teacher)")
+    p.add_argument("--model", default=None, help="start model: a model folder, a run folder "
+                   "(its merged/) or a hub id (default: the profile's model)")
 
 
 def _grpo(p: argparse.ArgumentParser) -> None:
@@ -126,8 +169,12 @@ def _grpo(p: argparse.ArgumentParser) -> None:
                    "(path-isolating) or plain (no tags: the GRPO baseline)")
     p.add_argument("--init", default=None, help="start checkpoint: a run folder with merged/ "
                    "(default: the previous stage's run, else runs/sft-<profile>-<variant>)")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: max_steps)")
-    p.add_argument("--seeds", type=int, nargs="+", default=None, help="repeat for these seeds")
+    p.add_argument("--model", default=None, help="start model, as --init: a model folder, a run "
+                   "folder (its merged/) or a hub id")
+    p.add_argument("--steps", type=count(1), default=None,
+                   help="optimizer steps (default: max_steps)")
+    p.add_argument("--seeds", type=count(0), nargs="+", default=None,
+                   help="repeat for these seeds")
     p.add_argument("--ablation", action="store_true", help="run (or print) the reward ablation")
     p.add_argument("--refresh", action="store_true", help="ablation: ignore cached results")
 
@@ -135,8 +182,8 @@ def _grpo(p: argparse.ArgumentParser) -> None:
 def _eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="folder or hub id (default: the profile's model)")
     p.add_argument("--data", choices=list(BENCHMARKS), default=None, help="benchmark")
-    p.add_argument("--n", type=int, default=None, help="first N problems (0: all)")
-    p.add_argument("--k", type=int, default=None, help="samples per problem")
+    p.add_argument("--n", type=count(0), default=None, help="first N problems (0: all)")
+    p.add_argument("--k", type=count(1), default=None, help="samples per problem")
     p.add_argument("--mode", choices=ROLLOUT_MODES, default=None,
                    help="seen (causal) or forked (engine)")
     p.add_argument("--json", action="store_true", help="print only the final JSON line")
@@ -146,10 +193,11 @@ def _eval(p: argparse.ArgumentParser) -> None:
 def _bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=("rollout", "all"))
     p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--path-len", type=int, default=48)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=count(1), default=5)
+    p.add_argument("--path-len", type=count(1), default=48)
+    p.add_argument("--threads", type=count(1), default=1)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
+    add_folder_flags(p)
 
 
 def _export_verl(p: argparse.ArgumentParser) -> None:
@@ -158,12 +206,13 @@ def _export_verl(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coldstart", default=None, metavar="DIR",
                    help="cold-start set folder from `coldstart`")
     p.add_argument("--out", default="runs/verl", help="output folder (default: runs/verl)")
-    p.add_argument("--limit", type=int, default=None, help="first N rows of each split")
+    p.add_argument("--limit", type=count(1), default=None, help="first N rows of each split")
     p.add_argument("--reward-mode", choices=tuple(REWARD_MODES), default=None,
                    help="extra_info.reward_mode of train rows (default: the paper's per set)")
     p.add_argument("--prompt-style", default="v3", help="pr1lib.prompts style (default: v3)")
     p.add_argument("--data-dir", default=None,
                    help="folder with gsm8k/ and dapo/ (default: $PR1_DATA_DIR)")
+    add_folder_flags(p)
 
 
 EPILOGS = {"coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
@@ -173,7 +222,7 @@ ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _colds
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pr1lib", description="Parallel-R1 tutorial "
+    parser = Parser(prog="python -m pr1lib", description="Parallel-R1 tutorial "
                                      "pipeline: each COMMAND runs one stage with the notebooks' configs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
@@ -182,13 +231,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A bad input is one ``error:`` line on stderr and exit 2 (before anything
+    is written); Ctrl-C is one line and exit 130; ``PR1_TRACEBACK=1`` shows the traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 0
-    commands = importlib.import_module("pr1lib.commands")  # heavy: torch, TRL (after parsing)
-    return int(getattr(commands, args.command.replace("-", "_"))(args) or 0)
+    try:
+        if os.environ.get("PR1_PROFILE") and getattr(args, "profile", None) is None:
+            check_profile(None)  # an unknown $PR1_PROFILE fails every command the same way
+        commands = importlib.import_module("pr1lib.commands")  # heavy: torch, TRL (after parsing)
+        return int(getattr(commands, args.command.replace("-", "_"))(args) or 0)
+    except (ValueError, OSError) as err:  # bad input: a config, a file, a folder, a model
+        if os.environ.get("PR1_TRACEBACK"):
+            raise
+        print(f"error: {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted(), file=sys.stderr, flush=True)
+        return 130
+
+
+def interrupted() -> str:
+    """The one line after Ctrl-C: where to resume from (the folder this run was writing)."""
+    runs = sys.modules.get("pr1lib.runs")
+    held = [p for p in getattr(runs, "HELD", []) if p.exists()]
+    if not held:
+        return "interrupted: nothing was written; rerun the same command to start again"
+    return f"interrupted: rerun the same command to resume from {held[-1]}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from pr1lib.config import (
     check_profile,
 )
 from pr1lib.paths import runs_dir
+from pr1lib.validate import check_dataset, check_model, parse_sets
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -47,9 +50,12 @@ def print_json(result: Any) -> None:
     print(json.dumps(result, default=str), flush=True)
 
 
-def _with_flags(args: Any, *names: str, **renamed: str) -> dict[str, Any]:
-    """``--set`` overrides plus the command's own flags that were given (``None``: not given)."""
-    out = parse_overrides(args.overrides)
+def _with_flags(args: Any, *names: str, config: type | None = None,
+                **renamed: str) -> dict[str, Any]:
+    """``--set`` overrides (typed and checked against ``config``'s fields when given) plus the
+    command's own flags that were given (``None``: not given)."""
+    sets = getattr(args, "overrides", [])
+    out = parse_sets(config, sets) if config is not None else parse_overrides(sets)
     for name in names:
         if getattr(args, name, None) is not None:
             out[name] = getattr(args, name)
@@ -59,13 +65,26 @@ def _with_flags(args: Any, *names: str, **renamed: str) -> dict[str, Any]:
     return out
 
 
+def _claim(args: Any, folder: str | Path, command: str, config: Any = None,
+           resumable: tuple[str, ...] = ()):
+    """``pr1lib.runs.claim`` with the command's ``--overwrite`` / ``--resume``."""
+    from pr1lib.runs import claim
+
+    return claim(folder, command, config, resumable, overwrite=getattr(args, "overwrite", False),
+                 resume=getattr(args, "resume", False))
+
+
 # ----------------------------------------------------------------------------- data and models
 def tour(args: Any) -> int:
     from pr1lib.analytics import read_headline
-    from pr1lib.tour import run_tour
+    from pr1lib.tour import notebook_parameters, run_tour, select_notebooks
 
+    profile = check_profile(args.profile or os.environ.get("PR1_PROFILE") or "tiny")
+    params = notebook_parameters(select_notebooks(args.only), args.overrides)
+    out = Path(args.out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     start = time.perf_counter()
-    report, runs = run_tour(args.profile or "tiny", args.out, args.only, args.seed or 0)
+    with _claim(args, out, "tour"):
+        report, runs = run_tour(profile, out, args.only, args.seed or 0, params)
     failed = sum(r.error is not None for r in runs)
     headline = read_headline(report.parent)
     if headline:
@@ -79,9 +98,11 @@ def tour(args: Any) -> int:
 def pretrain_tiny(args: Any) -> int:
     from pr1lib.pretrain import pretrain
 
-    cfg = PretrainConfig.for_profile(args.profile, **_with_flags(args, "seed"))
-    print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
-    card = pretrain(cfg, args.out, progress=not args.no_progress)
+    cfg = PretrainConfig.for_profile(args.profile, **_with_flags(args, "seed",
+                                                                 config=PretrainConfig))
+    with _claim(args, args.out, "pretrain-tiny", cfg):
+        print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
+        card = pretrain(cfg, args.out, progress=not args.no_progress)
     print_json({"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
                 "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
                 "out": str(args.out)})
@@ -90,28 +111,38 @@ def pretrain_tiny(args: Any) -> int:
 
 COLDSTART_FLAGS = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed",
                    "timeout", "deadline", "max_retries", "requests_per_minute", "concurrency")
+# fields a rerun in the same --out may change: the cache keeps every trace, keyed by problem
+COLDSTART_RESUMABLE = ("limit", "llm_limit", "batch_size", "llm_batch_size", "timeout",
+                       "deadline", "max_retries", "requests_per_minute", "concurrency",
+                       "max_consecutive_failures", "base_url")
 
 
 def coldstart_config(args: Any) -> ColdStartConfig:
     """The run's config: the profile's, then ``--set`` overrides, then the named flags."""
-    return ColdStartConfig.for_profile(args.profile, **_with_flags(args, *COLDSTART_FLAGS))
+    return ColdStartConfig.for_profile(args.profile, **_with_flags(args, *COLDSTART_FLAGS,
+                                                                   config=ColdStartConfig))
 
 
 def coldstart(args: Any) -> int:
     from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
-    from pr1lib.data import DataNotFoundError
+    from pr1lib.data import DataNotFoundError, load_source
     from pr1lib.teachers import TeacherError
 
-    config = coldstart_config(args)
-    out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
-    print(config, flush=True)
     try:
+        config = coldstart_config(args)  # then the problems: a data file's mistake is one line
+        problems = load_source(config.source, config.split, config.limit, args.data_path,
+                               config.seed)
+        if config.teacher == "hf" and config.teacher_model:
+            check_model(config.teacher_model)
+        out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
         teacher = make_teacher(config)
-        tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
-        run = run_coldstart(config, out, teacher=teacher, tokenizer=tokenizer,
-                            data_path=args.data_path, progress=True)
+        with _claim(args, out, "coldstart", config, COLDSTART_RESUMABLE):
+            print(config, flush=True)
+            tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
+            run = run_coldstart(config, out, problems, teacher=teacher, tokenizer=tokenizer,
+                                progress=True)
     except (DataNotFoundError, TeacherError, ValueError) as err:
-        print(f"error: {err}", flush=True)
+        print(f"error: {' '.join(str(err).split())}", flush=True)
         return 2
     code = report_failures(run.result)
     print_json(run.result)
@@ -121,23 +152,42 @@ def coldstart(args: Any) -> int:
 # ----------------------------------------------------------------------------- training
 def sft(args: Any) -> int:
     from pr1lib.config import PARALLEL_VARIANTS
+    from pr1lib.models import stage_model_config
     from pr1lib.sft import run_sft
 
-    overrides = _with_flags(args, "seed")
+    overrides = _with_flags(args, "seed", config=SFTStageConfig)
     if args.variant and args.variant != "both":
         overrides["variant"] = args.variant
     cfg = SFTStageConfig.for_profile(args.profile, **overrides)
+    data = check_dataset(args.data) if args.data else None
+    model = check_model(args.model) if args.model else None
     variants = PARALLEL_VARIANTS if args.variant == "both" else (cfg.variant,)
+    outs = {v: _sft_out(args, cfg.replace(variant=v), len(variants) > 1, data) for v in variants}
     results, before = {}, None
-    for variant in variants:
-        cfg = cfg.replace(variant=variant)
-        print(cfg, flush=True)
-        out = Path(args.out) / variant if args.out and len(variants) > 1 else args.out
-        run = run_sft(cfg, args.data, out, before=before)
-        before, results[variant] = run.result["before"], run.result
-        print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
+    with ExitStack() as claims:  # every folder first: the second variant never fails late
+        for variant in variants:
+            claims.enter_context(_claim(args, outs[variant], "sft", cfg.replace(variant=variant),
+                                        ("num_threads",)))
+        for variant in variants:
+            cfg = cfg.replace(variant=variant)
+            print(cfg, flush=True)
+            model_cfg = stage_model_config(cfg, model) if model else None
+            run = run_sft(cfg, data, outs[variant], before=before, model_cfg=model_cfg)
+            before, results[variant] = run.result["before"], run.result
+            print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
     print_json(results[variants[0]] if len(variants) == 1 else results)
     return 0
+
+
+def _sft_out(args: Any, cfg: SFTStageConfig, several: bool, data: Path | None) -> Path:
+    """A variant's run folder; never the ``--data`` folder or one holding it."""
+    default = runs_dir() / f"sft-{cfg.profile}-{cfg.variant}"
+    out = Path(args.out) / cfg.variant if args.out and several else Path(args.out or default)
+    if data is not None and (out.resolve() == data.resolve() or out.resolve() in
+                             data.resolve().parents):
+        raise ValueError(f"--out {out} would hold the --data set {data} (the run's files would "
+                         "overwrite it): pick another --out")
+    return out
 
 
 def _print_row(row: dict) -> None:
@@ -147,8 +197,12 @@ def _print_row(row: dict) -> None:
     print(f"step {row['step']}: " + " ".join(parts), flush=True)
 
 
+GRPO_RESUMABLE = ("max_steps", "save_steps", "logging_steps", "num_threads", "eval_n",
+                  "eval_max_new_tokens")  # a rerun with more --steps continues the same run
+
+
 def _grpo_overrides(args: Any) -> dict[str, Any]:
-    out = _with_flags(args, "reward", "variant")
+    out = _with_flags(args, "reward", "variant", config=GRPOStageConfig)
     if args.steps is not None:
         out["max_steps"] = args.steps
     return out
@@ -161,16 +215,20 @@ def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
 
     cfg = GRPOStageConfig.for_stage(int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed})
     init = args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
-    if cfg.variant == "unseen" and cfg.stage == 2:
-        print("note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)")
-    print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
     out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
-    dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
-    return run_grpo(cfg, init, out, dashboard=dashboard).result
+    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    with _claim(args, out, "grpo", cfg, GRPO_RESUMABLE):
+        if cfg.variant == "unseen" and cfg.stage == 2:
+            print("note: the paper skips Stage 2 for the unseen variant (it overfits easy "
+                  "problems)")
+        print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
+        dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
+        return run_grpo(cfg, init, out, dashboard=dashboard).result
 
 
 def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
     from pr1lib.ablation import (
+        ablation_dir,
         ablation_table,
         format_table,
         load_ablation,
@@ -185,8 +243,11 @@ def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
     cached = [] if fresh else load_ablation(profile, variant, seed, args.out)
     if cached:  # plain `python -m pr1lib grpo`: show what is there (--ablation reruns it)
         print(f"cached results (start: {cached[0]['init']}); pass --ablation to run it again")
-    results = cached or run_ablation(profile, variant, args.init, seed, args.out,
-                                     refresh=args.refresh, **overrides)
+    results = cached
+    if not cached:
+        with _claim(args, args.out or ablation_dir(profile, variant, seed), "grpo"):
+            results = run_ablation(profile, variant, args.init, seed, args.out,
+                                   refresh=args.refresh, **overrides)
     rows = ablation_table(results)
     verdict = table4_verdict(results)
     print(format_table(rows), flush=True)
@@ -203,15 +264,35 @@ def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
     variant, results = overrides.pop("variant", "seen"), []
     for s in seeds:  # the start is evaluated once: the held-out sets do not depend on the seed
         out = args.out and Path(args.out) / f"seed{s}"
-        run = run_curriculum(profile, variant, args.init, s, out,
-                             sft_metrics=results[0]["sft"] if results else None, **overrides)
+        with ExitStack() as held:
+            if out:
+                held.enter_context(_claim(args, out, "grpo"))
+            run = run_curriculum(profile, variant, args.init, s, out,
+                                 sft_metrics=results[0]["sft"] if results else None, **overrides)
         results.append(run)
         print(json.dumps({"seed": s, **{k: run.get(k) for k in ("sft", "final")}}, default=str))
     return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
 
 
+def _grpo_inputs(args: Any, profile: str) -> None:
+    """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
+    from pr1lib.grpo import check_config
+
+    if args.model and args.init:
+        raise ValueError("give --model or --init, not both: they name the same start")
+    args.init = args.init or args.model
+    if args.init:
+        check_model(args.init)
+    stage = int(args.stage) if args.stage in ("2", "3") else 3
+    overrides = _grpo_overrides(args)
+    if args.stage not in ("2", "3"):  # the ablation and the curriculum choose the reward
+        overrides.pop("reward", None)
+    check_config(GRPOStageConfig.for_stage(stage, profile, **overrides))
+
+
 def grpo(args: Any) -> int:
     profile = check_profile(args.profile)
+    _grpo_inputs(args, profile)
     seeds = args.seeds or [args.seed if args.seed is not None else 0]
     if args.stage is None or args.ablation:
         results = [_grpo_ablation(args, profile, s) for s in seeds]
@@ -240,34 +321,45 @@ def _eval(args: Any) -> dict:
     from pr1lib.evaluate import load_for_eval, model_tag, run_eval
 
     profile = check_profile(args.profile)
-    overrides = _with_flags(args, "n", "k", "mode", "seed", data="benchmark")
-    if overrides.get("n") == 0:
+    overrides = _with_flags(args, "n", "k", "mode", "seed", config=EvalConfig, data="benchmark")
+    if args.n == 0:  # --n 0: every problem
         overrides["n"] = None
     cfg = EvalConfig.for_profile(profile, **overrides)
-    name = args.model or ModelConfig.for_profile(profile).name
+    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
     cfg = cfg.replace(prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style)
     say = (lambda *a, **kw: None) if args.json else print
+    model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
     say(f"profile={profile} model={name}\n{cfg}", flush=True)
-    model, tokenizer = load_for_eval(name, profile, say)
     out = Path(args.out) if args.out else runs_dir() / "eval"
-    result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name),
-                      progress=not args.json)
-    return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
+    with _claim(args, out, "eval"):
+        result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name),
+                          progress=not args.json)
+        return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
 
 
 def bench(args: Any) -> int:
     from pr1lib.bench import run_benchmarks
 
-    print_json(run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
-                              args.quick))
+    with ExitStack() as held:
+        if args.out:
+            held.enter_context(_claim(args, args.out, "bench"))
+        result = run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
+                                args.quick)
+    print_json(result)
     return 0
 
 
 def export_verl(args: Any) -> int:
     from pr1lib.verl import export_verl as export
 
-    result = export(args.out, args.source, args.coldstart, args.limit, args.reward_mode,
-                    args.data_dir, args.prompt_style)
+    if not args.source and args.coldstart is None:
+        raise ValueError("nothing to export: give --source NAME (repeatable) and/or "
+                         "--coldstart DIR")
+    if args.coldstart is not None:
+        check_dataset(args.coldstart, "--coldstart")
+    with _claim(args, args.out, "export-verl"):
+        result = export(args.out, args.source, args.coldstart, args.limit, args.reward_mode,
+                        args.data_dir, args.prompt_style)
     for name, info in result["files"].items():
         print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
     print_json(result)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pr1lib.profiles import Preset, check_profile
+from pr1lib.validate import register_choices
 
 # seen: plain causal | unseen: path-isolating mask + positions | plain: no tags (the GRPO baseline)
 VARIANTS = ("seen", "unseen", "plain")
@@ -40,6 +41,8 @@ PROMPTS: dict[str, dict[str, str]] = {
 }
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
+# the values these fields may take, checked in every config (pr1lib.validate.check_fields)
+register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES)
 
 
 # ----------------------------------------------------------------------------- the recipe's tables

@@ -134,4 +134,4 @@ def load_benchmark(name: str, n: int | None = None, path: str | Path | None = No
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    return read_jsonl(path)
+    return read_jsonl(path, ("problem|question", "answer"))  # _record's fields, named by line

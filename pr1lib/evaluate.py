@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,6 +91,8 @@ def evaluate_records(records: list[dict], generate_fn: GenerateFn, k: int, bench
     """Rows for ``records`` (same order): k samples each, generated only for problems not yet in
     the results file at ``path``; each new row is appended as soon as its batch is done."""
     store = ResultsFile(path) if path is not None else None
+    if store is not None and store.dropped:
+        print(store.note(), file=sys.stderr, flush=True)  # never silent: those rows are redone
     rows = dict(store.rows) if store else {}
     stale = sorted({row["k"] for row in rows.values()} - {k})
     if stale:

@@ -3,7 +3,10 @@
 Rows are keyed (the last row per key wins); each append writes whole lines, then flushes and
 fsyncs. A line torn by a crash is counted in ``dropped``; when it is the last line it is cut off
 before the next append, so the file never holds a broken line in the middle. Unreadable lines
-elsewhere are skipped, and the good lines after them are kept: nothing readable is lost.
+elsewhere are skipped, and the good lines after them are kept: nothing readable is lost; ``note``
+says how many were dropped. A readable line that is not a row of the file (not an object, or
+without the key's field) is a ``JsonlError`` naming the file and the line, as are the mistakes
+``read_rows`` finds in a data file.
 """
 
 from __future__ import annotations
@@ -12,6 +15,48 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable
+
+
+class JsonlError(ValueError):
+    """A JSON Lines file that cannot be used as it is; the message names the file and the line."""
+
+
+def read_rows(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
+    """Every JSON object of a JSON Lines file (blank lines skipped). A malformed line, a line that
+    is not an object, a row without a ``required`` field (``"a|b"``: either) or an empty file is a
+    ``JsonlError`` naming the file, the line and the field.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
+    >>> _ = open(path, "w").write('{"question": "1+1?"}\\n')
+    >>> read_rows(path, required=["question", "answer"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pr1lib.jsonl.JsonlError: .../d.jsonl line 1: no "answer" field (each row needs question, answer)
+    """
+    rows, required = [], list(required)
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                rows.append(_row(path, number, line, required))
+    if not rows:
+        raise JsonlError(f"{path} is empty: a JSON Lines file holds one JSON object per line")
+    return rows
+
+
+def _row(path: str | Path, number: int, line: str, required: list[str]) -> dict:
+    try:
+        row = json.loads(line)
+    except ValueError as err:
+        raise JsonlError(f"{path} line {number}: not valid JSON ({err.msg})") from None
+    if not isinstance(row, dict):
+        raise JsonlError(f"{path} line {number}: not a JSON object (got {type(row).__name__})")
+    for field in required:
+        if not any(name in row for name in field.split("|")):
+            wanted = " or ".join(f'"{name}"' for name in field.split("|"))
+            raise JsonlError(f"{path} line {number}: no {wanted} field (each row needs "
+                             f"{', '.join(required)})")
+    return row
 
 
 class JsonlLog:
@@ -43,12 +88,27 @@ class JsonlLog:
             except ValueError:
                 row = None
             if row is not None:
-                self.rows[self.key(row)] = row
+                self.rows[self._key(row, offset, data)] = row
             elif line.strip():
                 self.dropped += 1
                 if offset + len(line) == len(data):
                     self._cut = offset
             offset += len(line)
+
+    def _key(self, row: Any, offset: int, data: bytes) -> Hashable:
+        try:
+            return self.key(row)
+        except (KeyError, TypeError, IndexError) as err:
+            number = data.count(b"\n", 0, offset) + 1
+            what = (f"has no {err.args[0]!r} field" if isinstance(err, KeyError)
+                    and isinstance(row, dict) else "is not a row of this file")
+            raise JsonlError(f"{self.path} line {number} {what}; delete that line, or pick "
+                             "another --out") from None
+
+    def note(self) -> str:
+        """One line saying how many unreadable lines were dropped, and where ("" when none)."""
+        return (f"note: {self.path}: dropped {self.dropped} unreadable line(s) (a write cut "
+                "short); their rows are made again" if self.dropped else "")
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
         """Write ``rows`` as whole lines, flush and fsync (after cutting a torn tail)."""

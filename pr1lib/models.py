@@ -43,6 +43,7 @@ from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed
 from pr1lib.tasks import generate
 from pr1lib.tokens import add_parallel_tags, lora_kwargs_for_tags
+from pr1lib.validate import check_model
 
 EOS_TOKEN = "<|endoftext|>"  # Qwen's end-of-text string; eos and pad, as in Qwen3 base models
 TINY_MODEL_DIR = "data/tiny-base"
@@ -77,17 +78,21 @@ def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
         f"Model {name!r} is not available: it is not a local folder and could not be loaded from the "
         f"Hugging Face hub ({why}). Download it once where there is network "
         f"(`hf download {name} --local-dir DIR`), then point at the folder: "
-        f"`--set name=DIR` on the command line or `ModelConfig(name=DIR)` in Python."
+        f"`--model DIR` on the command line (sft, grpo, eval; coldstart's hf teacher) or "
+        f"`ModelConfig(name=DIR)` in Python."
     )
 
 
 def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
     """``cls.from_pretrained`` that turns any 'cannot get it' error into ``ModelNotAvailableError``."""
-    source = resolve_model_name(name)
+    try:
+        source = resolve_model_name(check_model(name))  # a path-like name is never a hub id
+    except ValueError as err:
+        raise ModelNotAvailableError(str(err)) from None
     try:
         return cls.from_pretrained(source, **kwargs)
     except OSError as err:  # transformers and huggingface_hub raise OSError subclasses for misses
-        raise _not_available(name, err) from err
+        raise _not_available(name, err) from None  # its message has the first line of err
 
 
 def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 512):
@@ -220,8 +225,9 @@ def checkpoint_folder(path: str | Path) -> str:
 
 def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     """The ``ModelConfig`` of a training stage (``SFTStageConfig`` or ``GRPOStageConfig``): the
-    profile's model, or ``init``'s (a run folder's ``merged/``), with the stage's LoRA, 4-bit and
-    checkpointing choices (``None`` fields keep the profile's; checkpointing defaults to CUDA).
+    profile's model, or ``init`` (``--model`` / ``--init``: a run folder means its ``merged/``;
+    else a model folder or hub id), with the stage's LoRA, 4-bit and checkpointing choices
+    (``None`` fields keep the profile's; checkpointing defaults to CUDA).
 
     >>> from pr1lib.config import SFTStageConfig
     >>> stage_model_config(SFTStageConfig.for_profile("smoke", load_in_4bit=True)).load_in_4bit

@@ -69,13 +69,15 @@ class Executed:
     error: str | None = None
 
 
-def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int = 1800) -> Executed:
-    """Execute one notebook in ``profile`` with cwd = its folder; never raises on cell errors."""
+def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int = 1800,
+            params: dict | None = None) -> Executed:
+    """Execute one notebook in ``profile`` with cwd = its folder (``params``: more parameters
+    to set, e.g. ``INIT``); never raises on cell errors."""
     import nbclient
 
     path = Path(path)
     nb = read(path)
-    inject_parameters(nb, PROFILE=check_profile(profile), SEED=seed)
+    inject_parameters(nb, PROFILE=check_profile(profile), SEED=seed, **(params or {}))
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )

@@ -17,7 +17,10 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pr1lib.validate import check_fields, register_choices, unknown_key
+
 PROFILES = ("smoke", "tiny", "colab", "paper")
+register_choices(profile=PROFILES, model_profile=PROFILES)
 
 
 def check_profile(name: str | None) -> str:
@@ -39,9 +42,16 @@ class Preset:
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
+    def __post_init__(self) -> None:
+        check_fields(self)  # one ValueError naming the field, the value and what is allowed
+
     @classmethod
     def for_profile(cls, profile: str | None = None, **overrides: Any):
         profile = check_profile(profile)
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in overrides:
+            if key not in known:
+                raise unknown_key(cls, key)
         return cls(**{**cls.PRESETS.get(profile, {}), "profile": profile, **overrides})
 
     def replace(self, **changes: Any):

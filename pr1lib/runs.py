@@ -15,19 +15,28 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from typing import Any, Iterable, Iterator
 
 from pr1lib.config import ModelConfig
-from pr1lib.models import load_training_policy
-from pr1lib.runtime import environment_report, is_main_process
 
 CARD = "run_card.json"
+OWNER, LOCK = "pr1-run.json", "pr1-run.lock"  # which run a folder holds; who writes it now
+# a config.json "type" (folders from before OWNER existed) -> the command that wrote it
+COMMAND_OF = {"ColdStartConfig": "coldstart", "SFTStageConfig": "sft", "GRPOStageConfig": "grpo",
+              "PretrainConfig": "pretrain-tiny", "EvalConfig": "eval"}
+SIGNS = {"traces.jsonl": "coldstart", "start.json": "grpo"}  # files a run writes before config.json
+HELD: list[Path] = []  # folders claimed by this process, newest last (the CLI's interrupt line)
+
+
+def is_main_process() -> bool:
+    """``pr1lib.runtime.is_main_process`` without torch (``claim`` serves light commands too)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 @dataclass
@@ -97,6 +106,187 @@ def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
         marker.write_text(json.dumps({"start": sid}))
 
 
+# ----------------------------------------------------------------------------- one run per folder
+class FolderError(ValueError):
+    """A folder locked by another run, or holding a different one: the message says what to do."""
+
+
+class FolderLock:
+    """An exclusive lock file in a folder, holding the owner's pid. The kernel lock
+    (``fcntl.flock``) dies with its process, so a file left by a killed run is taken over, with a
+    note; a live holder makes ``take`` a ``FolderError``. ``release`` deletes the file."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self.fd = path, fd
+
+    @classmethod
+    def take(cls, folder: Path) -> FolderLock:
+        made = not folder.exists()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / LOCK
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not _lock_fd(fd):
+                holder = _pid_in(fd)
+                os.close(fd)
+                if made:  # the holder's lock file keeps its folder: this only goes if empty
+                    _rmdir(folder)
+                raise FolderError(f"{folder} is in use by another run (pid {holder or '?'}): wait "
+                                  "for it to finish, stop it, or pick another --out")
+            if path.exists() and path.stat().st_ino == os.fstat(fd).st_ino:
+                break
+            os.close(fd)  # its holder deleted the file as we opened it: take the new one
+        old = _pid_in(fd)
+        if old and old != os.getpid():
+            print(f"note: {path} was left by pid {old}, which no longer runs: taking it over",
+                  file=sys.stderr, flush=True)
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return cls(path, fd)
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+
+
+def _lock_fd(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # Windows: a lock on the first byte
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def _pid_in(fd: int) -> int | None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 64).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def folder_owner(folder: Path) -> tuple[str | None, dict | None] | None:
+    """``(command, config)`` of the run ``folder`` holds (``OWNER``, else a ``config.json`` of a
+    known type); ``(None, None)`` for other files; ``None`` when it is empty or absent."""
+    if (folder / OWNER).is_file():
+        try:
+            owner = json.loads((folder / OWNER).read_text())
+            return owner["command"], owner.get("config")
+        except (ValueError, KeyError, TypeError):
+            return None, None
+    for name in ("config.json", "pretrain_config.json"):
+        try:
+            saved = json.loads((folder / name).read_text())
+            return COMMAND_OF[saved.pop("type")], saved
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    names = {p.name for p in folder.iterdir()} - {LOCK} if folder.is_dir() else set()
+    signed = [SIGNS[n] for n in sorted(names) if n in SIGNS]
+    return (signed[0] if signed else None, None) if names else None
+
+
+def _as_json(config: Any) -> dict | None:
+    return None if config is None else json.loads(json.dumps(config.to_dict(), default=str))
+
+
+def _check_owner(folder: Path, command: str, config: Any, resumable: Iterable[str],
+                 resume: bool) -> None:
+    owner = folder_owner(folder)
+    if owner is None or resume:
+        return
+    theirs, their_config = owner
+    again = (f"pick another --out, pass --resume to write into it anyway, or --overwrite to start "
+             f"over (the old files move to {folder.name}.prev)")
+    if theirs is None and config is not None:
+        raise FolderError(f"{folder} holds files that are not a pr1 run: {again}")
+    if theirs is not None and theirs != command:
+        raise FolderError(f"{folder} holds a {theirs} run, not a {command} one: {again}")
+    if config is None or their_config is None:
+        return
+    for key, value in _as_json(config).items():
+        if key in their_config and key not in resumable and their_config[key] != value:
+            raise FolderError(f"{folder} holds another {command} run ({key}={their_config[key]!r}, "
+                              f"not {value!r}): {again}")
+
+
+@contextmanager
+def claim(folder: str | Path, command: str, config: Any = None, resumable: Iterable[str] = (),
+          overwrite: bool = False, resume: bool = False) -> Iterator[Path]:
+    """Hold ``folder`` for one run of ``command`` (``config``: its config; ``None``: a folder
+    that collects outputs, e.g. ``eval``'s): take its lock, refuse a folder holding another
+    command's run or another config (fields in ``resumable`` may differ) unless ``resume``,
+    or move it to ``<name>.prev`` first with ``overwrite``; record the run in ``OWNER``. On the
+    way out the lock goes, and a folder the run changed nothing in is as it was before (one that
+    was empty counts as absent, and goes).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "run"
+    >>> with claim(d, "bench"): sorted(p.name for p in d.iterdir())
+    ['pr1-run.json', 'pr1-run.lock']
+    >>> d.exists()  # nothing else was written: the folder went again
+    False
+    """
+    folder = Path(folder)
+    if not is_main_process():  # rank 0 claims for the whole launch
+        yield folder
+        return
+    lock, fresh = FolderLock.take(folder), False
+    before = _stamp(folder)
+    created = not before  # absent or empty (a racing run may have made it): removed if unused
+    try:
+        if overwrite and folder_owner(folder) is not None:
+            lock, created, before = _start_over(folder, lock), True, {}
+        _check_owner(folder, command, config, resumable, resume)
+        fresh = not (folder / OWNER).exists()
+        (folder / OWNER).write_text(json.dumps({"command": command, "config": _as_json(config)},
+                                               indent=2))
+        HELD.append(folder)
+        yield folder
+    finally:
+        _tidy(folder, lock, created, fresh and _stamp(folder) == before)
+
+
+def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
+    """Move ``folder`` (holding ``lock``) to ``<name>.prev`` and lock a fresh one in its place."""
+    move_aside(folder, "--overwrite starts this run over")
+    old = FolderLock(folder.with_name(folder.name + ".prev") / LOCK, lock.fd)
+    try:
+        return FolderLock.take(folder)
+    finally:
+        old.release()
+
+
+def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
+    """Size and time of each entry of ``folder`` but the marks (did a run write anything?)."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()
+            if p.name not in (LOCK, OWNER)} if folder.is_dir() else {}
+
+
+def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
+    """Release the lock; a folder this run marked but changed nothing else in loses the marks."""
+    if untouched:
+        (folder / OWNER).unlink(missing_ok=True)
+    lock.release()
+    if created and untouched:
+        _rmdir(folder)
+
+
+def _rmdir(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (or gone): leave it
+        pass
+
+
 def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | None:
     """The result in ``run_dir/run_card.json`` when that run finished with this config and start
     (a rerun of a study reuses it instead of training and evaluating again), else ``None``."""
@@ -134,6 +324,10 @@ def save_run(trainer: Any, tokenizer: Any, run_dir: Path, model_cfg: ModelConfig
 
 def merge_adapter(adapter_dir: Path, model_cfg: ModelConfig):
     """A fresh full-precision base with the tags, the saved adapter loaded on it, then merged."""
+    from peft import PeftModel
+
+    from pr1lib.models import load_training_policy
+
     plain = model_cfg.replace(load_in_4bit=False, use_lora=False)
     base, _, _ = load_training_policy(plain, train_tag_rows=False)
     return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
@@ -141,6 +335,11 @@ def merge_adapter(adapter_dir: Path, model_cfg: ModelConfig):
 
 def load_run(run_dir: str | Path, merged: bool = True):
     """``(model, tokenizer)`` from a run folder, offline: the merged copy, or base + adapter."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pr1lib.models import load_training_policy
+
     run_dir = Path(run_dir)
     if not ((run_dir / "merged").is_dir() or (run_dir / "adapter").is_dir()):
         raise FileNotFoundError(f"{run_dir} is not a finished run folder: it has neither merged/ "
@@ -167,6 +366,8 @@ def write_run_card(run_dir: Path, result: dict, cfg: Any, model_cfg: ModelConfig
     """``run_card.json``: the result plus both configs, library versions and ``extra`` logs."""
     if not is_main_process():
         return
+    from pr1lib.runtime import environment_report
+
     card = {**result, "config": cfg.to_dict(), "model_config": model_cfg.to_dict(),
             "environment": environment_report(cfg.profile, cfg.seed).versions, **extra}
     (run_dir / CARD).write_text(json.dumps(card, indent=2, default=str))

@@ -9,11 +9,14 @@ plotly charts, images, text). The executed notebooks are saved beside it. While 
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
+import re
 import time
 from pathlib import Path
+from typing import Any, Iterable
 
 from pr1lib.analytics import HEADLINE_ENV, read_headline
 from pr1lib.notebook import Executed, execute, list_notebooks
@@ -101,17 +104,69 @@ def build_report(runs: list[Executed], profile: str, headline: dict | None = Non
     )
 
 
-def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0) -> list[Executed]:
+def select_notebooks(only: Iterable[str] | None = None) -> list[Path]:
+    """The notebooks whose name starts with one of ``only`` (all when ``None``); a prefix that
+    matches none is a ``ValueError`` listing the names.
+
+    >>> [p.name for p in select_notebooks(["01"])]
+    ['01_parallel_format.py']
+    """
+    paths = list_notebooks()
+    for prefix in only or ():
+        if not any(p.name.startswith(prefix) for p in paths):
+            names = ", ".join(p.stem for p in paths)
+            raise ValueError(f"--only {prefix} matches no notebook; choose prefixes of: {names}")
+    return [p for p in paths if not only or any(p.name.startswith(o) for o in only)]
+
+
+def declared_parameters(path: Path) -> set[str]:
+    """The names a notebook's ``parameters`` cell sets (``PROFILE``, ``SEED``, ...).
+
+    >>> sorted(declared_parameters(select_notebooks(["04"])[0]))
+    ['INIT', 'PROFILE', 'SEED']
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    cell = text.split('tags=["parameters"]', 1)[-1].split("# %%", 1)[0]
+    return set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", cell, re.MULTILINE))
+
+
+def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as notebook parameters (Python literals, else text); a key no
+    notebook in ``paths`` declares, or one a flag sets, is a ``ValueError`` naming the others.
+
+    >>> notebook_parameters(select_notebooks(["04"]), ["init=runs/sft-tiny-seen"])
+    {'INIT': 'runs/sft-tiny-seen'}
+    """
+    declared = set().union(*(declared_parameters(p) for p in paths)) - {"PROFILE", "SEED"}
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().upper()
+        if key in ("PROFILE", "SEED"):
+            raise ValueError(f"{key} comes from --{key.lower()}, not --set")
+        if not sep or key not in declared:
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"--set {item}: the notebooks run here declare no parameter {key!r} "
+                             f"(settable: {valid})")
+        try:
+            params[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            params[key] = raw
+    return params
+
+
+def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0,
+                  params: dict[str, Any] | None = None) -> list[Executed]:
     """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
-    save each executed copy under ``out``."""
+    save each executed copy under ``out``; each gets the ``params`` its parameters cell declares."""
     import nbformat
 
     out.mkdir(parents=True, exist_ok=True)
-    paths = [p for p in list_notebooks() if not only or any(p.name.startswith(o) for o in only)]
     runs = []
-    for path in paths:
+    for path in select_notebooks(only):
         print(f"[tour] {path.name} ({profile}) ...", flush=True)
-        run = execute(path, profile=profile, seed=seed)
+        mine = {k: v for k, v in (params or {}).items() if k in declared_parameters(path)}
+        run = execute(path, profile=profile, seed=seed, params=mine)
         nbformat.write(run.nb, out / f"{path.stem}.ipynb")
         print(f"[tour] {path.name}: {'ok' if run.error is None else 'FAILED'} in {run.seconds:.0f} s", flush=True)
         runs.append(run)
@@ -119,13 +174,13 @@ def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: 
 
 
 def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | None = None,
-             seed: int = 0) -> tuple[Path, list[Executed]]:
+             seed: int = 0, params: dict[str, Any] | None = None) -> tuple[Path, list[Executed]]:
     """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
     profile = check_profile(profile)
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     os.environ[HEADLINE_ENV] = str(out)  # notebook 07 saves headline.json there (kernels inherit it)
     try:
-        runs = run_notebooks(profile, out, only, seed)
+        runs = run_notebooks(profile, out, only, seed, params)
     finally:
         os.environ.pop(HEADLINE_ENV, None)
     report = out / "report.html"

@@ -97,7 +97,7 @@ def test_offline_missing_hub_model_is_one_clear_error():
     out = _offline_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     message = out.stdout.split("ERR", 1)[1]
-    for needle in ("pr1-nobody/no-such-model-xyz", "HF_HUB_OFFLINE", "--set name=", "ModelConfig(name="):
+    for needle in ("pr1-nobody/no-such-model-xyz", "HF_HUB_OFFLINE", "--model DIR", "ModelConfig(name="):
         assert needle in message
 
 
