@@ -42,7 +42,8 @@ PROMPTS: dict[str, dict[str, str]] = {
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
 # the values these fields may take, checked in every config (pr1lib.validate.check_fields)
-register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES)
+register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES,
+                 rollout=(*ROLLOUT_MODES, "trl"))
 
 
 # ----------------------------------------------------------------------------- the recipe's tables

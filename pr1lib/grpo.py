@@ -41,7 +41,7 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
-from pr1lib.config import VARIANTS, GRPOStageConfig, ModelConfig, RolloutConfig
+from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig, RolloutConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
 from pr1lib.doctor import doctor, table
@@ -74,7 +74,7 @@ from pr1lib.runtime import set_seed, set_threads
 from pr1lib.structure import attention_inputs
 from pr1lib.teachers import RuleTeacher
 
-ROLLOUTS = ("forked", "seen", "trl")  # the engine's two modes, or TRL's own model.generate
+ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
 
 # ----------------------------------------------------------------------------- config

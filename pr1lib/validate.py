@@ -59,7 +59,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 CHOICES: dict[str, tuple] = {
     "split": ("train", "test"), "teacher": ("rule", "hf", "openai"),
     "loss_reduction": ("sample", "token"), "engine": ("rollout", "generate", "auto"),
-    "dtype": ("float32", "bfloat16", "float16"), "rollout": ("forked", "seen", "trl"),
+    "dtype": ("float32", "bfloat16", "float16"),
     "attn_implementation": ("sdpa", "eager", "flex_attention"), "stage": (2, 3),
 }
 FLAG_FIELDS = {"profile": "--profile", "stage": "--stage"}  # set by a flag, never by --set

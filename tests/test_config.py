@@ -62,10 +62,21 @@ def test_stage2_is_short_and_the_notebook_preset_shorter_still():
 
 
 def test_each_variant_rolls_out_in_its_own_mode():
-    assert GRPOStageConfig(variant="seen").rollout_mode == "seen"
+    assert GRPOStageConfig(variant="seen").rollout_mode == "reread"  # the paper's Seen rollout
     assert GRPOStageConfig(variant="unseen").rollout_mode == "forked"
+    assert GRPOStageConfig(variant="plain").rollout_mode == "seen"
     assert SFTStageConfig(variant="unseen").rollout_mode == "forked"
     assert GRPOStageConfig(rollout="trl").eval_rollout_mode == "seen"
+
+
+@pytest.mark.parametrize("variant", sorted(RECIPES))
+@pytest.mark.parametrize("stage", [2, 3])
+def test_every_recipe_passes_the_trainers_own_checks(variant, stage):
+    from pr1lib.grpo import check_config
+
+    check_config(GRPOStageConfig.for_stage(stage, "tiny", variant=variant))  # raises if refused
+    with pytest.raises(ValueError, match="rollout must be one of"):
+        check_config(GRPOStageConfig.for_stage(stage, "tiny", variant=variant, rollout="beam"))
 
 
 def test_a_saved_config_loads_back_equal(tmp_path):
@@ -76,4 +87,4 @@ def test_a_saved_config_loads_back_equal(tmp_path):
 def test_notebook_sizes_shrink_in_smoke():
     smoke, tiny = NotebookConfig.for_profile("smoke"), NotebookConfig.for_profile("tiny")
     assert smoke.model_profile == "smoke" and tiny.model_profile == "tiny"
-    assert smoke.eval_n < tiny.eval_n and smoke.sft_steps < tiny.sft_steps
+    assert smoke.eval_n < tiny.eval_n and smoke.total < tiny.total and smoke.table_n < tiny.table_n
