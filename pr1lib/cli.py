@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
-import json
 import os
 import sys
 from typing import Any
@@ -101,11 +100,6 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             out[key.strip()] = raw
     return out
-
-
-def print_json(result: dict[str, Any]) -> None:
-    """Measuring commands end with exactly one JSON object on the last line."""
-    print(json.dumps(result, default=str), flush=True)
 
 
 # ----------------------------------------------------------------------------- the commands' arguments
@@ -226,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      "pipeline: each COMMAND runs one stage with the notebooks' configs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
-        ARGUMENTS[name](sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name)))
+        p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))
+        ARGUMENTS[name](p)
+        p.add_argument("--card", default=None, metavar="NAME", help="also write the printed "
+                       "result, command, config and machine to results/NAME.json (a result card)")
     return parser
 
 

@@ -45,9 +45,14 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def print_json(result: Any) -> None:
-    """Measuring commands end with exactly one JSON object on the last line."""
+def print_json(result: Any, args: Any = None) -> None:
+    """Measuring commands end with exactly one JSON object on the last line; with ``--card NAME``
+    it also goes to ``results/NAME.json`` with the command and config (``pr1lib.results``)."""
     print(json.dumps(result, default=str), flush=True)
+    if getattr(args, "card", None):
+        from pr1lib.results import write_card
+
+        print(f"result card: {write_card(args.card, result, args)}", file=sys.stderr)
 
 
 def _with_flags(args: Any, *names: str, config: type | None = None,
@@ -91,7 +96,7 @@ def tour(args: Any) -> int:
         print(f"[tour] {headline['title']}\n{headline['markdown']}")
     print(f"[tour] report: {report}")
     print_json({"report": str(report), "failed": failed,
-                "seconds": round(time.perf_counter() - start, 1)})
+                "seconds": round(time.perf_counter() - start, 1)}, args)
     return 1 if failed else 0
 
 
@@ -105,7 +110,7 @@ def pretrain_tiny(args: Any) -> int:
         card = pretrain(cfg, args.out, progress=not args.no_progress)
     print_json({"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
                 "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
-                "out": str(args.out)})
+                "out": str(args.out)}, args)
     return 0
 
 
@@ -145,7 +150,7 @@ def coldstart(args: Any) -> int:
         print(f"error: {' '.join(str(err).split())}", flush=True)
         return 2
     code = report_failures(run.result)
-    print_json(run.result)
+    print_json(run.result, args)
     return code
 
 
@@ -175,7 +180,7 @@ def sft(args: Any) -> int:
             run = run_sft(cfg, data, outs[variant], before=before, model_cfg=model_cfg)
             before, results[variant] = run.result["before"], run.result
             print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
-    print_json(results[variants[0]] if len(variants) == 1 else results)
+    print_json(results[variants[0]] if len(variants) == 1 else results, args)
     return 0
 
 
@@ -300,7 +305,7 @@ def grpo(args: Any) -> int:
         results = _grpo_curriculum(args, profile, seeds)
     else:
         results = [_grpo_stage(args, profile, s) for s in seeds]
-    print_json(results[0] if len(results) == 1 else results)
+    print_json(results[0] if len(results) == 1 else results, args)
     return 0
 
 
@@ -311,7 +316,7 @@ def eval(args: Any) -> int:  # noqa: A001 - the command's name
     except (ValueError, OSError) as err:  # missing data or model, a refused resume, a bad mode
         print(f"eval: error: {err}", file=sys.stderr)
         return 2
-    print_json(result)
+    print_json(result, args)
     return 0
 
 
@@ -345,7 +350,7 @@ def bench(args: Any) -> int:
             held.enter_context(_claim(args, args.out, "bench"))
         result = run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
                                 args.quick)
-    print_json(result)
+    print_json(result, args)
     return 0
 
 
@@ -362,5 +367,5 @@ def export_verl(args: Any) -> int:
                         args.data_dir, args.prompt_style)
     for name, info in result["files"].items():
         print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
-    print_json(result)
+    print_json(result, args)
     return 0

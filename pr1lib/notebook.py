@@ -69,15 +69,19 @@ class Executed:
     error: str | None = None
 
 
-def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int = 1800,
+CELL_TIMEOUT = {"smoke": 600}  # seconds one cell may run headless; other profiles: 3600
+
+
+def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | None = None,
             params: dict | None = None) -> Executed:
     """Execute one notebook in ``profile`` with cwd = its folder (``params``: more parameters
-    to set, e.g. ``INIT``); never raises on cell errors."""
+    to set, e.g. ``INIT``); never raises on a failed, timed-out or dead cell: ``error`` says which."""
     import nbclient
 
-    path = Path(path)
+    path, profile = Path(path), check_profile(profile)
     nb = read(path)
-    inject_parameters(nb, PROFILE=check_profile(profile), SEED=seed, **(params or {}))
+    inject_parameters(nb, PROFILE=profile, SEED=seed, **(params or {}))
+    timeout = timeout or CELL_TIMEOUT.get(profile, 3600)
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
@@ -87,6 +91,10 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int = 18
             client.execute()
         except nbclient.exceptions.CellExecutionError as exc:
             error = str(exc)
+        except nbclient.exceptions.CellTimeoutError:
+            error = f"{path.name}: a cell ran past {timeout} s (cell timeout); see its saved copy"
+        except nbclient.exceptions.DeadKernelError as exc:
+            error = f"{path.name}: the kernel died ({exc}); out of memory?"
     return Executed(path, nb, time.perf_counter() - start, error)
 
 

@@ -1,0 +1,139 @@
+"""Result cards: the evidence behind every number the README quotes.
+
+A measuring command run with ``--card NAME`` writes ``results/NAME.json``: the command line, the
+date, the machine, the git commit, the seeds, the start checkpoint, the config (and its hash) and
+the numbers it printed. The README quotes a number as a link into its card,
+``[89.3 %](results/sft-tiny.json#seen.greedy.accuracy)``, and ``tests/test_readme.py`` checks
+every such link against the card (and that no measured number goes without one).
+
+>>> card = {"numbers": {"seen": {"accuracy": 0.8933}}}
+>>> lookup(card, "seen.accuracy"), quoted_matches("89.3 %", 0.8933)
+(0.8933, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pr1lib.paths import REPO_ROOT
+
+RESULTS = REPO_ROOT / "results"
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# a README link into a card: [text](results/NAME.json#dotted.key)
+LINK = re.compile(r"\[([^\]]+)\]\((results/[a-z0-9._-]+\.json)#([A-Za-z0-9_.@+-]+)\)")
+MAX_LIST = 12  # longer lists (per-problem rows, completions) stay out of a card
+
+
+def check_name(name: str) -> str:
+    """A card name is a file stem: lower-case letters, digits, ``.``, ``_``, ``-``."""
+    if not NAME.match(name):
+        raise ValueError(f"--card {name!r}: use lower-case letters, digits, '.', '_' or '-'")
+    return name
+
+
+def slim(value: Any) -> Any:
+    """``value`` without long lists (they are rows, not results): a card stays a few KB.
+
+    >>> slim({"a": [1, 2], "rows": list(range(100)), "b": {"c": 0.5}})
+    {'a': [1, 2], 'b': {'c': 0.5}}
+    """
+    if isinstance(value, dict):
+        return {k: slim(v) for k, v in value.items()
+                if not (isinstance(v, list) and len(v) > MAX_LIST)}
+    return value
+
+
+def git_commit() -> str:
+    """The checkout's commit, ``+dirty`` when files differ from it, ``unknown`` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+dirty" if dirty.strip() else "")) if head else "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """Where the numbers were measured: CPU count, platform, torch and its device."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {"platform": platform.platform(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+
+
+def config_hash(config: Any) -> str | None:
+    """A short hash of a config dict (sorted keys), ``None`` without one."""
+    if not isinstance(config, dict):
+        return None
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def build_card(name: str, argv: list[str], result: Any, args: Any) -> dict[str, Any]:
+    """The card of one command run: how to rerun it and what it measured."""
+    config = result.get("config") if isinstance(result, dict) else None
+    seeds = getattr(args, "seeds", None) or [getattr(args, "seed", None)]
+    start = getattr(args, "init", None) or getattr(args, "model", None)
+    return {"name": check_name(name), "command": "python -m pr1lib " + shlex.join(argv),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git": git_commit(),
+            "machine": machine(),
+            "seeds": [s for s in seeds if s is not None], "start": start,
+            "config_hash": config_hash(config), "numbers": slim(result)}
+
+
+def write_card(name: str, result: Any, args: Any, argv: list[str] | None = None) -> Path:
+    """Write ``results/NAME.json`` (the folder is made if missing); returns its path."""
+    card = build_card(name, list(sys.argv[1:] if argv is None else argv), result, args)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(card, indent=1, default=str) + "\n")
+    return path
+
+
+def lookup(card: dict, key: str) -> Any:
+    """The value at a dotted ``key`` under the card's ``numbers`` (list items by index)."""
+    value: Any = card["numbers"]
+    for part in key.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise KeyError(f"{card.get('name')}: no {key!r} (stopped at {part!r})")
+    return value
+
+
+def quoted_matches(text: str, value: Any) -> bool:
+    """Whether a README's quoted ``text`` shows ``value`` to the digits it quotes.
+
+    A fraction quoted with ``%`` is multiplied by 100; the text's decimals set the rounding.
+
+    >>> quoted_matches("18.3 %", 0.18333), quoted_matches("7,298", 7298)
+    (True, True)
+    >>> quoted_matches("90 %", 0.93)
+    False
+    """
+    found = re.search(r"-?\d[\d,]*(?:\.(\d+))?", text)
+    if not found or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    shown = float(found.group(0).replace(",", ""))
+    scaled = value * 100 if "%" in text and abs(value) <= 1 else value
+    return abs(scaled - shown) <= 0.5 * 10 ** -len(found.group(1) or "") + 1e-9
+
+
+def readme_links(text: str) -> list[tuple[str, str, str]]:
+    """Every ``(quoted text, card path, key)`` link into a card in a markdown text."""
+    return LINK.findall(text)
