@@ -122,7 +122,7 @@ def select_notebooks(only: Iterable[str] | None = None) -> list[Path]:
 def declared_parameters(path: Path) -> set[str]:
     """The names a notebook's ``parameters`` cell sets (``PROFILE``, ``SEED``, ...).
 
-    >>> sorted(declared_parameters(select_notebooks(["04"])[0]))
+    >>> sorted(declared_parameters(select_notebooks(["06"])[0]))
     ['INIT', 'PROFILE', 'SEED']
     """
     text = Path(path).read_text(encoding="utf-8")
@@ -134,7 +134,7 @@ def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, An
     """``--set KEY=VALUE`` items as notebook parameters (Python literals, else text); a key no
     notebook in ``paths`` declares, or one a flag sets, is a ``ValueError`` naming the others.
 
-    >>> notebook_parameters(select_notebooks(["04"]), ["init=runs/sft-tiny-seen"])
+    >>> notebook_parameters(select_notebooks(["06"]), ["init=runs/sft-tiny-seen"])
     {'INIT': 'runs/sft-tiny-seen'}
     """
     declared = set().union(*(declared_parameters(p) for p in paths)) - {"PROFILE", "SEED"}

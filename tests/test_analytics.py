@@ -69,7 +69,7 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
     fig = analytics.scaffold_figure(result)
     traces = {t.name: t for t in fig.data}
     assert traces["parallel ratio (training samples)"].y.tolist() == [r["parallel_ratio"] for r in curve]
-    assert traces["accuracy (held-out, greedy)"].x.tolist() == [0, 6]
+    assert traces["accuracy (held-out, T = 1)"].x.tolist() == [0, 6]
     assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(3, 3)]
     effect = analytics.switch_effect(result)
     assert effect["parallel_ratio"] == {"before": 1.0, "after": pytest.approx(0.4), "se": pytest.approx(0.0)}

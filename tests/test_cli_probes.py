@@ -216,7 +216,7 @@ def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
 def test_tour_passes_set_to_the_notebooks_that_declare_it():
     from pr1lib.tour import notebook_parameters, select_notebooks
 
-    assert notebook_parameters(select_notebooks(["04"]), ["init=runs/x"]) == {"INIT": "runs/x"}
+    assert notebook_parameters(select_notebooks(["06"]), ["init=runs/x"]) == {"INIT": "runs/x"}
 
 
 def test_results_file_damage_is_reported_or_named(tmp_path, capsys):
