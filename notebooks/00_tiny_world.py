@@ -58,6 +58,18 @@ pd.DataFrame(samples)
 # so no seed can leak one into the other.
 
 # %% [markdown]
+# You should see: no question of either tier in both splits, and each in the split its hash picks.
+
+# %%
+from pr1lib.tasks import split_of
+
+for tier in ("easy", "hard"):
+    train = {r["question"] for r in generate(500, tier, "train", seed=SEED)}
+    test = {r["question"] for r in generate(500, tier, "test", seed=SEED)}
+    assert not train & test, f"{tier}: a question is in both splits"
+    assert {split_of(q) for q in train} == {"train"} and {split_of(q) for q in test} == {"test"}
+
+# %% [markdown]
 # ## 2. Side by side with real GSM8K
 #
 # Real problems come from `PR1_DATA_DIR` (or `../shared/data`), else from the hub when

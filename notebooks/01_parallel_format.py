@@ -157,6 +157,15 @@ table = pd.DataFrame(
 table
 
 # %% [markdown]
+# You should see: the strict validator accepts the canonical trace and rejects the malformed ones.
+
+# %%
+assert fmt.validate(example) == [] and fmt.validate(cases["one good block"]) == []
+for name in ("only one path", "missing summary", "path outside a block", "unclosed summary"):
+    assert fmt.validate(cases[name]), f"strict grammar accepted {name!r}"
+assert not ((table.official != "valid") & (table.strict == "valid")).any()  # strict is stricter
+
+# %% [markdown]
 # Every row the official checker rejects, the strict grammar rejects too; the reverse is
 # not true. Rewards in this project use the strict grammar, so a learner cannot earn the
 # "parallel" bonus with a lone `<Path>` or a summary that never ends.

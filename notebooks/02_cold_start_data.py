@@ -213,6 +213,16 @@ print(reloaded)
 print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
 
 # %% [markdown]
+# You should see: every kept trace in the saved set is strictly valid and opens at least one block.
+
+# %%
+from pr1lib import format as fmt
+
+assert len(reloaded) == len(kept_all) > 0
+for completion in reloaded["completion"]:
+    assert fmt.validate(completion) == [] and "<Parallel>" in completion, completion
+
+# %% [markdown]
 # The same pipeline runs from the command line, one source at a time, and ends with one JSON line:
 #
 # ```bash

@@ -247,6 +247,13 @@ assert (invariance.loc["summary and after"] > 10 * TOL).all()
 invariance.style.format("{:.1e}")
 
 # %% [markdown]
+# You should see: the second path's max |Δ logit| below `TOL` (1e-4 in fp32) unseen, above it seen.
+
+# %%
+second = invariance.loc["second path"]
+assert second["max |Δ logit|, unseen"] < TOL < second["max |Δ logit|, seen"], second
+
+# %% [markdown]
 # The same fact, read the other way: the second path's logits in the full unseen forward equal those
 # of a plain causal forward over **the prompt and that path alone** — no mask, no first path, ordinary
 # positions. That is exactly what a decoder computes when it forks the prompt's cache and decodes the

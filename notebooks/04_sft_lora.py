@@ -330,6 +330,16 @@ print("tags are single tokens after reload:", single,
       "| max logit gap, merged vs trained:", f"{gap:.1e}")
 
 # %% [markdown]
+# You should see: each SFT run wrote `merged/` and a run card, and its training loss fell.
+
+# %%
+for variant, r in trained.items():
+    assert (r.run_dir / "merged" / "config.json").exists(), variant
+    assert (r.run_dir / "run_card.json").exists(), variant
+    assert r.rows[-1]["loss"] < r.rows[0]["loss"], (variant, r.rows)
+assert single  # the tags are still single tokens after the reload
+
+# %% [markdown]
 # The same stage from the command line (it prints the config, trains, and ends with one JSON line):
 #
 # ```bash

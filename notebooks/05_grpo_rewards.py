@@ -79,6 +79,14 @@ hacks = pd.DataFrame(hacking_table()).set_index("name")
 hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]
 
 # %% [markdown]
+# You should see: no completion scores more than `honest_parallel` under a parallel-aware reward.
+
+# %%
+for mode in ("parallel_correct", "tiered"):
+    assert hacks[mode].max() == hacks.loc["honest_parallel", mode], f"{mode} pays a hack more"
+assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
+
+# %% [markdown]
 # Only `structure` is fooled by anything here: it pays +1 for `empty_paths` and
 # `answer_only_in_path`, because it never looks at the answer. That is why the paper's
 # "parallel only" arm (Table 4) is most likely the tiered reward on every step, not a pure

@@ -245,6 +245,16 @@ table4 = pd.DataFrame(ablation.ablation_table(results)).set_index("arm")
 print("the paper's order reproduced:", ablation.table4_verdict(results))
 table4
 
+# %% [markdown]
+# You should see: each stage's run card and `merged/`, and one ablation row per arm with its reward.
+
+# %%
+from pr1lib.config import ABLATION_ARMS
+
+for stage in (run2, run3):
+    assert (stage.run_dir / "run_card.json").exists() and (stage.run_dir / "merged").is_dir()
+assert table4["reward"].to_dict() == ABLATION_ARMS  # one row per arm, trained on its reward
+
 # %% tags=["report"]
 import plotly.graph_objects as go
 

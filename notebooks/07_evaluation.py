@@ -176,6 +176,13 @@ print(title)
 headline
 
 # %% [markdown]
+# You should see: one headline row per checkpoint found in section 3, each with our numbers.
+
+# %%
+assert "base" in found and set(ours) == set(found) and len(headline) == len(found)
+assert headline.filter(like="ours:").notna().any(axis=1).all()  # no empty row of ours
+
+# %% [markdown]
 # pass@j for j = 1, 2, 4, … k, per checkpoint, from the same samples (the unbiased estimator again).
 # A curve that climbs steeply from pass@1 means the model *can* solve problems it usually misses:
 # sampling diversity that RL can turn into accuracy.
