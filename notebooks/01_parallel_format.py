@@ -157,13 +157,23 @@ table = pd.DataFrame(
 table
 
 # %% [markdown]
-# You should see: the strict validator accepts the canonical trace and rejects the malformed ones.
+# You should see: the strict validator accepts the canonical trace and rejects the malformed ones;
+# four rows of the table pass the official checker only, and none passes the strict one only.
+# With the shared data, three of the real traces pass the official checker only.
 
 # %%
+from pr1lib.expect import should_see
+
 assert fmt.validate(example) == [] and fmt.validate(cases["one good block"]) == []
 for name in ("only one path", "missing summary", "path outside a block", "unclosed summary"):
     assert fmt.validate(cases[name]), f"strict grammar accepted {name!r}"
 assert not ((table.official != "valid") & (table.strict == "valid")).any()  # strict is stricter
+only_official = (table.official == "valid") & (table.strict != "valid")
+should_see("validator table rows only the official checker accepts",
+           only_official.sum(), PROFILE)
+if traces:
+    should_see("real traces only the official checker accepts",
+               (stats.valid_official & ~stats.valid).sum(), PROFILE)
 
 # %% [markdown]
 # Every row the official checker rejects, the strict grammar rejects too; the reverse is

@@ -79,9 +79,17 @@ hacks = pd.DataFrame(hacking_table()).set_index("name")
 hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]
 
 # %% [markdown]
-# You should see: no completion scores more than `honest_parallel` under a parallel-aware reward.
+# You should see: no completion scores more than `honest_parallel` under a parallel-aware reward,
+# and `honest_parallel` earns the tiered reward's maximum, 1.2.
 
 # %%
+from pr1lib.expect import should_see
+
+aware = hacks[["parallel_correct", "tiered"]]
+beaten = (aware > aware.loc["honest_parallel"]).any(axis=1).sum()
+should_see("hacks paid more than honest_parallel", beaten, PROFILE)
+should_see("tiered reward of honest_parallel",
+           hacks.loc["honest_parallel", "tiered"], PROFILE)
 for mode in ("parallel_correct", "tiered"):
     assert hacks[mode].max() == hacks.loc["honest_parallel", mode], f"{mode} pays a hack more"
 assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum

@@ -176,11 +176,19 @@ print(title)
 headline
 
 # %% [markdown]
-# You should see: one headline row per checkpoint found in section 3, each with our numbers.
+# You should see: one headline row per checkpoint found in section 3, each with our numbers; the
+# base model, never trained on the tags, opens (almost) no block; and pass@k is never below mean@k.
 
 # %%
+from pr1lib.expect import should_see
+
 assert "base" in found and set(ours) == set(found) and len(headline) == len(found)
 assert headline.filter(like="ours:").notna().any(axis=1).all()  # no empty row of ours
+base = ours["base"][NB.benchmarks[0]]
+should_see("parallel ratio, base model", base["parallel_ratio"], PROFILE)
+should_see("mean@k, base model", base["accuracy"], PROFILE)
+should_see("pass@k minus mean@k, base model",
+           base["pass_at_k"] - base["accuracy"], PROFILE)
 
 # %% [markdown]
 # pass@j for j = 1, 2, 4, … k, per checkpoint, from the same samples (the unbiased estimator again).

@@ -8,11 +8,13 @@ like papermill, ``execute`` inserts a cell right after it that sets ``PROFILE`` 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pr1lib.expect import EXPECT_ENV, read_checks
 from pr1lib.paths import REPO_ROOT
 from pr1lib.profiles import check_profile
 
@@ -61,12 +63,14 @@ def _env(**values: str):
 
 @dataclass
 class Executed:
-    """One executed notebook: the node, wall time, and the error text if a cell failed."""
+    """One executed notebook: the node, wall time, the error text if a cell failed, and the
+    "You should see" checks its cells recorded (``pr1lib.expect.should_see``, one dict each)."""
 
     path: Path
     nb: object
     seconds: float
     error: str | None = None
+    checks: list[dict] = field(default_factory=list)
 
 
 CELL_TIMEOUT = {"smoke": 600}  # seconds one cell may run headless; other profiles: 3600
@@ -75,7 +79,9 @@ CELL_TIMEOUT = {"smoke": 600}  # seconds one cell may run headless; other profil
 def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | None = None,
             params: dict | None = None) -> Executed:
     """Execute one notebook in ``profile`` with cwd = its folder (``params``: more parameters
-    to set, e.g. ``INIT``); never raises on a failed, timed-out or dead cell: ``error`` says which."""
+    to set, e.g. ``INIT``); never raises on a failed, timed-out or dead cell: ``error`` says which.
+    The kernel records its ``should_see`` checks in a temporary file; they come back as
+    ``checks``."""
     import nbclient
 
     path, profile = Path(path), check_profile(profile)
@@ -86,7 +92,9 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | No
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
     start, error = time.perf_counter(), None
-    with _env(PR1_PROFILE=profile, PYTHONHASHSEED=str(seed)):
+    fd, record = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=".checks.jsonl")
+    os.close(fd)
+    with _env(PR1_PROFILE=profile, PYTHONHASHSEED=str(seed), **{EXPECT_ENV: record}):
         try:
             client.execute()
         except nbclient.exceptions.CellExecutionError as exc:
@@ -95,7 +103,9 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | No
             error = f"{path.name}: a cell ran past {timeout} s (cell timeout); see its saved copy"
         except nbclient.exceptions.DeadKernelError as exc:
             error = f"{path.name}: the kernel died ({exc}); out of memory?"
-    return Executed(path, nb, time.perf_counter() - start, error)
+    checks = read_checks(record)
+    os.unlink(record)
+    return Executed(path, nb, time.perf_counter() - start, error, checks)
 
 
 def cell_sources(nb) -> list[tuple[str, str]]:

@@ -4,7 +4,10 @@ The report (``runs/tour-<timestamp>/report.html``) is self-contained and opens o
 per notebook with its status and time, then the outputs of the cells tagged ``report`` (tables,
 plotly charts, images, text). The executed notebooks are saved beside it. While the notebooks run,
 ``PR1_TOUR_DIR`` names the tour folder; notebook 07 saves its headline table there
-(``headline.json``), which goes on top of the report and is printed at the end.
+(``headline.json``), which goes on top of the report and is printed at the end. Each section also
+lists the notebook's "You should see" checks (``pr1lib.expect.should_see``), those outside their
+range highlighted; all of them are saved as ``checks.json``. A check outside its range does not
+fail the tour.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pr1lib.analytics import HEADLINE_ENV, read_headline
+from pr1lib.expect import Seen
 from pr1lib.notebook import Executed, execute, list_notebooks
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
@@ -63,13 +67,42 @@ def report_outputs(nb, prefix: str) -> list[str]:
     return [p for p in parts if p]
 
 
+def _seen(check: dict) -> Seen:
+    return Seen(*(check[k] for k in ("name", "value", "low", "high", "profile")))
+
+
+def checks_summary(checks: list[dict]) -> str:
+    """``3/3 in range``, ``1 of 3 OUTSIDE its range``, ``2 unranged`` ... (empty: no checks)."""
+    verdicts = [_seen(c).ok for c in checks]
+    parts = []
+    if verdicts.count(False):
+        parts.append(f"{verdicts.count(False)} of {len(verdicts)} OUTSIDE its range")
+    elif verdicts.count(True):
+        parts.append(f"{verdicts.count(True)}/{verdicts.count(True)} in range")
+    if verdicts.count(None):
+        parts.append(f"{verdicts.count(None)} with no range yet")
+    return ", ".join(parts)
+
+
+def checks_html(checks: list[dict]) -> str:
+    """The "You should see" checks as a list; a check outside its range is highlighted."""
+    if not checks:
+        return ""
+    items = []
+    for check in checks:
+        seen = _seen(check)
+        css = {True: "in", False: "out", None: "unranged"}[seen.ok]
+        items.append(f"<li class='{css}'>{html.escape(seen.line())}</li>")
+    return f"<ul class='checks'>{''.join(items)}</ul>"
+
+
 def _section(run: Executed, index: int) -> str:
     status = "ok" if run.error is None else "FAILED"
     head = f"<h2>{html.escape(run.path.stem)} — {html.escape(notebook_title(run.nb))}</h2>"
     meta = f'<p class="meta">{status} · {run.seconds:.0f} s</p>'
     err = f"<pre class='err'>{html.escape(run.error[-3000:])}</pre>" if run.error else ""
     body = "\n".join(report_outputs(run.nb, f"fig{index}")) or "<p><em>(no report cells)</em></p>"
-    return f"<section>{head}{meta}{err}{body}</section>"
+    return f"<section>{head}{meta}{err}{checks_html(run.checks)}{body}</section>"
 
 
 def _headline_html(headline: dict | None) -> str:
@@ -88,18 +121,23 @@ def build_report(runs: list[Executed], profile: str, headline: dict | None = Non
     from plotly.offline import get_plotlyjs
 
     rows = "".join(
-        f"<tr><td>{r.path.stem}</td><td>{'ok' if r.error is None else 'FAILED'}</td><td>{r.seconds:.0f}</td></tr>"
+        f"<tr><td>{r.path.stem}</td><td>{'ok' if r.error is None else 'FAILED'}</td>"
+        f"<td>{r.seconds:.0f}</td><td>{html.escape(checks_summary(r.checks))}</td></tr>"
         for r in runs
     )
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-             ".meta{color:#555}.err{background:#fee;white-space:pre-wrap}")
+             ".meta{color:#555}.err{background:#fee;white-space:pre-wrap}"
+             ".checks{list-style:none;padding-left:0}.checks li{padding:2px 6px;margin:2px 0}"
+             ".checks .in{background:#eef8ee}.checks .out{background:#fcc;font-weight:bold}"
+             ".checks .unranged{color:#555}")
     sections = "\n".join(_section(r, i) for i, r in enumerate(runs))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>pr1 tour ({profile})</title>"
         f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>"
         f"<h1>pr1 tour — profile <code>{profile}</code></h1>{_headline_html(headline)}"
-        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th></tr>{rows}</table>"
+        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>you should see</th></tr>"
+        f"{rows}</table>"
         f"{sections}</body></html>"
     )
 
@@ -185,4 +223,7 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
         os.environ.pop(HEADLINE_ENV, None)
     report = out / "report.html"
     report.write_text(build_report(runs, profile, read_headline(out)), encoding="utf-8")
+    checks = {r.path.stem: r.checks for r in runs}
+    (out / "checks.json").write_text(json.dumps(checks, indent=2, ensure_ascii=False),
+                                     encoding="utf-8")
     return report, runs

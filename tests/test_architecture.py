@@ -16,7 +16,7 @@ PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
     ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
-     "paper"),
+     "paper", "expect"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at

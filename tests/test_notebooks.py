@@ -1,11 +1,16 @@
-"""Every notebook: its .ipynb twin matches the jupytext source, and it executes in the smoke
-profile without error. The notebooks run once (a module fixture) through the same code as
-``make tour``, so the same run also checks the tour report has a section per notebook."""
+"""Every notebook: its .ipynb twin matches the jupytext source, its first cell links the
+glossary and the recipe, and it executes in the smoke profile without error, every "You should
+see" check in its smoke range. The notebooks run once (a module fixture) through the same code as
+``make tour``, so the same run also checks the tour report: a section per notebook, with its
+checks."""
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
+from pr1lib.expect import Seen
 from pr1lib.notebook import cell_sources, list_notebooks, read
 from pr1lib.tour import build_report, report_outputs, run_notebooks
 
@@ -48,6 +53,16 @@ def test_notebook_executes_in_smoke(smoke_runs, name):
 
 @pytest.mark.notebook
 @pytest.mark.slow
+@pytest.mark.parametrize("name", IDS)
+def test_smoke_checks_are_in_range(smoke_runs, name):
+    run = next(r for r in smoke_runs if r.path.stem == name)
+    bad = [Seen(*(c[k] for k in ("name", "value", "low", "high", "profile"))).line()
+           for c in run.checks if c["ok"] is not True]
+    assert not bad, "outside the smoke range, or no smoke range set:\n" + "\n".join(bad)
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_tour_report_has_every_section(smoke_runs):
     page = build_report(smoke_runs, "smoke")
     for run in smoke_runs:
@@ -55,3 +70,8 @@ def test_tour_report_has_every_section(smoke_runs):
         tagged = [c for c in run.nb.cells if "report" in c.get("metadata", {}).get("tags", [])]
         if tagged:
             assert report_outputs(run.nb, "x"), f"{run.path.stem}: its report cells showed nothing"
+        if "should_see(" in run.path.read_text(encoding="utf-8"):
+            assert run.checks, f"{run.path.stem}: its should_see checks were not collected"
+        for check in run.checks:
+            line = Seen(*(check[k] for k in ("name", "value", "low", "high", "profile"))).line()
+            assert html.escape(line) in page, line

@@ -1,0 +1,131 @@
+""""You should see": one readable line per expected range, recorded so the tour can report it.
+
+A notebook's "You should see" cell calls ``should_see(name, value, PROFILE)``. The range comes
+from ``EXPECTED[name]`` for that profile (the ``"*"`` entry holds for every profile), or from
+``low`` / ``high`` given in the call. It prints one line, and when ``PR1_EXPECT_FILE`` names a file
+(``pr1lib.notebook.execute`` sets it for every notebook it runs) it appends the check there as one
+JSON line. A value outside its range never raises: ``make tour`` shows it highlighted in its
+report, and the smoke tests fail on it. A check with no range for the profile is still recorded,
+with its value, so a measured tour shows what a range should be.
+
+>>> should_see("hacks paid more than honest_parallel", 0, "smoke")
+you should see hacks paid more than honest_parallel = 0: got 0 ✓
+True
+>>> should_see("a number nobody has measured", 0.25, "tiny")
+a number nobody has measured: got 0.25 (no range for the tiny profile yet)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+EXPECT_ENV = "PR1_EXPECT_FILE"  # set by pr1lib.notebook.execute: where a kernel records its checks
+Range = tuple  # (low, high); either end may be None (open)
+
+# name -> {profile or "*": (low, high)}. smoke ranges are loose (random weights; they catch broken
+# plumbing, not bad learning); tiny ranges only where a reason is written next to them; the lead
+# fills in the rest from a measured `make tour` (the report lists every unranged value).
+EXPECTED: dict[str, dict[str, Range]] = {
+    # 01: the cases table is fixed text, so these counts hold in every profile
+    "validator table rows only the official checker accepts": {"*": (4, 4)},
+    # 01: the 341 traces of the shared data (the strict grammar finds three real slips)
+    "real traces only the official checker accepts": {"*": (3, 3)},
+    # 03: fp32 everywhere on CPU (TOL = 1e-4); the seen and summary rows must move well above it
+    "second path max |Δ logit|, unseen": {"smoke": (0, 1e-4), "tiny": (0, 1e-4)},
+    "second path max |Δ logit|, seen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
+    "summary max |Δ logit|, unseen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
+    # 05: the hacking table is fixed text: every profile
+    "hacks paid more than honest_parallel": {"*": (0, 0)},
+    "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
+    # 07: pass@k >= mean@k always; the base model was never trained on the tags, so it opens
+    # (almost) no block (tiny: 0.0 % in every measured table); smoke's random model may write tags
+    "pass@k minus mean@k, base model": {"*": (0, 1)},
+    "parallel ratio, base model": {"smoke": (0, 1), "tiny": (0, 0.05)},
+    "mean@k, base model": {"smoke": (0, 0.5)},  # tiny: depends on the task world; measure it
+}
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "?"
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    return f"{x:.3g}"
+
+
+def expected_range(name: str, profile: str) -> Range | None:
+    """The ``(low, high)`` a check should land in for ``profile`` (``None``: none set yet)."""
+    ranges = EXPECTED.get(name, {})
+    return ranges.get(profile, ranges.get("*"))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One check: a value, the range it should be in (ends may be ``None``) and its profile."""
+
+    name: str
+    value: float
+    low: float | None
+    high: float | None
+    profile: str
+
+    @property
+    def ranged(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    @property
+    def ok(self) -> bool | None:
+        """True inside the range (ends included), False outside or NaN, None with no range."""
+        if not self.ranged:
+            return None
+        if math.isnan(self.value):
+            return False
+        return (self.low is None or self.value >= self.low) and (
+            self.high is None or self.value <= self.high)
+
+    def expected(self) -> str:
+        """The range in words: ``0.9–1``, ``= 4``, ``≤ 0.0001``, ``≥ 0.001``."""
+        if self.low is not None and self.high is not None:
+            if self.low == self.high:
+                return f"= {_fmt(self.low)}"
+            return f"{_fmt(self.low)}–{_fmt(self.high)}"
+        return f"≤ {_fmt(self.high)}" if self.low is None else f"≥ {_fmt(self.low)}"
+
+    def line(self) -> str:
+        got = _fmt(self.value)
+        if not self.ranged:
+            return f"{self.name}: got {got} (no range for the {self.profile} profile yet)"
+        mark = "✓" if self.ok else "✗ outside the range"
+        return f"you should see {self.name} {self.expected()}: got {got} {mark}"
+
+
+def should_see(name: str, value: float, profile: str | None = None, low: float | None = None,
+               high: float | None = None) -> bool | None:
+    """Print whether ``value`` is in its range and record it for the tour; return ``Seen.ok``.
+
+    ``low`` / ``high`` (either one) replace ``EXPECTED[name]`` for this call.
+    """
+    from pr1lib.profiles import check_profile
+
+    profile = check_profile(profile)
+    if low is None and high is None:
+        low, high = expected_range(name, profile) or (None, None)
+    seen = Seen(name, float(value), low, high, profile)
+    print(seen.line())
+    path = os.environ.get(EXPECT_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({**asdict(seen), "ok": seen.ok}, ensure_ascii=False) + "\n")
+    return seen.ok
+
+
+def read_checks(path: str | Path) -> list[dict]:
+    """The checks a kernel recorded in ``path`` (``[]`` when there is no such file)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
