@@ -355,13 +355,35 @@ print(f"tiny_checker agrees with pr1lib on all {len(texts)} texts "
 # - The tags are **normal** added tokens, so they stay in TRL's decoded completions.
 # - New tag rows start at the mean of their old pieces, which keeps them distinct; with
 #   LoRA, `trainable_token_indices` lets those rows train.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Find a response, not in the table, that the official checker accepts and the
 #    strict grammar rejects. Predict both verdicts before you run `validate`.
+#
+#    <details><summary>Hint</summary>
+#
+#    The official checker reads only the tags, never the text between them. Which rules of
+#    the strict grammar are about text: inside a path, or between `</Parallel>` and `<Summary>`?
+#    </details>
 # 2. Make `tiny_checker` reject a `<Path>` outside any block (one extra condition).
 #    Which rows of the table in section 2 change, and does the assert still pass?
+#
+#    <details><summary>Hint</summary>
+#
+#    When a `<Path>` opens, look at the top of `stack`. Then reread what the assert of
+#    section 6 compares `tiny_checker` with.
+#    </details>
 # 3. Add the tags with `special=True` on a copy of the tokenizer and decode `sample`
 #    with `skip_special_tokens=True`. What would a TRL reward function receive, and what
 #    would the strict validator say about it?
+#
+#    <details><summary>Hint</summary>
+#
+#    `copy.deepcopy(tokenizer)`, then `add_tokens(..., special_tokens=True)`. A text with no
+#    tags breaks no rule; score it with `pr1lib.rewards.tiered_reward` to see what it costs.
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/01_parallel_format.py](../solutions/01_parallel_format.py)
+# (`python solutions/01_parallel_format.py` runs them).

@@ -324,13 +324,35 @@ speed
 # - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's cache
 #   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in turn.
 # - Notebook 04 trains both variants and measures what this means for a trained model.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Build a response with **three** paths and check `by_hand` against `pr1lib.structure` again.
 #    Which rectangles turn orange now, and where does `</Parallel>` land when the paths differ in length?
+#
+#    <details><summary>Hint</summary>
+#
+#    Add a third, short `<Path>…</Path>` before `</Parallel>`. The orange cells are
+#    `seen & ~unseen`; slice them with the path spans of `parse(...).spans()`.
+#    </details>
 # 2. In section 6, rewrite the **second** path instead of the first. Which rows change under each mask,
 #    and why is the first path unaffected even under "seen"?
+#
+#    <details><summary>Hint</summary>
+#
+#    Splice the new text in between `a2 + 1` and `b2 - 1`, add a "first path" row to `parts`,
+#    and ask which tokens a token of the first path may attend to at all.
+#    </details>
 # 3. Pass the unseen `position_ids` to the model **without** the 4D mask (only a 2D `attention_mask`
 #    of ones and `use_cache=False`). Compare the logits with the table in section 6: what did
-#    transformers do with the restarted positions? (Hint: the docstring of `pr1lib.structure` on mask types.)
+#    transformers do with the restarted positions?
+#
+#    <details><summary>Hint</summary>
+#
+#    Read the docstring of `pr1lib.structure` on mask types. Then also try no `attention_mask`
+#    at all, and compare the second path with a forward of its own tokens alone.
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/03_seen_vs_unseen.py](../solutions/03_seen_vs_unseen.py)
+# (`python solutions/03_seen_vs_unseen.py` runs them).

@@ -203,13 +203,35 @@ print(doctor_table(grpo.doctor_checks(session)))
 # - A block pays under the tiered reward only if it costs less accuracy than $p f b / (2 + f b)$:
 #   under S2 that is almost nothing, so blocks survive RL only where they help.
 # - The doctor checks the usual reasons for a flat reward before any compute is spent.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Write a completion that scores +1.2 under the tiered reward with the official grader and −1
 #    with the project's. Which rule of the strict grammar does it break? Check it with
 #    `pr1lib.format.validate(text, strict=True)`.
+#
+#    <details><summary>Hint</summary>
+#
+#    The official checker never reads the text between tags. Put a word between two tags of an
+#    honest block and score it with `pr1lib.rewards.score(text, "12", "tiered", grader=...)`.
+#    </details>
 # 2. With $f = 0.2$, what bonus $b$ would let a block cost 5 points at $p = 50\,\%$? Use
 #    `block_break_even` and solve for $b$; is that a reward you would trust (look at section 2)?
+#
+#    <details><summary>Hint</summary>
+#
+#    Solve $p f b / (2 + f b) = 0.05$ for $f b$ first. Then look in section 2 for valid blocks
+#    that do no work, and for what they would earn next to `honest_linear`.
+#    </details>
 # 3. Preview `PanelState(reward="alternating", window=5, parallel_steps=5)`. Which reward mode is
 #    this, and which of section 1's rows does it match?
+#
+#    <details><summary>Hint</summary>
+#
+#    `pr1lib.widgets.active_modes(state)` lists the mode of every step. What does
+#    `global_step % window >= window - parallel_steps` give when the two numbers are equal?
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/05_grpo_rewards.py](../solutions/05_grpo_rewards.py)
+# (`python solutions/05_grpo_rewards.py` runs them).

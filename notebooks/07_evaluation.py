@@ -330,13 +330,36 @@ analytics.figure3(scaffold_frame, title="Figure 3 on the scaffold run (switch at
 #   same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its results.
 # - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
 #   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
-#
+
+# %% [markdown]
 # ## Exercises
 #
-# 1. Set `NB = NB.replace(table_k=8)` and rerun section 4 (a new results file is written, the old one is
-#    kept). How much do mean@k and pass@k move? Which of the two is more sensitive to k, and why?
+# 1. Set `NB = NB.replace(table_k=8)` and rerun section 4's `evaluate_checkpoints` with `out=` a new
+#    folder (a results file refuses samples drawn with another k). How much do mean@k and pass@k
+#    move? Which of the two is more sensitive to k, and why?
+#
+#    <details><summary>Hint</summary>
+#
+#    For a problem the model solves with probability q per sample, what is the expected share of
+#    right samples among k, and the chance that at least one of k is right?
+#    </details>
 # 2. Compute pass@k with the plug-in formula 1 − (1 − c/n)^k on the rows of `ours` (use the results
-#    files: `correct_strict` per problem) and compare with `pass_at_k` for k = 2 and k = n. When do they
-#    agree exactly?
+#    files: `correct_official` per problem, the strict checker) and compare with `pass_at_k` for
+#    k = 2 and k = n. When do they agree exactly?
+#
+#    <details><summary>Hint</summary>
+#
+#    `ResultsFile(path).rows` gives one row per problem: n = `len(row["correct_official"])`, c its
+#    sum. Try c = 0, c = n and k = 1 first, then c = 1 with k = n.
+#    </details>
 # 3. Rerun the scaffold with the switch at a quarter and at three quarters of `total`. Does the parallel
 #    ratio after the switch depend on how long phase 1 lasted? Does held-out accuracy at the end?
+#
+#    <details><summary>Hint</summary>
+#
+#    Give each `studies.mid_training` call its own `out=` folder, then compare `switch_effect` of
+#    the two runs, with its noise bars.
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/07_evaluation.py](../solutions/07_evaluation.py)
+# (`python solutions/07_evaluation.py` runs them).

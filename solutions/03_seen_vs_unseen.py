@@ -1,0 +1,211 @@
+"""Solutions to the exercises of notebook 03 (seen versus unseen: masks, positions, decoding).
+
+Each ``exercise_N(profile)`` does the exercise and returns what it found; its docstring answers
+the question in words. ``check_exercise_N(found)`` states what a right answer must show (the tests
+call both). Run them all with ``python solutions/03_seen_vs_unseen.py [profile]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pr1lib.config import ModelConfig
+from pr1lib.models import load_policy
+from pr1lib.prompts import chat_prompt
+from pr1lib.structure import allowed_mask, attention_inputs, parse, structure_tensors
+from pr1lib.tokens import add_parallel_tags
+
+QUESTION = "Tom has 3 boxes of 4 apples. How many apples does he have?"
+TWO_PATHS = ("Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
+             "</Parallel>\n<Summary>Both give 12.</Summary>\nFinal Answer: 12")
+THREE_PATHS = ("Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
+               "<Path>12</Path></Parallel>\n<Summary>All give 12.</Summary>\nFinal Answer: 12")
+
+
+def setup(profile: str):
+    """The profile's model (eval mode, one thread) and tokenizer, with the tags as tokens."""
+    torch.set_num_threads(1)
+    model, tok, _ = load_policy(profile)
+    add_parallel_tags(tok, model)
+    return model.eval(), tok
+
+
+def encode(tok, response: str, profile: str) -> tuple[list[int], int]:
+    """Prompt + response ids and where the response starts."""
+    prompt = chat_prompt(QUESTION, tok, ModelConfig.for_profile(profile).prompt_style)
+    prompt_ids = tok.encode(prompt, add_special_tokens=False)
+    return prompt_ids + tok.encode(response, add_special_tokens=False), len(prompt_ids)
+
+
+def by_hand(tokens, start):
+    """The notebook's section-4 rule, unchanged: (mask, positions) of one block."""
+    path, pos = [], []
+    current, n_paths, p, base, top = -1, 0, 0, 0, 0
+    for i, t in enumerate(tokens):
+        if i >= start and t == "<Path>":
+            current, n_paths, p = n_paths, n_paths + 1, base
+        elif i >= start and t == "</Parallel>":
+            p = top + 1
+        path.append(current)
+        pos.append(p)
+        top, p = max(top, p), p + 1
+        if i >= start and t == "<Parallel>":
+            base = p
+        if t == "</Path>":
+            current = -1
+    sibling = lambda q, k: path[q] >= 0 and path[k] >= 0 and path[q] != path[k]  # noqa: E731
+    mask = [[k <= q and not sibling(q, k) for k in range(len(tokens))] for q in range(len(tokens))]
+    return torch.tensor(mask), pos
+
+
+# ----------------------------------------------------------------------------- exercise 1
+def exercise_1(profile: str = "smoke") -> dict:
+    """Three paths: ``by_hand`` still agrees with ``pr1lib.structure``, cell for cell.
+
+    The hidden cells ("orange") are now **three rectangles**, one per pair of sibling paths:
+    path 2's rows lose path 1's columns, and path 3's rows lose the columns of path 1 *and* of
+    path 2 (a later path never sees any earlier sibling; an earlier one never saw a later one
+    anyway, by causality). Each rectangle is full: every token of the later path loses every
+    token of the earlier one.
+
+    ``</Parallel>`` lands at ``pos(<Parallel>) + 1 + the longest path's length`` (tags
+    included): every path restarted at ``pos(<Parallel>) + 1``, and the text after the block
+    continues right after the end of the **longest** path, whichever one it is, not after the
+    last one.
+    """
+    _, tok = setup(profile)
+    ids, start = encode(tok, THREE_PATHS, profile)
+    x = torch.tensor([ids])
+    st = structure_tensors(x, tok, "unseen", [start])
+    unseen = allowed_mask(st["block"], st["path"], st["valid"])[0]
+    seen_st = structure_tensors(x, tok, "seen", [start])
+    seen = allowed_mask(seen_st["block"], seen_st["path"], seen_st["valid"])[0]
+    mine_mask, mine_pos = by_hand(tok.convert_ids_to_tokens(ids), start)
+    hidden = seen & ~unseen  # (L, L): the cells "unseen" removes
+    spans = [(a, b) for _, a, b in parse(ids, tok, start).spans()]
+    rectangles = {f"path {i + 1} rows x path {j + 1} columns": int(hidden[a:b, c:d].sum())
+                  for i, (a, b) in enumerate(spans) for j, (c, d) in enumerate(spans)
+                  if hidden[a:b, c:d].any()}
+    full = sum((b - a) * (d - c) for i, (a, b) in enumerate(spans)
+               for j, (c, d) in enumerate(spans) if j < i)
+    positions = st["position_ids"][0].tolist()
+    open_at = ids.index(tok.convert_tokens_to_ids("<Parallel>"), start)
+    close_at = ids.index(tok.convert_tokens_to_ids("</Parallel>"), start)
+    return {"agrees": bool(torch.equal(mine_mask, unseen)) and mine_pos == positions,
+            "rectangles": rectangles, "hidden_cells": int(hidden.sum()), "full_rectangles": full,
+            "path_lengths": [b - a for a, b in spans],
+            "parallel_position": positions[open_at], "close_position": positions[close_at]}
+
+
+def check_exercise_1(found: dict) -> None:
+    assert found["agrees"]
+    assert sorted(found["rectangles"]) == ["path 2 rows x path 1 columns",
+                                           "path 3 rows x path 1 columns",
+                                           "path 3 rows x path 2 columns"]
+    assert found["hidden_cells"] == found["full_rectangles"]  # nothing else is hidden
+    lengths = found["path_lengths"]
+    assert lengths.index(max(lengths)) != len(lengths) - 1  # the longest path is not the last
+    assert found["close_position"] == found["parallel_position"] + 1 + max(lengths)
+
+
+# ----------------------------------------------------------------------------- exercise 2
+def logits(model, tok, ids: list[int], start: int, mode: str) -> torch.Tensor:
+    x = torch.tensor([ids], device=model.device)  # (1, L)
+    with torch.no_grad():
+        out = model(input_ids=x, use_cache=False,
+                    **attention_inputs(x, tok, mode, [start], dtype=model.dtype))
+    return out.logits[0].float().cpu()  # (L, V)
+
+
+def exercise_2(profile: str = "smoke") -> dict:
+    """Rewrite the **second** path instead of the first.
+
+    Under both masks the prompt and the **first path do not move at all** (Δ = 0 up to float
+    rounding), and the summary and everything after it move. The first path is unaffected even
+    under "seen" because attention is causal: a token only ever reads tokens *before* it, and the
+    second path comes after the first. "Unseen" adds nothing here; it only matters for a path
+    that comes later than a sibling. The summary moves under either mask because it reads every
+    path.
+    """
+    model, tok = setup(profile)
+    ids, start = encode(tok, TWO_PATHS, profile)
+    (_, a1, b1), (_, a2, b2) = parse(ids, tok, start).spans()
+    new_path = tok.encode("I am not sure, maybe 7+7=14, or 99.", add_special_tokens=False)
+    edited = ids[: a2 + 1] + new_path + ids[b2 - 1:]  # keep <Path> and </Path>
+    shift = len(edited) - len(ids)
+    parts = {"prompt": (slice(0, start), slice(0, start)),
+             "first path": (slice(a1, b1), slice(a1, b1)),
+             "summary and after": (slice(b2, None), slice(b2 + shift, None))}
+    table = {}
+    for mode in ("seen", "unseen"):
+        before = logits(model, tok, ids, start, mode)
+        after = logits(model, tok, edited, start, mode)
+        table[mode] = {name: (before[o] - after[e]).abs().max().item()
+                       for name, (o, e) in parts.items()}
+    return table
+
+
+def check_exercise_2(found: dict) -> None:
+    for mode in ("seen", "unseen"):
+        assert found[mode]["prompt"] < 1e-5 and found[mode]["first path"] < 1e-5, mode
+        assert found[mode]["summary and after"] > 1e-3, mode
+
+
+# ----------------------------------------------------------------------------- exercise 3
+def exercise_3(profile: str = "smoke") -> dict:
+    """Unseen ``position_ids`` with only a 2D mask of ones: what did transformers do?
+
+    It used the positions as given and built its **ordinary causal mask**. So the second path
+    reads the first path again (as under "seen"), but at colliding positions: both paths sit on
+    the same position ids, so the second path sees tokens of the first at distance zero or
+    "in the future". The result is neither variant: its logits differ from the unseen forward
+    and from the seen one, and rewriting the first path moves them (the invariance of
+    section 6 is gone).
+
+    With **no mask at all** it is worse in another way: transformers reads every restart of the
+    position ids as the start of a new *packed* sequence and isolates it. The second path then
+    sees only itself, not even the prompt: its logits equal a forward of the path's tokens
+    alone. That is why ``pr1lib.structure`` always hands the 4D mask over together with the
+    positions.
+    """
+    model, tok = setup(profile)
+    ids, start = encode(tok, TWO_PATHS, profile)
+    (_, a1, b1), (_, a2, b2) = parse(ids, tok, start).spans()
+    new_path = tok.encode("I am not sure, maybe 7+7=14, or 99.", add_special_tokens=False)
+    edited = ids[: a1 + 1] + new_path + ids[b1 - 1:]
+    shift = len(edited) - len(ids)
+
+    def forward(seq, how):
+        x = torch.tensor([seq])
+        unseen = attention_inputs(x, tok, "unseen", [start], dtype=model.dtype)
+        kwargs = {"ones": {"attention_mask": torch.ones_like(x),
+                           "position_ids": unseen["position_ids"]},
+                  "none": {"position_ids": unseen["position_ids"]},
+                  "unseen": unseen,
+                  "seen": attention_inputs(x, tok, "seen", [start], dtype=model.dtype)}[how]
+        with torch.no_grad():
+            return model(input_ids=x, use_cache=False, **kwargs).logits[0].float()
+
+    second = slice(a2, b2)
+    ones, none = forward(ids, "ones")[second], forward(ids, "none")[second]
+    with torch.no_grad():
+        alone = model(input_ids=torch.tensor([ids[a2:b2]])).logits[0].float()
+    moved = forward(edited, "ones")[a2 + shift:b2 + shift]
+    gap = lambda u, v: (u - v).abs().max().item()  # noqa: E731
+    return {"ones vs unseen": gap(ones, forward(ids, "unseen")[second]),
+            "ones vs seen": gap(ones, forward(ids, "seen")[second]),
+            "ones: first path rewritten": gap(ones, moved),
+            "none vs the path alone": gap(none, alone)}
+
+
+def check_exercise_3(found: dict) -> None:
+    assert found["ones vs unseen"] > 1e-3 and found["ones vs seen"] > 1e-3
+    assert found["ones: first path rewritten"] > 1e-3  # the invariance is lost
+    assert found["none vs the path alone"] < 1e-4  # packed: the path is cut off from everything
+
+
+if __name__ == "__main__":
+    import sys
+
+    for n in (1, 2, 3):
+        print(f"exercise {n}:", globals()[f"exercise_{n}"](*sys.argv[1:2]))
