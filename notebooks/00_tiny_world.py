@@ -9,6 +9,11 @@
 # - what the tiny Qwen3-architecture model and its tokenizer are, and how well the model
 #   solves each tier, greedy and when sampling;
 # - how to re-train it with `python -m pr1lib pretrain-tiny`.
+#
+# ![The recipe, its three lanes, and the notebook for each box](../docs/recipe.png)
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

@@ -10,6 +10,9 @@
 # - how the official checker differs from this project's strict grammar, case by case;
 # - how to add the tags as single tokens that survive TRL's decoding, and why their new
 #   embedding rows should start as the mean of the pieces they used to split into.
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

@@ -13,6 +13,9 @@
 # - this project's four filter checks (strict format, at least one block, the right answer, the token
 #   budget; the paper checked the format only), the yield table, and how to switch to an LLM teacher
 #   (transformers or any OpenAI-compatible server).
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

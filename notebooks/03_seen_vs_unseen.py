@@ -13,6 +13,9 @@
 # - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache, and
 #   how much faster that is than decoding them one after another;
 # - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to see.
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

@@ -12,6 +12,9 @@
 #   of position ids, with the structure read from the **response only**;
 # - how much GPU memory the colab and paper settings need (computed), and what a run folder holds;
 # - how format validity, parallel ratio, accuracy and length move from before to after SFT.
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

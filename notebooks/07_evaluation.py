@@ -13,6 +13,9 @@
 #   run, and how to say honestly whether the tiny run shows it;
 # - the mid-training scaffold: an alternating reward first, then accuracy only, and what happens at
 #   the switch.
+#
+# Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
+# [docs/recipe.md](../docs/recipe.md)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)

@@ -38,6 +38,12 @@ def test_has_parameters_and_closing_sections(path):
     assert "## Summary" in markdown and "## Exercises" in markdown
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_first_cell_links_the_glossary_and_the_recipe(path):
+    first = next(c for c in read(path).cells if c.cell_type == "markdown")
+    assert "](../docs/glossary.md" in first.source and "](../docs/recipe.md" in first.source
+
+
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     return run_notebooks("smoke", tmp_path_factory.mktemp("tour"))
