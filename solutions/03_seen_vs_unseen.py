@@ -201,7 +201,7 @@ def exercise_3(profile: str = "smoke") -> dict:
 def check_exercise_3(found: dict) -> None:
     assert found["ones vs unseen"] > 1e-3 and found["ones vs seen"] > 1e-3
     assert found["ones: first path rewritten"] > 1e-3  # the invariance is lost
-    assert found["none vs the path alone"] < 1e-4  # packed: the path is cut off from everything
+    assert found["none vs the path alone"] < 1e-3  # packed: cut off from everything (float noise)
 
 
 if __name__ == "__main__":
