@@ -127,7 +127,7 @@ budgets
 
 # %%
 DATA = None
-OUT = runs_dir() / f"03_sft_lora-{PROFILE}"
+OUT = runs_dir() / f"04_sft_lora-{PROFILE}"
 base_model, tokenizer, lora_config = models.load_training_policy(model_config, config.train_tag_rows)
 raw = sft.load_coldstart(DATA, config, model_config.prompt_style, OUT)
 rows, dropped = sft.sft_rows(raw, tokenizer, config.max_length)

@@ -81,3 +81,21 @@ def test_tour_report_has_every_section(smoke_runs):
         for check in run.checks:
             line = Seen(*(check[k] for k in ("name", "value", "low", "high", "profile"))).line()
             assert html.escape(line) in page, line
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_runs_are_saved_under_the_notebooks_own_name(path):
+    # later notebooks and pr1lib.config.STAGE_RUNS find a notebook's runs by its file name
+    import re
+
+    for folder in re.findall(r'runs_dir\(\) / f?"([^"{/]+)', path.read_text()):
+        assert folder.startswith(path.stem[:3]), f"{path.name} saves runs to {folder!r}"
+
+
+def test_stage_runs_name_notebooks_that_exist():
+    from pr1lib.config import STAGE_RUNS
+
+    for _, patterns in STAGE_RUNS.values():
+        for pattern in patterns:
+            if pattern[:2].isdigit():
+                assert pattern.split("-")[0] in IDS, f"STAGE_RUNS names a missing notebook: {pattern}"
