@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+# run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
@@ -50,11 +51,18 @@ STARTED = time.monotonic()  # the budget counts from here, imports included
 
 # config.json of the Qwen3 base models (tied embeddings, head_dim 128, vocab 151936)
 SHAPES: dict[str, dict[str, int]] = {
-    "qwen3-0.6b": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=151936),
-    "qwen3-1.7b": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, vocab=151936),
-    "qwen3-4b": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, vocab=151936),
+    "qwen3-0.6b": dict(
+        hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=151936
+    ),
+    "qwen3-1.7b": dict(
+        hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, vocab=151936
+    ),
+    "qwen3-4b": dict(
+        hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, vocab=151936
+    ),
 }
-TINY_SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, mlp=128, vocab=0)  # vocab: tokenizer's
+# vocab: tokenizer's
+TINY_SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, mlp=128, vocab=0)
 MEASUREMENTS = ("forked", "sft", "grpo_seen", "grpo_unseen")
 
 
@@ -75,13 +83,24 @@ class Sizes:
 
     @classmethod
     def tiny(cls) -> "Sizes":
-        return cls(sft_batch=2, sft_len=64, grpo_group=4, grpo_prompt=16, grpo_completion=64, rollout_prompts=2,
-                   path_len=8, completion_len=40, lora_r=4, repeats=1)
+        return cls(
+            sft_batch=2,
+            sft_len=64,
+            grpo_group=4,
+            grpo_prompt=16,
+            grpo_completion=64,
+            rollout_prompts=2,
+            path_len=8,
+            completion_len=40,
+            lora_r=4,
+            repeats=1,
+        )
 
 
 # ---------------------------------------------------------------- time guard
 class Budget:
-    """Wall-clock budget: ``left()`` seconds remain; a SIGALRM stops a step that runs past the end."""
+    """Wall-clock budget: ``left()`` seconds remain; a SIGALRM stops a step that runs past the
+    end."""
 
     def __init__(self, seconds: float, grace: float = 30.0, start: float | None = None):
         self.end = (time.monotonic() if start is None else start) + seconds
@@ -101,14 +120,19 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 
 def guarded(name: str, fn: Callable[[], dict], budget: Budget, min_left: float) -> dict[str, Any]:
-    """``fn()``'s dict, or ``{"skipped": why}`` / ``{"error": …}``: a failure never stops the run."""
+    """``fn()``'s dict, or ``{"skipped": why}`` / ``{"error": …}``: a failure never stops the
+    run."""
     if budget.left() < min_left:
-        return {"skipped": f"time budget: {budget.left():.0f} s left, {name} needs ~{min_left:.0f} s"}
+        return {
+            "skipped": f"time budget: {budget.left():.0f} s left, {name} needs ~{min_left:.0f} s"
+        }
     try:
         return fn()
     except Exception as err:  # noqa: BLE001 - recorded, then the next measurement runs
-        return {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}",
-                "where": traceback.format_exc(limit=-2).strip().splitlines()[-1][:200]}
+        return {
+            "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}",
+            "where": traceback.format_exc(limit=-2).strip().splitlines()[-1][:200],
+        }
     finally:
         free_memory()
 
@@ -130,8 +154,11 @@ def gib(n_bytes: float) -> float:
     return round(n_bytes / 2**30, 3)
 
 
-def timed(step: Callable[[], Any], repeats: int, warmup: bool = True) -> tuple[float, float | None, Any]:
-    """(median seconds of ``repeats`` steps after one warm-up, peak GiB over them or None on CPU, last result)."""
+def timed(
+    step: Callable[[], Any], repeats: int, warmup: bool = True
+) -> tuple[float, float | None, Any]:
+    """(median seconds of ``repeats`` steps after one warm-up, peak GiB over them or None on CPU,
+    last result)."""
     out = step() if warmup else None
     if cuda():
         torch.cuda.synchronize()
@@ -164,10 +191,18 @@ def tokenizer_with_tags():
 def qwen3_config(shape: dict[str, int], vocab: int):
     from transformers import Qwen3Config
 
-    return Qwen3Config(vocab_size=vocab, hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-                       num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
-                       head_dim=shape["head_dim"], intermediate_size=shape["mlp"], tie_word_embeddings=True,
-                       max_position_embeddings=4096, attn_implementation="sdpa")
+    return Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=shape["hidden"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        head_dim=shape["head_dim"],
+        intermediate_size=shape["mlp"],
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+        attn_implementation="sdpa",
+    )
 
 
 def quantize_in_place(model: Any, compute_dtype: torch.dtype) -> int:
@@ -181,8 +216,14 @@ def quantize_in_place(model: Any, compute_dtype: torch.dtype) -> int:
         for name, child in list(parent.named_children()):
             if not isinstance(child, torch.nn.Linear) or child is model.get_output_embeddings():
                 continue
-            new = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
-                                    compute_dtype=compute_dtype, quant_type="nf4", device="meta")
+            new = bnb.nn.Linear4bit(
+                child.in_features,
+                child.out_features,
+                bias=child.bias is not None,
+                compute_dtype=compute_dtype,
+                quant_type="nf4",
+                device="meta",
+            )
             new.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, quant_type="nf4",
                                            compress_statistics=True).to(device)
             if child.bias is not None:
@@ -199,7 +240,9 @@ def quantize_in_place(model: Any, compute_dtype: torch.dtype) -> int:
     return swapped
 
 
-def build_model(shape: dict[str, int], vocab: int, four_bit: bool = True) -> tuple[Any, dict[str, Any]]:
+def build_model(
+    shape: dict[str, int], vocab: int, four_bit: bool = True
+) -> tuple[Any, dict[str, Any]]:
     """A random-weight Qwen3 of ``shape`` on the device (bf16 on CUDA, fp32 on CPU), then NF4."""
     from transformers import AutoModelForCausalLM
 
@@ -210,8 +253,11 @@ def build_model(shape: dict[str, int], vocab: int, four_bit: bool = True) -> tup
         model = AutoModelForCausalLM.from_config(qwen3_config(shape, vocab), dtype=dtype)
     model.to(device)  # a no-op unless from_config ignored the device context
     params = sum(p.numel() for p in model.parameters())
-    info: dict[str, Any] = {"params_m": round(params / 1e6, 1), "dtype": str(dtype).replace("torch.", ""),
-                            "four_bit": False}
+    info: dict[str, Any] = {
+        "params_m": round(params / 1e6, 1),
+        "dtype": str(dtype).replace("torch.", ""),
+        "four_bit": False,
+    }
     if four_bit:
         try:
             info["quantized_layers"] = quantize_in_place(model, dtype)
@@ -273,7 +319,8 @@ def masked_pairs(ids: torch.Tensor, tags: Any, start: int, mode: str) -> int:
     """Query-key pairs the structure mask blocks beyond the causal mask (0 for ``seen``)."""
     from pr1lib.structure import attention_inputs
 
-    mask = attention_inputs(ids, tags, mode, [start] * ids.shape[0])["attention_mask"][:, 0]  # (B, L, L) bool
+    # (B, L, L) bool
+    mask = attention_inputs(ids, tags, mode, [start] * ids.shape[0])["attention_mask"][:, 0]
     causal = torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
     return int((causal & ~mask.cpu()).sum())
 
@@ -284,7 +331,9 @@ def trainable(model: Any) -> list[torch.nn.Parameter]:
 
 
 def lora_norm(model: Any) -> float:
-    return float(sum(p.detach().float().norm() for n, p in model.named_parameters() if "lora_B" in n))
+    return float(
+        sum(p.detach().float().norm() for n, p in model.named_parameters() if "lora_B" in n)
+    )
 
 
 def completion_labels(ids: torch.Tensor, prompt: int) -> torch.Tensor:
@@ -312,8 +361,14 @@ def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, An
         return loss.item()
 
     seconds, peak, loss = timed(step, sizes.repeats)
-    return {"step_s": round(seconds, 4), "peak_gib": peak, "tokens": int(ids.numel()), "loss": round(loss, 4),
-            "tokens_per_s": round(ids.numel() / seconds, 1), "lora_b_norm_change": round(lora_norm(model) - before, 6)}
+    return {
+        "step_s": round(seconds, 4),
+        "peak_gib": peak,
+        "tokens": int(ids.numel()),
+        "loss": round(loss, 4),
+        "tokens_per_s": round(ids.numel() / seconds, 1),
+        "lora_b_norm_change": round(lora_norm(model) - before, 6),
+    }
 
 
 def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> dict[str, Any]:
@@ -323,7 +378,9 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
     from pr1lib.structure import attention_inputs
 
     device, prompt = next(model.parameters()).device, sizes.grpo_prompt
-    ids = parallel_sequences(tags, sizes.grpo_group, prompt, sizes.grpo_completion, vocab, seed=1).to(device)
+    ids = parallel_sequences(
+        tags, sizes.grpo_group, prompt, sizes.grpo_completion, vocab, seed=1
+    ).to(device)
     labels = completion_labels(ids, prompt)
     adv = torch.randn(sizes.grpo_group, 1, generator=torch.Generator().manual_seed(0)).to(device)
     extra = ({"attention_mask": torch.ones_like(ids)} if mode == "seen" else
@@ -333,7 +390,8 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
     def step() -> float:
         out = model(input_ids=ids, labels=labels, fused_lm_head=True, **extra)
         logp, mask = out.log_probs, out.label_mask.float()  # (G, L-1)
-        ratio = torch.exp(logp - logp.detach())  # 1, with the gradient of logp (one update per batch)
+        # 1, with the gradient of logp (one update per batch)
+        ratio = torch.exp(logp - logp.detach())
         per_token = -torch.min(ratio * adv, ratio.clamp(0.8, 1.28) * adv)
         loss = (per_token * mask).sum() / mask.sum()
         loss.backward()
@@ -342,9 +400,15 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
         return ((logp.detach() * mask).sum() / mask.sum()).item()
 
     seconds, peak, mean_logp = timed(step, sizes.repeats)
-    return {"step_s": round(seconds, 4), "peak_gib": peak, "group": sizes.grpo_group, "tokens": int(ids.numel()),
-            "mean_logp": round(mean_logp, 6), "masked_pairs": masked_pairs(ids.cpu(), tags, prompt, mode),
-            "mask_gib": gib(ids.shape[0] * ids.shape[1] ** 2) if mode == "unseen" else 0.0}
+    return {
+        "step_s": round(seconds, 4),
+        "peak_gib": peak,
+        "group": sizes.grpo_group,
+        "tokens": int(ids.numel()),
+        "mean_logp": round(mean_logp, 6),
+        "masked_pairs": masked_pairs(ids.cpu(), tags, prompt, mode),
+        "mask_gib": gib(ids.shape[0] * ids.shape[1] ** 2) if mode == "unseen" else 0.0,
+    }
 
 
 def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
@@ -360,22 +424,39 @@ def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
     undo = steer_logits(model, bias)
     cfg = RolloutConfig(mode="forked", num_paths=2, max_blocks=4, max_path_length=sizes.path_len,
                         max_completion_length=sizes.completion_len)
-    prompts = [tok.encode(f"Problem {i}: Tom has {i + 3} apples and buys 5 more. How many?\nSolution:\n",
-                          add_special_tokens=False) for i in range(sizes.rollout_prompts)]
+    prompts = [
+        tok.encode(
+            f"Problem {i}: Tom has {i + 3} apples and buys 5 more. How many?\nSolution:\n",
+            add_special_tokens=False,
+        )
+        for i in range(sizes.rollout_prompts)
+    ]
     model.eval()
     device = head.weight.device
     try:
         with torch.no_grad():
-            generate(model, tok, prompts[:1], cfg.replace(max_completion_length=8))  # warm-up, short
+            # warm-up, short
+            generate(model, tok, prompts[:1], cfg.replace(max_completion_length=8))
             seconds, peak, outs = timed(
-                lambda: generate(model, tok, prompts, cfg, generator=torch.Generator(device).manual_seed(0)), 1,
-                warmup=False)
+                lambda: generate(
+                    model, tok, prompts, cfg, generator=torch.Generator(device).manual_seed(0)
+                ),
+                1,
+                warmup=False,
+            )
     finally:
         undo()
     tokens = sum(len(r.completion_ids) for r in outs)
-    return {"seconds": round(seconds, 3), "peak_gib": peak, "prompts": len(prompts), "completion_tokens": tokens,
-            "tokens_per_s": round(tokens / seconds, 1), "blocks": sum(r.blocks for r in outs),
-            "num_paths": cfg.num_paths, "max_completion_length": cfg.max_completion_length}
+    return {
+        "seconds": round(seconds, 3),
+        "peak_gib": peak,
+        "prompts": len(prompts),
+        "completion_tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
+        "blocks": sum(r.blocks for r in outs),
+        "num_paths": cfg.num_paths,
+        "max_completion_length": cfg.max_completion_length,
+    }
 
 
 # ---------------------------------------------------------------- driver
@@ -392,13 +473,21 @@ def check_model(name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget
         model, entry["model"] = build_model(shape, vocab, four_bit)
         tags, text_vocab = tag_ids(tok), min(tag_ids(tok)[:6])
         min_left = 5.0 if not cuda() else 20.0
-        entry["forked"] = guarded("forked", lambda: measure_forked(model, tok, sizes), budget, min_left)
+        entry["forked"] = guarded(
+            "forked", lambda: measure_forked(model, tok, sizes), budget, min_left
+        )
         model, entry["lora_params"] = add_lora(model, sizes.lora_r)
         entry["lora_params_formula"] = lora_param_count(shape, sizes.lora_r)
-        entry["sft"] = guarded("sft", lambda: measure_sft(model, tags, text_vocab, sizes), budget, min_left)
+        entry["sft"] = guarded(
+            "sft", lambda: measure_sft(model, tags, text_vocab, sizes), budget, min_left
+        )
         for mode in ("seen", "unseen"):
-            entry[f"grpo_{mode}"] = guarded(f"grpo_{mode}", lambda: measure_grpo(model, tags, text_vocab, sizes, mode),
-                                            budget, min_left)
+            entry[f"grpo_{mode}"] = guarded(
+                f"grpo_{mode}",
+                lambda: measure_grpo(model, tags, text_vocab, sizes, mode),
+                budget,
+                min_left,
+            )
     except Exception as err:  # noqa: BLE001 - building failed (e.g. out of memory): record it, go on
         entry["error"] = f"{type(err).__name__}: {str(err)[:300]}"
     finally:
@@ -422,8 +511,14 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def run(models: list[str] | None = None, tiny: bool = False, budget_s: float = 400.0,
-        four_bit: bool = True, out: str | None = None, start: float | None = None) -> dict[str, Any]:
+def run(
+    models: list[str] | None = None,
+    tiny: bool = False,
+    budget_s: float = 400.0,
+    four_bit: bool = True,
+    out: str | None = None,
+    start: float | None = None,
+) -> dict[str, Any]:
     """The whole check as one dict (see the module docstring); the budget counts from ``start``
     (``time.monotonic()``; default: now)."""
     start = time.perf_counter()
@@ -433,8 +528,15 @@ def run(models: list[str] | None = None, tiny: bool = False, budget_s: float = 4
     sizes = Sizes.tiny() if tiny else Sizes()
     budget = Budget(budget_s, start=start)
     budget.arm()
-    result: dict[str, Any] = {"skipped": False, "tiny_shapes": tiny, "sizes": asdict(sizes), "budget_s": budget_s,
-                              "environment": environment(), "models": {}, "note": "measured; weights are random"}
+    result: dict[str, Any] = {
+        "skipped": False,
+        "tiny_shapes": tiny,
+        "sizes": asdict(sizes),
+        "budget_s": budget_s,
+        "environment": environment(),
+        "models": {},
+        "note": "measured; weights are random",
+    }
     try:
         tok = tokenizer_with_tags()
         plan = {"tiny": TINY_SHAPE} if tiny else {m: SHAPES[m] for m in (models or list(SHAPES))}
@@ -461,11 +563,19 @@ def _save(result: dict[str, Any], out: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(SHAPES), help=f"comma list from {', '.join(SHAPES)}")
-    p.add_argument("--tiny-shapes", action="store_true", help="toy shapes, runs on CPU (the test's dry run)")
-    p.add_argument("--budget-s", type=float, default=400.0, help="wall-clock budget; later steps are skipped")
+    p.add_argument(
+        "--models", default=",".join(SHAPES), help=f"comma list from {', '.join(SHAPES)}"
+    )
+    p.add_argument(
+        "--tiny-shapes", action="store_true", help="toy shapes, runs on CPU (the test's dry run)"
+    )
+    p.add_argument(
+        "--budget-s", type=float, default=400.0, help="wall-clock budget; later steps are skipped"
+    )
     p.add_argument("--no-4bit", action="store_true", help="measure bf16 weights instead of NF4")
-    p.add_argument("--out", default=None, help="also write the JSON here (updated after every model)")
+    p.add_argument(
+        "--out", default=None, help="also write the JSON here (updated after every model)"
+    )
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in SHAPES]

@@ -35,7 +35,9 @@ def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
         opt.zero_grad()
         loss = accumulate_loss(model, tokenizer, records, cfg.length_buckets)
         opt.step()
-        tokens += int(encode_batch(tokenizer, records)["attention_mask"].sum()) if step >= warmup else 0
+        tokens += (
+            int(encode_batch(tokenizer, records)["attention_mask"].sum()) if step >= warmup else 0
+        )
     per_step = (time.perf_counter() - start) / steps
     return {"s_per_step": round(per_step, 4), "tokens_per_step": tokens / steps,
             "parameters": model.num_parameters(), "max_steps": cfg.max_steps,

@@ -46,7 +46,8 @@ PROMPT = "Question: Tom has 3 apples and buys 5 more. How many apples does he ha
 
 
 def load_model() -> tuple[Any, Any, str]:
-    """``(model, tokenizer, source)``: the shipped tiny model if present, else a random one of its shape."""
+    """``(model, tokenizer, source)``: the shipped tiny model if present, else a random one of its
+    shape."""
     from pr1lib.models import TINY_MODEL_DIR, build_random_tiny
     from pr1lib.tokens import add_parallel_tags
 
@@ -55,7 +56,10 @@ def load_model() -> tuple[Any, Any, str]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(str(folder))
-        model, source = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32), TINY_MODEL_DIR
+        model, source = (
+            AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32),
+            TINY_MODEL_DIR,
+        )
     else:
         model, tok = build_random_tiny(seed=0)
         source = "random (tiny-base shape)"
@@ -79,14 +83,25 @@ def medians(fns: dict[Any, Callable[[], Any]], repeats: int) -> dict[Any, tuple[
 def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     """Forked k paths of exactly ``n`` tokens each, versus one path, from the same prompt."""
     t = tag_ids(tok)
-    undo = steer_logits(model, {t.parallel: 30.0, t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0})
+    undo = steer_logits(
+        model, {t.parallel: 30.0, t.end_path: -30.0, tok.eos_token_id: -30.0, t.end_summary: -30.0}
+    )
     tail = 2 + len(tok.encode("\n", add_special_tokens=False))  # </Parallel> \n <Summary>
     prompt = [tok.encode(PROMPT, add_special_tokens=False)]
     stats: dict[int, dict[str, int]] = {k: {} for k in (1, 2, 4, 8)}
 
     def one(k: int) -> Callable[[], Any]:
-        cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=1 + k * n + tail)
-        return lambda: generate(model, tok, prompt, cfg, stats=stats[k], generator=torch.Generator(device=model.device).manual_seed(0))[0]
+        cfg = RolloutConfig(
+            num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=1 + k * n + tail
+        )
+        return lambda: generate(
+            model,
+            tok,
+            prompt,
+            cfg,
+            stats=stats[k],
+            generator=torch.Generator(device=model.device).manual_seed(0),
+        )[0]
 
     try:
         timed = medians({k: one(k) for k in stats}, repeats)
@@ -96,13 +111,24 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     for k, (sec, r) in timed.items():
         assert r.path_lengths == [[n] * k], r.path_lengths  # equal lengths, as intended
         fed_once = len(r.prompt_ids) + len(r.completion_ids) - 1  # the last token is never fed
-        out[k] = {"seconds": sec, "reprocessed": stats[k]["fed_tokens"] - fed_once, "path_tokens": k * n}
+        out[k] = {
+            "seconds": sec,
+            "reprocessed": stats[k]["fed_tokens"] - fed_once,
+            "path_tokens": k * n,
+        }
     single = out[1]["seconds"]
     return {
-        "path_len": n, "single_path_s": round(single, 4),
-        "forked": {str(k): {"seconds": round(v["seconds"], 4), "over_single_path": round(v["seconds"] / single, 3),
-                            "speedup_vs_sequential": round(k * single / v["seconds"], 3)}
-                   for k, v in out.items() if k > 1},
+        "path_len": n,
+        "single_path_s": round(single, 4),
+        "forked": {
+            str(k): {
+                "seconds": round(v["seconds"], 4),
+                "over_single_path": round(v["seconds"] / single, 3),
+                "speedup_vs_sequential": round(k * single / v["seconds"], 3),
+            }
+            for k, v in out.items()
+            if k > 1
+        },
         "forked_over_single_path": round(out[4]["seconds"] / single, 3),
         "summary_reprefill_tokens": out[4]["path_tokens"],
         "summary_merge_reprocessed_tokens": out[4]["reprocessed"],
@@ -146,18 +172,34 @@ def bench_reread(model: Any, tok: Any, batch: int, n: int, repeats: int,
 
 
 def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[str, Any]:
-    """Engine ``seen`` mode versus ``model.generate``: same prompts, sampling, exactly ``n`` new tokens each."""
+    """Engine ``seen`` mode versus ``model.generate``: same prompts, sampling, exactly ``n`` new
+    tokens each."""
     undo = steer_logits(model, {tok.eos_token_id: -30.0})
-    prompts = [tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False) for i in range(batch)]
+    prompts = [
+        tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False)
+        for i in range(batch)
+    ]
     width = max(len(p) for p in prompts)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])  # (B, W) left-padded for generate
+    # (B, W) left-padded for generate
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # (B, W)
     cfg = RolloutConfig(mode="seen", max_completion_length=n, max_blocks=10**6)
     fns = {
-        "engine": lambda: generate(model, tok, prompts, cfg, generator=torch.Generator(device=model.device).manual_seed(0)),
-        "generate": lambda: model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
-                                           top_p=1.0, top_k=0, max_new_tokens=n, min_new_tokens=n, pad_token_id=pad),
+        "engine": lambda: generate(
+            model, tok, prompts, cfg, generator=torch.Generator(device=model.device).manual_seed(0)
+        ),
+        "generate": lambda: model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=n,
+            min_new_tokens=n,
+            pad_token_id=pad,
+        ),
     }
     try:
         timed = medians(fns, repeats)
@@ -166,11 +208,18 @@ def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[s
     (engine_s, rs), (hf_s, out) = timed["engine"], timed["generate"]
     assert all(len(r.completion_ids) == n for r in rs) and out.shape[1] == width + n
     tokens = batch * n
-    return {"batch": batch, "new_tokens": n, "engine_tokens_per_s": round(tokens / engine_s, 1),
-            "generate_tokens_per_s": round(tokens / hf_s, 1), "seen_engine_over_generate": round(hf_s / engine_s, 3)}
+    return {
+        "batch": batch,
+        "new_tokens": n,
+        "engine_tokens_per_s": round(tokens / engine_s, 1),
+        "generate_tokens_per_s": round(tokens / hf_s, 1),
+        "seen_engine_over_generate": round(hf_s / engine_s, 3),
+    }
 
 
-def parallel_batch(tok: Any, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, list[int]]:
+def parallel_batch(
+    tok: Any, batch: int, length: int, seed: int = 0
+) -> tuple[torch.Tensor, list[int]]:
     """Random token sequences with two blocks of two paths each in the response."""
     t, g = tag_ids(tok), torch.Generator().manual_seed(seed)
     vocab = min(t[:6])  # ordinary tokens only (the tags were added last)
@@ -191,24 +240,42 @@ def bench_train(model: Any, tok: Any, batch: int, length: int, repeats: int) -> 
     model.train()
 
     def step(mode: str | None) -> None:
-        extra = attention_inputs(ids, tok, mode, starts) if mode else {"attention_mask": torch.ones_like(ids)}
+        extra = (
+            attention_inputs(ids, tok, mode, starts)
+            if mode
+            else {"attention_mask": torch.ones_like(ids)}
+        )
         model(input_ids=ids, labels=ids, use_cache=False, **extra).loss.backward()
         model.zero_grad(set_to_none=True)
 
-    fns = {"plain": lambda: step(None), "seen": lambda: step("seen"), "unseen": lambda: step("unseen"),
-           "build": lambda: attention_inputs(ids, tok, "unseen", starts)}
+    fns = {
+        "plain": lambda: step(None),
+        "seen": lambda: step("seen"),
+        "unseen": lambda: step("unseen"),
+        "build": lambda: attention_inputs(ids, tok, "unseen", starts),
+    }
     try:
         timed = {name: sec for name, (sec, _) in medians(fns, repeats).items()}
     finally:
         model.eval()
     plain, seen4d, unseen, build = timed["plain"], timed["seen"], timed["unseen"], timed["build"]
-    return {"batch": batch, "tokens": length, "seen_s": round(plain, 4), "seen_4d_mask_s": round(seen4d, 4),
-            "unseen_s": round(unseen, 4), "unseen_mask_build_s": round(build, 4),
-            "unseen_train_over_seen": round(unseen / plain, 3), "unseen_over_seen_4d_mask": round(unseen / seen4d, 3)}
+    return {
+        "batch": batch,
+        "tokens": length,
+        "seen_s": round(plain, 4),
+        "seen_4d_mask_s": round(seen4d, 4),
+        "unseen_s": round(unseen, 4),
+        "unseen_mask_build_s": round(build, 4),
+        "unseen_train_over_seen": round(unseen / plain, 3),
+        "unseen_over_seen_4d_mask": round(unseen / seen4d, 3),
+    }
 
 
-def run(repeats: int = 5, path_len: int = 48, threads: int = 1, quick: bool = False) -> dict[str, Any]:
-    """All measurements as one dict (``quick``: fewer repeats and shorter sequences, for a smoke run)."""
+def run(
+    repeats: int = 5, path_len: int = 48, threads: int = 1, quick: bool = False
+) -> dict[str, Any]:
+    """All measurements as one dict (``quick``: fewer repeats and shorter sequences, for a smoke
+    run)."""
     torch.set_num_threads(threads)
     if quick:
         repeats, path_len = 1, 8
@@ -234,7 +301,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--path-len", type=int, default=48)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadiest on a shared CPU)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1: steadiest on a shared CPU)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (a smoke run)")
     args = parser.parse_args(argv)
     print(json.dumps(run(args.repeats, args.path_len, args.threads, args.quick)))

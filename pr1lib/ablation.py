@@ -99,15 +99,22 @@ def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
         after, start = _metrics(res, "after"), _metrics(res, "before")
         arm = res.get("arm", res["reward"])
         ref = TABLE4.get(PAPER_ARM.get(arm, ""), {})
-        rows.append({
-            "arm": arm, "reward": res["reward"], "steps": res["steps"],
-            "parallel_ratio_%": _pct(after["parallel_ratio"]), "accuracy_%": _pct(after["accuracy"]),
-            "greedy_parallel_ratio_%": _pct(after.get("greedy", {}).get("parallel_ratio")),
-            "greedy_accuracy_%": _pct(after.get("greedy", {}).get("accuracy")),
-            "train_parallel_ratio_%": _pct(res["train"].get("parallel_ratio")),
-            "start_parallel_ratio_%": _pct(start["parallel_ratio"]),
-            "start_accuracy_%": _pct(start["accuracy"]),
-            "paper_parallel_ratio_%": ref.get("parallel %"), "paper_avg": ref.get("Avg")})
+        rows.append(
+            {
+                "arm": arm,
+                "reward": res["reward"],
+                "steps": res["steps"],
+                "parallel_ratio_%": _pct(after["parallel_ratio"]),
+                "accuracy_%": _pct(after["accuracy"]),
+                "greedy_parallel_ratio_%": _pct(after.get("greedy", {}).get("parallel_ratio")),
+                "greedy_accuracy_%": _pct(after.get("greedy", {}).get("accuracy")),
+                "train_parallel_ratio_%": _pct(res["train"].get("parallel_ratio")),
+                "start_parallel_ratio_%": _pct(start["parallel_ratio"]),
+                "start_accuracy_%": _pct(start["accuracy"]),
+                "paper_parallel_ratio_%": ref.get("parallel %"),
+                "paper_avg": ref.get("Avg"),
+            }
+        )
     return rows
 
 

@@ -1,9 +1,9 @@
 """Is a predicted final answer the gold one? Numbers by value, then text, then math-verify.
 
-``pr1lib.format`` re-exports ``answers_match`` (its public home, a documented contract); graders and rewards
-call it through there. Every function takes any string and runs in time linear in its length:
-numbers are compared as digit strings (no ``int()``, so no int-string limit), and math-verify only
-sees short, tame predictions that are one answer rather than a hedge.
+``pr1lib.format`` re-exports ``answers_match`` (its public home, a documented contract); graders and
+rewards call it through there. Every function takes any string and runs in time linear in its
+length: numbers are compared as digit strings (no ``int()``, so no int-string limit), and
+math-verify only sees short, tame predictions that are one answer rather than a hedge.
 """
 
 from __future__ import annotations
@@ -93,8 +93,30 @@ def answers_match(pred: str | None, gold: str) -> bool:
 
 _WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word, not a LaTeX command's name
 _DIGIT_RE = re.compile(r"\d")
-_MATH_WORDS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "lcm",
-                         "gcd", "mod", "max", "min", "det", "arcsin", "arccos", "arctan"})
+_MATH_WORDS = frozenset(
+    {
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "log",
+        "ln",
+        "exp",
+        "sqrt",
+        "pi",
+        "lcm",
+        "gcd",
+        "mod",
+        "max",
+        "min",
+        "det",
+        "arcsin",
+        "arccos",
+        "arctan",
+    }
+)
 
 
 def _prose_before_number(text: str) -> bool:
@@ -129,7 +151,9 @@ def _math_verify(pred: str, gold: str) -> bool:
         from math_verify import verify
 
         logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled" notes
-        timer = _MATH_VERIFY_SECONDS if threading.current_thread() is threading.main_thread() else None
+        timer = (
+            _MATH_VERIFY_SECONDS if threading.current_thread() is threading.main_thread() else None
+        )
         gold_expr = mv_parse(f"${gold}$", parsing_timeout=timer)
         # first_match: one reading of the prediction, not any number found anywhere in it
         pred_expr = mv_parse(f"${pred}$", parsing_timeout=timer, extraction_mode="first_match")

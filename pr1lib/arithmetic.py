@@ -1,4 +1,5 @@
-"""Safe arithmetic for GSM8K-style solutions: evaluate, check and re-derive ``<<expr=value>>`` steps.
+"""Safe arithmetic for GSM8K-style solutions: evaluate, check and re-derive ``<<expr=value>>``
+steps.
 
 Nothing here calls ``eval``: expressions are parsed with ``ast`` and only numbers, ``+ - * / //``,
 unary signs and brackets are accepted. ``alternatives`` gives other verified ways to compute one
@@ -113,7 +114,9 @@ def unparse(node: ast.expr) -> str:
     left, right = unparse(node.left), unparse(node.right)
     if _prec(node.left) < prec:
         left = f"({left})"
-    if _prec(node.right) < prec or (_prec(node.right) == prec and type(node.op) in (ast.Sub, ast.Div, ast.FloorDiv)):
+    if _prec(node.right) < prec or (
+        _prec(node.right) == prec and type(node.op) in (ast.Sub, ast.Div, ast.FloorDiv)
+    ):
         right = f"({right})"
     return f"{left}{_SYM[type(node.op)]}{right}"
 
@@ -143,9 +146,10 @@ def annotate(expr: str, value: float | str) -> str:
     return f"{expr}=<<{expr}={shown}>>{shown}"
 
 
-# --------------------------------------------------------------------------- alternative computations
+# ----------------------------------------------------------------------- alternative computations
 def _chain(node: ast.expr, ops: tuple[type, ...]) -> list[tuple[type, ast.expr]]:
-    """Flatten a left-leaning chain of ``ops`` into ``[(op, operand), ...]`` (first op is ops[0])."""
+    """Flatten a left-leaning chain of ``ops`` into ``[(op, operand), ...]`` (first op is
+    ops[0])."""
     if isinstance(node, ast.BinOp) and type(node.op) in ops:
         return [*_chain(node.left, ops), (type(node.op), node.right)]
     return [(ops[0], node)]
@@ -161,14 +165,18 @@ def _alt_reorder(node: ast.expr, result: str) -> str | None:
         if len(first) < 2:
             return None
         reordered = first[::-1] + [t for t in terms if t[0] is not ops[0]]
-        text = "".join(("" if i == 0 else _SYM[op]) + _operand(n, op, i) for i, (op, n) in enumerate(reordered))
+        text = "".join(
+            ("" if i == 0 else _SYM[op]) + _operand(n, op, i) for i, (op, n) in enumerate(reordered)
+        )
         return None if text == unparse(node) else annotate(text, result)
     return None
 
 
 def _operand(node: ast.expr, op: type, index: int) -> str:
     text = unparse(node)
-    needs = _prec(node) < _PREC[op] or (index > 0 and _prec(node) == _PREC[op] and op in (ast.Sub, ast.Div))
+    needs = _prec(node) < _PREC[op] or (
+        index > 0 and _prec(node) == _PREC[op] and op in (ast.Sub, ast.Div)
+    )
     return f"({text})" if needs else text
 
 
@@ -199,7 +207,10 @@ def _alt_split(node: ast.expr, result: str) -> str | None:
         if 0 < hi < b:
             x, lo = format_number(a), b - hi
             p, q = format_number(a * hi), format_number(a * lo)
-            return f"{annotate(f'{x}*{hi}', p)} and {annotate(f'{x}*{lo}', q)}, so {annotate(f'{p}+{q}', result)}."
+            return (
+                f"{annotate(f'{x}*{hi}', p)} and {annotate(f'{x}*{lo}', q)}, so "
+                f"{annotate(f'{p}+{q}', result)}."
+            )
     return None
 
 
@@ -214,7 +225,8 @@ def _alt_repeat(node: ast.expr, result: str) -> str | None:
 
 
 def _alt_regroup(node: ast.expr, result: str) -> str | None:
-    """A chain of one operation, later terms grouped first: ``a-b-c = a-(b+c)``, ``a+b+c = a+(b+c)``."""
+    """A chain of one operation, later terms grouped first: ``a-b-c = a-(b+c)``, ``a+b+c =
+    a+(b+c)``."""
     for ops, join in (((ast.Add, ast.Sub), {ast.Add: "+", ast.Sub: "+"}),
                       ((ast.Mult, ast.Div), {ast.Mult: "*", ast.Div: "*"})):
         terms = _chain(node, ops)
@@ -227,7 +239,10 @@ def _alt_regroup(node: ast.expr, result: str) -> str | None:
         shown = format_number(value)
         if value < 0 or not close(value, float(shown)):
             return None
-        return f"{annotate(rest, shown)}, then {annotate(unparse(terms[0][1]) + _SYM[op] + shown, result)}."
+        return (
+            f"{annotate(rest, shown)}, then "
+            f"{annotate(unparse(terms[0][1]) + _SYM[op] + shown, result)}."
+        )
     return None
 
 
@@ -236,15 +251,22 @@ def _alt_distribute(node: ast.expr, result: str) -> str | None:
     if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
         return None
     for group, k in ((node.left, _num(node.right)), (node.right, _num(node.left))):
-        if k is None or not isinstance(group, ast.BinOp) or not isinstance(group.op, (ast.Add, ast.Sub)):
+        if (
+            k is None
+            or not isinstance(group, ast.BinOp)
+            or not isinstance(group.op, (ast.Add, ast.Sub))
+        ):
             continue
         a, b = _num(group.left), _num(group.right)
         if a is None or b is None:
             continue
         kt, p, q = format_number(k), format_number(a * k), format_number(b * k)
         sign = _SYM[type(group.op)]
-        return (f"{annotate(f'{format_number(a)}*{kt}', p)} and {annotate(f'{format_number(b)}*{kt}', q)}, "
-                f"so {annotate(f'{p}{sign}{q}', result)}.")
+        return (
+            f"{annotate(f'{format_number(a)}*{kt}', p)} and "
+            f"{annotate(f'{format_number(b)}*{kt}', q)}, "
+            f"so {annotate(f'{p}{sign}{q}', result)}."
+        )
     return None
 
 
@@ -261,7 +283,7 @@ def alternatives(expr: str, result: str) -> dict[str, str]:
     {'reorder': '24+48=<<24+48=72>>72', 'inverse': '48+24=<<48+24=72>>72; check: 72-24=<<72-24=48>>48.'}
     >>> alternatives("12*52", "624")["split"]
     '12*50=<<12*50=600>>600 and 12*2=<<12*2=24>>24, so 600+24=<<600+24=624>>624.'
-    """
+    """  # noqa: E501 - doctest output / table rows stay whole
     try:
         node = parse_expr(expr)
         if not close(_eval(node), float(result.replace(",", ""))):

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible teacher: any chat-completions server (vLLM, SGLang, TGI, llama.cpp, a hosted API).
+"""The OpenAI-compatible teacher: any chat-completions server (vLLM, SGLang, TGI, llama.cpp, a
+hosted API).
 
 It speaks through the ``openai`` package (the optional extra ``pip install 'pr1lib[teacher]'``),
 whose async client brings the HTTP details, typed errors, timeouts and retries with backoff and
@@ -10,7 +11,7 @@ a row (``TeacherError`` carrying the traces finished so far, for the caller to k
 
 >>> FAILURE_KINDS
 ('connection', 'protocol', 'timeout', 'deadline', 'rate_limited', 'server_error', 'rejected', 'bad_response')
-"""
+"""  # noqa: E501 - doctest output / table rows stay whole
 
 from __future__ import annotations
 
@@ -29,8 +30,16 @@ from pr1lib.teachers import TeacherError, make_trace, strip_thinking
 # connection: refused or dropped; protocol: a truncated body or a status line that is not HTTP;
 # timeout: no byte for `timeout` s; deadline: the problem's wall-clock budget ran out; rejected:
 # another 4xx for this request (e.g. a prompt over the context); bad_response: 200 but no content.
-FAILURE_KINDS = ("connection", "protocol", "timeout", "deadline", "rate_limited", "server_error", "rejected",
-                 "bad_response")
+FAILURE_KINDS = (
+    "connection",
+    "protocol",
+    "timeout",
+    "deadline",
+    "rate_limited",
+    "server_error",
+    "rejected",
+    "bad_response",
+)
 FATAL_STATUS = (401, 403, 404)  # bad key, forbidden, unknown model or URL: no request can succeed
 
 
@@ -39,8 +48,10 @@ def _openai():
     try:
         import openai
     except ImportError:
-        raise TeacherError("the openai teacher needs the openai package: pip install 'pr1lib[teacher]' "
-                           "(or pip install 'openai>=1.40')") from None
+        raise TeacherError(
+            "the openai teacher needs the openai package: pip install 'pr1lib[teacher]' "
+            "(or pip install 'openai>=1.40')"
+        ) from None
     return openai
 
 
@@ -55,7 +66,8 @@ def run_async(coro: Awaitable) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    with ThreadPoolExecutor(1) as pool:  # Jupyter's loop owns this thread: use a fresh one beside it
+    # Jupyter's loop owns this thread: use a fresh one beside it
+    with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 
 
@@ -90,7 +102,9 @@ class RateLimiter:
         return delay
 
 
-def describe_failure(err: BaseException, timeout: float = 0.0, deadline: float = 0.0) -> tuple[str, str]:
+def describe_failure(
+    err: BaseException, timeout: float = 0.0, deadline: float = 0.0
+) -> tuple[str, str]:
     """``(kind, detail)`` for a request that failed after the client's retries.
 
     >>> describe_failure(asyncio.TimeoutError(), deadline=1.5)
@@ -101,13 +115,18 @@ def describe_failure(err: BaseException, timeout: float = 0.0, deadline: float =
     if isinstance(err, asyncio.TimeoutError):
         return "deadline", f"no complete answer within the {deadline:g} s deadline"
     if isinstance(err, openai.APITimeoutError):
-        return "timeout", f"no response byte within the {timeout:g} s timeout ({type(cause).__name__})"
+        return (
+            "timeout",
+            f"no response byte within the {timeout:g} s timeout ({type(cause).__name__})",
+        )
     if isinstance(err, openai.APIConnectionError):
         # by name: the client's HTTP layer is httpx in openai 1.x and httpx2 in 3.x
         kind = "protocol" if "ProtocolError" in type(cause).__name__ else "connection"
         return kind, f"{type(cause).__name__}: {cause}" if cause else str(err)
     if isinstance(err, openai.APIStatusError):
-        kind = {429: "rate_limited"}.get(err.status_code, "server_error" if err.status_code >= 500 else "rejected")
+        kind = {429: "rate_limited"}.get(
+            err.status_code, "server_error" if err.status_code >= 500 else "rejected"
+        )
         return kind, f"HTTP {err.status_code}: {err.response.text[:200]}"
     return "bad_response", f"{type(err).__name__}: {str(err)[:200]}"
 
@@ -127,8 +146,10 @@ class _Streak:
         self.kinds.append(trace["kind"])
         if self.limit and len(self.kinds) >= self.limit and not self.stop:
             counts = ", ".join(f"{k} {n}" for k, n in Counter(self.kinds).most_common())
-            self.stop = (f"stopped after {len(self.kinds)} requests in a row failed ({counts}) at {where}; "
-                         f"last: {trace['error']}. Finished traces are kept: rerun to resume")
+            self.stop = (
+                f"stopped after {len(self.kinds)} requests in a row failed ({counts}) at {where}; "
+                f"last: {trace['error']}. Finished traces are kept: rerun to resume"
+            )
 
 
 @dataclass
@@ -173,31 +194,43 @@ class OpenAITeacher:
         self.model = self.model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL", "")
         self.api_key = self.api_key or env.get("OPENAI_API_KEY", "")
         if not self.base_url or not self.model:
-            raise ValueError("OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
-                             "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL")
+            raise ValueError(
+                "OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
+                "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL"
+            )
         self._check_limits()
         self.name = self.name or f"openai:{self.model}"
         _openai()  # fail now, with one line, when the extra is missing
 
     def _check_limits(self) -> None:
         """One clear line for a setting out of range or of the wrong type (e.g. from ``--set``)."""
-        rules = [("timeout", self.timeout, float, 0), ("deadline", self.deadline, float, 0),
-                 ("concurrency", self.concurrency, int, 0), ("max_retries", self.max_retries, int, -1),
-                 ("requests_per_minute", self.requests_per_minute, float, -1),
-                 ("max_consecutive_failures", self.max_consecutive_failures, int, -1)]
+        rules = [
+            ("timeout", self.timeout, float, 0),
+            ("deadline", self.deadline, float, 0),
+            ("concurrency", self.concurrency, int, 0),
+            ("max_retries", self.max_retries, int, -1),
+            ("requests_per_minute", self.requests_per_minute, float, -1),
+            ("max_consecutive_failures", self.max_consecutive_failures, int, -1),
+        ]
         for key, value, kind, above in rules:
             number = (int, float) if kind is float else int
             if not isinstance(value, number) or isinstance(value, bool) or not value > above:
                 wanted = "above 0" if above == 0 else "0 or more"
-                raise ValueError(f"{key} must be {'a whole number' if kind is int else 'a number'} {wanted}, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"{key} must be {'a whole number' if kind is int else 'a number'} {wanted}, "
+                    f"got {value!r}"
+                )
 
     def generate(self, problems: list[dict]) -> list[dict]:
-        """Traces for ``problems``, in order (``TeacherError`` with the finished ones when it must stop)."""
+        """Traces for ``problems``, in order (``TeacherError`` with the finished ones when it must
+        stop)."""
         return run_async(self._generate(problems))
 
     async def _generate(self, problems: list[dict]) -> list[dict]:
-        streak, limiter = _Streak(self.max_consecutive_failures), RateLimiter(self.requests_per_minute)
+        streak, limiter = (
+            _Streak(self.max_consecutive_failures),
+            RateLimiter(self.requests_per_minute),
+        )
         gate = asyncio.Semaphore(self.concurrency)
 
         async def one(client: Any, problem: dict) -> dict | None:
@@ -223,25 +256,33 @@ class OpenAITeacher:
                                      timeout=self.timeout, max_retries=self.max_retries)
 
     async def _trace(self, client: Any, problem: dict, streak: _Streak) -> dict:
-        """One problem's trace; a failure becomes its ``error`` and ``kind`` (a fatal status also stops the run)."""
+        """One problem's trace; a failure becomes its ``error`` and ``kind`` (a fatal status also
+        stops the run)."""
         openai = _openai()
         try:
             content = await asyncio.wait_for(self._ask(client, problem["question"]), self.deadline)
         except (asyncio.TimeoutError, ValueError, openai.APIError) as err:
             kind, detail = describe_failure(err, self.timeout, self.deadline)
             if isinstance(err, openai.APIStatusError) and err.status_code in FATAL_STATUS:
-                streak.stop = streak.stop or (f"HTTP {err.status_code} from {self.base_url} ({detail}); check "
-                                              f"--base-url, --model ({self.model!r}) and OPENAI_API_KEY")
+                streak.stop = streak.stop or (
+                    f"HTTP {err.status_code} from {self.base_url} ({detail}); check "
+                    f"--base-url, --model ({self.model!r}) and OPENAI_API_KEY"
+                )
             return make_trace(problem, self.name, error=f"{kind}: {detail}", kind=kind)
         return make_trace(problem, self.name, strip_thinking(content))
 
     async def _ask(self, client: Any, question: str) -> str:
-        """The assistant's reply to the prompt for ``question`` (``ValueError`` when it has none)."""
+        """The assistant's reply to the prompt for ``question`` (``ValueError`` when it has
+        none)."""
         reply = await client.chat.completions.create(
             model=self.model, max_tokens=self.max_tokens, temperature=self.temperature,
             messages=[{"role": "user", "content": prompt_text(question, self.prompt_style)}])
         choices = getattr(reply, "choices", None) or []
-        content = getattr(getattr(choices[0], "message", None), "content", None) if choices else None
+        content = (
+            getattr(getattr(choices[0], "message", None), "content", None) if choices else None
+        )
         if not isinstance(content, str):
-            raise ValueError(f"malformed response: no choices[0].message.content in {str(reply)[:200]!r}")
+            raise ValueError(
+                f"malformed response: no choices[0].message.content in {str(reply)[:200]!r}"
+            )
         return content

@@ -10,11 +10,13 @@ so the same checks run on toy inputs in tests and on a real model in the noteboo
 ...                 batch={"per_device_train_batch_size": 8, "num_generations": 3})
 >>> print(table(checks))  # doctest: +ELLIPSIS
 check                  status  detail
-gold_max               FAIL    1/1 gold completions score below the reward's maximum 1.2 (scores: 1.0)
+gold_max               FAIL    1/1 gold completions score below the reward's maximum 1.2 (scores:
+1.0)
                                -> check the answer column ...
 prompt_prefill         skipped needs render
 truncation             skipped needs tokenizer, max_completion_length
-batch_groups           FAIL    generation batch 8 = 8 per device x ... is not divisible by num_generations 3
+batch_groups           FAIL    generation batch 8 = 8 per device x ... is not divisible by
+num_generations 3
                                -> batch sizes count completions, not prompts; ... one of [2, 4, 8]
 group_variance         skipped needs groups, group_answers
 tags_survive_decoding  skipped needs tokenizer
@@ -70,12 +72,18 @@ def check_gold(reward: Callable, gold_completions: Sequence[str], answers: Seque
         return Check("gold_max", None, f"reward declares no range; gold scores {scores[:5]}")
     low = [i for i, s in enumerate(scores) if s is None or s < top - 1e-9]
     if not low:
-        return Check("gold_max", True, f"all {len(scores)} gold completions score the maximum {top}")
+        return Check(
+            "gold_max", True, f"all {len(scores)} gold completions score the maximum {top}"
+        )
     shown = ", ".join(str(scores[i]) for i in low[:5])
-    return Check("gold_max", False, f"{len(low)}/{len(scores)} gold completions score below the reward's "
-                 f"maximum {top} (scores: {shown})",
-                 "check the answer column (a bare value or '#### N'), the 'Final Answer:' line and, "
-                 "for parallel rewards, that the gold has a strictly valid block (format.validate)")
+    return Check(
+        "gold_max",
+        False,
+        f"{len(low)}/{len(scores)} gold completions score below the reward's "
+        f"maximum {top} (scores: {shown})",
+        "check the answer column (a bare value or '#### N'), the 'Final Answer:' line and, "
+        "for parallel rewards, that the gold has a strictly valid block (format.validate)",
+    )
 
 
 def check_prefill(render: Callable[[str], str], tags: Sequence[str] = TAGS) -> Check:
@@ -88,13 +96,21 @@ def check_prefill(render: Callable[[str], str], tags: Sequence[str] = TAGS) -> C
     """
     prompt = render(PROBE)
     if PROBE not in prompt:
-        return Check("prompt_prefill", False, "render() dropped the problem text", "render must include it")
+        return Check(
+            "prompt_prefill", False, "render() dropped the problem text", "render must include it"
+        )
     tail = prompt[prompt.rindex(PROBE) + len(PROBE):]
     found = [t for t in tags if t in tail]
     if not found:
-        return Check("prompt_prefill", True, "no tag after the problem text: the model writes every tag")
-    return Check("prompt_prefill", False, f"the prompt ends by pre-filling {found}: completions will not "
-                 "contain it", "TRL scores the completion only; remove the tag from the generation prompt")
+        return Check(
+            "prompt_prefill", True, "no tag after the problem text: the model writes every tag"
+        )
+    return Check(
+        "prompt_prefill",
+        False,
+        f"the prompt ends by pre-filling {found}: completions will not contain it",
+        "TRL scores the completion only; remove the tag from the generation prompt",
+    )
 
 
 def _n_tokens(tokenizer: Any, text: str) -> int:
@@ -104,7 +120,8 @@ def _n_tokens(tokenizer: Any, text: str) -> int:
 
 def check_truncation(samples: Sequence[str], tokenizer: Any, max_completion_length: int,
                      max_rate: float = 0.05) -> Check:
-    """Share of sample completions (+1 token for EOS) that would not fit ``max_completion_length``."""
+    """Share of sample completions (+1 token for EOS) that would not fit
+    ``max_completion_length``."""
     if not samples:
         return Check("truncation", None, "no sample completions given")
     lengths = [_n_tokens(tokenizer, s) + 1 for s in samples]
@@ -141,12 +158,16 @@ def check_batch(batch: Any) -> Check:
 
     >>> check_batch({"per_device_train_batch_size": 8, "num_generations": 4}).detail
     'generation batch 8 = 8 per device x 1 process(es) x 1 step(s) per generation = 2 prompts x 4 completions'
-    """
+    """  # noqa: E501 - doctest output / table rows stay whole
     per_device, g = _get(batch, "per_device_train_batch_size"), _get(batch, "num_generations")
     world = _get(batch, "world_size", 1) or 1
-    steps = _get(batch, "steps_per_generation") or _get(batch, "gradient_accumulation_steps", 1) or 1
+    steps = (
+        _get(batch, "steps_per_generation") or _get(batch, "gradient_accumulation_steps", 1) or 1
+    )
     gen = _get(batch, "generation_batch_size") or per_device * world * steps
-    formula = f"{gen} = {per_device} per device x {world} process(es) x {steps} step(s) per generation"
+    formula = (
+        f"{gen} = {per_device} per device x {world} process(es) x {steps} step(s) per generation"
+    )
     if g is None or g < 2:
         return Check("batch_groups", False, f"num_generations={g}",
                      "GRPO needs at least 2 completions per prompt")
@@ -154,10 +175,18 @@ def check_batch(batch: Any) -> Check:
         return Check("batch_groups", False, f"generation_batch_size {gen} is not a multiple of the "
                      f"global batch {per_device} x {world}", "pick a generation_batch_size that is")
     if gen % g == 0:
-        return Check("batch_groups", True, f"generation batch {formula} = {gen // g} prompts x {g} completions")
+        return Check(
+            "batch_groups",
+            True,
+            f"generation batch {formula} = {gen // g} prompts x {g} completions",
+        )
     valid = [d for d in range(2, gen + 1) if gen % d == 0]
-    return Check("batch_groups", False, f"generation batch {formula} is not divisible by num_generations {g}",
-                 f"batch sizes count completions, not prompts; num_generations could be one of {valid}")
+    return Check(
+        "batch_groups",
+        False,
+        f"generation batch {formula} is not divisible by num_generations {g}",
+        f"batch sizes count completions, not prompts; num_generations could be one of {valid}",
+    )
 
 
 def check_group_variance(reward: Callable, groups: Sequence[Sequence[str]], answers: Sequence[Any],
@@ -180,29 +209,52 @@ def check_group_variance(reward: Callable, groups: Sequence[Sequence[str]], answ
     detail = (f"frac_reward_zero_std = {frac:.2f} ({flat_groups}/{len(per_group)} groups), "
               f"mean reward {mean:+.2f}")
     ok = frac <= max_zero_std
-    hint = "" if ok else ("most groups teach nothing: prime the format with SFT, use easier problems, "
-                          "more generations or a higher temperature")
+    hint = (
+        ""
+        if ok
+        else (
+            "most groups teach nothing: prime the format with SFT, use easier problems, "
+            "more generations or a higher temperature"
+        )
+    )
     return Check("group_variance", ok, detail, hint)
 
 
 def check_tags_survive(tokenizer: Any, tags: Sequence[str] = TAGS) -> Check:
-    """TRL decodes completions with ``skip_special_tokens=True``: the tags must still be in the text."""
+    """TRL decodes completions with ``skip_special_tokens=True``: the tags must still be in the
+    text."""
     probe = "a " + " b ".join(tags) + " c"
-    text = tokenizer.decode(tokenizer.encode(probe, add_special_tokens=False), skip_special_tokens=True)
+    text = tokenizer.decode(
+        tokenizer.encode(probe, add_special_tokens=False), skip_special_tokens=True
+    )
     lost = [t for t in tags if t not in text]
     if not lost:
-        return Check("tags_survive_decoding", True, "all tags survive decode(skip_special_tokens=True)")
-    return Check("tags_survive_decoding", False, f"decoding drops {lost}: every parallel reward would see "
-                 "no tags", "add the tags as normal added tokens (special=False), not as special tokens")
+        return Check(
+            "tags_survive_decoding", True, "all tags survive decode(skip_special_tokens=True)"
+        )
+    return Check(
+        "tags_survive_decoding",
+        False,
+        f"decoding drops {lost}: every parallel reward would see no tags",
+        "add the tags as normal added tokens (special=False), not as special tokens",
+    )
 
 
 # ---------------------------------------------------------------- one call, one table
-def doctor(reward: Callable | None = None, *, gold_completions: Sequence[str] | None = None,
-           answers: Sequence[Any] | None = None, render: Callable[[str], str] | None = None,
-           tokenizer: Any = None, samples: Sequence[str] | None = None,
-           max_completion_length: int | None = None, batch: Any = None,
-           groups: Sequence[Sequence[str]] | None = None, group_answers: Sequence[Any] | None = None,
-           step: int = 0) -> list[Check]:
+def doctor(
+    reward: Callable | None = None,
+    *,
+    gold_completions: Sequence[str] | None = None,
+    answers: Sequence[Any] | None = None,
+    render: Callable[[str], str] | None = None,
+    tokenizer: Any = None,
+    samples: Sequence[str] | None = None,
+    max_completion_length: int | None = None,
+    batch: Any = None,
+    groups: Sequence[Sequence[str]] | None = None,
+    group_answers: Sequence[Any] | None = None,
+    step: int = 0,
+) -> list[Check]:
     """Run every check whose inputs are given; the rest are reported as skipped.
 
     ``step`` is the ``global_step`` the reward sees (for ``alternating_reward``, a tiered step such
@@ -232,7 +284,8 @@ def doctor(reward: Callable | None = None, *, gold_completions: Sequence[str] | 
 
 def dry_run(generate: Callable[[str, int], Sequence[str]], prompts: Sequence[str],
             num_generations: int) -> list[list[str]]:
-    """Groups for ``check_group_variance``: ``generate(prompt, n)`` returns n sampled completions."""
+    """Groups for ``check_group_variance``: ``generate(prompt, n)`` returns n sampled
+    completions."""
     return [list(generate(p, num_generations)) for p in prompts]
 
 

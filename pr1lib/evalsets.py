@@ -59,7 +59,12 @@ TINYGSM_EVAL_N = 200  # TinyGSM test problems when no count is given
 def canonical_gold(value: object) -> str:
     """A gold answer as a string; integer-valued numbers lose padding and ``.0``.
 
-    >>> canonical_gold(27.0), canonical_gold("025"), canonical_gold(-1.0), canonical_gold("\\\\frac{1}{2}")
+    >>> (
+    ...     canonical_gold(27.0),
+    ...     canonical_gold("025"),
+    ...     canonical_gold(-1.0),
+    ...     canonical_gold("\\\\frac{1}{2}"),
+    ... )
     ('27', '25', '-1', '\\\\frac{1}{2}')
     """
     if isinstance(value, float) and value.is_integer():
@@ -89,7 +94,9 @@ def _local_path(spec: Benchmark, path: str | Path | None) -> Path | None:
 
 def _not_found(spec: Benchmark, why: str) -> Exception:
     hub_id, config, split = spec.hub
-    call = f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
+    call = (
+        f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
+    )
     return DataNotFoundError(
         f"benchmark {spec.name} not found. Either put the file at <folder>/{spec.local} and set "
         f"PR1_DATA_DIR=<folder> (now: {shared_data_dir()}), or go online so that {call} can "
@@ -106,7 +113,9 @@ def _hub_rows(spec: Benchmark) -> list[dict]:
         hub_id, config, split = spec.hub
         return list(load_dataset(hub_id, config, split=split))
     except Exception as err:  # noqa: BLE001 - one clear message instead of a deep stack trace
-        raise _not_found(spec, str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+        raise _not_found(
+            spec, str(err).splitlines()[0] if str(err) else type(err).__name__
+        ) from err
 
 
 def load_benchmark(name: str, n: int | None = None, path: str | Path | None = None,

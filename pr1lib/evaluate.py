@@ -67,7 +67,11 @@ class ResultsFile(JsonlLog):
 def model_tag(name: str) -> str:
     """A file-name-safe tag for a model folder or hub id.
 
-    >>> model_tag("Qwen/Qwen3-4B-Base"), model_tag("runs/sft-seen/final/"), model_tag("data/tiny-base")
+    >>> (
+    ...     model_tag("Qwen/Qwen3-4B-Base"),
+    ...     model_tag("runs/sft-seen/final/"),
+    ...     model_tag("data/tiny-base"),
+    ... )
     ('Qwen3-4B-Base', 'sft-seen-final', 'tiny-base')
     """
     parts = [p for p in Path(str(name)).parts if p not in ("/", ".", "..")]
@@ -85,9 +89,17 @@ def results_path(out_dir: str | Path, tag: str, benchmark: str, mode: str) -> Pa
 
 
 # ----------------------------------------------------------------------------- runner
-def evaluate_records(records: list[dict], generate_fn: GenerateFn, k: int, benchmark: str,
-                     prompt_fn: Callable[[str], str], path: str | Path | None = None,
-                     batch_size: int = 16, tokenizer: Any = None, progress: bool = True) -> list[dict]:
+def evaluate_records(
+    records: list[dict],
+    generate_fn: GenerateFn,
+    k: int,
+    benchmark: str,
+    prompt_fn: Callable[[str], str],
+    path: str | Path | None = None,
+    batch_size: int = 16,
+    tokenizer: Any = None,
+    progress: bool = True,
+) -> list[dict]:
     """Rows for ``records`` (same order): k samples each, generated only for problems not yet in
     the results file at ``path``; each new row is appended as soon as its batch is done."""
     store = ResultsFile(path) if path is not None else None
@@ -96,14 +108,20 @@ def evaluate_records(records: list[dict], generate_fn: GenerateFn, k: int, bench
     rows = dict(store.rows) if store else {}
     stale = sorted({row["k"] for row in rows.values()} - {k})
     if stale:
-        raise ValueError(f"{path} holds rows with k={stale}, not {k}; use another --out or delete it")
+        raise ValueError(
+            f"{path} holds rows with k={stale}, not {k}; use another --out or delete it"
+        )
     todo = [r for r in records if str(r["id"]) not in rows]
-    bar = tqdm(total=len(records), initial=len(records) - len(todo), desc=benchmark, disable=not progress)
+    bar = tqdm(
+        total=len(records), initial=len(records) - len(todo), desc=benchmark, disable=not progress
+    )
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
         outputs = generate_fn([prompt_fn(r["question"]) for r in batch], k)
         if len(outputs) != len(batch) or any(len(o) != k for o in outputs):
-            raise ValueError(f"generate_fn must return {k} completions for each of {len(batch)} prompts")
+            raise ValueError(
+                f"generate_fn must return {k} completions for each of {len(batch)} prompts"
+            )
         for record, completions in zip(batch, outputs):
             row = score_problem(record, completions, benchmark, tokenizer)
             rows[str(record["id"])] = row
@@ -136,12 +154,24 @@ def hf_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int, temperature:
                    top_p: float = 1.0) -> GenerateFn:
     """A ``GenerateFn`` over plain ``model.generate``: one causal stream per sample (``seen``)."""
     def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
-        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(
+            model.device
+        )
         with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                                 max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
-                                 pad_token_id=tokenizer.pad_token_id)  # (B * num_samples, L + T)
-        texts = [decode_completion(row, tokenizer) for row in out[:, enc["input_ids"].shape[1]:].tolist()]
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=num_samples,
+                pad_token_id=tokenizer.pad_token_id,
+            )  # (B * num_samples, L + T)
+        texts = [
+            decode_completion(row, tokenizer)
+            for row in out[:, enc["input_ids"].shape[1] :].tolist()
+        ]
         return [texts[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
 
     return generate
@@ -171,15 +201,19 @@ def make_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
     only) or ``auto`` = rollout when the tokenizer has the tags, else generate."""
     if cfg.mode not in ROLLOUT_MODES:
         raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {cfg.mode!r}")
-    engine = cfg.engine if cfg.engine != "auto" else ("rollout" if has_tags(tokenizer) else "generate")
+    engine = (
+        cfg.engine if cfg.engine != "auto" else ("rollout" if has_tags(tokenizer) else "generate")
+    )
     if engine == "rollout":
         return rollout_generate_fn(model, tokenizer, cfg)
     if engine != "generate":
         raise ValueError(f"engine must be auto, rollout or generate, got {cfg.engine!r}")
     if cfg.mode == "forked":
-        raise ValueError("forked mode needs the rollout engine, and this tokenizer lacks the parallel "
-                         "tags (add them with pr1lib.tokens.add_parallel_tags), or engine='generate' "
-                         "was asked; use --mode seen for plain model.generate")
+        raise ValueError(
+            "forked mode needs the rollout engine, and this tokenizer lacks the parallel "
+            "tags (add them with pr1lib.tokens.add_parallel_tags), or engine='generate' "
+            "was asked; use --mode seen for plain model.generate"
+        )
     return hf_generate_fn(model, tokenizer, cfg.max_completion_length, cfg.temperature, cfg.top_p)
 
 
@@ -191,7 +225,8 @@ def save_run_config(cfg: EvalConfig, path: Path) -> None:
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "r.config.json"
-    >>> save_run_config(EvalConfig(n=4), p); save_run_config(EvalConfig(n=8), p)  # more problems: fine
+    >>> save_run_config(EvalConfig(n=4), p)
+    >>> save_run_config(EvalConfig(n=8), p)  # more problems: fine
     >>> save_run_config(EvalConfig(temperature=0.5), p)
     Traceback (most recent call last):
     ...
@@ -229,7 +264,9 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
 
     path = results_path(out_dir, tag, cfg.benchmark, cfg.mode) if out_dir is not None else None
     if path is not None:
-        save_run_config(cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json"))
+        save_run_config(
+            cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
+        )
     set_seed(cfg.seed)
     rows = evaluate_records(records, sample, cfg.k, cfg.benchmark, _prompter(tokenizer, cfg), path,
                             cfg.batch_size, tokenizer, progress)

@@ -11,9 +11,9 @@ Two validators share one tag regex:
   (docs/recipe.md#1-tags-and-grammar): a stack machine over the tags that lets a few things
   through on purpose (a ``<Path>`` outside any block, an unclosed ``<Summary>``, well-formed
   nesting). It returns one message per error the official code would report, in the same order.
-* ``validate(text, strict=True)`` is this project's grammar (docs/recipe.md#1-tags-and-grammar): flat blocks of at
-  least two non-empty paths, only whitespace between the block's tags, and exactly one closed
-  ``<Summary>`` right after each ``</Parallel>``.
+* ``validate(text, strict=True)`` is this project's grammar (docs/recipe.md#1-tags-and-grammar):
+  flat blocks of at least two non-empty paths, only whitespace between the block's tags, and exactly
+  one closed ``<Summary>`` right after each ``</Parallel>``.
 
 Simplification relative to the paper: the official reward code decodes twice (with and without
 special tokens); here the tags are plain added tokens, so one decoded string carries both the
@@ -85,7 +85,8 @@ class _Scanner:
     state: str = "text"
     cursor: int = 0  # end of the last consumed tag
     opened: int = 0  # where the open path / summary tag starts
-    buffer: list[str] = field(default_factory=list)  # free text not yet in ``out.parts`` (a list: linear)
+    # free text not yet in ``out.parts`` (a list: linear)
+    buffer: list[str] = field(default_factory=list)
     block: Block | None = None
 
     def error(self, pos: int, message: str) -> None:
@@ -236,12 +237,15 @@ def render(parts: Response | list[str | Block], summary_sep: str = "\n") -> str:
 
 
 def linearize(text: str) -> str:
-    """``text`` without parallel thinking: each block becomes its first path, its summary is dropped.
-    A rule-teacher trace keeps the reference line first, so this gives back the plain solution.
+    """``text`` without parallel thinking: each block becomes its first path, its summary is
+    dropped. A rule-teacher trace keeps the reference line first, so this gives back the plain
+    solution.
 
-    >>> linearize("a\\n<Parallel><Path>x=2</Path><Path>y</Path></Parallel>\\n<Summary>s</Summary>\\nFinal Answer: 2")
+    >>> linearize(
+    ...     "a\\n<Parallel><Path>x=2</Path><Path>y</Path></Parallel>\\n<Summary>s</Summary>\\nFinal Answer: 2"
+    ... )
     'a\\nx=2\\nFinal Answer: 2'
-    """
+    """  # noqa: E501 - doctest output / table rows stay whole
     response = parse(text)
     if not response.valid:
         raise ValueError(f"cannot linearize a malformed response: {response.errors[0]}")
@@ -250,7 +254,8 @@ def linearize(text: str) -> str:
 
 # ----------------------------------------------------------------------------- validators
 def official_errors(text: str) -> list[str]:
-    """The official checker's verdict, error for error (our wording; docs/recipe.md#1-tags-and-grammar).
+    """The official checker's verdict, error for error (our wording;
+    docs/recipe.md#1-tags-and-grammar).
 
     >>> official_errors("<Path>outside</Path> ok")   # quirk: a lone path passes
     []
@@ -312,7 +317,7 @@ def validate(text: str, strict: bool = True) -> list[str]:
     []
     >>> validate("<Path>x</Path>", strict=False), validate("<Path>x</Path>")
     ([], ['char 0: <Path> outside a <Parallel> block', 'char 7: stray </Path> (nothing open to close)'])
-    """
+    """  # noqa: E501 - doctest output / table rows stay whole
     if not isinstance(text, str):
         return [f"expected a str, got {type(text).__name__}"]
     return parse(text).errors if strict else official_errors(text)
@@ -370,7 +375,9 @@ _VALUE_RE = re.compile(r"\s*([^\n]*)")  # like the official "\s*([^\n]+)": skips
 def parallel_stats(text: str) -> dict[str, Any]:
     """Counts and positions of the blocks in ``text`` (positions are char index / length).
 
-    >>> s = parallel_stats("ab<Parallel><Path>x</Path><Path>y</Path></Parallel><Summary>s</Summary>")
+    >>> s = parallel_stats(
+    ...     "ab<Parallel><Path>x</Path><Path>y</Path></Parallel><Summary>s</Summary>"
+    ... )
     >>> s["blocks"], s["valid"], s["paths_per_block"], round(s["first_block_position"], 3)
     (1, True, [2], 0.028)
     """

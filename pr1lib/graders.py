@@ -4,8 +4,8 @@ A grader answers two questions about a completion: is its final answer right, an
 valid. Rewards (``pr1lib.rewards``) and evaluation (``pr1lib.evaluate``) ask them through
 ``GRADERS[name]``; the default per stage is ``pr1lib.config.DEFAULT_GRADERS``.
 
-* ``official`` reproduces the official reward code (docs/recipe.md#2-answer-format-and-graders; read in
-  ``verl/verl/utils/reward_score/`` of ``zhengkid/Parallel-R1``, our own code), per data source:
+* ``official`` reproduces the official reward code (docs/recipe.md#2-answer-format-and-graders; read
+  in ``verl/verl/utils/reward_score/`` of ``zhengkid/Parallel-R1``, our own code), per data source:
   - DAPO / MATH / AIME / AMC (``math_dapo*.py``): the tag-free text's last 300 characters, the
     *last* case-insensitive ``Final Answer\\s*:\\s*(...)`` (``\\s*`` crosses a newline, so
     ``Final Answer:\\n12`` reads ``12``), Minerva normalisation of both sides, exact string match.
@@ -70,23 +70,76 @@ def gold_string(gold: Any) -> str | None:
 def answer_style(source: Any) -> str:
     """The official answer check for a data source: ``gsm8k`` for GSM8K and TinyGSM, else ``dapo``.
 
-    >>> answer_style("gsm8k"), answer_style("tinygsm-hard"), answer_style("aime25"), answer_style(None)
+    >>> (
+    ...     answer_style("gsm8k"),
+    ...     answer_style("tinygsm-hard"),
+    ...     answer_style("aime25"),
+    ...     answer_style(None),
+    ... )
     ('gsm8k', 'gsm8k', 'dapo', 'dapo')
     """
     return "gsm8k" if isinstance(source, str) and "gsm" in source.lower() else "dapo"
 
 
-# ----------------------------------------------------------------------------- Minerva normalisation
+# -------------------------------------------------------------------------- Minerva normalisation
 # The order of operations of math_dapo.py's normalize_final_answer: literal edits, deletions, then
 # the LaTeX unwrapping. Plain substring edits, as there, so "a " goes wherever it occurs and a full
 # stop outside $...$ survives (and fails the match).
-_EDITS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
-          (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
-_UNIT_WORDS = ("square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots",
-               "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds",
-               "meters", "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}",
-               "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}",
-               "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots")
+_EDITS = (
+    ("an ", ""),
+    ("a ", ""),
+    (".$", "$"),
+    ("\\$", ""),
+    ("\\ ", ""),
+    (" ", ""),
+    ("mbox", "text"),
+    (",\\text{and}", ","),
+    ("\\text{and}", ","),
+    ("\\text{m}", "\\text{}"),
+)
+_UNIT_WORDS = (
+    "square",
+    "ways",
+    "integers",
+    "dollars",
+    "mph",
+    "inches",
+    "hours",
+    "km",
+    "units",
+    "\\ldots",
+    "sue",
+    "points",
+    "feet",
+    "minutes",
+    "digits",
+    "cents",
+    "degrees",
+    "cm",
+    "gm",
+    "pounds",
+    "meters",
+    "meals",
+    "edges",
+    "students",
+    "childrentickets",
+    "multiples",
+    "\\text{s}",
+    "\\text{.}",
+    "\\text{\ns}",
+    "\\text{}^2",
+    "\\text{}^3",
+    "\\text{\n}",
+    "\\text{}",
+    "\\mathrm{th}",
+    "^\\circ",
+    "^{\\circ}",
+    "\\;",
+    ",\\!",
+    "{,}",
+    '"',
+    "\\dots",
+)
 
 
 def _first_math(line: str) -> str:
@@ -117,7 +170,8 @@ def _drop_to_first_close(text: str, marker: str) -> str:
 
 
 def _unbox_greedy(line: str) -> str:
-    """The first ``\\boxed{`` of a line up to the line's last ``}`` -> what lies between (greedy)."""
+    """The first ``\\boxed{`` of a line up to the line's last ``}`` -> what lies between
+    (greedy)."""
     start, close = line.find("\\boxed{"), line.rfind("}")
     if start == -1 or close < start + len("\\boxed{"):
         return line
@@ -129,9 +183,16 @@ def minerva_normalize(answer: Any) -> str:
 
     >>> minerva_normalize("x = \\\\boxed{\\\\text{14 dollars}}"), minerva_normalize("1,000")
     ('14', '1000')
-    >>> minerva_normalize("\\\\frac12"), minerva_normalize("$90^\\\\circ$."), minerva_normalize("025")
+    >>> (
+    ...     minerva_normalize("\\\\frac12"),
+    ...     minerva_normalize("$90^\\\\circ$."),
+    ...     minerva_normalize("025"),
+    ... )
     ('\\\\frac{1}{2}', '90', '025')
-    >>> minerva_normalize("25."), minerva_normalize("\\\\left(1,2\\\\right)")  # kept, as in the original
+    >>> (
+    ...     minerva_normalize("25."),
+    ...     minerva_normalize("\\\\left(1,2\\\\right)"),
+    ... )  # kept, as in the original
     ('25.', '\\\\left(1,2\\\\right)')
     """
     if not isinstance(answer, str):
@@ -172,13 +233,20 @@ def official_answer(completion: Any, style: str = "dapo") -> str | None:
 def official_correct(completion: Any, gold: Any, style: str = "dapo") -> bool:
     """The official verdict: exact match after normalisation (``dapo``) or as digits (``gsm8k``).
 
-    >>> official_correct("Final Answer: \\\\boxed{27}", "27"), official_correct("Final Answer: 025", "25")
+    >>> (
+    ...     official_correct("Final Answer: \\\\boxed{27}", "27"),
+    ...     official_correct("Final Answer: 025", "25"),
+    ... )
     (True, False)
-    >>> official_correct("Final Answer: $4", "4", "gsm8k"), official_correct("Final Answer: 4 pets", 4, "gsm8k")
+    >>> (
+    ...     official_correct("Final Answer: $4", "4", "gsm8k"),
+    ...     official_correct("Final Answer: 4 pets", 4, "gsm8k"),
+    ... )
     (False, True)
     """
     pred, gold = official_answer(completion, style), gold_string(gold)
-    if pred is None or not gold:  # an empty gold matches nothing (the official code matches "" to "")
+    # an empty gold matches nothing (the official code matches "" to "")
+    if pred is None or not gold:
         return False
     if style == "gsm8k":  # the official data keeps the #### value without commas
         return pred == gold.replace(",", "") != ""
@@ -197,7 +265,8 @@ def _braced(text: str, open_at: int) -> str:
 
 
 def last_boxed(text: Any) -> str | None:
-    """The contents of the last ``\\boxed{...}`` outside every ``<Path>``; ``None`` if there is none.
+    """The contents of the last ``\\boxed{...}`` outside every ``<Path>``; ``None`` if there is
+    none.
 
     >>> last_boxed("<Path>\\\\boxed{1}</Path> so \\\\boxed{\\\\frac{1}{2}} and done")
     '\\\\frac{1}{2}'
@@ -229,7 +298,8 @@ def project_answer(completion: Any, boxed: bool = True) -> str | None:
 
 
 def project_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
-    """The project's verdict: ``project_answer`` equals the gold by value, as text or by math-verify.
+    """The project's verdict: ``project_answer`` equals the gold by value, as text or by
+    math-verify.
 
     >>> project_correct("Final Answer: 025", "25"), project_correct("so \\\\boxed{27.0}", "27")
     (True, True)
@@ -273,25 +343,36 @@ class Grader:
 
 GRADERS: dict[str, Grader] = {
     "official": Grader(
-        "official", strict_format=False, plain_needs_valid=False,
+        "official",
+        strict_format=False,
+        plain_needs_valid=False,
         correct_fn=lambda c, g, source, boxed: official_correct(c, g, answer_style(source)),
         answer_fn=lambda c, source, boxed: official_answer(c, answer_style(source)),
-        about="the official reward code: per-source answer check (DAPO: last Final Answer in the last "
-              "300 characters, Minerva-normalised, exact; GSM8K: first number, as a string) and the "
-              "official tag checker"),
+        about="the official reward code: per-source answer check (DAPO: last Final Answer "
+              "in the last "
+        "300 characters, Minerva-normalised, exact; GSM8K: first number, as a string) and the "
+        "official tag checker",
+    ),
     "project": Grader(
-        "project", strict_format=True, plain_needs_valid=True,
+        "project",
+        strict_format=True,
+        plain_needs_valid=True,
         correct_fn=lambda c, g, source, boxed: project_correct(c, g, boxed),
         answer_fn=lambda c, source, boxed: project_answer(c, boxed),
-        about="this project's: strict tag grammar, last Final Answer outside paths compared by value "
-              "(math-verify for LaTeX, hedges refused), a lone \\boxed{} read in evaluation"),
+        about="this project's: strict tag grammar, last Final Answer outside paths compared "
+              "by value "
+        "(math-verify for LaTeX, hedges refused), a lone \\boxed{} read in evaluation",
+    ),
 }
 
 
 def get_grader(name: Any) -> Grader:
     """The grader called ``name`` (a ``Grader`` passes through).
 
-    >>> get_grader("official").valid("<Path>lone</Path>"), get_grader("project").valid("<Path>lone</Path>")
+    >>> (
+    ...     get_grader("official").valid("<Path>lone</Path>"),
+    ...     get_grader("project").valid("<Path>lone</Path>"),
+    ... )
     (True, False)
     """
     if isinstance(name, Grader):
@@ -311,7 +392,9 @@ def default_grader(stage: Any) -> str:
 
     key = f"stage{stage}" if isinstance(stage, int) else str(stage)
     if key not in DEFAULT_GRADERS:
-        raise ValueError(f"no default grader for stage {stage!r}; choose one of {', '.join(DEFAULT_GRADERS)}")
+        raise ValueError(
+            f"no default grader for stage {stage!r}; choose one of {', '.join(DEFAULT_GRADERS)}"
+        )
     return DEFAULT_GRADERS[key]
 
 

@@ -54,10 +54,12 @@ def pass_curve(counts: list[tuple[int, int]], k: int) -> dict[int, float]:
     {1: 0.125, 2: 0.25, 4: 0.5}
     """
     js = sorted({j for j in (2 ** p for p in range(k.bit_length())) if j <= k} | {k})
-    return {j: sum(pass_at_k(n, c, j) for n, c in counts) / len(counts) for j in js} if counts else {}
+    return (
+        {j: sum(pass_at_k(n, c, j) for n, c in counts) / len(counts) for j in js} if counts else {}
+    )
 
 
-# ----------------------------------------------------------------------------- per-sample statistics
+# -------------------------------------------------------------------------- per-sample statistics
 _WORD_RE = re.compile(r"\w+|[^\w\s]")
 
 
@@ -77,12 +79,15 @@ def path_overlap(a: str, b: str) -> float:
 
 
 def sibling_overlap(text: str) -> float | None:
-    """Mean ``path_overlap`` over every pair of sibling paths in every block; ``None`` without pairs.
+    """Mean ``path_overlap`` over every pair of sibling paths in every block; ``None`` without
+    pairs.
 
     >>> sibling_overlap("<Parallel><Path>a b</Path><Path>a b</Path></Parallel><Summary>s</Summary>")
     1.0
     """
-    pairs = [(p.text, q.text) for block in parse(text).blocks for p, q in combinations(block.paths, 2)]
+    pairs = [
+        (p.text, q.text) for block in parse(text).blocks for p, q in combinations(block.paths, 2)
+    ]
     return sum(path_overlap(p, q) for p, q in pairs) / len(pairs) if pairs else None
 
 
@@ -120,18 +125,28 @@ def _lengths(text: str, tokenizer: Any = None) -> tuple[int, float | None]:
 def sample_stats(text: str, tokenizer: Any = None) -> dict[str, Any]:
     """Structure statistics of one completion (lengths in tokens with a tokenizer, else chars).
 
-    >>> s = sample_stats("ab<Parallel><Path>x y</Path><Path>x z</Path></Parallel><Summary>s</Summary>")
+    >>> s = sample_stats(
+    ...     "ab<Parallel><Path>x y</Path><Path>x z</Path></Parallel><Summary>s</Summary>"
+    ... )
     >>> s["blocks"], s["valid"], round(s["first_block_position"], 3), round(s["path_overlap"], 2)
     (1, True, 0.027, 0.2)
     """
     stats = parallel_stats(text)
     length, first = _lengths(text, tokenizer)
-    return {"blocks": stats["blocks"], "valid": stats["valid"], "valid_official": stats["valid_official"],
-            "has_answer": stats["has_answer"], "length": length, "first_block_position": first,
-            "path_overlap": sibling_overlap(text)}
+    return {
+        "blocks": stats["blocks"],
+        "valid": stats["valid"],
+        "valid_official": stats["valid_official"],
+        "has_answer": stats["has_answer"],
+        "length": length,
+        "first_block_position": first,
+        "path_overlap": sibling_overlap(text),
+    }
 
 
-def score_problem(record: dict, completions: list[str], benchmark: str, tokenizer: Any = None) -> dict:
+def score_problem(
+    record: dict, completions: list[str], benchmark: str, tokenizer: Any = None
+) -> dict:
     """One results-file row: the problem, its completions, both verdicts and statistics.
 
     >>> row = score_problem({"id": "q1", "question": "1+1?", "answer": "2"},
@@ -139,8 +154,10 @@ def score_problem(record: dict, completions: list[str], benchmark: str, tokenize
     >>> row["correct_official"], row["correct_project"]
     ([True, False], [True, True])
     """
-    samples = [{"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
-               for text in completions]
+    samples = [
+        {"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
+        for text in completions
+    ]
     return {"id": record["id"], "question": record["question"], "answer": record["answer"],
             "k": len(samples), "length_unit": "tokens" if tokenizer is not None else "chars",
             **{f"correct_{name}": [s.pop(name) for s in samples] for name in GRADERS},
@@ -161,7 +178,8 @@ def _correct(row: dict, grader: str) -> list[bool]:
 
 
 def _grader_columns(rows: list[dict], k: int) -> dict[str, Any]:
-    """``accuracy_<grader>``, ``pass_at_k_<grader>`` and ``pass_curve_<grader>`` for every grader."""
+    """``accuracy_<grader>``, ``pass_at_k_<grader>`` and ``pass_curve_<grader>`` for every
+    grader."""
     out: dict[str, Any] = {}
     for name in GRADERS:
         counts = [(row["k"], sum(_correct(row, name))) for row in rows]
@@ -263,8 +281,14 @@ def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str
     """Accuracy, parallel ratio, valid ratio and valid-block rate of completions against their
     gold answers, parsed exactly as the rewards parse them.
 
-    >>> m = completion_metrics(["<Parallel><Path>1</Path><Path>1</Path></Parallel>\\n"
-    ...                         "<Summary>1</Summary>\\nFinal Answer: 1", "Final Answer: 3"], ["1", "2"])
+    >>> m = completion_metrics(
+    ...     [
+    ...         "<Parallel><Path>1</Path><Path>1</Path></Parallel>\\n"
+    ...         "<Summary>1</Summary>\\nFinal Answer: 1",
+    ...         "Final Answer: 3",
+    ...     ],
+    ...     ["1", "2"],
+    ... )
     >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["n"]
     (0.5, 0.5, 1.0, 2)
     """
@@ -314,7 +338,9 @@ class Tracked:
                  **kwargs: Any) -> list:
         if log_metric is not None:
             sources = kwargs.get("data_source")
-            sources = sources if isinstance(sources, list) and len(sources) == len(completions) else None
+            sources = (
+                sources if isinstance(sources, list) and len(sources) == len(completions) else None
+            )
             for name, value in batch_metrics(completions, answer, self.grader, sources).items():
                 log_metric(name, value)
         return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)

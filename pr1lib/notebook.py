@@ -41,9 +41,13 @@ def inject_parameters(nb, **params) -> int:
     """Insert a cell setting ``params`` right after the ``parameters`` cell; return its index."""
     import nbformat
 
-    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    tagged = [
+        i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
     if not tagged:
-        raise ValueError("notebook has no cell tagged 'parameters' (see notebooks/README conventions)")
+        raise ValueError(
+            "notebook has no cell tagged 'parameters' (see notebooks/README conventions)"
+        )
     source = "\n".join(f"{k} = {v!r}" for k, v in params.items())
     cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
     nb.cells.insert(tagged[0] + 1, cell)
@@ -89,7 +93,10 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | No
     inject_parameters(nb, PROFILE=profile, SEED=seed, **(params or {}))
     timeout = timeout or CELL_TIMEOUT.get(profile, 3600)
     client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
     )
     start, error = time.perf_counter(), None
     fd, record = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=".checks.jsonl")

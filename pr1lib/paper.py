@@ -22,31 +22,64 @@ SOURCE = ("Parallel-R1 (Zheng et al., arXiv 2509.07980); numbers as in the offic
           "(zhengkid/Parallel-R1); docs/recipe.md#11-results")
 TABLE2_SOURCE = SOURCE + ", Table 2. Avg = mean of the four mean@ columns."
 TABLE4_SOURCE = SOURCE + ", Table 4 (Unseen, from Parallel-SFT-Unseen). 'parallel' Avg computed."
-TABLE2_COLUMNS = ("parallel %", "AIME25 mean@16", "AIME25 pass@16", "AIME24 mean@16", "AIME24 pass@16",
-                  "AMC23 mean@16", "AMC23 pass@16", "MATH mean@1", "Avg")
-TABLE4_COLUMNS = ("parallel %", "AIME25 mean@16", "AIME24 mean@16", "AMC23 mean@16", "MATH mean@1", "Avg")
+TABLE2_COLUMNS = (
+    "parallel %",
+    "AIME25 mean@16",
+    "AIME25 pass@16",
+    "AIME24 mean@16",
+    "AIME24 pass@16",
+    "AMC23 mean@16",
+    "AMC23 pass@16",
+    "MATH mean@1",
+    "Avg",
+)
+TABLE4_COLUMNS = (
+    "parallel %",
+    "AIME25 mean@16",
+    "AIME24 mean@16",
+    "AMC23 mean@16",
+    "MATH mean@1",
+    "Avg",
+)
 
 
-def _rows(columns: tuple[str, ...], rows: dict[str, tuple[str, tuple[float, ...]]]) -> dict[str, dict]:
+def _rows(
+    columns: tuple[str, ...], rows: dict[str, tuple[str, tuple[float, ...]]]
+) -> dict[str, dict]:
     return {key: {"method": name, **dict(zip(columns, values, strict=True))}
             for key, (name, values) in rows.items()}
 
 
-TABLE2 = _rows(TABLE2_COLUMNS, {  # stage key -> (the paper's row name, numbers in %)
-    "base": ("Qwen3-4B-Base", (0.0, 1.3, 10.2, 2.9, 16.5, 8.1, 51.2, 13.9, 6.6)),
-    "sft-seen": ("Parallel-SFT-Seen", (95.6, 8.0, 29.8, 10.6, 26.4, 48.9, 79.2, 76.6, 36.0)),
-    "sft-unseen": ("Parallel-SFT-Unseen", (95.6, 5.2, 20.9, 8.5, 26.7, 41.7, 80.1, 71.5, 31.7)),
-    "grpo": ("GRPO (DAPO)", (0.0, 14.8, 32.4, 18.5, 30.6, 63.6, 85.1, 83.5, 45.1)),
-    "grpo-gsm8k": ("+ RL on GSM8K", (0.0, 13.3, 26.3, 18.8, 34.9, 66.4, 82.2, 82.6, 45.3)),
-    "rl-seen": ("Parallel-R1-Seen", (27.3, 19.2, 38.9, 19.4, 37.1, 70.5, 85.0, 86.7, 48.9)),
-    "rl-unseen-s1": ("Parallel-R1-Unseen (S1)", (13.6, 17.7, 37.8, 18.3, 33.2, 69.7, 88.9, 82.6, 47.1)),
-    "rl-unseen-s2": ("Parallel-R1-Unseen (S2)", (63.0, 19.0, 42.2, 16.3, 31.8, 67.5, 91.5, 84.5, 46.8)),
-})
-TABLE4 = _rows(TABLE4_COLUMNS, {  # reward -> (the paper's row name, numbers in %)
-    "accuracy": ("Accuracy only (= Unseen S1)", (13.6, 17.7, 18.3, 69.7, 82.6, 47.1)),
-    "parallel": ("Parallel only", (80.3, 17.7, 15.2, 59.4, 81.7, 43.5)),
-    "alternating": ("Alternating acc./parallel (= Unseen S2)", (63.0, 19.0, 16.3, 67.5, 84.5, 46.8)),
-})
+TABLE2 = _rows(
+    TABLE2_COLUMNS,
+    {  # stage key -> (the paper's row name, numbers in %)
+        "base": ("Qwen3-4B-Base", (0.0, 1.3, 10.2, 2.9, 16.5, 8.1, 51.2, 13.9, 6.6)),
+        "sft-seen": ("Parallel-SFT-Seen", (95.6, 8.0, 29.8, 10.6, 26.4, 48.9, 79.2, 76.6, 36.0)),
+        "sft-unseen": ("Parallel-SFT-Unseen", (95.6, 5.2, 20.9, 8.5, 26.7, 41.7, 80.1, 71.5, 31.7)),
+        "grpo": ("GRPO (DAPO)", (0.0, 14.8, 32.4, 18.5, 30.6, 63.6, 85.1, 83.5, 45.1)),
+        "grpo-gsm8k": ("+ RL on GSM8K", (0.0, 13.3, 26.3, 18.8, 34.9, 66.4, 82.2, 82.6, 45.3)),
+        "rl-seen": ("Parallel-R1-Seen", (27.3, 19.2, 38.9, 19.4, 37.1, 70.5, 85.0, 86.7, 48.9)),
+        "rl-unseen-s1": (
+            "Parallel-R1-Unseen (S1)",
+            (13.6, 17.7, 37.8, 18.3, 33.2, 69.7, 88.9, 82.6, 47.1),
+        ),
+        "rl-unseen-s2": (
+            "Parallel-R1-Unseen (S2)",
+            (63.0, 19.0, 42.2, 16.3, 31.8, 67.5, 91.5, 84.5, 46.8),
+        ),
+    },
+)
+TABLE4 = _rows(
+    TABLE4_COLUMNS,
+    {  # reward -> (the paper's row name, numbers in %)
+        "accuracy": ("Accuracy only (= Unseen S1)", (13.6, 17.7, 18.3, 69.7, 82.6, 47.1)),
+        "parallel": ("Parallel only", (80.3, 17.7, 15.2, 59.4, 81.7, 43.5)),
+        "alternating": (
+            "Alternating acc./parallel (= Unseen S2)",
+            (63.0, 19.0, 16.3, 67.5, 84.5, 46.8),
+        ),
+    },
+)
 STAGE_NAMES = {key: row["method"] for key, row in TABLE2.items()} | {"base": "base model"}
 
 
@@ -80,7 +113,11 @@ def our_columns(results: dict[str, dict[str, Any]], model: str) -> dict[str, flo
     """
     label = f"ours: {model} |"
     total = sum(s["n"] * s["k"] for s in results.values())
-    pooled = sum(s["parallel_ratio"] * s["n"] * s["k"] for s in results.values()) / total if total else None
+    pooled = (
+        sum(s["parallel_ratio"] * s["n"] * s["k"] for s in results.values()) / total
+        if total
+        else None
+    )
     cols = {f"{label} parallel % (all benchmarks)": _percent(pooled)}
     for bench, s in results.items():
         cols[f"{label} {bench} mean@{s['k']} ({s['checker']})"] = _percent(s["accuracy"])

@@ -44,7 +44,8 @@ def _rows(mask: Any) -> list[list[int]]:
 
 
 def _discrete(colors: Sequence[str]) -> list[list[Any]]:
-    """A plotly colorscale that paints the integers ``0 … n-1`` (``zmin=0, zmax=n-1``) one colour each."""
+    """A plotly colorscale that paints the integers ``0 … n-1`` (``zmin=0, zmax=n-1``) one colour
+    each."""
     n, scale = len(colors), []
     for i, c in enumerate(colors):
         scale += [[i / n, c], [(i + 1) / n, c]]
@@ -58,7 +59,9 @@ def _legend(fig: go.Figure, entries: Mapping[str, str]) -> None:
                         marker=dict(symbol="square", size=12, color=color))
 
 
-def mask_heatmap(mask: Any, labels: Sequence[str], title: str = "", compare: Any = None) -> go.Figure:
+def mask_heatmap(
+    mask: Any, labels: Sequence[str], title: str = "", compare: Any = None
+) -> go.Figure:
     """Heatmap of a mask: cell ``(q, k)`` is 1 when query ``q`` may attend to key ``k``.
 
     With ``compare`` (a mask that allows more, e.g. the seen mask next to the unseen one), keys that
@@ -74,30 +77,57 @@ def mask_heatmap(mask: Any, labels: Sequence[str], title: str = "", compare: Any
     word = list(names)
     text = [[word[v] for v in row] for row in z]
     axis = _indexed(labels)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=axis, y=axis, text=text, zmin=0, zmax=2, colorscale=_discrete(list(names.values())),
-        showscale=False, xgap=1, ygap=1, hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=axis,
+            y=axis,
+            text=text,
+            zmin=0,
+            zmax=2,
+            colorscale=_discrete(list(names.values())),
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="query %{y}<br>key %{x}<br>%{text}<extra></extra>",
+        )
+    )
     _legend(fig, names if compare is not None else {k: names[k] for k in word[:2]})
     side = min(800, 240 + 11 * len(axis))
-    fig.update_yaxes(autorange="reversed", title="query (the token being computed)", tickfont_size=9)
+    fig.update_yaxes(
+        autorange="reversed", title="query (the token being computed)", tickfont_size=9
+    )
     fig.update_xaxes(title="key (what it may look at)", tickfont_size=9, tickangle=-90)
-    fig.update_layout(title=title, height=side + 90, width=side + 100, plot_bgcolor="white",
-                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"), margin=dict(t=90))
+    fig.update_layout(
+        title=title,
+        height=side + 90,
+        width=side + 100,
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
+        margin=dict(t=90),
+    )
     return fig
 
 
 def positions_figure(positions: Mapping[str, Sequence[int]], labels: Sequence[str],
                      path: Sequence[int] | None = None, title: str = "Position ids") -> go.Figure:
-    """One line per entry of ``positions`` (e.g. ``{"seen": …, "unseen": …}``): position id per token.
+    """One line per entry of ``positions`` (e.g. ``{"seen": …, "unseen": …}``): position id per
+    token.
 
     With ``path`` (the path index of each token, -1 outside paths) the markers are coloured by path.
 
-    >>> fig = positions_figure({"seen": [0, 1, 2], "unseen": [0, 1, 1]}, ["a", "b", "c"], path=[-1, 0, 1])
+    >>> fig = positions_figure(
+    ...     {"seen": [0, 1, 2], "unseen": [0, 1, 1]}, ["a", "b", "c"], path=[-1, 0, 1]
+    ... )
     >>> [list(d.y) for d in fig.data], fig.data[1].marker.color
     ([[0, 1, 2], [0, 1, 1]], ('#999999', '#2a9d8f', '#e9c46a'))
     """
     axis = _indexed(labels)
-    colors = None if path is None else ["#999999" if p < 0 else PATH_COLORS[p % len(PATH_COLORS)] for p in path]
+    colors = (
+        None
+        if path is None
+        else ["#999999" if p < 0 else PATH_COLORS[p % len(PATH_COLORS)] for p in path]
+    )
     fig = go.Figure()
     for i, (name, pos) in enumerate(positions.items()):
         fig.add_scatter(x=axis, y=list(pos), name=name, mode="lines+markers",
@@ -106,7 +136,9 @@ def positions_figure(positions: Mapping[str, Sequence[int]], labels: Sequence[st
                         hovertemplate="%{x}<br>position %{y}<extra>" + name + "</extra>")
     fig.update_xaxes(title="token", tickfont_size=9, tickangle=-90)
     fig.update_yaxes(title="position id")
-    fig.update_layout(title=title, height=420, legend=dict(orientation="h", y=1.02, yanchor="bottom"))
+    fig.update_layout(
+        title=title, height=420, legend=dict(orientation="h", y=1.02, yanchor="bottom")
+    )
     return fig
 
 
@@ -126,18 +158,40 @@ def attends_to_figure(mask: Any, labels: Sequence[str], index: int, width: int =
     def pad(xs: Sequence[Any], fill: Any = None) -> list[list[Any]]:  # wrap into lines of ``width``
         return [list(xs[s:s + width]) + [fill] * (s + width - min(n, s + width)) for s in lines]
 
-    names = {"later (causal)": BLOCKED, "attends": ATTEND, "earlier, hidden": HIDDEN, "query": QUERY}
-    fig = go.Figure(go.Heatmap(
-        z=pad(values), text=pad([t[:8] for t in labels], ""), customdata=pad(list(range(n))),
-        texttemplate="%{text}", textfont_size=10, zmin=0, zmax=3, colorscale=_discrete(list(names.values())),
-        showscale=False, xgap=2, ygap=2, hovertemplate="token %{customdata}: %{text}<extra></extra>"))
+    names = {
+        "later (causal)": BLOCKED,
+        "attends": ATTEND,
+        "earlier, hidden": HIDDEN,
+        "query": QUERY,
+    }
+    fig = go.Figure(
+        go.Heatmap(
+            z=pad(values),
+            text=pad([t[:8] for t in labels], ""),
+            customdata=pad(list(range(n))),
+            texttemplate="%{text}",
+            textfont_size=10,
+            zmin=0,
+            zmax=3,
+            colorscale=_discrete(list(names.values())),
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            hovertemplate="token %{customdata}: %{text}<extra></extra>",
+        )
+    )
     _legend(fig, names)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     seen = sum(row)
-    fig.update_layout(title=title or f"token {index} {labels[index]!r} attends to {seen} of {index + 1} tokens so far",
-                      height=120 + 34 * len(lines), plot_bgcolor="white",
-                      legend=dict(orientation="h", y=1.0, yanchor="bottom"), margin=dict(t=80, b=10))
+    fig.update_layout(
+        title=title
+        or f"token {index} {labels[index]!r} attends to {seen} of {index + 1} tokens so far",
+        height=120 + 34 * len(lines),
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=1.0, yanchor="bottom"),
+        margin=dict(t=80, b=10),
+    )
     return fig
 
 
@@ -145,7 +199,11 @@ def timing_chart(results: Mapping[str, Any]) -> go.Figure:
     """Forked versus sequential decoding of k paths: ``results`` is ``bench_forked``'s dict from
     ``benchmarks/rollout.py`` (``single_path_s``, ``path_len`` and ``forked[str(k)]["seconds"]``).
 
-    >>> r = {"path_len": 8, "single_path_s": 0.1, "forked": {"2": {"seconds": 0.12}, "4": {"seconds": 0.15}}}
+    >>> r = {
+    ...     "path_len": 8,
+    ...     "single_path_s": 0.1,
+    ...     "forked": {"2": {"seconds": 0.12}, "4": {"seconds": 0.15}},
+    ... }
     >>> fig = timing_chart(r)
     >>> list(fig.data[0].y), [round(y, 2) for y in fig.data[1].y]
     ([0.1, 0.12, 0.15], [0.1, 0.2, 0.4])
@@ -156,16 +214,30 @@ def timing_chart(results: Mapping[str, Any]) -> go.Figure:
     sequential = [k * single for k in ks]
     x = [f"k = {k}" for k in ks]
     fig = go.Figure()
-    fig.add_bar(x=x, y=forked, name="forked: k rows decode together", marker_color=ATTEND, textposition="outside",
-                text=[f"{s / f:.1f}× faster" if k > 1 else "" for k, s, f in zip(ks, sequential, forked)])
-    fig.add_bar(x=x, y=sequential, name="sequential: one path after another", marker_color="#bbbbbb")
+    fig.add_bar(
+        x=x,
+        y=forked,
+        name="forked: k rows decode together",
+        marker_color=ATTEND,
+        textposition="outside",
+        text=[f"{s / f:.1f}× faster" if k > 1 else "" for k, s, f in zip(ks, sequential, forked)],
+    )
+    fig.add_bar(
+        x=x, y=sequential, name="sequential: one path after another", marker_color="#bbbbbb"
+    )
     fig.update_yaxes(title="seconds (median)")
-    fig.update_layout(title=f"Decoding k paths of {results['path_len']} tokens each", barmode="group",
-                      height=380, legend=dict(orientation="h", y=1.02, yanchor="bottom"))
+    fig.update_layout(
+        title=f"Decoding k paths of {results['path_len']} tokens each",
+        barmode="group",
+        height=380,
+        legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+    )
     return fig
 
 
-def attention_explorer(masks: Mapping[str, Any], labels: Sequence[str], index: int = 0, width: int = 16):
+def attention_explorer(
+    masks: Mapping[str, Any], labels: Sequence[str], index: int = 0, width: int = 16
+):
     """An ipywidgets box: pick a mask and a token, see ``attends_to_figure`` for it.
 
     The latest figure is kept as ``box.figure`` (outside a kernel nothing is displayed).

@@ -22,8 +22,8 @@ wrapper can put the same core behind verl's ``compute_score``.
 | Stage 3 (GRPO, hard problems) | ``project`` |
 | evaluation (``accuracy``; both are reported) | ``official`` |
 
-* ``project`` (the functions' default; the reward values documented in docs/recipe.md#7-rewards): valid means
-  ``validate(text, strict=True) == []``; correct means ``extract_answer`` + ``answers_match``
+* ``project`` (the functions' default; the reward values documented in
+  docs/recipe.md#7-rewards): valid means ``validate(text, strict=True) == []``; correct means ``extract_answer`` + ``answers_match``
   (numbers by value, so ``$21.00``, ``02``, ``12 pets`` and ``6*2`` count). The paper's tiered
   reward gives +1.0 to a correct answer with no ``<Parallel>`` even if stray tags are malformed;
   here those get −1, so the ladder is honest-parallel > honest-linear > any malformed output.
@@ -45,7 +45,7 @@ list of messages) is wrong and invalid, never an exception.
 >>> empty_path = "<Parallel><Path></Path><Path>3*4=12</Path></Parallel>\\n<Summary>12</Summary>\\nFinal Answer: 12"
 >>> score(empty_path, "12", "tiered"), score(empty_path, "12", "tiered", grader="official")
 (-1.0, 1.2)
-"""
+"""  # noqa: E501 - the reward table rows stay whole
 
 from __future__ import annotations
 
@@ -70,12 +70,13 @@ class Terms:
     correct: bool  # the grader's answer check passed
     valid: bool  # the grader's format rule passed
     blocks: int  # number of ``<Parallel>`` tags (the official P count)
-    plain_needs_valid: bool = True  # tiered, no block: must the tags be valid for +1.0? (official: no)
+    # tiered, no block: must the tags be valid for +1.0? (official: no)
+    plain_needs_valid: bool = True
 
 
 def gold_text(answer: Any) -> str | None:
-    """A dataset's answer as a string: numbers via ``str``, a GSM8K solution reduced to its ``#### N``;
-    ``None`` for anything else (no gold: every answer is wrong).
+    """A dataset's answer as a string: numbers via ``str``, a GSM8K solution reduced to its ``####
+    N``; ``None`` for anything else (no gold: every answer is wrong).
 
     >>> gold_text(12), gold_text("3*4=<<3*4=12>>12\\n#### 12"), gold_text(None)
     ('12', '12', None)
@@ -90,7 +91,8 @@ def completion_text(completion: Any) -> str:
     """The text of one completion, either a plain string or TRL's conversational list of messages;
     ``""`` for anything else.
 
-    >>> completion_text([{"role": "assistant", "content": "Final Answer: 5"}]), completion_text(b"5")
+    >>> message = {"role": "assistant", "content": "Final Answer: 5"}
+    >>> completion_text([message]), completion_text(b"5")
     ('Final Answer: 5', '')
     """
     if isinstance(completion, str):
@@ -113,7 +115,9 @@ def _content_text(content: Any) -> str:
     return "".join(t for t in texts if isinstance(t, str))
 
 
-def terms(completion: Any, answer: Any = None, grader: Any = "project", source: Any = None) -> Terms:
+def terms(
+    completion: Any, answer: Any = None, grader: Any = "project", source: Any = None
+) -> Terms:
     """Parse one completion once under ``grader``: correctness (``False`` without a gold), validity,
     blocks. ``source`` (a data-source name) picks the official grader's per-source answer check."""
     g, text = get_grader(grader), completion_text(completion)
@@ -144,14 +148,21 @@ def score_terms(t: Terms, mode: str) -> float:
     raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(BASE_MODES)}")
 
 
-def score(completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None) -> float:
+def score(
+    completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None
+) -> float:
     """The reward of one completion against one gold answer under ``mode`` and ``grader``.
 
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
     (1.0, -1.0)
     """
-    if mode == "accuracy":  # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
-        return 1.0 if _correct(get_grader(grader), completion_text(completion), answer, source) else -1.0
+    # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
+    if mode == "accuracy":
+        return (
+            1.0
+            if _correct(get_grader(grader), completion_text(completion), answer, source)
+            else -1.0
+        )
     return score_terms(terms(completion, answer, grader, source), mode)
 
 
@@ -165,45 +176,61 @@ def _sources(kwargs: Mapping[str, Any], n: int) -> list[Any]:
     return [value if isinstance(value, str) else None] * n
 
 
-def _batch(completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any]) -> list[float]:
+def _batch(
+    completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any]
+) -> list[float]:
     if not isinstance(completions, (list, tuple)):
-        raise TypeError(f"completions must be a list (one per sample), got {type(completions).__name__}")
+        raise TypeError(
+            f"completions must be a list (one per sample), got {type(completions).__name__}"
+        )
     if answer is None or isinstance(answer, (str, bytes, int, float)):
-        raise TypeError("answer must be a list with one gold answer per completion (a dataset column)")
+        raise TypeError(
+            "answer must be a list with one gold answer per completion (a dataset column)"
+        )
     if len(completions) != len(answer):
         raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
     sources = _sources(kwargs, len(completions))
     return [score(c, a, mode, grader, src) for c, a, src in zip(completions, answer, sources)]
 
 
-def accuracy_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
+def accuracy_reward(
+    completions: list, answer: list, grader: Any = "project", **kwargs: Any
+) -> list[float]:
     """+1 if the final answer is correct, else −1; tags are ignored.
 
     >>> accuracy_reward(["Final Answer: 12", "Final Answer: 13", "no answer"], ["12", 12, "12"])
     [1.0, -1.0, -1.0]
-    >>> accuracy_reward(["Final Answer: 12.00"] * 2, ["12"] * 2, grader="official", data_source=["gsm8k", "aime25"])
+    >>> accuracy_reward(["Final Answer: 12.00"] * 2, ["12"] * 2, grader="official",
+    ...                 data_source=["gsm8k", "aime25"])
     [-1.0, -1.0]
     """
     return _batch(completions, answer, "accuracy", grader, kwargs)
 
 
-def parallel_correct_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
+def parallel_correct_reward(
+    completions: list, answer: list, grader: Any = "project", **kwargs: Any
+) -> list[float]:
     """+1 iff the answer is correct and the text has ≥1 valid ``<Parallel>`` block, else −1.
 
-    >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
+    >>> block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
+    ...          "<Summary>12</Summary>\\n")
     >>> parallel_correct_reward([block + "Final Answer: 12", "Final Answer: 12"], ["12", "12"])
     [1.0, -1.0]
     """
     return _batch(completions, answer, "parallel_correct", grader, kwargs)
 
 
-def tiered_reward(completions: list, answer: list, grader: Any = "project", **kwargs: Any) -> list[float]:
-    """+1.2 correct with a valid block, +1.0 correct with no block (project: and valid tags), −1 otherwise.
+def tiered_reward(
+    completions: list, answer: list, grader: Any = "project", **kwargs: Any
+) -> list[float]:
+    """+1.2 correct with a valid block, +1.0 correct with no block (project: and valid tags), −1
+    otherwise.
 
-    >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
+    >>> block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
+    ...          "<Summary>12</Summary>\\n")
     >>> one_path = "<Parallel><Path>6+6=12</Path></Parallel><Summary>12</Summary>\\n"
-    >>> tiered_reward([block + "Final Answer: 12", "Final Answer: 12", one_path + "Final Answer: 12"],
-    ...               ["12"] * 3)
+    >>> tiered_reward([block + "Final Answer: 12", "Final Answer: 12",
+    ...                one_path + "Final Answer: 12"], ["12"] * 3)
     [1.2, 1.0, -1.0]
     """
     return _batch(completions, answer, "tiered", grader, kwargs)
@@ -218,7 +245,9 @@ def structure_reward(completions: list, answer: list | None = None, grader: Any 
     [1.0, -1.0]
     """
     if not isinstance(completions, (list, tuple)):
-        raise TypeError(f"completions must be a list (one per sample), got {type(completions).__name__}")
+        raise TypeError(
+            f"completions must be a list (one per sample), got {type(completions).__name__}"
+        )
     return [score_terms(terms(c, None, grader), "structure") for c in completions]
 
 
@@ -259,7 +288,9 @@ def mode_at(global_step: int, window: int = 10, parallel_steps: int = 2) -> str:
     ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 't', 't', 'a', 'a']
     """
     if window < 1 or not 0 <= parallel_steps <= window:
-        raise ValueError(f"need window >= 1 and 0 <= parallel_steps <= window, got {window}, {parallel_steps}")
+        raise ValueError(
+            f"need window >= 1 and 0 <= parallel_steps <= window, got {window}, {parallel_steps}"
+        )
     return "tiered" if global_step % window >= window - parallel_steps else "accuracy"
 
 
@@ -273,13 +304,15 @@ def schedule(steps: int, window: int = 10, parallel_steps: int = 2) -> list[str]
 
 
 class AlternatingReward:
-    """Callable TRL reward that switches between accuracy and tiered by ``trainer_state.global_step``.
+    """Callable TRL reward that switches between accuracy and tiered by
+    ``trainer_state.global_step``.
 
     After each call ``last_mode`` / ``last_step`` say what was used; when TRL passes ``log_metric``
     it also logs ``reward_mode/tiered`` (1.0 or 0.0, so its logged mean is the tiered fraction).
-    TRL's log rows count steps from 1, so there the tiered rows are 9, 10, 19, 20, … as in the paper.
-    The mode is picked when a batch is scored: with ``steps_per_generation > 1`` one generation
-    batch serves several optimizer steps and all of them share the mode of the step that made it.
+    TRL's log rows count steps from 1, so there the tiered rows are 9, 10, 19, 20, … as in the
+    paper. The mode is picked when a batch is scored: with ``steps_per_generation > 1`` one
+    generation batch serves several optimizer steps and all of them share the mode of the step that
+    made it.
     """
 
     __name__ = "alternating_reward"  # the column name TRL gives this reward in its logs
@@ -298,12 +331,20 @@ class AlternatingReward:
     def range_at(self, global_step: int) -> tuple[float, float]:
         return RANGES[self.mode(global_step)]
 
-    def __call__(self, completions: list, answer: list, trainer_state: Any = None,
-                 log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
+    def __call__(
+        self,
+        completions: list,
+        answer: list,
+        trainer_state: Any = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
         step = getattr(trainer_state, "global_step", None)
         if step is None:
-            raise ValueError("alternating_reward needs TRL's trainer_state (with .global_step) to pick its "
-                             "mode; pass trainer_state=SimpleNamespace(global_step=N) when calling it by hand")
+            raise ValueError(
+                "alternating_reward needs TRL's trainer_state (with .global_step) to pick its "
+                "mode; pass trainer_state=SimpleNamespace(global_step=N) when calling it by hand"
+            )
         self.last_step, self.last_mode = int(step), self.mode(int(step))
         if log_metric is not None:
             log_metric("reward_mode/tiered", float(self.last_mode == "tiered"))
@@ -315,15 +356,21 @@ class AlternatingReward:
                 f"grader={self.grader!r})")
 
 
-def alternating_reward(window: int = 10, parallel_steps: int = 2, grader: Any = "project") -> AlternatingReward:
+def alternating_reward(
+    window: int = 10, parallel_steps: int = 2, grader: Any = "project"
+) -> AlternatingReward:
     """The paper's S2 reward: ``tiered_reward`` on ``parallel_steps`` of every ``window`` steps.
 
     >>> from types import SimpleNamespace
     >>> reward = alternating_reward(window=10, parallel_steps=2)
-    >>> reward(["Final Answer: 12"], ["12"], trainer_state=SimpleNamespace(global_step=8)), reward.last_mode
-    ([1.0], 'tiered')
-    >>> reward(["Final Answer: 13"], ["12"], trainer_state=SimpleNamespace(global_step=10)), reward.last_mode
-    ([-1.0], 'accuracy')
+    >>> reward(["Final Answer: 12"], ["12"], trainer_state=SimpleNamespace(global_step=8))
+    [1.0]
+    >>> reward.last_mode
+    'tiered'
+    >>> reward(["Final Answer: 13"], ["12"], trainer_state=SimpleNamespace(global_step=10))
+    [-1.0]
+    >>> reward.last_mode
+    'accuracy'
     """
     return AlternatingReward(window, parallel_steps, grader)
 
@@ -343,7 +390,8 @@ class Combined:
         columns = [(fn(completions=completions, **kwargs), w) for fn, w in self.parts]
         out: list[float | None] = []
         for i in range(len(completions)):
-            vals = [w * col[i] for col, w in columns if col[i] is not None]  # None: not applicable (TRL)
+            # None: not applicable (TRL)
+            vals = [w * col[i] for col, w in columns if col[i] is not None]
             out.append(sum(vals) if vals else None)
         return out
 

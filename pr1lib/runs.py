@@ -70,7 +70,8 @@ def start_id(init: str | Path | None) -> str:
 
 
 def is_run_folder(init: str | Path | None) -> bool:
-    """True when ``init`` is a finished run folder (it holds ``merged/``), not a hub id or the base."""
+    """True when ``init`` is a finished run folder (it holds ``merged/``), not a hub id or the
+    base."""
     return init is not None and (Path(init) / "merged").is_dir()
 
 
@@ -98,7 +99,9 @@ def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
     continue someone else's run."""
     marker, sid = run_dir / "start.json", start_id(init)
     theirs = json.loads(marker.read_text())["start"] if marker.exists() else None
-    stale = theirs != sid if theirs is not None else last_checkpoint(run_dir / "trainer") is not None
+    stale = (
+        theirs != sid if theirs is not None else last_checkpoint(run_dir / "trainer") is not None
+    )
     if stale:
         move_aside(run_dir, f"it was begun from another start ({theirs or 'unknown'})")
     run_dir.mkdir(parents=True, exist_ok=True)

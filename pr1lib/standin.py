@@ -25,7 +25,17 @@ from pr1lib.teachers import RuleTeacher
 # malformed - 200 with a body that is not JSON; truncated - 200 that stops halfway through its
 # body; bad_status - a status line that is not HTTP; surrogate - content with a lone surrogate
 # (valid JSON, not writable as UTF-8); trickle - the answer one byte every trickle_s seconds.
-FAULTS = ("429", "500", "401", "timeout", "malformed", "truncated", "bad_status", "surrogate", "trickle")
+FAULTS = (
+    "429",
+    "500",
+    "401",
+    "timeout",
+    "malformed",
+    "truncated",
+    "bad_status",
+    "surrogate",
+    "trickle",
+)
 THINKING = "<think>stand-in server: no model here, the rule teacher wrote this</think>\n\n"
 
 
@@ -63,14 +73,25 @@ class StandInServer:
     Retry-After header of 429 and 500 answers (``None``: no header).
     """
 
-    def __init__(self, problems: Iterable[dict] = (), teacher: Any = None, faults: Iterable[str] = (),
-                 plan: dict[str, Iterable[str]] | None = None, hang_s: float = 2.0, trickle_s: float = 1.0,
-                 retry_after: str | None = "0.1"):
+    def __init__(
+        self,
+        problems: Iterable[dict] = (),
+        teacher: Any = None,
+        faults: Iterable[str] = (),
+        plan: dict[str, Iterable[str]] | None = None,
+        hang_s: float = 2.0,
+        trickle_s: float = 1.0,
+        retry_after: str | None = "0.1",
+    ):
         self.by_question = {p["question"].strip(): p for p in problems}
         self.teacher = teacher or RuleTeacher()
         self.faults = list(faults)
         self.plan = {key: list(value) for key, value in (plan or {}).items()}
-        unknown = {f for f in [*self.faults, *(f for fs in self.plan.values() for f in fs)] if f not in FAULTS}
+        unknown = {
+            f
+            for f in [*self.faults, *(f for fs in self.plan.values() for f in fs)]
+            if f not in FAULTS
+        }
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; choose from {', '.join(FAULTS)}")
         self.hang_s, self.trickle_s, self.retry_after = hang_s, trickle_s, retry_after
@@ -125,10 +146,22 @@ class StandInServer:
 
 
 def completion_body(content: str, model: Any, number: int) -> bytes:
-    """A chat-completions response body (``ensure_ascii`` escapes a lone surrogate as ``\\ud800``)."""
-    reply = {"id": f"standin-{number}", "object": "chat.completion", "created": 0, "model": model or "stand-in",
-             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                          "message": {"role": "assistant", "content": content}}]}
+    """A chat-completions response body (``ensure_ascii`` escapes a lone surrogate as
+    ``\\ud800``)."""
+    reply = {
+        "id": f"standin-{number}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model or "stand-in",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+    }
     return json.dumps(reply).encode()
 
 
@@ -164,7 +197,9 @@ class _StandInHandler(BaseHTTPRequestHandler):
         fault = standin.next_fault(problem["id"] if problem else "?")
         self._play(standin, fault, problem, request.get("model"))
 
-    def _play(self, standin: StandInServer, fault: str | None, problem: dict | None, model: Any) -> None:
+    def _play(
+        self, standin: StandInServer, fault: str | None, problem: dict | None, model: Any
+    ) -> None:
         """Answer one request, playing ``fault`` (see ``FAULTS``)."""
         if fault in ("429", "500", "401"):
             wait = {} if standin.retry_after is None else {"Retry-After": standin.retry_after}

@@ -65,7 +65,9 @@ def tag_ids(tokenizer: Any) -> TagIds:
     ids = tokenizer.convert_tokens_to_ids(list(TAGS))
     unk = getattr(tokenizer, "unk_token_id", None)
     if any(i is None or (unk is not None and i == unk) for i in ids):
-        raise ValueError(f"the tokenizer lacks some of the tags {TAGS}; add them first (pr1lib.tokens)")
+        raise ValueError(
+            f"the tokenizer lacks some of the tags {TAGS}; add them first (pr1lib.tokens)"
+        )
     return TagIds(*ids, pad=tokenizer.pad_token_id)
 
 
@@ -93,7 +95,8 @@ class Structure:
 
 
 class _Parser:
-    """A state machine (``out`` / ``block`` / ``path`` / ``tail``) over token ids, one token at a time."""
+    """A state machine (``out`` / ``block`` / ``path`` / ``tail``) over token ids, one token at a
+    time."""
 
     def __init__(self, tags: TagIds):
         self.t, self.s = tags, Structure()
@@ -210,9 +213,13 @@ def structure_tensors(
     if mode not in MASK_MODES:
         raise ValueError(f"mode must be one of {MASK_MODES}, got {mode!r}")
     tags = tag_ids(tags)
-    valid = _valid_mask(input_ids, tags.pad) if padding_mask is None else padding_mask.bool()  # (B, L)
+    # (B, L)
+    valid = _valid_mask(input_ids, tags.pad) if padding_mask is None else padding_mask.bool()
     B, L = input_ids.shape
-    out = {k: torch.full((B, L), v, dtype=torch.long) for k, v in (("position_ids", 0), ("block", -1), ("path", -1))}
+    out = {
+        k: torch.full((B, L), v, dtype=torch.long)
+        for k, v in (("position_ids", 0), ("block", -1), ("path", -1))
+    }
     for b in range(B):
         idx = valid[b].nonzero().squeeze(1).cpu()  # (n,)
         start = 0 if response_start is None else int(response_start[b])
@@ -230,14 +237,19 @@ def structure_tensors(
 def allowed_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Bool ``(B, L, L)``: query ``q`` may attend to key ``k`` (True = attend).
 
-    >>> m = allowed_mask(torch.tensor([[-1, 0, 0]]), torch.tensor([[-1, 0, 1]]), torch.ones(1, 3, dtype=torch.bool))
+    >>> m = allowed_mask(
+    ...     torch.tensor([[-1, 0, 0]]),
+    ...     torch.tensor([[-1, 0, 1]]),
+    ...     torch.ones(1, 3, dtype=torch.bool),
+    ... )
     >>> m[0].int().tolist()
     [[1, 0, 0], [1, 1, 0], [1, 0, 1]]
     """
     L = block.shape[1]
     causal = torch.ones(L, L, dtype=torch.bool, device=block.device).tril()  # (L, L)
     in_path = path >= 0  # (B, L)
-    sibling = (block[:, :, None] == block[:, None, :]) & (path[:, :, None] != path[:, None, :])  # (B, L, L)
+    # (B, L, L)
+    sibling = (block[:, :, None] == block[:, None, :]) & (path[:, :, None] != path[:, None, :])
     sibling &= in_path[:, :, None] & in_path[:, None, :]  # (B, L, L)
     allowed = causal[None] & ~sibling & valid[:, None, :]  # (B, L, L)
     eye = torch.eye(L, dtype=torch.bool, device=block.device)[None]  # (1, L, L)
@@ -249,7 +261,12 @@ def _block_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) ->
     from torch.nn.attention.flex_attention import create_block_mask
 
     def mask_mod(b, h, q, k):
-        sibling = (block[b, q] == block[b, k]) & (path[b, q] != path[b, k]) & (path[b, q] >= 0) & (path[b, k] >= 0)
+        sibling = (
+            (block[b, q] == block[b, k])
+            & (path[b, q] != path[b, k])
+            & (path[b, q] >= 0)
+            & (path[b, k] >= 0)
+        )
         keep = (k <= q) & ~sibling & valid[b, k]
         return torch.where(valid[b, q], keep, q == k)
 
@@ -267,7 +284,9 @@ def to_model_mask(allowed: torch.Tensor, attn_implementation: str = "sdpa",
     """
     mask = allowed[:, None]  # (B, 1, L, L)
     if attn_implementation == "eager":  # additive: 0 = attend, finfo.min = blocked (not -inf: NaN)
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+            ~mask, torch.finfo(dtype).min
+        )
     if attn_implementation == "sdpa":
         return mask
     raise ValueError(f"no dense 4D mask for attention implementation {attn_implementation!r}")
@@ -295,7 +314,9 @@ def attention_inputs(
     if attn_implementation == "flex_attention":
         mask = _block_mask(st["block"], st["path"], st["valid"])
     else:
-        mask = to_model_mask(allowed_mask(st["block"], st["path"], st["valid"]), attn_implementation, dtype)
+        mask = to_model_mask(
+            allowed_mask(st["block"], st["path"], st["valid"]), attn_implementation, dtype
+        )
     return {"attention_mask": mask, "position_ids": st["position_ids"]}
 
 
@@ -304,8 +325,15 @@ def _attn_implementation(model: Any) -> str:
 
 
 def structured_logprobs(
-    model: Any, input_ids: torch.Tensor, tokenizer: Any, mode: str = "unseen", response_start: Any = None,
-    *, padding_mask: torch.Tensor | None = None, temperature: float = 1.0, logits_to_keep: int = 0,
+    model: Any,
+    input_ids: torch.Tensor,
+    tokenizer: Any,
+    mode: str = "unseen",
+    response_start: Any = None,
+    *,
+    padding_mask: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    logits_to_keep: int = 0,
 ) -> torch.Tensor:
     """Log-prob of every token given what it may see: ``(B, L)``, column 0 is 0.
 
@@ -314,11 +342,20 @@ def structured_logprobs(
     (restarted positions without a mask would trip transformers' packed-sequence detection).
     """
     dtype = getattr(model, "dtype", torch.float32)
-    inputs = attention_inputs(input_ids, tokenizer, mode, response_start, _attn_implementation(model),
-                              padding_mask=padding_mask, dtype=dtype)
+    inputs = attention_inputs(
+        input_ids,
+        tokenizer,
+        mode,
+        response_start,
+        _attn_implementation(model),
+        padding_mask=padding_mask,
+        dtype=dtype,
+    )
     keep = logits_to_keep + 1 if logits_to_keep else 0
-    logits = model(input_ids=input_ids, use_cache=False, logits_to_keep=keep, **inputs).logits  # (B, K, V)
+    # (B, K, V)
+    logits = model(input_ids=input_ids, use_cache=False, logits_to_keep=keep, **inputs).logits
     logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, K-1, V)
     target = input_ids[:, -logp.shape[1]:]  # (B, K-1)
     out = logp.gather(-1, target[..., None]).squeeze(-1)  # (B, K-1)
-    return out if logits_to_keep else torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)  # (B, L)
+    # (B, L)
+    return out if logits_to_keep else torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)

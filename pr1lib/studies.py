@@ -39,7 +39,8 @@ def curriculum(variant: str, keep_stage2: bool = False) -> tuple[int, ...]:
 
 def sft_run(variant: str, profile: str) -> Path | None:
     """The variant's SFT run folder: ``runs/sft-<profile>-<variant>`` (the command line), else
-    ``runs/04_sft_lora-<profile>/<variant>`` (notebook 04); ``None`` when neither has ``merged/``."""
+    ``runs/04_sft_lora-<profile>/<variant>`` (notebook 04); ``None`` when neither has
+    ``merged/``."""
     root = runs_dir()
     for folder in (root / f"sft-{profile}-{variant}", root / f"04_sft_lora-{profile}" / variant):
         if (folder / "merged").is_dir():
@@ -59,10 +60,17 @@ def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path 
     return None if variant == "plain" else sft_run(variant, profile)
 
 
-def run_curriculum(profile: str | None = None, variant: str = "seen", init: str | Path | None = None,
-                   seed: int = 0, out: str | Path | None = None, keep_stage2: bool = False,
-                   stage_overrides: dict[int, dict] | None = None, sft_metrics: dict | None = None,
-                   **overrides: Any) -> dict[str, Any]:
+def run_curriculum(
+    profile: str | None = None,
+    variant: str = "seen",
+    init: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    keep_stage2: bool = False,
+    stage_overrides: dict[int, dict] | None = None,
+    sft_metrics: dict | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     """Every stage of ``curriculum(variant)``, each from the previous one's ``merged/``; returns
     ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``.
     ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed)."""
@@ -113,8 +121,14 @@ def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
             "improved_seeds": sum(g > 0 for g in gain)}
 
 
-def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
-                         out: str | Path | None = None, refresh: bool = False, **overrides: Any) -> dict[str, Any]:
+def unseen_stage2_effect(
+    profile: str | None = None,
+    init: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    refresh: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
     """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
     and Stage 2 then Stage 3 (the seen recipe kept). The result is cached in
     ``OUT/unseen_stage2.json`` and reused while the start and the overrides are the same."""
@@ -122,20 +136,33 @@ def unseen_stage2_effect(profile: str | None = None, init: str | Path | None = N
     out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
     path = out / "unseen_stage2.json"
     init = init if init is not None else default_init(2, "unseen", profile, seed)
-    result: dict[str, Any] = {"init": start_id(init), "overrides": json.loads(json.dumps(overrides, default=str))}
+    result: dict[str, Any] = {
+        "init": start_id(init),
+        "overrides": json.loads(json.dumps(overrides, default=str)),
+    }
     cached = json.loads(path.read_text()) if path.exists() and not refresh else {}
-    if {k: cached.get(k) for k in ("init", "overrides")} == {k: result[k] for k in ("init", "overrides")}:
+    if {k: cached.get(k) for k in ("init", "overrides")} == {
+        k: result[k] for k in ("init", "overrides")
+    }:
         return cached
     for name, keep in (("direct", False), ("kept", True)):
-        runs = run_curriculum(profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides)
-        result[name] = {"stages": [{k: r[k] for k in ("stage", "reward", "steps", "after", "train")}
-                                   for r in runs["stages"]], "sft": runs["sft"], "final": runs["final"]}
+        runs = run_curriculum(
+            profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides
+        )
+        result[name] = {
+            "stages": [
+                {k: r[k] for k in ("stage", "reward", "steps", "after", "train")}
+                for r in runs["stages"]
+            ],
+            "sft": runs["sft"],
+            "final": runs["final"],
+        }
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2, default=str))
     return result
 
 
-# ----------------------------------------------------------------------------- the mid-training scaffold (Figure 4)
+# ----------------------------------------------------------- the mid-training scaffold (Figure 4)
 def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: int, variant: str,
                       overrides: dict[str, Any]):
     if not 0 < switch_step < total_steps:
@@ -143,24 +170,36 @@ def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: in
     common = {"variant": variant, "save_steps": total_steps, **overrides}
     # phase 2 gets the next seed, so it draws fresh prompts instead of replaying phase 1's order
     phase1 = {**common, "seed": seed, "reward": "alternating", "max_steps": switch_step}
-    phase2 = {**common, "seed": seed + 1, "reward": "accuracy", "max_steps": total_steps - switch_step}
-    return GRPOStageConfig.for_stage(3, profile, **phase1), GRPOStageConfig.for_stage(3, profile, **phase2)
+    phase2 = {
+        **common,
+        "seed": seed + 1,
+        "reward": "accuracy",
+        "max_steps": total_steps - switch_step,
+    }
+    return GRPOStageConfig.for_stage(3, profile, **phase1), GRPOStageConfig.for_stage(
+        3, profile, **phase2
+    )
 
 
-def mid_training(profile: str | None = None, init: str | Path | None = None, switch_step: int = 10,
-                 total_steps: int = 20, seed: int = 0, variant: str = "unseen", out: str | Path | None = None,
-                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False, **overrides: Any) -> dict[str, Any]:
-    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint with
-    the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
-    ``seed + 1`` so its prompts are new ones). Returns ``curve``
-    (training rows, steps counted from the start of phase 1, ``phase`` = ``alternating`` /
-    ``accuracy``), ``held_out`` (the stage metrics on ``tiers`` at the start, switch and end)
+def mid_training(profile: str | None = None, init: str | Path | None = None,
+                 switch_step: int = 10, total_steps: int = 20, seed: int = 0,
+                 variant: str = "unseen", out: str | Path | None = None,
+                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False,
+                 **overrides: Any) -> dict[str, Any]:
+    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint
+    with the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
+    ``seed + 1`` so its prompts are new ones). Returns ``curve`` (training rows, steps counted from
+    the start of phase 1, ``phase`` = ``alternating`` / ``accuracy``), ``held_out`` (the stage
+    metrics on ``tiers`` at the start, switch and end)
     and the two run folders. Cached in ``OUT/mid_training.json`` until ``refresh`` or a change."""
     profile = check_profile(profile)
     out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
     first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
-    key = json.dumps({"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
-                     sort_keys=True, default=str)
+    key = json.dumps(
+        {"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
+        sort_keys=True,
+        default=str,
+    )
     cache = out / "mid_training.json"
     if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
         return json.loads(cache.read_text())["result"]
@@ -173,13 +212,27 @@ def mid_training(profile: str | None = None, init: str | Path | None = None, swi
                     before=run1.result["after"], preflight=False)
     curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
     curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
-    held = [{"step": s, **(metrics or {}).get(t, {}), "tier": t} for s, metrics in
-            ((0, run1.result["before"]), (switch_step, run1.result["after"]), (total_steps, run2.result["after"]))
-            for t in tiers]
-    result = {"profile": profile, "variant": variant, "seed": seed, "init": str(init or "the base model"),
-              "switch_step": switch_step, "total_steps": total_steps, "curve": curve, "held_out": held,
-              "runs": [str(run1.run_dir), str(run2.run_dir)],
-              "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1)}
+    held = [
+        {"step": s, **(metrics or {}).get(t, {}), "tier": t}
+        for s, metrics in (
+            (0, run1.result["before"]),
+            (switch_step, run1.result["after"]),
+            (total_steps, run2.result["after"]),
+        )
+        for t in tiers
+    ]
+    result = {
+        "profile": profile,
+        "variant": variant,
+        "seed": seed,
+        "init": str(init or "the base model"),
+        "switch_step": switch_step,
+        "total_steps": total_steps,
+        "curve": curve,
+        "held_out": held,
+        "runs": [str(run1.run_dir), str(run2.run_dir)],
+        "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1),
+    }
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
     return result

@@ -83,7 +83,11 @@ def _event(rng: random.Random, spec: TierSpec, pron: str, item: str, x: int, roo
     if kind == "add":
         b = rng.randint(*spec.delta)
         verb = rng.choice(("buys", "finds", "gets"))
-        return f"{pron} {verb} {b} more {item}.", [_line(f"{pron} has", x, "+", b, x + b, item)], x + b
+        return (
+            f"{pron} {verb} {b} more {item}.",
+            [_line(f"{pron} has", x, "+", b, x + b, item)],
+            x + b,
+        )
     if kind == "sub":
         if x < 2:
             return None
@@ -142,14 +146,17 @@ def split_of(question: str) -> str:
 
 
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
-    """``n`` distinct TinyGSM records of ``tier`` from ``split``; the same arguments give the same list.
+    """``n`` distinct TinyGSM records of ``tier`` from ``split``; the same arguments give the same
+    list.
 
     >>> a = generate(3, "easy", "train", seed=7)
     >>> a == generate(3, "easy", "train", seed=7), len({r["question"] for r in a})
     (True, 3)
     """
     if tier not in TIERS or split not in SPLITS:
-        raise ValueError(f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}")
+        raise ValueError(
+            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
+        )
     rng = random.Random(f"tinygsm/{tier}/{split}/{seed}")
     records: list[dict] = []
     seen: set[str] = set()

@@ -77,7 +77,9 @@ def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = 
 
     >>> make_trace({"id": "q1"}, "rule", "Final Answer: 3")
     {'id': 'q1', 'teacher': 'rule', 'text': 'Final Answer: 3', 'error': None}
-    >>> make_trace({"id": "q2"}, "openai:m", error="timeout: no byte in 5 s", kind="timeout")["kind"]
+    >>> make_trace({"id": "q2"}, "openai:m", error="timeout: no byte in 5 s", kind="timeout")[
+    ...     "kind"
+    ... ]
     'timeout'
     """
     trace = {"id": problem["id"], "teacher": teacher, "text": utf8_safe(text),
@@ -98,7 +100,9 @@ def strip_thinking(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- rule teacher
-_PLAIN_EQ = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:\s*[-+*/x×]\s*\d+(?:\.\d+)?)+)\s*=\s*\$?(\d+(?:\.\d+)?)(?![\d%])")
+_PLAIN_EQ = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?(?:\s*[-+*/x×]\s*\d+(?:\.\d+)?)+)\s*=\s*\$?(\d+(?:\.\d+)?)(?![\d%])"
+)
 # One wording per path count: every extra template is a coin flip a small model has to learn, and
 # a garbled flip mid-summary was the tiny model's most common slip after SFT.
 SUMMARY_2 = "Both paths give {v}."
@@ -141,9 +145,9 @@ class RuleTeacher:
 
     One step of the solution becomes a ``<Parallel>`` block: the original line is one path, and
     one or two other paths recompute the same number differently (another order, a split
-    product, repeated addition, an inverse check, regrouping, or multiplying out a bracket). A short summary states
-    the shared value; the remaining steps and ``Final Answer: N`` follow. Every annotation is
-    re-checked. Deterministic given ``seed`` and the problem id.
+    product, repeated addition, an inverse check, regrouping, or multiplying out a bracket). A short
+    summary states the shared value; the remaining steps and ``Final Answer: N`` follow. Every
+    annotation is re-checked. Deterministic given ``seed`` and the problem id.
 
     ``original_path="first"`` keeps the reference line as the first path (the others follow in
     random order), so the model opens the block with the computation it already knows; ``"last"``
@@ -157,19 +161,24 @@ class RuleTeacher:
     learn "restate a product" as a prior (it had turned ``30/5`` into ``30*5``); ``"any"`` draws
     the step uniformly.
 
-    >>> p = {"id": "ex", "question": "?", "answer": "72",
-    ...      "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72"}
+    >>> p = {
+    ...     "id": "ex",
+    ...     "question": "?",
+    ...     "answer": "72",
+    ...     "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\\nIn all 48+24=<<48+24=72>>72.\\n#### 72",
+    ... }
     >>> print(RuleTeacher(seed=1).generate([p])[0]["text"])
     <Parallel><Path>She sold 48/2=<<48/2=24>>24 in May.</Path><Path>48/2=<<48/2=24>>24; check: 24*2=<<24*2=48>>48.</Path></Parallel>
     <Summary>Both paths give 48/2=<<48/2=24>>24.</Summary>
     In all 48+24=<<48+24=72>>72.
     Final Answer: 72
-    """
+    """  # noqa: E501 - doctest output / table rows stay whole
 
     seed: int = 0
     extra_path_rate: float = 0.25  # chance of a third path when two alternatives exist
     max_blocks: int = 1
-    original_path: str = "first"  # first | last | any: where the reference line goes among the paths
+    # first | last | any: where the reference line goes among the paths
+    original_path: str = "first"
     summary: str = "calculation"  # calculation | value: what the summary restates (see above)
     kinds: tuple[str, ...] = tuple(ALTERNATIVES)  # which alternative computations may become paths
     step_choice: str = "rare_op"  # any | rare_op: blocks only on the steps with the rarest operator
@@ -177,19 +186,31 @@ class RuleTeacher:
 
     def __post_init__(self) -> None:
         self.name = self.name or f"rule-s{self.seed}-{self.fingerprint()}"
-        if self.original_path not in ("first", "last", "any") or self.summary not in ("calculation", "value"):
+        if self.original_path not in ("first", "last", "any") or self.summary not in (
+            "calculation",
+            "value",
+        ):
             raise ValueError(f"original_path must be first|last|any and summary calculation|value, "
                              f"got {self.original_path!r} and {self.summary!r}")
         if self.step_choice not in ("any", "rare_op"):
             raise ValueError(f"step_choice must be any|rare_op, got {self.step_choice!r}")
         if not self.kinds or set(self.kinds) - set(ALTERNATIVES):
-            raise ValueError(f"kinds must be a non-empty subset of {tuple(ALTERNATIVES)}, got {self.kinds!r}")
+            raise ValueError(
+                f"kinds must be a non-empty subset of {tuple(ALTERNATIVES)}, got {self.kinds!r}"
+            )
 
     def fingerprint(self) -> str:
         """Six hex digits of the options and ``RULE_VERSION``: part of ``name``, so a trace cache
         written with other options (or by an older teacher) is not reused."""
-        knobs = (RULE_VERSION, self.extra_path_rate, self.max_blocks, self.original_path, self.summary,
-                 sorted(self.kinds), self.step_choice)
+        knobs = (
+            RULE_VERSION,
+            self.extra_path_rate,
+            self.max_blocks,
+            self.original_path,
+            self.summary,
+            sorted(self.kinds),
+            self.step_choice,
+        )
         return hashlib.sha256(repr(knobs).encode()).hexdigest()[:6]
 
     def generate(self, problems: list[dict]) -> list[dict]:
@@ -203,11 +224,16 @@ class RuleTeacher:
         except ValueError:
             return make_trace(problem, self.name, error="no reference solution with '#### N'")
         rng = random.Random(f"{self.seed}:{problem['id']}")
-        options = [(i, (e, r, alts)) for i, step in enumerate(steps) for e, r, a in step_candidates(step)
-                   if (alts := {k: v for k, v in a.items() if k in self.kinds})]
+        options = [
+            (i, (e, r, alts))
+            for i, step in enumerate(steps)
+            for e, r, a in step_candidates(step)
+            if (alts := {k: v for k, v in a.items() if k in self.kinds})
+        ]
         if not options:  # nothing to branch on: a plain solution (the filter rejects it)
             return make_trace(problem, self.name, linear_solution(solution))
-        if self.step_choice == "rare_op":  # only the steps whose operator is rarest in word problems
+        # only the steps whose operator is rarest in word problems
+        if self.step_choice == "rare_op":
             rarest = min(op_rarity(c[0]) for _, c in options)
             options = [o for o in options if op_rarity(o[1][0]) == rarest]
         chosen = sorted(rng.sample(options, min(self.max_blocks, len(options))), key=lambda o: o[0])
@@ -259,7 +285,10 @@ class HFTeacher:
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
             if not self.model.strip():  # "" would load whatever model the current folder holds
-                raise ValueError("the hf teacher needs a model: pass --model with a hub id or a local model folder")
+                raise ValueError(
+                    "the hf teacher needs a model: pass --model with a hub id or a local "
+                    "model folder"
+                )
             self.name = self.name or f"hf:{self.model}"
             self.model, self.tokenizer = _load_hf(self.model, self.load_in_4bit)
         self.name = self.name or f"hf:{getattr(self.model.config, '_name_or_path', '') or 'model'}"
@@ -270,9 +299,13 @@ class HFTeacher:
         traces = []
         for start in range(0, len(problems), self.batch_size):
             batch = problems[start:start + self.batch_size]
-            for problem, text in zip(batch, self.sample([p["question"] for p in batch], batch[0]["id"])):
+            for problem, text in zip(
+                batch, self.sample([p["question"] for p in batch], batch[0]["id"])
+            ):
                 text = strip_thinking(text)
-                traces.append(make_trace(problem, self.name, text, None if text else "empty output"))
+                traces.append(
+                    make_trace(problem, self.name, text, None if text else "empty output")
+                )
         return traces
 
     def sample(self, questions: list[str], key: str = "") -> list[str]:
@@ -282,7 +315,9 @@ class HFTeacher:
         tok = self.tokenizer
         tok.padding_side = "left"
         prompts = [chat_prompt(q, tok, self.prompt_style) for q in questions]
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            self.model.device
+        )
         torch.manual_seed(zlib.crc32(f"{self.seed}:{key}".encode()))
         with torch.no_grad():
             out = self.model.generate(
@@ -307,5 +342,7 @@ def _load_hf(name: str, load_in_4bit: bool):
     dtype = "float32"
     if torch.cuda.is_available():
         dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    model, tokenizer, _ = load_policy(config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype))
+    model, tokenizer, _ = load_policy(
+        config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype)
+    )
     return model.eval(), tokenizer

@@ -16,7 +16,8 @@ deliberate:
   before the BPE runs, so each tag is one id, and they survive any decode.
 * Rows are initialised explicitly. The official code only resizes, so the tags inherit whatever
   sat in Qwen's unused padding rows; in Qwen3-0.6B those rows are identical and the tags stayed
-  indistinguishable (docs/recipe.md#54-initial-embeddings-of-the-tags). Mean-of-pieces rows start distinct and near related words.
+  indistinguishable (docs/recipe.md#54-initial-embeddings-of-the-tags). Mean-of-pieces rows start
+  distinct and near related words.
 
 ``lora_kwargs_for_tags`` gives PEFT's ``trainable_token_indices`` so a LoRA run also trains
 exactly these rows (peft >= 0.15; tied heads follow the embedding).
@@ -48,7 +49,11 @@ def tag_pieces(tokenizer, tags: tuple[str, ...] = TAGS) -> dict[str, list[int]]:
     pieces = {}
     for tag in tags:
         text = backend.normalizer.normalize_str(tag) if backend.normalizer else tag
-        words = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer else [(text, None)]
+        words = (
+            backend.pre_tokenizer.pre_tokenize_str(text)
+            if backend.pre_tokenizer
+            else [(text, None)]
+        )
         pieces[tag] = [token.id for word, _ in words for token in backend.model.tokenize(word)]
     return pieces
 
@@ -89,7 +94,9 @@ def tag_token_ids(tokenizer) -> dict[str, int]:
     ids = {tag: _single_id(tokenizer, tag) for tag in TAGS}
     missing = [tag for tag, i in ids.items() if i is None]
     if missing:
-        raise ValueError(f"not single tokens: {missing}; call pr1lib.tokens.add_parallel_tags first")
+        raise ValueError(
+            f"not single tokens: {missing}; call pr1lib.tokens.add_parallel_tags first"
+        )
     return ids
 
 
@@ -99,8 +106,17 @@ def embeddings_tied(model) -> bool:
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> tok = train_tiny_tokenizer(["a path"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
-    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(
+    ...     Qwen3Config(
+    ...         vocab_size=len(tok),
+    ...         hidden_size=16,
+    ...         head_dim=8,
+    ...         intermediate_size=32,
+    ...         num_hidden_layers=1,
+    ...         num_attention_heads=2,
+    ...         num_key_value_heads=1,
+    ...     )
+    ... )
     >>> embeddings_tied(model)  # Qwen3Config does not tie by default (the tiny model does)
     False
     """
@@ -115,10 +131,20 @@ def init_tag_embeddings(model, tokenizer, pieces: dict[str, list[int]], tags=Non
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> tok = train_tiny_tokenizer(["a path"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
-    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(
+    ...     Qwen3Config(
+    ...         vocab_size=len(tok),
+    ...         hidden_size=16,
+    ...         head_dim=8,
+    ...         intermediate_size=32,
+    ...         num_hidden_layers=1,
+    ...         num_attention_heads=2,
+    ...         num_key_value_heads=1,
+    ...     )
+    ... )
     >>> pieces = tag_pieces(tok)
-    >>> _ = add_tag_tokens(tok); _ = model.resize_token_embeddings(len(tok))
+    >>> _ = add_tag_tokens(tok)
+    >>> _ = model.resize_token_embeddings(len(tok))
     >>> init_tag_embeddings(model, tok, pieces)
     >>> w = model.get_input_embeddings().weight
     >>> bool(torch.allclose(w[tag_token_ids(tok)["<Path>"]], w[pieces["<Path>"]].mean(0)))
@@ -144,10 +170,22 @@ def add_parallel_tags(tokenizer, model=None) -> dict[str, int]:
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> tok = train_tiny_tokenizer(["a path"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
-    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(
+    ...     Qwen3Config(
+    ...         vocab_size=len(tok),
+    ...         hidden_size=16,
+    ...         head_dim=8,
+    ...         intermediate_size=32,
+    ...         num_hidden_layers=1,
+    ...         num_attention_heads=2,
+    ...         num_key_value_heads=1,
+    ...     )
+    ... )
     >>> ids = add_parallel_tags(tok, model)
-    >>> model.get_input_embeddings().weight.shape[0] == len(tok), add_parallel_tags(tok, model) == ids
+    >>> (
+    ...     model.get_input_embeddings().weight.shape[0] == len(tok),
+    ...     add_parallel_tags(tok, model) == ids,
+    ... )
     (True, True)
     """
     pieces = tag_pieces(tokenizer)  # before adding: what each tag splits into today
@@ -173,8 +211,17 @@ def lora_kwargs_for_tags(tokenizer, model=None) -> dict[str, Any]:
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> tok = train_tiny_tokenizer(["a path"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
-    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(
+    ...     Qwen3Config(
+    ...         vocab_size=len(tok),
+    ...         hidden_size=16,
+    ...         head_dim=8,
+    ...         intermediate_size=32,
+    ...         num_hidden_layers=1,
+    ...         num_attention_heads=2,
+    ...         num_key_value_heads=1,
+    ...     )
+    ... )
     >>> ids = add_parallel_tags(tok, model)
     >>> kwargs = lora_kwargs_for_tags(tok, model)["trainable_token_indices"]  # untied: a dict
     >>> sorted(kwargs), kwargs["lm_head"] == sorted(ids.values())
@@ -196,8 +243,17 @@ def tag_similarity(model, tokenizer, which: str = "input") -> torch.Tensor:
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> tok = train_tiny_tokenizer(["a path"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
-    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(
+    ...     Qwen3Config(
+    ...         vocab_size=len(tok),
+    ...         hidden_size=16,
+    ...         head_dim=8,
+    ...         intermediate_size=32,
+    ...         num_hidden_layers=1,
+    ...         num_attention_heads=2,
+    ...         num_key_value_heads=1,
+    ...     )
+    ... )
     >>> _ = add_parallel_tags(tok, model)
     >>> sim = tag_similarity(model, tok)
     >>> tuple(sim.shape), bool(torch.allclose(sim.diagonal(), torch.ones(6)))

@@ -44,9 +44,14 @@ def _render_output(output: dict, fig_id: str) -> str:
     data = output.get("data", {})
     if PLOTLY_MIME in data:
         fig = json.dumps(data[PLOTLY_MIME])
-        return f'<div id="{fig_id}"></div><script>(function(f){{Plotly.newPlot("{fig_id}", f.data, f.layout || {{}});}})({fig});</script>'
+        return (
+            f'<div id="{fig_id}"></div><script>(function(f){{Plotly.newPlot("{fig_id}", '
+            f'f.data, f.layout || {{}});}})({fig});</script>'
+        )
     if "text/html" in data:
-        return "".join(data["text/html"]) if isinstance(data["text/html"], list) else data["text/html"]
+        return (
+            "".join(data["text/html"]) if isinstance(data["text/html"], list) else data["text/html"]
+        )
     if "image/png" in data:
         return f'<img src="data:image/png;base64,{data["image/png"]}"/>'
     text = output.get("text") or data.get("text/plain")
@@ -111,9 +116,16 @@ def _headline_html(headline: dict | None) -> str:
         return ""
     cols = list(headline["rows"][0])
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else str(r[c]))}</td>" for c in cols)
-                   + "</tr>" for r in headline["rows"])
-    return f"<h2>{html.escape(headline.get('title', 'headline'))}</h2><table><tr>{head}</tr>{body}</table>"
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape('–' if r[c] is None else str(r[c]))}</td>" for c in cols)
+        + "</tr>"
+        for r in headline["rows"]
+    )
+    return (
+        f"<h2>{html.escape(headline.get('title', 'headline'))}</h2>"
+        f"<table><tr>{head}</tr>{body}</table>"
+    )
 
 
 def build_report(runs: list[Executed], profile: str, headline: dict | None = None) -> str:
@@ -206,7 +218,10 @@ def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: 
         mine = {k: v for k, v in (params or {}).items() if k in declared_parameters(path)}
         run = execute(path, profile=profile, seed=seed, params=mine)
         nbformat.write(run.nb, out / f"{path.stem}.ipynb")
-        print(f"[tour] {path.name}: {'ok' if run.error is None else 'FAILED'} in {run.seconds:.0f} s", flush=True)
+        print(
+            f"[tour] {path.name}: {'ok' if run.error is None else 'FAILED'} in {run.seconds:.0f} s",
+            flush=True,
+        )
         runs.append(run)
     return runs
 
@@ -216,7 +231,8 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
     profile = check_profile(profile)
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
-    os.environ[HEADLINE_ENV] = str(out)  # notebook 07 saves headline.json there (kernels inherit it)
+    # notebook 07 saves headline.json there (kernels inherit it)
+    os.environ[HEADLINE_ENV] = str(out)
     try:
         runs = run_notebooks(profile, out, only, seed, params)
     finally:

@@ -16,8 +16,9 @@ test split). Every row has verl's five columns:
 and ``answer`` a target response, so ``extra_info.question``/``extra_info.answer`` are always a
 prompt/response pair and verl's SFT trainer reads the cold-start file with
 ``data.prompt_key=extra_info data.response_key=extra_info ++data.prompt_dict_keys=[question]
-++data.response_dict_keys=[answer]`` (it adds the chat template and eos itself). Cold-start rows also carry ``messages`` (user + assistant turns) for verl's
-multi-turn SFT dataset. In RL rows ``answer`` is the reference solution (``""`` for DAPO).
+++data.response_dict_keys=[answer]`` (it adds the chat template and eos itself). Cold-start rows
+also carry ``messages`` (user + assistant turns) for verl's multi-turn SFT dataset. In RL rows
+``answer`` is the reference solution (``""`` for DAPO).
 
 **Reward.** ``compute_score(data_source, solution_str, ground_truth, extra_info)`` is verl's
 custom-reward signature around the same core as the TRL rewards (``pr1lib.rewards.score``), so a
@@ -35,7 +36,7 @@ the small reward-manager change that adds it).
 
 >>> compute_score("pr1/gsm8k", "2+3=5\\nFinal Answer: 5", "5", {"reward_mode": "tiered"})
 1.0
-"""
+"""  # noqa: E501 - doctest output / table rows stay whole
 
 from __future__ import annotations
 
@@ -85,8 +86,10 @@ def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, 
     ``mode`` (from ``reward_kwargs``) wins over ``extra_info["reward_mode"]``; ``alternating``
     becomes ``tiered`` or ``accuracy`` by verl's step.
 
-    >>> resolve_mode({"reward_mode": "alternating", "global_steps": 9}), resolve_mode({"global_steps": 11},
-    ...     "alternating")
+    >>> (
+    ...     resolve_mode({"reward_mode": "alternating", "global_steps": 9}),
+    ...     resolve_mode({"global_steps": 11}, "alternating"),
+    ... )
     ('tiered', 'accuracy')
     """
     mode = mode or (extra_info or {}).get("reward_mode") or "accuracy"
@@ -98,16 +101,27 @@ def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, 
     if step is None:
         raise MissingStepError(
             "the alternating reward needs verl's training step in extra_info['global_steps'] (the "
-            "official Parallel-R1 fork's key; 'global_step' also works). Stock verl does not pass it: "
+            "official Parallel-R1 fork's key; 'global_step' also works). Stock verl does "
+            "not pass it: "
             "add it in the reward manager (docs/scaling.md, 'The alternating step'), or set "
-            "custom_reward_function.reward_kwargs.mode to accuracy or tiered.")
+            "custom_reward_function.reward_kwargs.mode to accuracy or tiered."
+        )
     return mode_at(step - 1, window, parallel_steps)
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping | None = None,
-                  *, mode: str | None = None, window: int = 10, parallel_steps: int = 2,
-                  solution_str_with_special_tokens: str | None = None, grader: str = "project",
-                  **_: Any) -> float:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping | None = None,
+    *,
+    mode: str | None = None,
+    window: int = 10,
+    parallel_steps: int = 2,
+    solution_str_with_special_tokens: str | None = None,
+    grader: str = "project",
+    **_: Any,
+) -> float:
     """verl's custom reward: the same number ``pr1lib.rewards`` gives the completion in TRL.
 
     ``solution_str_with_special_tokens`` (passed by the official fork, whose tags are special
@@ -115,13 +129,29 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     (``reward_kwargs``) is ``pr1lib.graders``' name; ``data_source`` picks the official per-source
     answer check. Other keyword arguments verl may add are ignored.
 
-    >>> block = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
-    >>> [compute_score("pr1/dapo", block + "Final Answer: 12", "12", {"global_steps": s},
-    ...                mode="alternating") for s in (1, 9)]
+    >>> block = (
+    ...     "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel><Summary>12</Summary>\\n"
+    ... )
+    >>> [
+    ...     compute_score(
+    ...         "pr1/dapo",
+    ...         block + "Final Answer: 12",
+    ...         "12",
+    ...         {"global_steps": s},
+    ...         mode="alternating",
+    ...     )
+    ...     for s in (1, 9)
+    ... ]
     [1.0, 1.2]
     """
     text = _scored_text(solution_str, solution_str_with_special_tokens)
-    return score(text, ground_truth, resolve_mode(extra_info, mode, window, parallel_steps), grader, data_source)
+    return score(
+        text,
+        ground_truth,
+        resolve_mode(extra_info, mode, window, parallel_steps),
+        grader,
+        data_source,
+    )
 
 
 def _scored_text(solution_str: str, with_special: str | None) -> str:
@@ -137,7 +167,9 @@ def compute_score_detailed(data_source: str, solution_str: str, ground_truth: An
     {'score': 1.0, 'acc': 1.0, 'valid': 1.0, 'blocks': 0, 'tiered': 1.0}
     """
     text = _scored_text(solution_str, kwargs.get("solution_str_with_special_tokens"))
-    mode = resolve_mode(extra_info, kwargs.get("mode"), kwargs.get("window", 10), kwargs.get("parallel_steps", 2))
+    mode = resolve_mode(
+        extra_info, kwargs.get("mode"), kwargs.get("window", 10), kwargs.get("parallel_steps", 2)
+    )
     t = terms(text, ground_truth, kwargs.get("grader", "project"), data_source)
     return {"score": score_terms(t, mode), "acc": float(t.correct), "valid": float(t.valid),
             "blocks": t.blocks, "tiered": float(mode == "tiered")}
@@ -164,15 +196,31 @@ def verl_row(source: str, problem: str, ground_truth: Any, index: int, *, split:
     """One row in verl's layout (see the module docstring for every field).
 
     >>> row = verl_row("gsm8k", "1+1?", "2", 0)
-    >>> row["data_source"], row["reward_model"], row["extra_info"]["question"].endswith("Problem: 1+1?")
+    >>> (
+    ...     row["data_source"],
+    ...     row["reward_model"],
+    ...     row["extra_info"]["question"].endswith("Problem: 1+1?"),
+    ... )
     ('pr1/gsm8k', {'style': 'rule', 'ground_truth': '2'}, True)
     """
     prompt = chat_prompt(problem, style)
-    extra = {"index": int(index), "id": uid or f"{source}-{split}-{index:05d}", "split": split, "stage": stage,
-             "problem": problem, "question": prompt[0]["content"], "answer": response,
-             "reward_mode": reward_mode}
-    return {"data_source": SOURCE_PREFIX + source, "prompt": prompt, "ability": ABILITY,
-            "reward_model": {"style": "rule", "ground_truth": str(ground_truth)}, "extra_info": extra}
+    extra = {
+        "index": int(index),
+        "id": uid or f"{source}-{split}-{index:05d}",
+        "split": split,
+        "stage": stage,
+        "problem": problem,
+        "question": prompt[0]["content"],
+        "answer": response,
+        "reward_mode": reward_mode,
+    }
+    return {
+        "data_source": SOURCE_PREFIX + source,
+        "prompt": prompt,
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": str(ground_truth)},
+        "extra_info": extra,
+    }
 
 
 def rl_rows(records: Iterable[Mapping[str, Any]], source: str, split: str = "train",
@@ -186,9 +234,21 @@ def rl_rows(records: Iterable[Mapping[str, Any]], source: str, split: str = "tra
     (2, 'alternating')
     """
     mode = "accuracy" if split != "train" else (reward_mode or VERL_REWARDS.get(source, "accuracy"))
-    return [verl_row(source, r["question"], r["answer"], i, split=split, stage="rl",
-                     response=r.get("answer_text", ""), reward_mode=mode, uid=r.get("id", ""), style=style)
-            for i, r in enumerate(records)]
+    return [
+        verl_row(
+            source,
+            r["question"],
+            r["answer"],
+            i,
+            split=split,
+            stage="rl",
+            response=r.get("answer_text", ""),
+            reward_mode=mode,
+            uid=r.get("id", ""),
+            style=style,
+        )
+        for i, r in enumerate(records)
+    ]
 
 
 def sft_rows(dataset: Iterable[Mapping[str, Any]], style: str = "v3") -> list[dict[str, Any]]:
@@ -196,8 +256,18 @@ def sft_rows(dataset: Iterable[Mapping[str, Any]], style: str = "v3") -> list[di
     the prompt is rebuilt in ``style`` whatever style the set was made with."""
     rows = []
     for i, r in enumerate(dataset):
-        row = verl_row(r.get("source") or "coldstart", r["question"], r["answer"], i, split="train", stage="sft",
-                       response=r["completion"], reward_mode="tiered", uid=r.get("id", ""), style=style)
+        row = verl_row(
+            r.get("source") or "coldstart",
+            r["question"],
+            r["answer"],
+            i,
+            split="train",
+            stage="sft",
+            response=r["completion"],
+            reward_mode="tiered",
+            uid=r.get("id", ""),
+            style=style,
+        )
         row["messages"] = [*row["prompt"], {"role": "assistant", "content": r["completion"]}]
         rows.append(row)
     return rows
@@ -215,7 +285,8 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 def schema_errors(frame: Any) -> list[str]:
-    """What keeps a loaded parquet (a ``pandas.DataFrame``) from being a verl RL/SFT file; ``[]`` if ok.
+    """What keeps a loaded parquet (a ``pandas.DataFrame``) from being a verl RL/SFT file; ``[]`` if
+    ok.
 
     >>> import pandas as pd
     >>> schema_errors(pd.DataFrame({"prompt": ["hi"]}))[0]
@@ -237,10 +308,17 @@ def schema_errors(frame: Any) -> list[str]:
     return errors
 
 
-def export_source(source: str, out: str | Path, limit: int | None = None, reward_mode: str | None = None,
-                  data_path: str | Path | None = None, style: str = "v3") -> dict[str, dict[str, Any]]:
+def export_source(
+    source: str,
+    out: str | Path,
+    limit: int | None = None,
+    reward_mode: str | None = None,
+    data_path: str | Path | None = None,
+    style: str = "v3",
+) -> dict[str, dict[str, Any]]:
     """``out/<source>/train.parquet`` (+ ``test.parquet`` when the source has one); returns
-    ``{"<source>/train": {"path", "rows"}, …}``. TinyGSM exports ``limit`` (default 2,000) problems."""
+    ``{"<source>/train": {"path", "rows"}, …}``. TinyGSM exports ``limit`` (default 2,000)
+    problems."""
     written = {}
     for split in ("train", TEST_SPLITS.get(source)):
         if split is None:
@@ -275,8 +353,13 @@ def export_verl(out: str | Path, sources: Iterable[str] = (), coldstart: str | P
         files.update(export_coldstart(coldstart, out, limit, style))
     if not files:
         raise ValueError("nothing to export: give --source and/or --coldstart")
-    return {"out": str(out), "files": files, "prompt_style": style,
-            "custom_reward_function.path": reward_file(), "custom_reward_function.name": "compute_score"}
+    return {
+        "out": str(out),
+        "files": files,
+        "prompt_style": style,
+        "custom_reward_function.path": reward_file(),
+        "custom_reward_function.name": "compute_score",
+    }
 
 
 # ---------------------------------------------------------------- command line

@@ -1,4 +1,5 @@
-"""``python -m pr1lib ARGS`` plus a per-rank fingerprint of the trained weights (for test_accelerate).
+"""``python -m pr1lib ARGS`` plus a per-rank fingerprint of the trained weights (for
+test_accelerate).
 
 Launched by ``accelerate launch ... tests/_accelerate_fingerprint.py sft --profile smoke ...`` (or
 run as ``python tests/_accelerate_fingerprint.py ...`` for the one-process reference): the command

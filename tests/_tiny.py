@@ -25,17 +25,29 @@ def toy_tokenizer() -> PreTrainedTokenizerFast:
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>"
+    )
     tok.add_special_tokens({"additional_special_tokens": list(TAGS)})
     return tok
 
 
-def toy_model(vocab_size: int, seed: int = 0, attn: str = "sdpa", layers: int = 2) -> Qwen3ForCausalLM:
+def toy_model(
+    vocab_size: int, seed: int = 0, attn: str = "sdpa", layers: int = 2
+) -> Qwen3ForCausalLM:
     """Random Qwen3 (GQA 4/2, head_dim 16) in fp32 eval mode."""
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                         num_key_value_heads=2, head_dim=16, intermediate_size=128, max_position_embeddings=512,
-                         attn_implementation=attn)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        max_position_embeddings=512,
+        attn_implementation=attn,
+    )
     return Qwen3ForCausalLM(config).eval()
 
 

@@ -29,4 +29,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if count:
         terminalreporter.write_line(
             f"{count} tests skipped for missing data sets: set PR1_DATA_DIR to a folder holding "
-            "gsm8k/, eval/, dapo/ and parallel_gsm8k/ (each skip's reason names its file) to run them.")
+            "gsm8k/, eval/, dapo/ and parallel_gsm8k/ (each skip's reason names its file) "
+            "to run them."
+        )

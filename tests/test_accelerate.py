@@ -35,9 +35,13 @@ def test_every_config_parses_with_accelerates_own_loader():
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.utils import DistributedType
 
-    expected = {"1gpu": (DistributedType.NO, 1, None), "multi_gpu": (DistributedType.MULTI_GPU, 8, None),
-                "zero2": (DistributedType.DEEPSPEED, 8, 2), "zero3": (DistributedType.DEEPSPEED, 8, 3),
-                "cpu_2proc": (DistributedType.MULTI_GPU, 2, None)}
+    expected = {
+        "1gpu": (DistributedType.NO, 1, None),
+        "multi_gpu": (DistributedType.MULTI_GPU, 8, None),
+        "zero2": (DistributedType.DEEPSPEED, 8, 2),
+        "zero3": (DistributedType.DEEPSPEED, 8, 3),
+        "cpu_2proc": (DistributedType.MULTI_GPU, 2, None),
+    }
     assert {p.stem for p in CONFIGS.glob("*.yaml")} == set(expected)
     for name, (kind, procs, zero) in expected.items():
         cfg = load_config_from_file(str(CONFIGS / f"{name}.yaml"))
@@ -56,20 +60,40 @@ def launch_two_ranks(tmp: Path, *args: str, processes: int = 2) -> list[dict]:
     """``accelerate launch`` (2 CPU processes) of ``pr1lib ARGS``; returns both ranks' fingerprints.
     ``processes=1``: plain ``python`` instead (the one-process reference); returns its one."""
     prints = tmp / "fingerprints"
-    env = {**os.environ, "PR1_FINGERPRINT_DIR": str(prints), "PR1_RUNS_DIR": str(tmp / "runs"),
-           "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"),
-           "--main_process_port", str(_free_port()), str(HARNESS), *args]
+    env = {
+        **os.environ,
+        "PR1_FINGERPRINT_DIR": str(prints),
+        "PR1_RUNS_DIR": str(tmp / "runs"),
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(CONFIGS / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(_free_port()),
+        str(HARNESS),
+        *args,
+    ]
     if processes == 1:
         cmd = [sys.executable, str(HARNESS), *args]
     done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    return sorted((json.loads(p.read_text()) for p in prints.glob("rank*-0.json")), key=lambda r: r["rank"])
+    return sorted(
+        (json.loads(p.read_text()) for p in prints.glob("rank*-0.json")), key=lambda r: r["rank"]
+    )
 
 
 def _assert_in_step(ranks: list[dict], steps: int) -> None:
     assert [r["rank"] for r in ranks] == [0, 1]
-    assert {(r["world_size"], r["backend"], r["global_step"]) for r in ranks} == {(2, "gloo", steps)}
+    assert {(r["world_size"], r["backend"], r["global_step"]) for r in ranks} == {
+        (2, "gloo", steps)
+    }
     assert ranks[0]["before"] == ranks[1]["before"]  # same start
     assert ranks[0]["after"] == ranks[1]["after"]  # same end: gradients were averaged
     assert ranks[0]["values"] == ranks[1]["values"] > 0

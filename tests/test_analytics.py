@@ -1,4 +1,5 @@
-"""Training analytics (curves, trends, Figure 3), the mid-training scaffold, checkpoints, headline."""
+"""Training analytics (curves, trends, Figure 3), the mid-training scaffold, checkpoints,
+headline."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def _rows(positions, ratios):
 
 def test_curves_read_the_csv_and_figure3_plots_its_columns(tmp_path):
     rows = _rows([0.1, 0.15, None, 0.4, 0.5, 0.7], [1.0, 0.9, 0.0, 0.6, 0.5, 0.5])
-    write_metrics([{k: v for k, v in r.items() if v is not None} for r in rows], tmp_path / "metrics.csv")
+    write_metrics(
+        [{k: v for k, v in r.items() if v is not None} for r in rows], tmp_path / "metrics.csv"
+    )
     frame = analytics.training_curves(tmp_path, label="run-a")
     assert frame["step"].tolist() == [1, 2, 3, 4, 5, 6] and set(frame["run"]) == {"run-a"}
     assert math.isnan(frame["block_position"][2])  # a step without blocks has no position
@@ -31,15 +34,20 @@ def test_curves_read_the_csv_and_figure3_plots_its_columns(tmp_path):
     by_name = {t.name: t for t in fig.data}
     assert by_name["run-a · parallel ratio"].y.tolist() == [1.0, 0.9, 0.0, 0.6, 0.5, 0.5]
     position = by_name["run-a · first-block position"].y.tolist()
-    assert position[:2] == [0.1, 0.15] and math.isnan(position[2]) and position[3:] == [0.4, 0.5, 0.7]
+    assert (
+        position[:2] == [0.1, 0.15] and math.isnan(position[2]) and position[3:] == [0.4, 0.5, 0.7]
+    )
     assert by_name["run-a · first-block position"].yaxis == "y2"  # the second panel
 
 
 def test_curves_fall_back_to_the_checkpoints_log_history(tmp_path):
     ckpt = tmp_path / "trainer" / "checkpoint-4"
     ckpt.mkdir(parents=True)
-    history = [{"step": 2, "reward": 0.5, "parallel_ratio": 0.25}, {"step": 4, "reward": 1.0, "block_position": 0.8},
-               {"step": 4, "train_runtime": 9.0}]  # the final summary has no reward: not a row
+    history = [
+        {"step": 2, "reward": 0.5, "parallel_ratio": 0.25},
+        {"step": 4, "reward": 1.0, "block_position": 0.8},
+        {"step": 4, "train_runtime": 9.0},
+    ]  # the final summary has no reward: not a row
     (ckpt / "trainer_state.json").write_text(json.dumps({"log_history": history}))
     frame = analytics.training_curves(tmp_path)
     assert frame["step"].tolist() == [2, 4] and frame["reward"].tolist() == [0.5, 1.0]
@@ -50,14 +58,21 @@ def test_trend_reads_direction_from_the_data():
     steps = list(range(1, 10))
     rising = pd.DataFrame({"step": steps, "x": [0.1, 0.2, 0.15, 0.3, 0.35, 0.3, 0.6, 0.5, 0.7]})
     t = analytics.trend(rising, "x")
-    assert t["direction"] == "rising" and t["early"] == pytest.approx(0.15) and t["late"] == pytest.approx(0.6)
+    assert (
+        t["direction"] == "rising"
+        and t["early"] == pytest.approx(0.15)
+        and t["late"] == pytest.approx(0.6)
+    )
     assert analytics.trend(rising.assign(x=rising["x"][::-1].values), "x")["direction"] == "falling"
     assert analytics.trend(rising.assign(x=0.4), "x")["direction"] == "flat"
     noisy = analytics.trend(rising.assign(x=[0.1, 0.5, 0.3, 0.4, 0.2, 0.4, 0.2, 0.6, 0.4]), "x")
     assert noisy["late"] - noisy["early"] == pytest.approx(0.1) and noisy["slope"] > 0
-    assert noisy["direction"] == "flat"  # a 0.1 rise, but the per-step values scatter by more than that
+    # a 0.1 rise, but the per-step values scatter by more than that
+    assert noisy["direction"] == "flat"
     assert analytics.trend(rising.assign(x=None), "x")["direction"] == "too few steps"
-    assert "it rises" in analytics.describe_trend(t, "position") and "0.15" in analytics.describe_trend(t, "p")
+    assert "it rises" in analytics.describe_trend(
+        t, "position"
+    ) and "0.15" in analytics.describe_trend(t, "p")
 
 
 def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
@@ -68,11 +83,17 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
     result = {"switch_step": 3, "curve": curve, "held_out": held}
     fig = analytics.scaffold_figure(result)
     traces = {t.name: t for t in fig.data}
-    assert traces["parallel ratio (training samples)"].y.tolist() == [r["parallel_ratio"] for r in curve]
+    assert traces["parallel ratio (training samples)"].y.tolist() == [
+        r["parallel_ratio"] for r in curve
+    ]
     assert traces["accuracy (held-out, T = 1)"].x.tolist() == [0, 6]
     assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(3, 3)]
     effect = analytics.switch_effect(result)
-    assert effect["parallel_ratio"] == {"before": 1.0, "after": pytest.approx(0.4), "se": pytest.approx(0.0)}
+    assert effect["parallel_ratio"] == {
+        "before": 1.0,
+        "after": pytest.approx(0.4),
+        "se": pytest.approx(0.0),
+    }
     assert effect["accuracy"]["after"] == pytest.approx((0.2 + 0.25 + 0.3) / 3)
 
 
@@ -96,23 +117,46 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv(analytics.HEADLINE_ENV, str(tmp_path / "tour"))
-    summary = {"accuracy": 0.5, "pass_at_k": 0.75, "parallel_ratio": 0.25, "n": 8, "k": 4, "checker": "strict"}
+    summary = {
+        "accuracy": 0.5,
+        "pass_at_k": 0.75,
+        "parallel_ratio": 0.25,
+        "n": 8,
+        "k": 4,
+        "checker": "strict",
+    }
     table = analytics.headline_table({"sft-seen": {"tinygsm-hard": summary}}, "tiny")
     assert table.loc["Parallel-SFT-Seen", "ours: tiny | tinygsm-hard mean@4 (strict)"] == 50.0
     assert table.loc["Parallel-SFT-Seen", "paper: Qwen3-4B-Base | Avg"] == 36.0
     paths = analytics.write_headline(table, "test")
-    assert paths == [tmp_path / "runs" / "latest-headline.json", tmp_path / "tour" / "headline.json"]
+    assert paths == [
+        tmp_path / "runs" / "latest-headline.json",
+        tmp_path / "tour" / "headline.json",
+    ]
     saved = analytics.read_headline(tmp_path / "tour")
     assert saved["rows"][0]["ours: tiny | tinygsm-hard pass@4 (strict)"] == 75.0
     assert "| Parallel-SFT-Seen | 95.6 | 36.0 | 25.0 | 50.0 | 75.0 |" in saved["markdown"]
 
 
 def test_eval_outputs_write_a_table_and_the_figures(tmp_path):
-    write_metrics([{"step": 1, "parallel_ratio": 0.5, "block_position": 0.2}], tmp_path / "run" / "metrics.csv")
-    result = {"model": "stage3", "benchmark": "tinygsm-hard", "mode": "forked", "accuracy": 0.25, "pass_at_k": 0.5,
-              "parallel_ratio": 0.5, "valid_ratio": 1.0, "n": 2, "k": 2, "checker": "strict",
-              "pass_curve_strict": {"1": 0.25, "2": 0.5},
-              "results": str(tmp_path / "stage3__tinygsm-hard__forked.jsonl")}
+    write_metrics(
+        [{"step": 1, "parallel_ratio": 0.5, "block_position": 0.2}],
+        tmp_path / "run" / "metrics.csv",
+    )
+    result = {
+        "model": "stage3",
+        "benchmark": "tinygsm-hard",
+        "mode": "forked",
+        "accuracy": 0.25,
+        "pass_at_k": 0.5,
+        "parallel_ratio": 0.5,
+        "valid_ratio": 1.0,
+        "n": 2,
+        "k": 2,
+        "checker": "strict",
+        "pass_curve_strict": {"1": 0.25, "2": 0.5},
+        "results": str(tmp_path / "stage3__tinygsm-hard__forked.jsonl"),
+    }
     paths = analytics.write_eval_outputs(result, tmp_path, run_dir=tmp_path / "run")
     assert "| stage3 | 50.0 | 25.0 | 50.0 |" in open(paths["table"]).read()
     page = open(paths["plots"]).read()
@@ -124,27 +168,46 @@ def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
     assert [(r["step"], r["phase"]) for r in result["curve"]] == [
         (1, "alternating"), (2, "alternating"), (3, "accuracy"), (4, "accuracy")]
     assert [h["step"] for h in result["held_out"]] == [0, 2, 4]
-    cards = [json.loads((tmp_path / name / "run_card.json").read_text()) for name in ("alternating", "accuracy")]
+    cards = [
+        json.loads((tmp_path / name / "run_card.json").read_text())
+        for name in ("alternating", "accuracy")
+    ]
     assert [c["reward"] for c in cards] == ["alternating", "accuracy"]
-    assert [c["steps"] for c in cards] == [2, 2] and cards[1]["init"] == str(tmp_path / "alternating")
-    again = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)  # cached
+    assert [c["steps"] for c in cards] == [2, 2] and cards[1]["init"] == str(
+        tmp_path / "alternating"
+    )
+    # cached
+    again = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert again == json.loads(json.dumps(result, default=str))
     (tmp_path / "accuracy" / "marker").write_text("old run")
-    fresh = studies.mid_training("smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=())
-    assert not (tmp_path / "accuracy" / "marker").exists()  # a new config never resumes the old checkpoints
-    assert [r["phase"] for r in fresh["curve"]] == ["alternating"] * 3 + ["accuracy"] and fresh["held_out"] == []
+    fresh = studies.mid_training(
+        "smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=()
+    )
+    # a new config never resumes the old checkpoints
+    assert not (tmp_path / "accuracy" / "marker").exists()
+    assert [r["phase"] for r in fresh["curve"]] == ["alternating"] * 3 + ["accuracy"] and fresh[
+        "held_out"
+    ] == []
 
 
 def test_tour_report_puts_the_headline_on_top(tmp_path):
 
-
-    summary = {"accuracy": 0.5, "pass_at_k": 0.75, "parallel_ratio": 0.25, "n": 8, "k": 4, "checker": "strict"}
+    summary = {
+        "accuracy": 0.5,
+        "pass_at_k": 0.75,
+        "parallel_ratio": 0.25,
+        "n": 8,
+        "k": 4,
+        "checker": "strict",
+    }
     table = analytics.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
     analytics.write_headline(table, "Headline (tiny)", folder=tmp_path)
     page = build_report([], "tiny", analytics.read_headline(tmp_path))
     top = page.index("<h2>Headline (tiny)</h2>")
     assert top < page.index("<th>notebook</th>")  # above the list of notebooks
-    assert "<td>base model</td><td>0.0</td><td>6.6</td><td>25.0</td><td>50.0</td><td>75.0</td>" in page
+    assert (
+        "<td>base model</td><td>0.0</td><td>6.6</td><td>25.0</td><td>50.0</td><td>75.0</td>" in page
+    )
     assert "Headline" not in build_report([], "tiny", None)
 
 
@@ -159,4 +222,5 @@ def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
     assert not analytics._cached(cfg, path, "weights-v1")  # 2 of 3 problems
     store.append({"id": load_benchmark(cfg.benchmark, 3)[2]["id"], "k": 1})
     assert analytics._cached(cfg, path, "weights-v1")
-    assert not analytics._cached(cfg, path, "weights-v2") and not path.exists()  # retrained: results dropped
+    # retrained: results dropped
+    assert not analytics._cached(cfg, path, "weights-v2") and not path.exists()

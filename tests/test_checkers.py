@@ -35,8 +35,10 @@ def final(answer: str) -> str:
 
 # ----------------------------------------------------------------------------- loaders
 @needs_eval
-@pytest.mark.parametrize("name, count", [("math500", 500), ("aime24", 30), ("aime25", 30), ("amc23", 40),
-                                         ("gsm8k", 1319)])
+@pytest.mark.parametrize(
+    "name, count",
+    [("math500", 500), ("aime24", 30), ("aime25", 30), ("amc23", 40), ("gsm8k", 1319)],
+)
 def test_loaders_give_common_records_with_canonical_golds(name, count):
     records = load_benchmark(name)
     assert len(records) == count  # the README's record counts
@@ -79,7 +81,9 @@ def test_missing_benchmark_offline_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError) as err:
         load_benchmark("aime25")
     message = str(err.value)
-    assert "PR1_DATA_DIR" in message and "math-ai/aime25" in message and "eval/aime25.jsonl" in message
+    assert (
+        "PR1_DATA_DIR" in message and "math-ai/aime25" in message and "eval/aime25.jsonl" in message
+    )
 
 
 def test_unknown_benchmark():
@@ -102,7 +106,9 @@ def test_a_different_gold_is_wrong_for_both_checkers(name):
     records = load_benchmark(name)
     rng = random.Random(0)
     for rec in rng.sample(records, min(40, len(records))):  # math-verify is slow on LaTeX: sample
-        other = next(o["answer"] for o in rng.sample(records, len(records)) if o["answer"] != rec["answer"])
+        other = next(
+            o["answer"] for o in rng.sample(records, len(records)) if o["answer"] != rec["answer"]
+        )
         verdict = check(name, final(other), rec["answer"])
         assert not verdict["official"] and not verdict["project"], (rec["answer"], other)
 
@@ -132,8 +138,10 @@ def test_raw_file_renderings_official_is_exact_project_is_numeric():
 # ----------------------------------------------------------------------------- curated renderings
 # (benchmark, gold exactly as in the file, what the model writes, official?, project?)
 RENDERINGS = [
-    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"\left(3,\frac{\pi}{2}\right)", True, True),  # spaces
-    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),  # keeps \left
+    # spaces
+    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"\left(3,\frac{\pi}{2}\right)", True, True),
+    # keeps \left
+    ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),
     ("math500", r"\frac{14}{3}", r"\dfrac{14}{3}", False, True),  # official: no \dfrac rule
     ("math500", r"\frac{14}{3}", "14/3", False, True),  # math-verify: same value
     ("math500", r"\frac{3}{56}", r"\boxed{\frac{3}{56}}", True, True),  # boxed inside the line
@@ -193,7 +201,8 @@ def test_official_reads_only_the_last_300_characters():
 def test_official_ignores_tags_but_project_ignores_paths():
     text = ("<Parallel><Path>a\nFinal Answer: 3</Path><Path>b\nFinal Answer: 4</Path></Parallel>"
             "\n<Summary>they disagree</Summary>")  # the engine's layout: a newline before <Summary>
-    assert check("aime25", text, "4")["official"]  # tags are stripped, so the last path's line counts
+    # tags are stripped, so the last path's line counts
+    assert check("aime25", text, "4")["official"]
     assert check("aime25", text, "4")["pred_project"] is None  # answers inside paths are not final
 
 

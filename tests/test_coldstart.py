@@ -1,7 +1,8 @@
 """pr1lib.coldstart: the full-train yield of the rule teacher, resumable generation under real
 interrupts, the filter's reasons, the report, and the saved data set feeding SFTTrainer.
 
-Run: .venv/bin/python -m pytest tests/test_coldstart.py -q -p no:cacheprovider -s   (-s shows the yield)
+Run: .venv/bin/python -m pytest tests/test_coldstart.py -q -p no:cacheprovider -s   (-s shows the
+yield)
 """
 
 from __future__ import annotations
@@ -47,11 +48,23 @@ def _cli(*argv: str) -> tuple[int, dict | None, str]:
 @needs_gsm8k
 def test_rule_teacher_on_the_full_gsm8k_train_split(tmp_path):
     start = time.perf_counter()
-    code, result, _ = _cli("coldstart", "--teacher", "rule", "--source", "gsm8k", "--profile", "tiny",
-                           "--out", str(tmp_path / "gsm8k"))
+    code, result, _ = _cli(
+        "coldstart",
+        "--teacher",
+        "rule",
+        "--source",
+        "gsm8k",
+        "--profile",
+        "tiny",
+        "--out",
+        str(tmp_path / "gsm8k"),
+    )
     seconds = time.perf_counter() - start
-    print(f"\nrule teacher, GSM8K train: kept {result['kept']}/{result['total']} = {result['yield']:.2%} "
-          f"in {seconds:.1f} s; rejected {result['rejected']}")
+    print(
+        f"\nrule teacher, GSM8K train: kept {result['kept']}/{result['total']} = "
+        f"{result['yield']:.2%} "
+        f"in {seconds:.1f} s; rejected {result['rejected']}"
+    )
     assert code == 0 and result["total"] == 7473
     assert set(result) >= {"total", "kept", "yield", "rejected", "output"}
     assert set(result["rejected"]) == set(coldstart.REASONS)
@@ -63,7 +76,9 @@ def test_rule_teacher_on_the_full_gsm8k_train_split(tmp_path):
 
 @needs_gsm8k
 def test_dapo_gets_nothing_from_a_teacher_that_needs_worked_solutions(tmp_path):
-    code, result, _ = _cli("coldstart", "--source", "dapo", "--limit", "200", "--out", str(tmp_path / "d"))
+    code, result, _ = _cli(
+        "coldstart", "--source", "dapo", "--limit", "200", "--out", str(tmp_path / "d")
+    )
     assert code == 0 and (result["total"], result["kept"], result["yield"]) == (200, 0, 0.0)
     assert result["rejected"]["teacher_error"] == 200
 
@@ -117,9 +132,9 @@ SLOW_RUN = textwrap.dedent("""
             return super().generate(problems)
 
     # A shell that starts jobs in the background (nohup, `&` without job control) makes them ignore
-    # SIGINT, and children inherit that; restore Python's Ctrl-C so the test means the same anywhere.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    generate_traces(Slow(), load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
+    # SIGINT, and children inherit that; restore Python's Ctrl-C so the test means the same
+    anywhere. signal.signal(signal.SIGINT, signal.default_int_handler) generate_traces(Slow(),
+    load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
 """)
 
 
@@ -130,7 +145,9 @@ def test_real_interrupt_then_rerun_completes(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(cache)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 120
-    while (not cache.exists() or cache.read_text().count("\n") < 30) and time.monotonic() < deadline:
+    while (
+        not cache.exists() or cache.read_text().count("\n") < 30
+    ) and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(sig)
     proc.wait(timeout=30)
@@ -154,7 +171,9 @@ def test_torn_last_line_is_dropped_and_repaired(tmp_path):
     cache = coldstart.TraceCache(cache_path)
     assert cache.dropped == 1 and len(cache.records) == 3
     coldstart.generate_traces(RuleTeacher(), problems, cache_path)
-    assert _cache_ids(cache_path) == [p["id"] for p in problems[:3]] + [problems[3]["id"]] + [p["id"] for p in problems[4:]]
+    assert _cache_ids(cache_path) == [p["id"] for p in problems[:3]] + [problems[3]["id"]] + [
+        p["id"] for p in problems[4:]
+    ]
 
 
 def test_error_traces_are_retried_on_the_next_run(tmp_path):
@@ -177,8 +196,10 @@ def test_error_traces_are_retried_on_the_next_run(tmp_path):
 
 
 # ----------------------------------------------------------------------------- filter and report
-GOOD = ("2+3=<<2+3=5>>5\n<Parallel><Path>5*2=<<5*2=10>>10</Path><Path>2*5=<<2*5=10>>10</Path></Parallel>\n"
-        "<Summary>Both paths give 10.</Summary>\nFinal Answer: 10")
+GOOD = (
+    "2+3=<<2+3=5>>5\n<Parallel><Path>5*2=<<5*2=10>>10</Path><Path>2*5=<<2*5=10>>10</Path></Parallel>\n"
+    "<Summary>Both paths give 10.</Summary>\nFinal Answer: 10"
+)
 
 
 def test_each_rejection_reason_on_a_named_case():
@@ -188,13 +209,17 @@ def test_each_rejection_reason_on_a_named_case():
         "teacher_error": make_trace(problem, "t", error="HTTP 429"),
         "invalid_format": make_trace(problem, "t", GOOD.replace("</Summary>", "")),
         "no_block": make_trace(problem, "t", "2+3=5, 5*2=10\nFinal Answer: 10"),
-        "wrong_answer": make_trace(problem, "t", GOOD.replace("Final Answer: 10", "Final Answer: 11")),
+        "wrong_answer": make_trace(
+            problem, "t", GOOD.replace("Final Answer: 10", "Final Answer: 11")
+        ),
     }
     for reason, trace in cases.items():
         assert coldstart.check_trace(problem, trace, "tiny", 1024)[0] == reason, reason
     assert coldstart.check_trace(problem, cases[None], "tiny", 20)[0] == "too_long"
     twin = {**problem, "id": "q", "question": "what is  (2+3)*2?"}
-    kept, rejected = coldstart.filter_traces([problem, twin], [cases[None], {**cases[None], "id": "q"}])
+    kept, rejected = coldstart.filter_traces(
+        [problem, twin], [cases[None], {**cases[None], "id": "q"}]
+    )
     assert [r["id"] for r in kept] == ["p"] and rejected[0]["reason"] == "duplicate"
 
 
@@ -203,7 +228,10 @@ def test_token_budget_uses_the_tokenizer_when_given():
         def __call__(self, text, add_special_tokens=False):
             return {"input_ids": list(text)}
 
-    assert coldstart.count_tokens("abcdefgh", CharTokenizer()) == 8 and coldstart.count_tokens("abcdefgh") == 2
+    assert (
+        coldstart.count_tokens("abcdefgh", CharTokenizer()) == 8
+        and coldstart.count_tokens("abcdefgh") == 2
+    )
 
 
 def test_yield_table_and_chart_put_sources_next_to_the_paper():
@@ -236,8 +264,15 @@ def test_saved_dataset_card_and_jsonl(saved):
     assert ds.column_names == list(coldstart.SFT_COLUMNS) and len(ds) == run.result["kept"] == 40
     row = ds[0]
     assert row["prompt"].startswith("Problem: ") and row["prompt"].endswith("Solution:\n")
-    assert row["completion"].endswith(f"Final Answer: {row['answer']}") and "<Parallel>" in row["completion"]
-    assert (row["source"], row["teacher"], row["prompt_style"]) == ("tinygsm-easy", RuleTeacher(seed=0).name, "tiny")
+    assert (
+        row["completion"].endswith(f"Final Answer: {row['answer']}")
+        and "<Parallel>" in row["completion"]
+    )
+    assert (row["source"], row["teacher"], row["prompt_style"]) == (
+        "tinygsm-easy",
+        RuleTeacher(seed=0).name,
+        "tiny",
+    )
     card = (out / "dataset" / "README.md").read_text()
     assert "40 of 40" in card and "83.7%" in card
     assert len((out / "train.jsonl").read_text().splitlines()) == 40
@@ -256,9 +291,17 @@ def test_saved_dataset_feeds_sft_trainer_for_one_step(saved, tmp_path):
     model, tokenizer, _ = load_policy("smoke")
     add_parallel_tags(tokenizer, model)
     ds = load_from_disk(str(saved[1] / "dataset")).select(range(4))
-    args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, report_to=[],
-                     logging_steps=1, save_strategy="no", max_length=512, use_cpu=True,
-                     dataloader_num_workers=0)
+    args = SFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_length=512,
+        use_cpu=True,
+        dataloader_num_workers=0,
+    )
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
     output = trainer.train()
@@ -266,8 +309,12 @@ def test_saved_dataset_feeds_sft_trainer_for_one_step(saved, tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     sample = trainer.train_dataset[0]
     tags = tokenizer.convert_tokens_to_ids(["<Parallel>", "<Summary>"])
-    completion_ids = [t for t in sample["labels"] if t != -100]  # the loss covers the completion only
-    assert len(completion_ids) < len(sample["input_ids"]) and completion_ids[-1] == tokenizer.eos_token_id
+    # the loss covers the completion only
+    completion_ids = [t for t in sample["labels"] if t != -100]
+    assert (
+        len(completion_ids) < len(sample["input_ids"])
+        and completion_ids[-1] == tokenizer.eos_token_id
+    )
     assert all(t in completion_ids for t in tags)
 
 
@@ -276,7 +323,20 @@ def test_cli_with_the_openai_teacher_against_the_loopback_stand_in(tmp_path):
 
     problems = load_source("tinygsm-easy", limit=5)
     with StandInServer(problems, faults=["429"]) as server:
-        code, result, _ = _cli("coldstart", "--teacher", "openai", "--base-url", server.base_url, "--model",
-                               "stand-in", "--source", "tinygsm-easy", "--limit", "5", "--out", str(tmp_path))
+        code, result, _ = _cli(
+            "coldstart",
+            "--teacher",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "stand-in",
+            "--source",
+            "tinygsm-easy",
+            "--limit",
+            "5",
+            "--out",
+            str(tmp_path),
+        )
         assert server.requests == 6  # five problems, one 429 retried
     assert code == 0 and (result["kept"], result["teacher"]) == (5, "openai:stand-in")

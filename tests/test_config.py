@@ -31,8 +31,10 @@ def test_paper_presets_match_the_paper():
     assert (paper.learning_rate, paper.num_generations, paper.max_steps) == (1e-6, 8, 300)
     assert (paper.epsilon, paper.clip_high, paper.beta, paper.temperature) == (0.2, 0.28, 0.0, 1.0)
     assert SFTStageConfig.for_profile("paper").learning_rate == 1e-5
-    assert (EvalConfig.for_profile("paper").k, EvalConfig.for_profile("paper").max_completion_length) \
-        == (16, 3000)
+    assert (
+        EvalConfig.for_profile("paper").k,
+        EvalConfig.for_profile("paper").max_completion_length,
+    ) == (16, 3000)
 
 
 @pytest.mark.parametrize("variant", sorted(RECIPES))
@@ -47,7 +49,9 @@ def test_each_stage_takes_its_recipe_and_the_paired_clip_high(variant, stage):
 def test_choosing_a_reward_takes_its_clip_high_unless_one_is_given():
     assert GRPOStageConfig.for_stage(3, "tiny", reward="accuracy").clip_high == 0.2
     assert GRPOStageConfig.for_stage(3, "tiny", reward="alternating").clip_high == 0.28
-    assert GRPOStageConfig.for_stage(3, "tiny", reward="accuracy", epsilon_high=0.3).clip_high == 0.3
+    assert (
+        GRPOStageConfig.for_stage(3, "tiny", reward="accuracy", epsilon_high=0.3).clip_high == 0.3
+    )
     assert GRPOStageConfig(epsilon_high=None).clip_high == 0.2  # TRL's None: symmetric
 
 
@@ -56,7 +60,9 @@ def test_stage2_is_short_and_the_notebook_preset_shorter_still():
     assert GRPOStageConfig.for_stage(2, "paper").max_steps == 35
     short = GRPOStageConfig.for_stage(3, "tiny", notebook=True)
     assert (short.per_device_train_batch_size, short.max_steps) == (32, 30)
-    assert GRPOStageConfig.for_stage(3, "smoke", notebook=True) == GRPOStageConfig.for_stage(3, "smoke")
+    assert GRPOStageConfig.for_stage(3, "smoke", notebook=True) == GRPOStageConfig.for_stage(
+        3, "smoke"
+    )
     with pytest.raises(ValueError, match="stage must be 2"):
         GRPOStageConfig.for_stage(1, "tiny")
 

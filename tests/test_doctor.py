@@ -17,8 +17,10 @@ from pr1lib.rewards import accuracy_reward, alternating_reward, structure_reward
 BLOCK = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>\n<Summary>12</Summary>\n"
 PARALLEL_GOLD = BLOCK + "Final Answer: 12"
 LINEAR_GOLD = "2*6=12\nFinal Answer: 12"
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{{ prefill }}{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{{ prefill }}{% endif %}"
+)
 
 
 class WordTokenizer:
@@ -106,7 +108,8 @@ def test_truncation_accepts_a_raw_tokenizers_encoding():
 
 
 # ---------------------------------------------------------------- batch_groups
-BATCHES = [  # per_device, num_generations, grad_accum, generation_batch_size, ok (what TRL 1.16 says)
+# per_device, num_generations, grad_accum, generation_batch_size, ok (what TRL 1.16 says)
+BATCHES = [
     (8, 4, 1, None, True),
     (8, 3, 1, None, False),
     (4, 8, 2, None, True),  # 2 accumulation steps make one 8-completion group
@@ -131,7 +134,9 @@ def test_batch_groups_agrees_with_trl_and_reads_a_grpo_config():
         kwargs = dict(per_device_train_batch_size=per_device, num_generations=g,
                       gradient_accumulation_steps=accum, generation_batch_size=gen)
         try:
-            config = trl.GRPOConfig(output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, **kwargs)
+            config = trl.GRPOConfig(
+                output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, **kwargs
+            )
         except ValueError:
             assert not ok, kwargs
             continue
@@ -147,7 +152,10 @@ def test_batch_groups_suggests_valid_group_sizes():
 def test_group_variance_flags_groups_that_all_fail():
     groups = [["Final Answer: 1", "Final Answer: 2"], ["Final Answer: 3", "Final Answer: 4"]]
     check = D.check_group_variance(accuracy_reward, groups, ["12", "12"])
-    assert check.ok is False and "frac_reward_zero_std = 1.00 (2/2 groups), mean reward -1.00" in check.detail
+    assert (
+        check.ok is False
+        and "frac_reward_zero_std = 1.00 (2/2 groups), mean reward -1.00" in check.detail
+    )
 
 
 def test_group_variance_passes_when_groups_disagree():
@@ -158,8 +166,10 @@ def test_group_variance_passes_when_groups_disagree():
 
 def test_group_variance_uses_the_step_for_alternating():
     groups = [[PARALLEL_GOLD, LINEAR_GOLD]]
-    assert D.check_group_variance(alternating_reward(), groups, ["12"], step=0).ok is False  # 1.0, 1.0
-    assert D.check_group_variance(alternating_reward(), groups, ["12"], step=9).ok is True  # 1.2, 1.0
+    # 1.0, 1.0
+    assert D.check_group_variance(alternating_reward(), groups, ["12"], step=0).ok is False
+    # 1.2, 1.0
+    assert D.check_group_variance(alternating_reward(), groups, ["12"], step=9).ok is True
 
 
 def test_dry_run_groups_samples_per_prompt():
@@ -191,8 +201,16 @@ def test_doctor_all_green():
 
 def test_doctor_skips_what_it_was_not_given_and_table_shows_hints():
     checks = D.doctor(tiered_reward, gold_completions=[LINEAR_GOLD], answers=["12"])
-    assert [c.status for c in checks] == ["FAIL", "skipped", "skipped", "skipped", "skipped", "skipped"]
-    assert checks[2].detail == "needs tokenizer, max_completion_length"  # samples default to the gold
+    assert [c.status for c in checks] == [
+        "FAIL",
+        "skipped",
+        "skipped",
+        "skipped",
+        "skipped",
+        "skipped",
+    ]
+    # samples default to the gold
+    assert checks[2].detail == "needs tokenizer, max_completion_length"
     text = D.table(checks)
     assert text.splitlines()[0].split() == ["check", "status", "detail"]
     assert "-> check the answer column" in text and text.count("skipped") == 5

@@ -38,7 +38,11 @@ def brute_pass_at_k(n: int, c: int, k: int) -> float:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 10).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+@given(
+    st.integers(1, 10).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+    )
+)
 def test_pass_at_k_equals_brute_force_enumeration(case):
     n, c, k = case
     assert metrics.pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k), abs=1e-12)
@@ -53,7 +57,8 @@ def test_pass_at_k_random_small_cases_and_properties():
         if k < n:  # more draws never hurt
             assert metrics.pass_at_k(n, c, k + 1) >= metrics.pass_at_k(n, c, k) - 1e-12
     assert metrics.pass_at_k(16, 4, 1) == pytest.approx(4 / 16)  # pass@1 = mean accuracy
-    assert metrics.pass_at_k(16, 3, 16) == 1.0 and metrics.pass_at_k(16, 0, 16) == 0.0  # k = n: any correct
+    # k = n: any correct
+    assert metrics.pass_at_k(16, 3, 16) == 1.0 and metrics.pass_at_k(16, 0, 16) == 0.0
 
 
 @pytest.mark.parametrize("n, c, k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
@@ -82,7 +87,9 @@ def test_sample_stats_positions_in_tokens_and_chars():
     assert tokens["blocks"] == 1 and tokens["valid"] and tokens["has_answer"]
 
 
-def rows_for(texts_per_problem: list[list[str]], gold: str = "7", bench: str = "gsm8k") -> list[dict]:
+def rows_for(
+    texts_per_problem: list[list[str]], gold: str = "7", bench: str = "gsm8k"
+) -> list[dict]:
     return [metrics.score_problem({"id": f"p{i}", "question": "q", "answer": gold}, texts, bench)
             for i, texts in enumerate(texts_per_problem)]
 
@@ -97,15 +104,20 @@ def test_summarize_on_known_structures():
     s = metrics.summarize(rows)
     assert (s["n"], s["k"]) == (2, 4)
     assert s["grader"] == "official"  # the eval default (pr1lib.config.DEFAULT_GRADERS)
-    assert s["accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)  # official: boxed-only does not count
+    # official: boxed-only does not count
+    assert s["accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)
     assert s["accuracy_project"] == pytest.approx((3 / 4 + 1 / 4) / 2)
     assert s["pass_at_k"] == 1.0 and s["pass_curve_official"][1] == pytest.approx(s["accuracy"])
     assert s["parallel_ratio"] == pytest.approx(3 / 8)
     assert s["valid_ratio"] == pytest.approx(7 / 8)  # the one-path block is the only invalid sample
     assert s["blocks_per_response"] == pytest.approx(4 / 8)
-    assert s["first_block_position"] == pytest.approx((4 / len(rows[0]["samples"][0]["text"]) + 0 + 0) / 3)
+    assert s["first_block_position"] == pytest.approx(
+        (4 / len(rows[0]["samples"][0]["text"]) + 0 + 0) / 3
+    )
     overlap = metrics.path_overlap("add 3 and 4", "add 4 and 3")
-    assert s["path_overlap"] == pytest.approx(overlap) and s["path_diversity"] == pytest.approx(1 - overlap)
+    assert s["path_overlap"] == pytest.approx(overlap) and s["path_diversity"] == pytest.approx(
+        1 - overlap
+    )
     assert s["length_unit"] == "chars"
     assert metrics.summarize(rows, "project")["accuracy"] == s["accuracy_project"]
     with pytest.raises(ValueError, match="unknown grader 'robust'"):
@@ -115,12 +127,15 @@ def test_summarize_on_known_structures():
 def test_summarize_reads_results_files_written_before_the_graders():
     rows = rows_for([["Final Answer: 7", "\\boxed{7}"]])
     for row in rows:  # the old column names: strict = the official check, robust = the project's
-        row["correct_strict"], row["correct_robust"] = row.pop("correct_official"), row.pop("correct_project")
+        row["correct_strict"], row["correct_robust"] = (
+            row.pop("correct_official"),
+            row.pop("correct_project"),
+        )
     s = metrics.summarize(rows)
     assert (s["accuracy_official"], s["accuracy_project"]) == (0.5, 1.0)
 
 
-# ----------------------------------------------------------------------------- results file and runner
+# ------------------------------------------------------------------------ results file and runner
 def test_results_file_drops_a_torn_line_and_appends_cleanly(tmp_path):
     path = tmp_path / "r.jsonl"
     store = ev.ResultsFile(path)
@@ -157,7 +172,9 @@ def records(n: int) -> list[dict]:
 def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
     path = tmp_path / "m__b__seen.jsonl"
     first = FakeSampler()
-    ev.evaluate_records(records(3), first, 4, "gsm8k", lambda q: q, path, batch_size=2, progress=False)
+    ev.evaluate_records(
+        records(3), first, 4, "gsm8k", lambda q: q, path, batch_size=2, progress=False
+    )
     assert len(first.prompts) == 3
     second = FakeSampler()
     rows = ev.evaluate_records(records(5), second, 4, "gsm8k", lambda q: q, path, batch_size=2,
@@ -167,7 +184,9 @@ def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
     assert all(r["correct_official"] == [True, False, True, False] for r in rows)
     assert metrics.summarize(rows)["accuracy"] == 0.5
     with pytest.raises(ValueError, match="k=\\[4\\]"):  # a file written with another k
-        ev.evaluate_records(records(5), FakeSampler(), 2, "gsm8k", lambda q: q, path, progress=False)
+        ev.evaluate_records(
+            records(5), FakeSampler(), 2, "gsm8k", lambda q: q, path, progress=False
+        )
 
 
 def test_runner_rejects_a_sampler_with_the_wrong_shape():
@@ -201,7 +220,9 @@ def toy():
 def test_decode_keeps_tags_and_drops_pad_and_eos(toy):
     _, tok = toy
     text = "ab<Parallel><Path>c</Path>"
-    assert ev.decode_completion(ids(tok, text) + [tok.eos_token_id, tok.pad_token_id, 5], tok) == text
+    assert (
+        ev.decode_completion(ids(tok, text) + [tok.eos_token_id, tok.pad_token_id, 5], tok) == text
+    )
 
 
 def test_hf_generate_fn_returns_k_tagged_texts_per_prompt(toy):
@@ -211,7 +232,8 @@ def test_hf_generate_fn_returns_k_tagged_texts_per_prompt(toy):
         out = ev.hf_generate_fn(model, tok, max_new_tokens=3)(["Problem: 1+1", "Q"], 3)
         assert [len(o) for o in out] == [3, 3]
         assert all("<Parallel>" in text for texts in out for text in texts)  # tags survive decoding
-        stats = metrics.sample_stats(out[0][0], tok)  # lengths from the sampled ids, not a re-tokenisation
+        # lengths from the sampled ids, not a re-tokenisation
+        stats = metrics.sample_stats(out[0][0], tok)
         assert stats["length"] == len(out[0][0].token_ids) <= 3
         first = out[0][0].token_ids.index(ids(tok, "<Parallel>")[0])
         assert stats["first_block_position"] == first / stats["length"]
@@ -236,7 +258,9 @@ def test_forked_mode_without_tags_is_a_clear_error(toy):
     core = Tokenizer(models.WordLevel({EOS: 0, "<unk>": 1, "a": 2}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
-    plain = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>")
+    plain = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token=EOS, pad_token=EOS, unk_token="<unk>"
+    )
     assert not has_tags(plain)
     with pytest.raises(ValueError, match="forked mode needs the rollout engine"):
         ev.make_generate_fn(model, plain, EvalConfig(mode="forked"))
@@ -249,8 +273,25 @@ def test_eval_command_prints_the_contract_json_last_and_resumes(toy, tmp_path, m
 
     model, tok = toy
     monkeypatch.setattr(ev, "load_policy", lambda config=None, profile=None: (model, tok, None))
-    argv = ["eval", "--profile", "smoke", "--model", "toy", "--data", "tinygsm-easy", "--n", "2",
-            "--k", "2", "--mode", "forked", "--out", str(tmp_path), "--set", "max_completion_length=6"]
+    argv = [
+        "eval",
+        "--profile",
+        "smoke",
+        "--model",
+        "toy",
+        "--data",
+        "tinygsm-easy",
+        "--n",
+        "2",
+        "--k",
+        "2",
+        "--mode",
+        "forked",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "max_completion_length=6",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "n", "k"} <= set(result)
@@ -267,19 +308,27 @@ def test_eval_command_prints_the_contract_json_last_and_resumes(toy, tmp_path, m
 def test_paper_avg_is_the_mean_of_the_mean_columns(table, columns):
     for row in table.values():
         means = [row[c] for c in columns if "mean@" in c]
-        assert len(means) == 4 and sum(means) / 4 == pytest.approx(row["Avg"], abs=0.06), row["method"]
+        assert len(means) == 4 and sum(means) / 4 == pytest.approx(row["Avg"], abs=0.06), row[
+            "method"
+        ]
 
 
 def test_side_by_side_never_mixes_paper_and_ours_in_one_column():
     summary = {"accuracy": 0.25, "pass_at_k": 0.5, "parallel_ratio": 0.5, "n": 10, "k": 4,
                "checker": "strict"}
-    ours = {"base": {"tinygsm-hard": summary}, "rl-seen": {"tinygsm-hard": summary, "gsm8k": summary},
-            "sft-seen-lora": {"tinygsm-hard": summary}}
+    ours = {
+        "base": {"tinygsm-hard": summary},
+        "rl-seen": {"tinygsm-hard": summary, "gsm8k": summary},
+        "sft-seen-lora": {"tinygsm-hard": summary},
+    }
     table = side_by_side(ours, "tiny-2M")
     assert all(c.startswith(("paper: Qwen3-4B-Base | ", "ours: tiny-2M | ")) for c in table.columns)
-    assert list(table.index[:1]) == ["base model"] and table.index[-1] == "sft-seen-lora"  # extra row last
+    # extra row last
+    assert list(table.index[:1]) == ["base model"] and table.index[-1] == "sft-seen-lora"
     assert table.loc["Parallel-R1-Seen", "paper: Qwen3-4B-Base | AIME25 mean@16"] == 19.2
     assert table.loc["Parallel-R1-Seen", "ours: tiny-2M | tinygsm-hard mean@4 (strict)"] == 25.0
-    assert table.loc["Parallel-R1-Seen", "ours: tiny-2M | Avg of mean@k (tinygsm-hard, gsm8k)"] == 25.0
+    assert (
+        table.loc["Parallel-R1-Seen", "ours: tiny-2M | Avg of mean@k (tinygsm-hard, gsm8k)"] == 25.0
+    )
     assert "| Parallel-R1-Seen | 27.3 |" in to_markdown(table)
     assert paper_table(2).shape == (8, 9)

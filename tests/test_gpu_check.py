@@ -1,4 +1,5 @@
-"""benchmarks/gpu_check: a clean skip without CUDA, and the whole measurement on CPU with toy shapes."""
+"""benchmarks/gpu_check: a clean skip without CUDA, and the whole measurement on CPU with toy
+shapes."""
 
 from __future__ import annotations
 
@@ -29,8 +30,13 @@ gpu_check = _load()
 
 def test_shell_wrapper_skips_cleanly_without_cuda():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu_check.sh")], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "benchmarks" / "gpu_check.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["skipped"] is True and "CUDA" in result["reason"]
@@ -45,8 +51,11 @@ def test_unknown_model_is_a_usage_error():
 def test_shapes_agree_with_the_memory_table():
     from pr1lib.models import QWEN3_SHAPES
 
-    for name, hub in [("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"), ("qwen3-1.7b", "Qwen/Qwen3-1.7B-Base"),
-                      ("qwen3-4b", "Qwen/Qwen3-4B-Base")]:
+    for name, hub in [
+        ("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"),
+        ("qwen3-1.7b", "Qwen/Qwen3-1.7B-Base"),
+        ("qwen3-4b", "Qwen/Qwen3-4B-Base"),
+    ]:
         assert gpu_check.SHAPES[name] == QWEN3_SHAPES[hub]
 
 
@@ -86,7 +95,8 @@ def test_tiny_sft_step_trains(tiny_run):
     sft = entry["sft"]
     assert "error" not in sft, sft
     assert sft["step_s"] > 0 and sft["lora_b_norm_change"] > 0  # the AdamW step moved the adapters
-    assert abs(sft["loss"] - math.log(entry["shape"]["vocab"])) < 1.5  # a random model is near uniform
+    # a random model is near uniform
+    assert abs(sft["loss"] - math.log(entry["shape"]["vocab"])) < 1.5
 
 
 @pytest.mark.slow
@@ -96,9 +106,14 @@ def test_tiny_grpo_unseen_really_masks_the_paths(tiny_run):
     assert "error" not in seen and "error" not in unseen, (seen, unseen)
     path = sizes["grpo_completion"] // 8  # each path's span, tags included (parallel_sequences)
     assert seen["masked_pairs"] == 0
-    assert unseen["masked_pairs"] == sizes["grpo_group"] * 2 * path * path  # 2 blocks: path 2 never sees path 1
+    # 2 blocks: path 2 never sees path 1
+    assert unseen["masked_pairs"] == sizes["grpo_group"] * 2 * path * path
     assert seen["mean_logp"] != unseen["mean_logp"]  # the mask changed what the model computed
-    assert seen["tokens"] == unseen["tokens"] == sizes["grpo_group"] * (sizes["grpo_prompt"] + sizes["grpo_completion"])
+    assert (
+        seen["tokens"]
+        == unseen["tokens"]
+        == sizes["grpo_group"] * (sizes["grpo_prompt"] + sizes["grpo_completion"])
+    )
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""The grader registry: a parity table pinning the official semantics, the real teacher traces, hedges.
+"""The grader registry: a parity table pinning the official semantics, the real teacher traces,
+hedges.
 
 Each row of ``PARITY`` is one named case with the official reward code's verdict (checked by hand
 against ``verl/verl/utils/reward_score/{math_dapo,gsm8k_add_special_token_reward,
@@ -19,7 +20,9 @@ from pr1lib.config import DEFAULT_GRADERS
 from pr1lib.paths import shared_data_dir
 
 BLOCK = "<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n<Summary>12</Summary>\n"
-EMPTY_PATH = "<Parallel><Path></Path><Path>3*4=12</Path></Parallel>\n<Summary>12</Summary>\nFinal Answer: 12"
+EMPTY_PATH = (
+    "<Parallel><Path></Path><Path>3*4=12</Path></Parallel>\n<Summary>12</Summary>\nFinal Answer: 12"
+)
 TEXT_BETWEEN = ("<Parallel><Path>3*4=12</Path> and also <Path>4+4+4=12</Path></Parallel>\n"
                 "<Summary>12</Summary>\nFinal Answer: 12")
 DAPO, GSM = "aime25", "gsm8k"  # data sources: the math_dapo style and the GSM8K style
@@ -37,7 +40,8 @@ def measure(grader: str, how: str, source: str, completion: str, gold: str):
 
 # (case, source, completion, gold, measure, official, project)
 PARITY = [
-    # dollars and cents: Minerva keeps "21.00", exact string compare fails; the project compares values
+    # dollars and cents: Minerva keeps "21.00", exact string compare fails; the project compares
+    # values
     ("dollars_and_cents", DAPO, "Final Answer: $21.00", "21", "correct", False, True),
     # trailing zeros: "36.00" != "36" as strings
     ("trailing_zeros", DAPO, "Final Answer: 36.00", "36", "correct", False, True),
@@ -55,16 +59,41 @@ PARITY = [
     ("next_line_dapo", DAPO, "Final Answer:\n12", "12", "correct", True, True),
     ("next_line_gsm8k", GSM, "Final Answer:\n12", "12", "correct", True, True),
     # ... which makes an empty marker line swallow the next marker as its value (a quirk)
-    ("empty_marker_then_marker", DAPO, "Final Answer:\nFinal Answer: 12", "12", "correct", False, True),
+    (
+        "empty_marker_then_marker",
+        DAPO,
+        "Final Answer:\nFinal Answer: 12",
+        "12",
+        "correct",
+        False,
+        True,
+    ),
     # a hedge with prose first: normalised "Theansweris12or11"; no number right after the colon
-    ("hedge_prose_dapo", DAPO, "Final Answer: The answer is 12 or 11", "12", "correct", False, False),
-    ("hedge_prose_gsm8k", GSM, "Final Answer: The answer is 12 or 11", "12", "correct", False, False),
+    (
+        "hedge_prose_dapo",
+        DAPO,
+        "Final Answer: The answer is 12 or 11",
+        "12",
+        "correct",
+        False,
+        False,
+    ),
+    (
+        "hedge_prose_gsm8k",
+        GSM,
+        "Final Answer: The answer is 12 or 11",
+        "12",
+        "correct",
+        False,
+        False,
+    ),
     # a hedge with the right number first: the GSM8K regex reads "12" (a hole the official code has)
     ("hedge_first_gsm8k", GSM, "Final Answer: 12 or 11", "12", "correct", True, False),
     ("hedge_first_dapo", DAPO, "Final Answer: 12 or 11", "12", "correct", False, False),
     # a number then words: a unit to both ("12 pets"), but "or" makes the project's tail a hedge
     ("hedge_word_gsm8k", GSM, "Final Answer: 12 or eleven", "12", "correct", True, False),
-    # a dollar sign: "[-]?[0-9.,]+" cannot start at "$", so there is no answer (46 of 341 real traces)
+    # a dollar sign: "[-]?[0-9.,]+" cannot start at "$", so there is no answer (46 of 341 real
+    # traces)
     ("dollar_gsm8k", GSM, "Final Answer: $4", "4", "correct", False, True),
     # a full stop: "4." != "4" as strings
     ("full_stop_gsm8k", GSM, "Final Answer: 4.", "4", "correct", False, True),
@@ -75,30 +104,70 @@ PARITY = [
     ("lower_case_gsm8k", GSM, "final answer: 12", "12", "correct", False, True),
     # first or last: the GSM8K reward takes the first match, the DAPO one and the project the last
     ("first_of_two_gsm8k", GSM, "Final Answer: 12\nFinal Answer: 13", "12", "correct", True, False),
-    ("first_of_two_dapo", DAPO, "Final Answer: 12\nFinal Answer: 13", "12", "correct", False, False),
+    (
+        "first_of_two_dapo",
+        DAPO,
+        "Final Answer: 12\nFinal Answer: 13",
+        "12",
+        "correct",
+        False,
+        False,
+    ),
     # outside the last 300 characters: math_dapo.py never sees it; the GSM8K reward reads everything
     ("outside_last_300_dapo", DAPO, "Final Answer: 12\n" + "x" * 300, "12", "correct", False, True),
     ("outside_last_300_gsm8k", GSM, "Final Answer: 12\n" + "x" * 300, "12", "correct", True, True),
     # a box in the answer line: Minerva unwraps \boxed{}; the project unwraps a lone box
     ("boxed_in_line", DAPO, "Final Answer: \\boxed{12}", "12", "correct", True, True),
-    # a box and no answer line: never for the official check; the project reads it in evaluation only
+    # a box and no answer line: never for the official check; the project reads it in evaluation
+    # only
     ("boxed_only_reward", DAPO, "so the answer is \\boxed{12}.", "12", "correct", False, False),
     ("boxed_only_eval", DAPO, "so the answer is \\boxed{12}.", "12", "eval", False, True),
     # the answer only inside a path: tags are stripped, so the official check reads it (glued to
     # the next path's text: "124+4+4=12" -> split on "=" -> "12"); the project ignores path text
-    ("answer_only_in_path", DAPO, "<Parallel><Path>3*4=12\nFinal Answer: 12</Path><Path>4+4+4=12</Path>"
-     "</Parallel>\n<Summary>Both paths agree.</Summary>", "12", "correct", True, False),
+    (
+        "answer_only_in_path",
+        DAPO,
+        "<Parallel><Path>3*4=12\nFinal Answer: 12</Path><Path>4+4+4=12</Path>"
+        "</Parallel>\n<Summary>Both paths agree.</Summary>",
+        "12",
+        "correct",
+        True,
+        False,
+    ),
     # an empty path: the official checker counts closed paths, not their content
     ("empty_path_tiered", DAPO, EMPTY_PATH, "12", "tiered", 1.2, -1.0),
     ("empty_path_parallel_correct", DAPO, EMPTY_PATH, "12", "parallel_correct", 1.0, -1.0),
     # text between paths: the official checker only sees the tags
     ("text_between_paths_tiered", DAPO, TEXT_BETWEEN, "12", "tiered", 1.2, -1.0),
-    ("text_between_paths_parallel_correct", DAPO, TEXT_BETWEEN, "12", "parallel_correct", 1.0, -1.0),
+    (
+        "text_between_paths_parallel_correct",
+        DAPO,
+        TEXT_BETWEEN,
+        "12",
+        "parallel_correct",
+        1.0,
+        -1.0,
+    ),
     # a broken tag and no <Parallel>: the official tiered reward checks the format only with a block
-    ("stray_close_no_block_tiered", DAPO, "3*4=12 </Path>\nFinal Answer: 12", "12", "tiered", 1.0, -1.0),
+    (
+        "stray_close_no_block_tiered",
+        DAPO,
+        "3*4=12 </Path>\nFinal Answer: 12",
+        "12",
+        "tiered",
+        1.0,
+        -1.0,
+    ),
     # a one-path block: both checkers refuse it, so a correct answer cannot buy back broken tags
-    ("one_path_block_tiered", DAPO, "<Parallel><Path>12</Path></Parallel>\n<Summary>12</Summary>\n"
-     "Final Answer: 12", "12", "tiered", -1.0, -1.0),
+    (
+        "one_path_block_tiered",
+        DAPO,
+        "<Parallel><Path>12</Path></Parallel>\n<Summary>12</Summary>\nFinal Answer: 12",
+        "12",
+        "tiered",
+        -1.0,
+        -1.0,
+    ),
     # the reference: an honest block and a correct answer
     ("honest_parallel_tiered", DAPO, BLOCK + "Final Answer: 12", "12", "tiered", 1.2, 1.2),
 ]
@@ -121,28 +190,47 @@ def test_registry_names_and_stage_defaults():
     assert set(G.GRADERS) == {"official", "project"}
     assert DEFAULT_GRADERS == {"stage2": "project", "stage3": "project", "eval": "official"}
     assert [G.default_grader(s) for s in (2, 3, "eval")] == ["project", "project", "official"]
-    with pytest.raises(ValueError, match="unknown grader 'strict'; choose one of official, project"):
+    with pytest.raises(
+        ValueError, match="unknown grader 'strict'; choose one of official, project"
+    ):
         G.get_grader("strict")
 
 
-@pytest.mark.parametrize("source, style", [("gsm8k", "gsm8k"), ("tinygsm-easy", "gsm8k"), ("tinygsm-hard", "gsm8k"),
-                                           ("TongZheng1999/Deepseek-Qwen-3-8B-GSM8k-Parallel-data", "gsm8k"),
-                                           ("pr1/gsm8k", "gsm8k"), ("dapo", "dapo"), ("math500", "dapo"),
-                                           ("aime24", "dapo"), ("amc23", "dapo"), (None, "dapo"), (7, "dapo")])
+@pytest.mark.parametrize(
+    "source, style",
+    [
+        ("gsm8k", "gsm8k"),
+        ("tinygsm-easy", "gsm8k"),
+        ("tinygsm-hard", "gsm8k"),
+        ("TongZheng1999/Deepseek-Qwen-3-8B-GSM8k-Parallel-data", "gsm8k"),
+        ("pr1/gsm8k", "gsm8k"),
+        ("dapo", "dapo"),
+        ("math500", "dapo"),
+        ("aime24", "dapo"),
+        ("amc23", "dapo"),
+        (None, "dapo"),
+        (7, "dapo"),
+    ],
+)
 def test_answer_style_per_source(source, style):
     assert G.answer_style(source) == style
 
 
 def test_rewards_pick_the_style_from_trls_data_source_column():
     done = ["Final Answer: $4", "Final Answer: $4"]
-    assert R.accuracy_reward(done, ["4", "4"], grader="official", data_source=["gsm8k", "math500"]) == [-1.0, 1.0]
-    assert R.accuracy_reward(done, ["4", "4"], data_source=["gsm8k", "math500"]) == [1.0, 1.0]  # project
+    assert R.accuracy_reward(
+        done, ["4", "4"], grader="official", data_source=["gsm8k", "math500"]
+    ) == [-1.0, 1.0]
+    # project
+    assert R.accuracy_reward(done, ["4", "4"], data_source=["gsm8k", "math500"]) == [1.0, 1.0]
 
 
 def test_reward_for_binds_the_grader_and_keeps_trls_name():
     official = R.reward_for("tiered", grader="official")
     assert official.__name__ == "tiered_reward" and official.reward_range == (-1.0, 1.2)
-    assert official([EMPTY_PATH], ["12"]) == [1.2] and R.reward_for("tiered")([EMPTY_PATH], ["12"]) == [-1.0]
+    assert official([EMPTY_PATH], ["12"]) == [1.2] and R.reward_for("tiered")(
+        [EMPTY_PATH], ["12"]
+    ) == [-1.0]
     alternating = R.reward_for("alternating", grader="official")
     assert alternating.grader == "official"
 
@@ -163,7 +251,12 @@ def test_every_answer_reward_refuses_the_hedge_under_both_graders(grader):
     rows = {row["name"]: row for row in H.hacking_table(grader=grader)}
     hedge = rows["hedged_candidates"]
     assert (hedge["accuracy"], hedge["parallel_correct"], hedge["tiered"]) == (-1.0, -1.0, -1.0)
-    assert all(row[m] <= rows["honest_parallel"][m] for row in rows.values() for m in R.BASE_MODES if m != "structure")
+    assert all(
+        row[m] <= rows["honest_parallel"][m]
+        for row in rows.values()
+        for m in R.BASE_MODES
+        if m != "structure"
+    )
 
 
 # Where the official grader scores the hacking lab differently from the project's (accuracy,
@@ -181,28 +274,47 @@ def test_the_hacking_lab_under_the_official_grader():
     project = {row["name"]: row for row in H.hacking_table()}
     for row in H.hacking_table(grader="official"):
         scores = tuple(row[m] for m in R.BASE_MODES)
-        assert scores == OFFICIAL_HACKS.get(row["name"], tuple(project[row["name"]][m] for m in R.BASE_MODES)), row
+        assert scores == OFFICIAL_HACKS.get(
+            row["name"], tuple(project[row["name"]][m] for m in R.BASE_MODES)
+        ), row
 
 
 @pytest.mark.parametrize("source", [DAPO, GSM])
-@pytest.mark.parametrize("hedge", ["The answer is 12 or 11", "either 12 or 11", "\\text{The answer is } 12",
-                                   "\\boxed{12} or \\boxed{11}"])
+@pytest.mark.parametrize(
+    "hedge",
+    [
+        "The answer is 12 or 11",
+        "either 12 or 11",
+        "\\text{The answer is } 12",
+        "\\boxed{12} or \\boxed{11}",
+    ],
+)
 def test_hedges_are_wrong_in_both_graders(hedge, source):
     for grader in G.GRADERS.values():
         assert not grader.correct(f"Final Answer: {hedge}", "12", source), (grader.name, hedge)
 
 
 # ----------------------------------------------------------------------------- real teacher traces
-TRACES = shared_data_dir() / "parallel_gsm8k" / "parallel_gsm8k_v2_subset.jsonl" if shared_data_dir() else None
+TRACES = (
+    shared_data_dir() / "parallel_gsm8k" / "parallel_gsm8k_v2_subset.jsonl"
+    if shared_data_dir()
+    else None
+)
 
 
-@pytest.mark.skipif(TRACES is None or not TRACES.is_file(), reason="shared data not found (set PR1_DATA_DIR)")
+@pytest.mark.skipif(
+    TRACES is None or not TRACES.is_file(), reason="shared data not found (set PR1_DATA_DIR)"
+)
 def test_the_341_real_teacher_traces_under_both_graders():
     with open(TRACES, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     assert len(rows) == 341 and all("GSM8k" in r["data_source"] for r in rows)
-    project = [G.GRADERS["project"].correct(r["response"], r["answer"], r["data_source"]) for r in rows]
-    gsm8k = [G.GRADERS["official"].correct(r["response"], r["answer"], r["data_source"]) for r in rows]
+    project = [
+        G.GRADERS["project"].correct(r["response"], r["answer"], r["data_source"]) for r in rows
+    ]
+    gsm8k = [
+        G.GRADERS["official"].correct(r["response"], r["answer"], r["data_source"]) for r in rows
+    ]
     dapo = [G.official_correct(r["response"], r["answer"], "dapo") for r in rows]
     assert sum(project) == 341  # the teacher is always right by value
     assert sum(p != d for p, d in zip(project, dapo)) == 12  # "$21.00", "36.00", "$1600.", ...

@@ -36,12 +36,16 @@ def tok():
     return load_tiny_tokenizer()
 
 
-@pytest.mark.parametrize("text", [
-    "Tom has 12 apples. He buys 3*12 = <<3*12=36>>36 more.\n#### 48",
-    "Natalia sold 48/2 = $<<48/2=24>>24 clips in May.",  # real GSM8K text
-    "<Parallel><Path>a</Path><Path>b</Path></Parallel>\n<Summary>Both agree.</Summary>\nFinal Answer: 7",
-    "  odd   spacing\t and unicode: é, ü, 中, ½ ",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tom has 12 apples. He buys 3*12 = <<3*12=36>>36 more.\n#### 48",
+        "Natalia sold 48/2 = $<<48/2=24>>24 clips in May.",  # real GSM8K text
+        "<Parallel><Path>a</Path><Path>b</Path></Parallel>\n<Summary>Both "
+        "agree.</Summary>\nFinal Answer: 7",
+        "  odd   spacing\t and unicode: é, ü, 中, ½ ",
+    ],
+)
 def test_tokenizer_decodes_any_text_exactly(tok, text):
     assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
 
@@ -52,7 +56,8 @@ def test_tokenizer_splits_digits_and_has_no_tags(tok):
     assert not set(TAGS) & set(tok.get_vocab())  # notebook 01 adds them, as for Qwen
     assert tok.eos_token == tok.pad_token == EOS_TOKEN
     assert 256 < len(tok) <= 1024
-    assert len(tok(" apples", add_special_tokens=False)["input_ids"]) == 1  # template words are one token
+    # template words are one token
+    assert len(tok(" apples", add_special_tokens=False)["input_ids"]) == 1
 
 
 def test_smoke_profile_is_a_random_tiny_qwen3_with_the_tiny_tokenizer(tok):
@@ -97,7 +102,12 @@ def test_offline_missing_hub_model_is_one_clear_error():
     out = _offline_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     message = out.stdout.split("ERR", 1)[1]
-    for needle in ("pr1-nobody/no-such-model-xyz", "HF_HUB_OFFLINE", "--model DIR", "ModelConfig(name="):
+    for needle in (
+        "pr1-nobody/no-such-model-xyz",
+        "HF_HUB_OFFLINE",
+        "--model DIR",
+        "ModelConfig(name=",
+    ):
         assert needle in message
 
 

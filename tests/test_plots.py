@@ -10,15 +10,26 @@ from pr1lib.structure import allowed_mask, structure_tensors, tag_ids
 
 TOK = toy_tokenizer()
 T = tag_ids(TOK)
-# The worked example of docs/recipe.md#5-stage-1-cold-start-sft: q r s <Parallel> <Path> a b </Path> <Path> c d e </Path> <Summary> t …
-SEQ = (ids(TOK, "qrs") + [T.parallel, T.path] + ids(TOK, "ab") + [T.end_path, T.path] + ids(TOK, "cde")
-       + [T.end_path, T.summary] + ids(TOK, "t") + [T.end_summary, T.end_parallel] + ids(TOK, "z"))
+# The worked example of docs/recipe.md#5-stage-1-cold-start-sft: q r s <Parallel> <Path> a b </Path>
+# <Path> c d e </Path> <Summary> t …
+SEQ = (
+    ids(TOK, "qrs")
+    + [T.parallel, T.path]
+    + ids(TOK, "ab")
+    + [T.end_path, T.path]
+    + ids(TOK, "cde")
+    + [T.end_path, T.summary]
+    + ids(TOK, "t")
+    + [T.end_summary, T.end_parallel]
+    + ids(TOK, "z")
+)
 LABELS = plots.token_labels(TOK.convert_ids_to_tokens(SEQ))
 
 
 def structure(mode: str) -> dict[str, torch.Tensor]:
     st = structure_tensors(torch.tensor([SEQ]), TOK, mode)
-    return {**st, "allowed": allowed_mask(st["block"], st["path"], st["valid"])[0]}  # allowed (L, L)
+    # allowed (L, L)
+    return {**st, "allowed": allowed_mask(st["block"], st["path"], st["valid"])[0]}
 
 
 UNSEEN, SEEN = structure("unseen"), structure("seen")
@@ -33,7 +44,10 @@ def test_heatmap_shows_the_mask_with_unique_axis_labels():
 
 
 def test_heatmap_compare_marks_exactly_the_sibling_cells():
-    z = torch.tensor(plots.mask_heatmap(UNSEEN["allowed"], LABELS, compare=SEEN["allowed"]).data[0].z)  # (L, L)
+    # (L, L)
+    z = torch.tensor(
+        plots.mask_heatmap(UNSEEN["allowed"], LABELS, compare=SEEN["allowed"]).data[0].z
+    )
     hidden = (z == 2).nonzero().tolist()
     # path 2 (tokens 8..12) may not look at path 1 (tokens 4..7); nothing else differs
     assert hidden == [[q, k] for q in range(8, 13) for k in range(4, 8)]
@@ -52,7 +66,9 @@ def test_positions_figure_plots_structure_positions_coloured_by_path():
 def test_attends_to_row_equals_the_allowed_mask_row():
     mask = UNSEEN["allowed"]
     for q in range(len(SEQ)):
-        z = [v for line in plots.attends_to_figure(mask, LABELS, q, width=5).data[0].z for v in line][: len(SEQ)]
+        z = [
+            v for line in plots.attends_to_figure(mask, LABELS, q, width=5).data[0].z for v in line
+        ][: len(SEQ)]
         assert [v in (1, 3) for v in z] == mask[q].tolist()
         assert z.index(3) == q and z.count(3) == 1
         assert [k for k, v in enumerate(z) if v == 2] == [k for k in range(q) if not mask[q, k]]
@@ -62,8 +78,15 @@ def test_attends_to_grid_wraps_and_pads():
     fig = plots.attends_to_figure(UNSEEN["allowed"], LABELS, 10, width=8)
     z, text = fig.data[0].z, fig.data[0].text
     assert len(z) == 3 and all(len(line) == 8 for line in z)  # 18 tokens -> 3 lines of 8
-    assert list(z[-1][2:]) == [None] * 6 and list(text[-1][2:]) == [""] * 6 and text[1][2] == LABELS[10]
-    assert fig.layout.title.text.startswith("token 10") and "attends to 7 of 11" in fig.layout.title.text
+    assert (
+        list(z[-1][2:]) == [None] * 6
+        and list(text[-1][2:]) == [""] * 6
+        and text[1][2] == LABELS[10]
+    )
+    assert (
+        fig.layout.title.text.startswith("token 10")
+        and "attends to 7 of 11" in fig.layout.title.text
+    )
 
 
 def test_timing_chart_bars_are_forked_and_k_times_single():
@@ -78,7 +101,9 @@ def test_timing_chart_bars_are_forked_and_k_times_single():
 
 
 def test_explorer_redraws_for_the_chosen_mask_and_token():
-    box = plots.attention_explorer({"unseen": UNSEEN["allowed"], "seen": SEEN["allowed"]}, LABELS, index=3)
+    box = plots.attention_explorer(
+        {"unseen": UNSEEN["allowed"], "seen": SEEN["allowed"]}, LABELS, index=3
+    )
     pick, token = box.children[0].children
     assert list(pick.options) == ["unseen", "seen"] and token.max == len(SEQ) - 1
     token.value = 9  # first token of path 2: under unseen it cannot see path 1

@@ -40,7 +40,10 @@ def test_labels_cover_exactly_the_solution_and_eos(tok):
         kept = labels[labels != -100].tolist()
         assert kept[-1] == tok.eos_token_id
         assert tok.decode(kept[:-1]) == training_pair(record)[1]
-        assert batch["attention_mask"][row].sum() == len(tok(''.join(training_pair(record)))["input_ids"]) + 1
+        assert (
+            batch["attention_mask"][row].sum()
+            == len(tok(''.join(training_pair(record)))["input_ids"]) + 1
+        )
 
 
 def test_step_batches_are_a_function_of_seed_and_step():
@@ -93,7 +96,9 @@ def test_smoke_pretrain_command_lowers_the_loss(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_weights(tmp_path, monkeypatch):
-    cfg = PretrainConfig.for_profile("smoke", max_steps=6, save_steps=3, batch_size=4, num_threads=1)
+    cfg = PretrainConfig.for_profile(
+        "smoke", max_steps=6, save_steps=3, batch_size=4, num_threads=1
+    )
     pretrain.pretrain(cfg, tmp_path / "straight", progress=False, evaluate=False)
     real = pretrain.step_records
 
@@ -135,8 +140,14 @@ def test_a_planted_pickle_in_the_checkpoint_is_refused_and_never_runs(tmp_path):
 
 def test_a_plain_checkpoint_loads_with_weights_only(tmp_path):
     cfg = PretrainConfig.for_profile("smoke")
-    state = {"step": 3, "rows": [{"step": 1, "loss": 2.5}], "elapsed_s": 1.0, "config": cfg.to_dict(),
-             "model": {"w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-3}]}}
+    state = {
+        "step": 3,
+        "rows": [{"step": 1, "loss": 2.5}],
+        "elapsed_s": 1.0,
+        "config": cfg.to_dict(),
+        "model": {"w": torch.ones(2)},
+        "optimizer": {"state": {}, "param_groups": [{"lr": 1e-3}]},
+    }
     pretrain._save_checkpoint(tmp_path, state)
     loaded = pretrain._load_checkpoint(tmp_path, cfg)
     assert loaded["step"] == 3 and torch.equal(loaded["model"]["w"], torch.ones(2))
@@ -148,5 +159,7 @@ def test_shipped_model_solves_half_of_50_held_out_easy_problems():
 
     model = AutoModelForCausalLM.from_pretrained(SHIPPED).eval()
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
-    accuracy = evaluate_accuracy(model, tokenizer, generate(50, "easy", "test", seed=0), max_new_tokens=128)
+    accuracy = evaluate_accuracy(
+        model, tokenizer, generate(50, "easy", "test", seed=0), max_new_tokens=128
+    )
     assert accuracy >= 0.5

@@ -24,7 +24,9 @@ def test_every_module_is_in_the_tree(path):
     assert path.name in _tree(), f"README tree does not mention pr1lib/{path.name}"
 
 
-@pytest.mark.parametrize("path", sorted((REPO_ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((REPO_ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name
+)
 def test_every_benchmark_is_in_the_tree(path):
     assert path.name in _tree()
 
@@ -38,10 +40,12 @@ def test_every_notebook_is_in_the_tree_and_the_table():
 def test_readme_commands_are_makefile_targets():
     targets = set(re.findall(r"^([a-z]+):", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE))
     for command in set(re.findall(r"`make (\w+)`", README)) | {"test", "tour"}:
-        assert command in targets, f"README mentions `make {command}`, the Makefile has no such target"
+        assert command in targets, (
+            f"README mentions `make {command}`, the Makefile has no such target"
+        )
 
 
-# ----------------------------------------------------------------------------- numbers and their cards
+# ------------------------------------------------------------------------ numbers and their cards
 MEASURED = re.compile(r"\d+(?:\.\d+)? ?%|±")  # a percentage or a spread: what a run measured
 CITES_ELSEWHERE = re.compile(r"paper|Table \d|arXiv|target|≥|≤")  # the paper's figures, goals
 
@@ -61,8 +65,9 @@ def test_every_quoted_number_matches_its_card():
     assert links, "the README quotes no measured number from a results/ card"
     for text, path, key in links:
         card = json.loads((REPO_ROOT / path).read_text())
-        assert quoted_matches(text, lookup(card, key)), f"README says {text!r}; {path}#{key} holds " \
-                                                        f"{lookup(card, key)!r}"
+        assert quoted_matches(text, lookup(card, key)), (
+            f"README says {text!r}; {path}#{key} holds {lookup(card, key)!r}"
+        )
 
 
 def test_no_measured_number_goes_without_a_card():

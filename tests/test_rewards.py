@@ -58,10 +58,21 @@ def test_conversational_completions_score_like_strings():
 def test_trl_call_with_all_its_kwargs():
     """The exact keyword set TRL 1.16's _calculate_rewards passes (dataset columns included)."""
     metrics = {}
-    kwargs = dict(prompts=["p", "p"], completions=[PARALLEL_OK, LINEAR_WRONG], completion_ids=[[1], [2]],
-                  answer=["12", "12"], question=["q", "q"], trainer_state=STEP(9),
-                  log_extra=lambda col, vals: None, log_metric=lambda k, v: metrics.__setitem__(k, v))
-    for fn in (*FUNCS, R.alternating_reward(), R.combine({R.accuracy_reward: 1, R.structure_reward: 1})):
+    kwargs = dict(
+        prompts=["p", "p"],
+        completions=[PARALLEL_OK, LINEAR_WRONG],
+        completion_ids=[[1], [2]],
+        answer=["12", "12"],
+        question=["q", "q"],
+        trainer_state=STEP(9),
+        log_extra=lambda col, vals: None,
+        log_metric=lambda k, v: metrics.__setitem__(k, v),
+    )
+    for fn in (
+        *FUNCS,
+        R.alternating_reward(),
+        R.combine({R.accuracy_reward: 1, R.structure_reward: 1}),
+    ):
         assert len(fn(**kwargs)) == 2
     assert metrics == {"reward_mode/tiered": 1.0}
 
@@ -124,7 +135,9 @@ def test_alternating_reads_a_real_trainer_state_and_trl_names_it():
     from trl.trainer.utils import get_callable_name
 
     reward = R.alternating_reward()
-    assert reward([PARALLEL_OK], ["12"], trainer_state=transformers.TrainerState(global_step=9)) == [1.2]
+    assert reward(
+        [PARALLEL_OK], ["12"], trainer_state=transformers.TrainerState(global_step=9)
+    ) == [1.2]
     assert get_callable_name(reward) == "alternating_reward"
     assert get_callable_name(R.combine({R.accuracy_reward: 1}, name="acc_plus")) == "acc_plus"
     assert get_callable_name(R.tiered_reward) == "tiered_reward"
@@ -162,7 +175,9 @@ def test_combine_skips_none_like_trl():
 
 
 # ---------------------------------------------------------------- invariants
-fragments = st.sampled_from([*TAGS, "6+6=12", " ", "\n", "Final Answer: 12", "Final Answer: 13", "x"])
+fragments = st.sampled_from(
+    [*TAGS, "6+6=12", " ", "\n", "Final Answer: 12", "Final Answer: 13", "x"]
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -175,7 +190,8 @@ def test_reward_identities(text):
 
 
 # ---------------------------------------------------------------- reward-hacking lab
-# Pinned by hand: (accuracy, parallel_correct, tiered, structure); the reference is honest_parallel.
+# Pinned by hand: (accuracy, parallel_correct, tiered, structure); the reference is
+# honest_parallel.
 HACKS = {
     "honest_parallel": (1.0, 1.0, 1.2, 1.0),
     "honest_linear": (1.0, -1.0, 1.0, -1.0),
@@ -207,9 +223,15 @@ def test_every_case_is_pinned_and_named_once():
     assert all(c["why"] and c["answer"] == "12" for c in H.HACKING_CASES)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FORMAT_BUGS[n])) if n in KNOWN_FORMAT_BUGS
-    else n for n in HACKS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FORMAT_BUGS[n]))
+        if n in KNOWN_FORMAT_BUGS
+        else n
+        for n in HACKS
+    ],
+)
 def test_hacking_case_scores(name):
     row = ROWS[name]
     assert tuple(row[m] for m in R.BASE_MODES) == HACKS[name]
@@ -223,12 +245,24 @@ def test_no_hack_outscores_the_honest_parallel_answer(mode):
 
 def test_accuracy_ignores_tags_so_correct_hacks_tie():
     """accuracy_reward is expected to tie the reference on every case whose last answer is 12."""
-    ties = {name for name, row in ROWS.items() if row["accuracy"] == ROWS["honest_parallel"]["accuracy"]}
+    ties = {
+        name for name, row in ROWS.items() if row["accuracy"] == ROWS["honest_parallel"]["accuracy"]
+    }
     expected = {name for name, pinned in HACKS.items() if pinned[0] == 1.0}
     assert ties - set(KNOWN_FORMAT_BUGS) == expected
 
 
 def test_tiered_puts_malformed_correct_answers_below_honest_linear():
-    for name in ("nested_blocks", "empty_paths", "summary_without_paths", "correct_after_malformed_block",
-                 "path_outside_block", "unclosed_summary"):
-        assert ROWS[name]["tiered"] < ROWS["honest_linear"]["tiered"] < ROWS["honest_parallel"]["tiered"]
+    for name in (
+        "nested_blocks",
+        "empty_paths",
+        "summary_without_paths",
+        "correct_after_malformed_block",
+        "path_outside_block",
+        "unclosed_summary",
+    ):
+        assert (
+            ROWS[name]["tiered"]
+            < ROWS["honest_linear"]["tiered"]
+            < ROWS["honest_parallel"]["tiered"]
+        )

@@ -45,7 +45,8 @@ def rows(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory):
-    """A saved base model folder (as ``data/tiny-base``): random 2-layer Qwen3 + BPE with the tags."""
+    """A saved base model folder (as ``data/tiny-base``): random 2-layer Qwen3 + BPE with the
+    tags."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
@@ -57,9 +58,18 @@ def base_dir(tmp_path_factory):
     tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=[EOS],
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, tie_word_embeddings=True,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(config)
     add_parallel_tags(tokenizer, model)
@@ -86,7 +96,11 @@ def trained(base_dir, tmp_path, variant: str, four_bit: bool):
     frozen = {k: v.clone() for k, v in model.state_dict().items()}
     data, _ = sft_rows(rows(8), tok, 128)
     trainer = build_trainer(train_cfg(variant=variant), model, tok, lora, data, tmp_path, mcfg)
-    start = {n: p.detach().float().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    start = {
+        n: p.detach().float().clone()
+        for n, p in trainer.model.named_parameters()
+        if p.requires_grad
+    }
     trainer.train()
     return trainer, tok, start, frozen
 
@@ -96,7 +110,10 @@ def test_4bit_lora_sft_moves_lora_and_tag_rows_only(base_dir, tmp_path, variant)
     trainer, tok, start, frozen = trained(base_dir, tmp_path, variant, four_bit=True)
     model = trainer.model
     assert model.base_model.model.is_loaded_in_4bit
-    assert type(model.base_model.model.model.layers[0].self_attn.q_proj.base_layer).__name__ == "Linear4bit"
+    assert (
+        type(model.base_model.model.model.layers[0].self_attn.q_proj.base_layer).__name__
+        == "Linear4bit"
+    )
     now = {n: p.detach().float() for n, p in model.named_parameters() if p.requires_grad}
     lora = [n for n in now if "lora_" in n]
     assert len(lora) == 2 * 7 * 2  # A and B on 7 linear layers x 2 layers: all-linear
@@ -126,7 +143,9 @@ def encode(tok, prompt: str, completion: str) -> dict:
 
 @pytest.fixture(scope="module")
 def policy(base_dir):
-    model, tok, _ = load_training_policy(model_config(base_dir, load_in_4bit=False), train_tag_rows=False)
+    model, tok, _ = load_training_policy(
+        model_config(base_dir, load_in_4bit=False), train_tag_rows=False
+    )
     return model.eval(), tok
 
 
@@ -147,7 +166,8 @@ def spans(ids: list[int], tok, start: int = 0) -> dict[str, list[int]]:
 def test_unseen_collator_isolates_sibling_paths_and_summary_sees_both(policy):
     model, tok = policy
     trace, prompt = TRACE.format(a=2, b=3, c=5), PROMPT.format(a=2, b=3)
-    a = encode(tok, prompt, trace.replace("2+3=5</Path><Path>", "1+4=5</Path><Path>", 1))  # path 1 only
+    # path 1 only
+    a = encode(tok, prompt, trace.replace("2+3=5</Path><Path>", "1+4=5</Path><Path>", 1))
     b = encode(tok, prompt, trace.replace("2+3=5</Path><Path>", "4+1=5</Path><Path>", 1))
     assert len(a["input_ids"]) == len(b["input_ids"]) and a["input_ids"] != b["input_ids"]
     where = spans(a["input_ids"], tok)
@@ -157,7 +177,8 @@ def test_unseen_collator_isolates_sibling_paths_and_summary_sees_both(policy):
     la, lb = logits_of(model, collate([a])), logits_of(model, collate([b]))
     torch.testing.assert_close(la[0, where["path2"]], lb[0, where["path2"]], atol=1e-5, rtol=0)
     assert (la[0, where["summary"]] - lb[0, where["summary"]]).abs().max() > 1e-3
-    seen = ParallelCollator(tok, "seen")  # the control: causal attention does leak path 1 into path 2
+    # the control: causal attention does leak path 1 into path 2
+    seen = ParallelCollator(tok, "seen")
     sa, sb = logits_of(model, seen([a])), logits_of(model, seen([b]))
     assert (sa[0, where["path2"]] - sb[0, where["path2"]]).abs().max() > 1e-3
 
@@ -170,12 +191,15 @@ def test_collator_reads_structure_from_the_response_only(policy):
     batch = ParallelCollator(tok, "unseen")([ex, short])
     n_prompt = ex["labels"].count(-100)
     assert batch["attention_mask"].shape == (2, 1, len(ex["input_ids"]), len(ex["input_ids"]))
-    assert batch["position_ids"][0, :n_prompt].tolist() == list(range(n_prompt))  # the prompt stays sequential
+    # the prompt stays sequential
+    assert batch["position_ids"][0, :n_prompt].tolist() == list(range(n_prompt))
     assert response_starts(batch["labels"]).tolist() == [n_prompt, short["labels"].count(-100)]
     where = spans(ex["input_ids"], tok, n_prompt)
     pos = batch["position_ids"][0]
-    assert pos[where["path1"][0]] == pos[where["path2"][0]]  # both paths restart at the same position
-    assert (batch["labels"][1, len(short["input_ids"]):] == -100).all()  # right padding is not trained
+    # both paths restart at the same position
+    assert pos[where["path1"][0]] == pos[where["path2"][0]]
+    # right padding is not trained
+    assert (batch["labels"][1, len(short["input_ids"]):] == -100).all()
 
 
 def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, monkeypatch):
@@ -190,7 +214,9 @@ def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, mo
     assert card["config"]["learning_rate"] == 2e-2 and len(card["loss"]) == 3
     assert set(card["before"]) >= {"valid_block_rate", "parallel_ratio", "accuracy", "mean_length"}
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    ids = torch.tensor([encode(run.tokenizer, PROMPT.format(a=2, b=3), TRACE.format(a=2, b=3, c=5))["input_ids"]])
+    ids = torch.tensor(
+        [encode(run.tokenizer, PROMPT.format(a=2, b=3), TRACE.format(a=2, b=3, c=5))["input_ids"]]
+    )
     run.model.eval()
     with torch.no_grad():
         expected = run.model(input_ids=ids).logits
@@ -200,7 +226,9 @@ def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, mo
         text = tok.decode(tok.encode(TRACE.format(a=2, b=3, c=5)), skip_special_tokens=True)
         assert text == TRACE.format(a=2, b=3, c=5)
         with torch.no_grad():
-            torch.testing.assert_close(model.eval()(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(
+                model.eval()(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4
+            )
     with pytest.raises(FileNotFoundError, match="neither merged/ nor adapter/"):
         load_run(run.run_dir / "trainer")
 
@@ -212,15 +240,22 @@ def test_loss_is_a_mean_over_samples_of_per_sample_token_means(base_dir, tmp_pat
     mcfg = model_config(base_dir)
     model, tok, lora = load_training_policy(mcfg)
     short, long = rows(2)
-    long["completion"] = long["completion"].replace("Both give", "Both paths give the same sum, so both give")
+    long["completion"] = long["completion"].replace(
+        "Both give", "Both paths give the same sum, so both give"
+    )
     data, _ = sft_rows([short, long], tok, 128)
-    trainer = build_trainer(train_cfg(loss_reduction=reduction), model, tok, lora, data, tmp_path, mcfg)
+    trainer = build_trainer(
+        train_cfg(loss_reduction=reduction), model, tok, lora, data, tmp_path, mcfg
+    )
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
     trainer.model.eval()
     with torch.no_grad():
         loss = trainer.compute_loss(trainer.model, dict(batch))
-        logits = trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), batch["labels"][:, 1:], reduction="none")  # (B, L-1)
+        logits = trainer.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+        ).logits
+    # (B, L-1)
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), batch["labels"][:, 1:], reduction="none")
     mask = batch["labels"][:, 1:] != -100  # (B, L-1)
     assert mask.sum(1)[0] != mask.sum(1)[1]  # two lengths, so the reductions differ
     per_sample = (nll * mask).sum(1) / mask.sum(1)  # (B,)
@@ -236,7 +271,8 @@ def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
     cfg = SFTStageConfig(train_n=9, source="tinygsm-easy+tinygsm-hard", profile="smoke")
     dataset = build_coldstart(cfg, "tiny", tmp_path)
     counts = {s: dataset["source"].count(s) for s in set(dataset["source"])}
-    assert counts == {"tinygsm-easy": 5, "tinygsm-hard": 4}  # the rule teacher keeps every TinyGSM problem
+    # the rule teacher keeps every TinyGSM problem
+    assert counts == {"tinygsm-easy": 5, "tinygsm-hard": 4}
     assert dataset["source"] != sorted(dataset["source"])  # shuffled together, not easy then hard
     assert load_from_disk(str(tmp_path / "dataset"))["id"] == dataset["id"]
     with pytest.raises(ValueError, match="joined by '\\+'"):

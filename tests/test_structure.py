@@ -1,4 +1,5 @@
-"""pr1lib.structure: the unseen mask and positions (the rules of docs/recipe.md#5-stage-1-cold-start-sft)."""
+"""pr1lib.structure: the unseen mask and positions (the rules of
+docs/recipe.md#5-stage-1-cold-start-sft)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def tokens(text: str) -> list[int]:
     return ids(TOK, text)
 
 
-def logits(model, seq: list[int] | torch.Tensor, mode: str = "unseen", attn: str = "sdpa", start=None) -> torch.Tensor:
+def logits(
+    model, seq: list[int] | torch.Tensor, mode: str = "unseen", attn: str = "sdpa", start=None
+) -> torch.Tensor:
     x = torch.as_tensor(seq)[None] if not torch.is_tensor(seq) or seq.dim() == 1 else seq  # (B, L)
     inputs = attention_inputs(x, TOK, mode, start, attn)
     with torch.no_grad():
@@ -106,7 +109,11 @@ def test_parse_is_prefix_consistent(seq, cut):
     """A truncated sequence parses as the prefix of the full parse (rollouts cut at the budget)."""
     full, part = parse(seq, T), parse(seq[:cut], T)
     n = min(cut, len(seq))
-    assert (part.positions, part.path, part.block) == (full.positions[:n], full.path[:n], full.block[:n])
+    assert (part.positions, part.path, part.block) == (
+        full.positions[:n],
+        full.path[:n],
+        full.block[:n],
+    )
 
 
 def test_sibling_invariance(model):
@@ -185,7 +192,9 @@ def test_packed_sequence_trap_and_guard(model, monkeypatch):
     assert (masked[0, 8:] - no_mask[0, 8:]).abs().max() > 1e-3  # restart read as a new sequence
     seen = []
     forward = model.forward
-    monkeypatch.setattr(model, "forward", lambda **kw: seen.append(kw["attention_mask"]) or forward(**kw))
+    monkeypatch.setattr(
+        model, "forward", lambda **kw: seen.append(kw["attention_mask"]) or forward(**kw)
+    )
     structured_logprobs(model, seq, TOK)
     assert seen and all(m is not None and m.dim() == 4 for m in seen)
 
@@ -210,10 +219,14 @@ def test_padding_batch_equals_single_runs(model):
 def test_seen_and_unseen_summary_differ(model):
     seq = HEAD + [EP, S] + tokens("t")
     seen, unseen = logits(model, seq, "seen"), logits(model, seq, "unseen")
-    torch.testing.assert_close(seen[0, :8], unseen[0, :8], atol=ATOL, rtol=0)  # identical before path 2
+    # identical before path 2
+    torch.testing.assert_close(seen[0, :8], unseen[0, :8], atol=ATOL, rtol=0)
     assert (seen[0, 13:] - unseen[0, 13:]).abs().max() > 1e-3
     st_seen = structure_tensors(torch.tensor([seq]), TOK, "seen")
-    assert st_seen["position_ids"][0].tolist() == list(range(len(seq))) and (st_seen["path"] == -1).all()
+    assert (
+        st_seen["position_ids"][0].tolist() == list(range(len(seq)))
+        and (st_seen["path"] == -1).all()
+    )
 
 
 def test_structured_logprobs_match_log_softmax(model):
@@ -221,7 +234,9 @@ def test_structured_logprobs_match_log_softmax(model):
     full = structured_logprobs(model, seq, TOK)  # (1, L)
     ref = torch.log_softmax(logits(model, seq)[0, :-1], -1).gather(-1, seq[0, 1:, None]).squeeze(-1)
     torch.testing.assert_close(full[0, 1:], ref, atol=ATOL, rtol=0)
-    torch.testing.assert_close(structured_logprobs(model, seq, TOK, logits_to_keep=5), full[:, -5:], atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        structured_logprobs(model, seq, TOK, logits_to_keep=5), full[:, -5:], atol=ATOL, rtol=0
+    )
 
 
 def test_tag_ids_and_api_drift_guards(model):
@@ -231,8 +246,16 @@ def test_tag_ids_and_api_drift_guards(model):
 
     mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
     emb = torch.zeros(1, 3, model.config.hidden_size)
-    assert create_causal_mask(config=model.config, inputs_embeds=emb, attention_mask=mask, cache=None,
-                              position_ids=None) is mask  # 4D masks pass through as-is
+    assert (
+        create_causal_mask(
+            config=model.config,
+            inputs_embeds=emb,
+            attention_mask=mask,
+            cache=None,
+            position_ids=None,
+        )
+        is mask
+    )  # 4D masks pass through as-is
     kv = [(torch.zeros(1, 2, 4, 16), torch.zeros(1, 2, 4, 16)) for _ in range(2)]
     cache = DynamicCache(kv)
     cache.crop(-1)  # 5.x: a negative count of tokens to drop
@@ -240,7 +263,9 @@ def test_tag_ids_and_api_drift_guards(model):
     with pytest.raises(ValueError):
         cache.crop(2)
     with pytest.raises(ValueError, match="2D"):
-        model.generate(torch.tensor([[5, 6]]), attention_mask=torch.ones(1, 1, 2, 2), max_new_tokens=1)
+        model.generate(
+            torch.tensor([[5, 6]]), attention_mask=torch.ones(1, 1, 2, 2), max_new_tokens=1
+        )
 
 
 def test_tokenizer_without_tags_is_a_clear_error():

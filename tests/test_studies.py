@@ -27,33 +27,48 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     assert [r["arm"] for r in result["ablation"]] == list(ABLATION_ARMS)
     assert any(line.startswith("arm") and "paper_parallel_ratio_%" in line for line in first)
     assert result["variant"] == "unseen"  # Table 4 is the unseen variant's ablation
-    monkeypatch.setattr(ablation, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained"))
+    monkeypatch.setattr(
+        ablation, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained")
+    )
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
-    assert main(argv[:5]) == 0  # plain `grpo --profile P`: prints the cached table whatever its config
+    # plain `grpo --profile P`: prints the cached table whatever its config
+    assert main(argv[:5]) == 0
     out = capsys.readouterr().out
-    assert "cached results" in out and json.loads(out.strip().splitlines()[-1])["ablation"] == result["ablation"]
+    assert (
+        "cached results" in out
+        and json.loads(out.strip().splitlines()[-1])["ablation"] == result["ablation"]
+    )
 
 
-def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overrides(tmp_path, monkeypatch):
+def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overrides(
+    tmp_path, monkeypatch
+):
     calls = []
 
     def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
         calls.append((str(init), keep_stage2, overrides))
         stage = {"stage": 3, "reward": "accuracy", "steps": 1, "after": {}, "train": {}}
-        return {"stages": [stage], "sft": {"hard": {"accuracy": 0.1}}, "final": {"hard": {"accuracy": 0.2}}}
+        return {
+            "stages": [stage],
+            "sft": {"hard": {"accuracy": 0.1}},
+            "final": {"hard": {"accuracy": 0.2}},
+        }
 
     monkeypatch.setattr(studies, "run_curriculum", fake_curriculum)
     first = studies.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2)
     assert studies.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2) == first
     assert len(calls) == 2
-    studies.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)  # another start: rerun
+    # another start: rerun
+    studies.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)
     studies.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=3)  # other overrides
     assert [c[0] for c in calls] == ["runs/a", "runs/a", "runs/b", "runs/b", "runs/b", "runs/b"]
     assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
 
 
-def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(tmp_path, monkeypatch):
+def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
+    tmp_path, monkeypatch
+):
     """A rerun (e.g. `--seeds 0 1 2` after seed 0 ran alone) neither retrains nor re-evaluates a
     stage whose run card matches; another start or config trains it again."""
     calls = []
@@ -61,11 +76,20 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     def fake_run(cfg, init, out, before=None, preflight=True):
         calls.append((cfg.stage, str(init)))
         (out / "merged").mkdir(parents=True, exist_ok=True)
-        (out / "merged" / "model.safetensors").write_text(f"trained from {init}")  # new weights, new stamp
-        result = {"stage": cfg.stage, "init": str(init), "start": start_id(init), "steps": cfg.max_steps,
-                  "run_dir": str(out),
-                  "before": before or {"hard": {"accuracy": 0.1}}, "after": {"hard": {"accuracy": 0.2}}}
-        (out / "run_card.json").write_text(json.dumps({**result, "config": cfg.to_dict()}, default=str))
+        # new weights, new stamp
+        (out / "merged" / "model.safetensors").write_text(f"trained from {init}")
+        result = {
+            "stage": cfg.stage,
+            "init": str(init),
+            "start": start_id(init),
+            "steps": cfg.max_steps,
+            "run_dir": str(out),
+            "before": before or {"hard": {"accuracy": 0.1}},
+            "after": {"hard": {"accuracy": 0.2}},
+        }
+        (out / "run_card.json").write_text(
+            json.dumps({**result, "config": cfg.to_dict()}, default=str)
+        )
         return type("Run", (), {"result": result, "run_dir": out})()
 
     monkeypatch.setattr(studies, "run_grpo", fake_run)
@@ -73,7 +97,8 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     assert [c[0] for c in calls] == [2, 3]
     again = studies.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
     assert len(calls) == 2 and again["final"] == first["final"]  # both stages reused
-    studies.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)  # another start: Stage 2 retrains, so Stage 3 too
+    # another start: Stage 2 retrains, so Stage 3 too
+    studies.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)
     assert [c[0] for c in calls[2:]] == [2, 3]
     studies.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path, max_steps=2)  # another config
     assert [c[0] for c in calls[4:]] == [2, 3]
@@ -92,7 +117,9 @@ def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_pa
     (start / "merged" / "model.safetensors").write_bytes(b"v2, retrained in place")
     assert start_id(start) != before
     claim_run_dir(run, start)  # same path, other weights: the old run is kept beside, not continued
-    assert (tmp_path / "run.prev" / "trainer" / "checkpoint-2").is_dir() and not (run / "trainer").exists()
+    assert (tmp_path / "run.prev" / "trainer" / "checkpoint-2").is_dir() and not (
+        run / "trainer"
+    ).exists()
     legacy = tmp_path / "legacy"
     (legacy / "trainer" / "checkpoint-5").mkdir(parents=True)  # checkpoints without a start mark
     claim_run_dir(legacy, start)

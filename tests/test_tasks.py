@@ -14,7 +14,12 @@ from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import SPECS, TIERS, generate, split_of
 
 ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>(\S+)")
-OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b}
+OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
 
 
 def check_annotation(expr: str, claimed: str) -> bool:

@@ -45,7 +45,9 @@ def _teacher(server, **kwargs) -> OpenAITeacher:
 
 
 def _run(server, problems, out):
-    config = ColdStartConfig.for_profile("smoke", source="tinygsm-easy", teacher="openai", llm_batch_size=4)
+    config = ColdStartConfig.for_profile(
+        "smoke", source="tinygsm-easy", teacher="openai", llm_batch_size=4
+    )
     return coldstart.run_coldstart(config, out, problems=problems, teacher=_teacher(server)).result
 
 
@@ -57,31 +59,48 @@ def _cli(*argv: str) -> tuple[int, str]:
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_bytes().decode("utf-8").splitlines()]  # strict UTF-8
+    # strict UTF-8
+    return [json.loads(line) for line in path.read_bytes().decode("utf-8").splitlines()]
 
 
-def test_fault_run_keeps_finished_traces_counts_failures_and_reruns_only_the_missing(problems, tmp_path):
+def test_fault_run_keeps_finished_traces_counts_failures_and_reruns_only_the_missing(
+    problems, tmp_path
+):
     ids = [p["id"] for p in problems]
     plan = {ids[i]: faults for i, faults in PLAN.items()}
     with StandInServer(problems, plan=plan, trickle_s=0.3, retry_after="0.01") as server:
         first = _run(server, problems, tmp_path)
-        assert server.requests == 18  # 7 faults retried once, 4 answered once (the trickle is not retried)
-    assert first["asked"] == 11 and first["teacher_failures"] == {kind: 1 for kind in FAILED.values()}
+        # 7 faults retried once, 4 answered once (the trickle is not retried)
+        assert server.requests == 18
+    assert first["asked"] == 11 and first["teacher_failures"] == {
+        kind: 1 for kind in FAILED.values()
+    }
     rows = {r["id"]: r for r in _rows(tmp_path / "traces.jsonl")}
     assert set(rows) == set(ids)  # every trace, finished or failed, is written
     for i, problem in enumerate(problems):
         row = rows[problem["id"]]
         if i in FAILED:
-            assert row["kind"] == FAILED[i] and row["text"] == "" and row["error"].startswith(FAILED[i])
+            assert (
+                row["kind"] == FAILED[i]
+                and row["text"] == ""
+                and row["error"].startswith(FAILED[i])
+            )
         elif i != 5:
-            assert row["error"] is None and row["text"] == RuleTeacher().generate([problem])[0]["text"]
+            assert (
+                row["error"] is None and row["text"] == RuleTeacher().generate([problem])[0]["text"]
+            )
     assert rows[ids[5]]["error"] is None and rows[ids[5]]["text"].startswith("\ufffd <Parallel>")
 
     with StandInServer(problems) as server:  # the same server, healed
         second = _run(server, problems, tmp_path)
     assert sorted(server.asked) == sorted(ids[i] for i in FAILED)  # only the missing ones
-    assert second["asked"] == 5 and second["teacher_failures"] == {} and second["rejected"]["teacher_error"] == 0
-    assert len(_rows(tmp_path / "traces.jsonl")) == 11 + 5  # appended; the last row per problem wins
+    assert (
+        second["asked"] == 5
+        and second["teacher_failures"] == {}
+        and second["rejected"]["teacher_error"] == 0
+    )
+    # appended; the last row per problem wins
+    assert len(_rows(tmp_path / "traces.jsonl")) == 11 + 5
 
 
 def test_trickle_is_cut_at_the_deadline(problems):
@@ -95,9 +114,27 @@ def test_trickle_is_cut_at_the_deadline(problems):
 
 def test_dead_server_stops_the_run_early_with_one_line(tmp_path):
     start = time.monotonic()
-    code, out = _cli("coldstart", "--teacher", "openai", "--base-url", f"http://127.0.0.1:{closed_port()}/v1",
-                     "--model", "m", "--source", "tinygsm-easy", "--limit", "40", "--max-retries", "0",
-                     "--concurrency", "2", "--set", "max_consecutive_failures=3", "--out", str(tmp_path))
+    code, out = _cli(
+        "coldstart",
+        "--teacher",
+        "openai",
+        "--base-url",
+        f"http://127.0.0.1:{closed_port()}/v1",
+        "--model",
+        "m",
+        "--source",
+        "tinygsm-easy",
+        "--limit",
+        "40",
+        "--max-retries",
+        "0",
+        "--concurrency",
+        "2",
+        "--set",
+        "max_consecutive_failures=3",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 2 and time.monotonic() - start < 5 and "Traceback" not in out
     last = out.strip().splitlines()[-1]
     assert last.startswith("error: stopped after 3 requests in a row failed (connection 3) at http://127.0.0.1:")
@@ -107,20 +144,56 @@ def test_dead_server_stops_the_run_early_with_one_line(tmp_path):
 
 
 def test_every_request_failing_exits_non_zero_with_counts(tmp_path):
-    code, out = _cli("coldstart", "--teacher", "openai", "--base-url", f"http://127.0.0.1:{closed_port()}/v1",
-                     "--model", "m", "--source", "tinygsm-easy", "--limit", "2", "--max-retries", "0",
-                     "--out", str(tmp_path))
+    code, out = _cli(
+        "coldstart",
+        "--teacher",
+        "openai",
+        "--base-url",
+        f"http://127.0.0.1:{closed_port()}/v1",
+        "--model",
+        "m",
+        "--source",
+        "tinygsm-easy",
+        "--limit",
+        "2",
+        "--max-retries",
+        "0",
+        "--out",
+        str(tmp_path),
+    )
     lines = out.strip().splitlines()
     assert code == 3 and "Traceback" not in out
-    assert lines[-2] == ("error: every one of the 2 teacher requests failed (connection 2); check that the server "
-                         "answers, then rerun the same command")
+    assert lines[-2] == (
+        "error: every one of the 2 teacher requests failed (connection 2); check that the server "
+        "answers, then rerun the same command"
+    )
     assert json.loads(lines[-1])["teacher_failures"] == {"connection": 2}
 
 
 def test_cli_flags_reach_the_teacher():
-    args = cli.build_parser().parse_args(["coldstart", "--teacher", "openai", "--base-url", "http://h/v1", "--model", "m",
-                                      "--timeout", "7", "--deadline", "9", "--max-retries", "1", "--rpm", "30",
-                                      "--concurrency", "2", "--set", "max_consecutive_failures=5"])
+    args = cli.build_parser().parse_args(
+        [
+            "coldstart",
+            "--teacher",
+            "openai",
+            "--base-url",
+            "http://h/v1",
+            "--model",
+            "m",
+            "--timeout",
+            "7",
+            "--deadline",
+            "9",
+            "--max-retries",
+            "1",
+            "--rpm",
+            "30",
+            "--concurrency",
+            "2",
+            "--set",
+            "max_consecutive_failures=5",
+        ]
+    )
     config = commands.coldstart_config(args)
     teacher = coldstart.make_teacher(config)
     got = (teacher.timeout, teacher.deadline, teacher.max_retries, teacher.requests_per_minute,
@@ -136,7 +209,9 @@ def test_cli_flags_reach_the_teacher():
      "error: deadline must be a number above 0, got -1.0"),
 ], ids=["hf-without-model", "concurrency-0", "negative-deadline"])
 def test_bad_teacher_settings_get_one_line_and_touch_nothing(tmp_path, argv, line):
-    code, out = _cli("coldstart", "--source", "tinygsm-easy", "--limit", "2", "--out", str(tmp_path), *argv)
+    code, out = _cli(
+        "coldstart", "--source", "tinygsm-easy", "--limit", "2", "--out", str(tmp_path), *argv
+    )
     assert code == 2 and out.strip().splitlines()[-1] == line and "Traceback" not in out
     assert list(tmp_path.iterdir()) == []
 
@@ -146,7 +221,11 @@ def test_cache_line_that_is_not_a_trace_is_named_by_file_and_line(tmp_path):
     good = json.dumps({"id": "a", "teacher": "rule", "text": "x", "error": None})
     cache.write_text(f"{good}\n{json.dumps({'id': 'b', 'text': 'y'})}\n")
     before = cache.read_bytes()
-    code, out = _cli("coldstart", "--source", "tinygsm-easy", "--limit", "2", "--out", str(tmp_path))
+    code, out = _cli(
+        "coldstart", "--source", "tinygsm-easy", "--limit", "2", "--out", str(tmp_path)
+    )
     assert code == 2 and "Traceback" not in out and cache.read_bytes() == before
-    assert out.strip().splitlines()[-1] == (f'error: {cache} line 2: not a cached trace (it needs "id" and '
-                                            f'"teacher"); delete that line, or pick another --out')
+    assert out.strip().splitlines()[-1] == (
+        f'error: {cache} line 2: not a cached trace (it needs "id" and '
+        f'"teacher"); delete that line, or pick another --out'
+    )

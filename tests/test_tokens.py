@@ -114,7 +114,8 @@ def test_naive_resize_gives_near_identical_rows_and_ours_does_not(tokenizer):
     add_parallel_tags(tokenizer, ours)
     off = ~torch.eye(6, dtype=torch.bool)
     naive_sim, our_sim = tag_similarity(naive, naive_tok)[off], tag_similarity(ours, tokenizer)[off]
-    assert naive_sim.min() > 0.99  # the Qwen3-0.6B failure mode (docs/recipe.md#54-initial-embeddings-of-the-tags), in miniature
+    # the Qwen3-0.6B failure mode (docs/recipe.md#54-initial-embeddings-of-the-tags), in miniature
+    assert naive_sim.min() > 0.99
     assert our_sim.mean() < naive_sim.min() - 0.2
 
 

@@ -16,19 +16,24 @@ from pr1lib.prompts import PARALLEL_PROMPT_V3, prompt_text
 from pr1lib.rewards import BASE_MODES, REWARDS, alternating_reward
 
 
-# ---------------------------------------------------------------- the reward: one core, two signatures
+# ----------------------------------------------------------- the reward: one core, two signatures
 def test_verl_reward_equals_trl_reward_on_the_hacking_table():
     table = {row["name"]: row for row in hacking_table()}
     for case in HACKING_CASES:
         for mode in BASE_MODES:
             trl_score = REWARDS[mode]([case["completion"]], [case["answer"]])[0]
-            verl_score = verl.compute_score("pr1/gsm8k", case["completion"], case["answer"], {"reward_mode": mode})
+            verl_score = verl.compute_score(
+                "pr1/gsm8k", case["completion"], case["answer"], {"reward_mode": mode}
+            )
             assert verl_score == trl_score == table[case["name"]][mode], (case["name"], mode)
 
 
 def test_table_is_not_degenerate():
     # the equality above only means something if the cases spread over different scores
-    scores = {verl.compute_score("pr1/gsm8k", c["completion"], c["answer"], mode="tiered") for c in HACKING_CASES}
+    scores = {
+        verl.compute_score("pr1/gsm8k", c["completion"], c["answer"], mode="tiered")
+        for c in HACKING_CASES
+    }
     assert scores == {1.2, 1.0, -1.0}
 
 
@@ -45,8 +50,12 @@ def test_alternating_follows_verl_step_like_trl_follows_its_step():
 
 def test_alternating_uses_tiered_on_the_papers_steps():
     honest = HACKING_CASES[0]
-    scores = {s: verl.compute_score("d", honest["completion"], "12", {"global_steps": s}, mode="alternating")
-              for s in range(1, 31)}
+    scores = {
+        s: verl.compute_score(
+            "d", honest["completion"], "12", {"global_steps": s}, mode="alternating"
+        )
+        for s in range(1, 31)
+    }
     tiered_steps = [s for s, value in scores.items() if value == 1.2]
     assert tiered_steps == [9, 10, 19, 20, 29, 30]  # the paper: (step - 1) % 10 in {8, 9}
     assert verl.resolve_mode({"global_step": 10}, "alternating") == "tiered"  # the alias key
@@ -63,7 +72,8 @@ def test_mode_precedence_and_unknown_mode():
     block = HACKING_CASES[0]["completion"]
     assert verl.compute_score("x", block, "12") == 1.0  # default: accuracy
     assert verl.compute_score("x", block, "12", {"reward_mode": "tiered"}) == 1.2
-    assert verl.compute_score("x", block, "12", {"reward_mode": "tiered"}, mode="accuracy") == 1.0  # kwargs win
+    # kwargs win
+    assert verl.compute_score("x", block, "12", {"reward_mode": "tiered"}, mode="accuracy") == 1.0
     with pytest.raises(ValueError, match="unknown reward mode"):
         verl.compute_score("x", block, "12", {"reward_mode": "parallel"})
 
@@ -72,7 +82,8 @@ def test_text_with_special_tokens_is_scored_when_given():
     honest = HACKING_CASES[0]["completion"]
     stripped = honest.replace("<Parallel>", "").replace("</Parallel>", "").replace("<Path>", "") \
         .replace("</Path>", "").replace("<Summary>", "").replace("</Summary>", "")
-    assert verl.compute_score("x", stripped, "12", mode="parallel_correct") == -1.0  # stock decode loses tags
+    # stock decode loses tags
+    assert verl.compute_score("x", stripped, "12", mode="parallel_correct") == -1.0
     assert verl.compute_score("x", stripped, "12", mode="parallel_correct",
                               solution_str_with_special_tokens=honest) == 1.0
 
@@ -89,8 +100,15 @@ def test_module_loads_standalone_the_way_verl_loads_it():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     case = HACKING_CASES[0]
-    assert module.compute_score(data_source="pr1/gsm8k", solution_str=case["completion"],
-                                ground_truth=case["answer"], extra_info={"reward_mode": "tiered"}) == 1.2
+    assert (
+        module.compute_score(
+            data_source="pr1/gsm8k",
+            solution_str=case["completion"],
+            ground_truth=case["answer"],
+            extra_info={"reward_mode": "tiered"},
+        )
+        == 1.2
+    )
 
 
 # ---------------------------------------------------------------- the export
@@ -103,7 +121,11 @@ def _check_rl_frame(frame: pd.DataFrame, source: str, n: int) -> None:
     prompt = list(first["prompt"])
     assert len(prompt) == 1 and prompt[0]["role"] == "user"
     problem = first["extra_info"]["problem"]
-    assert prompt[0]["content"] == PARALLEL_PROMPT_V3.format(problem=problem) == first["extra_info"]["question"]
+    assert (
+        prompt[0]["content"]
+        == PARALLEL_PROMPT_V3.format(problem=problem)
+        == first["extra_info"]["question"]
+    )
 
 
 def test_export_tinygsm_writes_train_and_test_parquet(tmp_path):
@@ -115,14 +137,19 @@ def test_export_tinygsm_writes_train_and_test_parquet(tmp_path):
     _check_rl_frame(test, "tinygsm-easy", 7)
     assert set(e["reward_mode"] for e in train["extra_info"]) == {"alternating"}
     assert set(e["reward_mode"] for e in test["extra_info"]) == {"accuracy"}  # validation: accuracy
-    problems = {name: {e["problem"] for e in frame["extra_info"]} for name, frame in (("train", train), ("test", test))}
+    problems = {
+        name: {e["problem"] for e in frame["extra_info"]}
+        for name, frame in (("train", train), ("test", test))
+    }
     assert not problems["train"] & problems["test"]
     # the gold answer is the reference solution's final value
     for extra, reward in zip(train["extra_info"], train["reward_model"]):
         assert extra["answer"].rstrip().endswith(f"#### {reward['ground_truth']}")
     schema = pq.read_schema(result["files"]["tinygsm-easy/train"]["path"])
     assert str(schema.field("reward_model").type) == "struct<style: string, ground_truth: string>"
-    assert str(schema.field("prompt").type).startswith("list<element: struct<role: string, content: string>")
+    assert str(schema.field("prompt").type).startswith(
+        "list<element: struct<role: string, content: string>"
+    )
 
 
 def test_export_gsm8k_and_dapo_from_the_shared_data(tmp_path):
@@ -148,19 +175,26 @@ def test_export_coldstart_for_verl_sft(tmp_path):
     from pr1lib.coldstart import run_coldstart
     from pr1lib.config import ColdStartConfig
 
-    made = run_coldstart(ColdStartConfig(source="tinygsm-easy", limit=6, prompt_style="tiny"), tmp_path / "cs")
+    made = run_coldstart(
+        ColdStartConfig(source="tinygsm-easy", limit=6, prompt_style="tiny"), tmp_path / "cs"
+    )
     result = verl.export_verl(tmp_path / "verl", coldstart=tmp_path / "cs", limit=5)
     frame = pd.read_parquet(result["files"]["coldstart/train"]["path"])
     assert verl.schema_errors(frame) == [] and len(frame) == 5
     for row, src in zip(frame.to_dict("records"), made.dataset.select(range(5))):
         extra = row["extra_info"]
-        assert extra["question"] == prompt_text(src["question"], "v3")  # rebuilt in the paper's style
+        # rebuilt in the paper's style
+        assert extra["question"] == prompt_text(src["question"], "v3")
         assert extra["answer"] == src["completion"] and extra["stage"] == "sft"
         assert [m["role"] for m in row["messages"]] == ["user", "assistant"]
         assert row["messages"][1]["content"] == src["completion"]
         # a cold-start trace is correct and parallel, so the exported reward agrees
-        assert verl.compute_score(row["data_source"], extra["answer"], row["reward_model"]["ground_truth"],
-                                  extra) == 1.2
+        assert (
+            verl.compute_score(
+                row["data_source"], extra["answer"], row["reward_model"]["ground_truth"], extra
+            )
+            == 1.2
+        )
 
 
 def test_schema_errors_catch_broken_rows():
@@ -174,7 +208,10 @@ def test_schema_errors_catch_broken_rows():
 def test_cli_prints_json_last(tmp_path, capsys):
     from pr1lib.cli import main
 
-    assert main(["export-verl", "--source", "tinygsm-hard", "--limit", "3", "--out", str(tmp_path)]) == 0
+    assert (
+        main(["export-verl", "--source", "tinygsm-hard", "--limit", "3", "--out", str(tmp_path)])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["files"]["tinygsm-hard/train"]["rows"] == 3
     assert result["custom_reward_function.path"].endswith("pr1lib/verl.py")
