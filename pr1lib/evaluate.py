@@ -271,7 +271,8 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
     rows = evaluate_records(records, sample, cfg.k, cfg.benchmark, _prompter(tokenizer, cfg), path,
                             cfg.batch_size, tokenizer, progress)
     return {"model": tag, "benchmark": cfg.benchmark, "mode": cfg.mode,
-            **summarize(rows, cfg.grader), "results": str(path) if path is not None else None}
+            **summarize(rows, cfg.grader), "results": str(path) if path is not None else None,
+            "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict()}
 
 
 def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:

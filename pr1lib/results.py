@@ -86,6 +86,8 @@ def build_card(name: str, argv: list[str], result: Any, args: Any) -> dict[str, 
     """The card of one command run: how to rerun it and what it measured."""
     config = result.get("config") if isinstance(result, dict) else None
     seeds = getattr(args, "seeds", None) or [getattr(args, "seed", None)]
+    if seeds == [None] and isinstance(config, dict):  # the config's own seed when none was given
+        seeds = [config.get("seed")]
     start = getattr(args, "init", None) or getattr(args, "model", None)
     return {"name": check_name(name), "command": "python -m pr1lib " + shlex.join(argv),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git": git_commit(),
