@@ -355,6 +355,7 @@ class RolloutConfig(Preset):
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
+    fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the first engine)
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -385,6 +386,8 @@ class GRPOStageConfig(Preset):
     data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's (profile)
     train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
     num_generations: int = 8  # the group size G
+    dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill (DAPO) ...
+    max_refills: int = 3  # ... with fresh prompts for at most this many rounds per batch
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)
     gradient_accumulation_steps: int = 1
     max_completion_length: int = 320  # whole response: trunk, paths, injected tags, summary
@@ -417,6 +420,8 @@ class GRPOStageConfig(Preset):
     eval_max_new_tokens: int = 320
     eval_mode: str | None = None  # rollout mode of the before/after evaluation; None: as rollouts
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
+    merge_rollout_lora: bool = True  # sample from a copy with the LoRA merged in (sampling.py)
+    fast_cache: bool = True  # RolloutConfig.fast_cache: in-place KV, re-reads on their rows only
     seed: int = 0
     profile: str = "tiny"
 

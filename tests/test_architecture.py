@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
      "arithmetic"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
     ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
-    ("runs", "evaluate", "coldstart", "pretrain"),  # the pieces a stage is made of
+    ("runs", "evaluate", "coldstart", "pretrain", "sampling"),  # the pieces a stage is made of
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports
     ("notebook", "tour"),  # running the notebooks

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import pr1lib.grpo
+import pr1lib.sampling
 from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import (
     GRPOSession,
@@ -197,14 +198,14 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
         return out
 
     model.register_forward_hook(steer)
-    blocks, generate = [], pr1lib.grpo.generate
+    blocks, generate = [], pr1lib.sampling.generate
 
     def counting(*args, **kwargs):
         out = generate(*args, **kwargs)
         blocks.append(sum(r.blocks for r in out))
         return out
 
-    monkeypatch.setattr(pr1lib.grpo, "generate", counting)
+    monkeypatch.setattr(pr1lib.sampling, "generate", counting)
     cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
     assert cfg.rollout_mode == "forked"
     session = GRPOSession(cfg, out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
