@@ -355,7 +355,7 @@ class RolloutConfig(Preset):
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
-    fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the first engine)
+    fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the old engine)
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -422,6 +422,7 @@ class GRPOStageConfig(Preset):
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
     merge_rollout_lora: bool = True  # sample from a copy with the LoRA merged in (sampling.py)
     fast_cache: bool = True  # RolloutConfig.fast_cache: in-place KV, re-reads on their rows only
+    length_buckets: int = 8  # the loss runs in this many length-sorted chunks (less padding)
     seed: int = 0
     profile: str = "tiny"
 

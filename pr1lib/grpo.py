@@ -41,6 +41,7 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
+from pr1lib.buckets import by_length
 from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
@@ -162,10 +163,10 @@ class ParallelGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
-                 **kwargs: Any) -> None:
+                 length_buckets: int = 1, **kwargs: Any) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        self.variant, self.sampler = variant, sampler
+        self.variant, self.sampler, self.length_buckets = variant, sampler, length_buckets
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
@@ -181,12 +182,28 @@ class ParallelGRPOTrainer(GRPOTrainer):
             self.rollout_func = engine
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                           batch_size=None, compute_entropy=False, compute_aux_loss=False,
-                                           **kwargs):
-        if self.variant != "unseen":  # seen and plain: TRL's own causal forward
+                                           batch_size=None, compute_entropy=False,
+                                           compute_aux_loss=False, **kwargs):
+        def forward(ids, mask, keep):  # TRL's causal forward (seen, plain) or the unseen one
+            if self.variant != "unseen":
+                return GRPOTrainer._get_per_token_logps_and_entropies(
+                    self, model, ids, mask, keep, batch_size, compute_entropy, **kwargs)[:2]
+            return self._unseen_logps(model, ids, mask, keep, batch_size, compute_entropy)
+
+        plain = not compute_aux_loss and all(v is None for v in kwargs.values())  # text only
+        if self.length_buckets > 1 and plain:
+            lp, ent = by_length(forward, input_ids, attention_mask, logits_to_keep,
+                                self.length_buckets)
+            return lp, ent, None
+        if self.variant != "unseen":
             return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **kwargs)
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                compute_aux_loss, **kwargs)
+        return (*forward(input_ids, attention_mask, logits_to_keep), None)
+
+    def _unseen_logps(self, model, input_ids, attention_mask, logits_to_keep, batch_size,
+                      compute_entropy):
+        """Log-probs (and entropies) ``(B, logits_to_keep)`` under the unseen mask, in chunks."""
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
@@ -194,8 +211,7 @@ class ParallelGRPOTrainer(GRPOTrainer):
             lp, ent = self._unseen_forward(model, ids, mask2d, logits_to_keep)
             logps.append(lp)
             entropies.append(ent)
-        entropy = torch.cat(entropies) if compute_entropy else None
-        return torch.cat(logps), entropy, None
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""
@@ -223,6 +239,7 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
         model=model, reward_funcs=list(rewards or reward_funcs(cfg)), args=trl_args(cfg, out_dir, model_cfg),
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
         rollout_func=rollout, variant=cfg.variant, sampler=sampler,
+        length_buckets=cfg.length_buckets,
     )
     trainer.remove_callback(PrinterCallback)  # the dashboard (or the CLI's one line per step) reports instead
     return trainer

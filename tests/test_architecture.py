@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
      "paper"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
-     "arithmetic"),  # the core
+     "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
     ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
     ("runs", "evaluate", "coldstart", "pretrain", "sampling"),  # the pieces a stage is made of
