@@ -203,16 +203,33 @@ class Streams:
         old row's real keys (holes skipped). Forks repeat a row, merges join rows, drops omit one.
         """
         dev = self.valid.device
-        rows, cols, valid = self._sources(plan)  # each (R', T')
-        if self.buffered:  # gather straight into buffers with spare columns (they read key 0)
-            room = torch.zeros(len(plan), valid.shape[1] // 4 + 16, dtype=torch.long, device=dev)
-            rows, cols = torch.cat([rows, room], dim=1), torch.cat([cols, room], dim=1)
-        kv = [(gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
-              for k, v in map(storage, self.cache.layers)]  # each (R', H, T' [+ room], D)
-        if self.buffered:  # the old buffers are the next regroup's memory
-            self.spare = [t.view(-1) for layer in self.cache.layers for t in storage(layer)]
-        self.cache, self.valid = new_cache(self.buffered, kv, valid.shape[1]), valid
         self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
+        if not self.buffered:
+            return self._first_regroup(plan)
+        rows, cols, valid = self._sources(plan)  # each (R', T')
+        room = torch.zeros(len(plan), valid.shape[1] // 4 + 16, dtype=torch.long, device=dev)
+        rows, cols = torch.cat([rows, room], dim=1), torch.cat([cols, room], dim=1)  # spare columns
+        kv = [(gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
+              for k, v in map(storage, self.cache.layers)]  # each (R', H, T' + room, D)
+        self.spare = [t.view(-1) for layer in self.cache.layers for t in storage(layer)]  # reused
+        self.cache, self.valid = new_cache(self.buffered, kv, valid.shape[1]), valid
+
+    def _first_regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> None:
+        """The first engine's regroup (row by row, advanced indexing), kept to measure against."""
+        dev, used = self.valid.device, {seg[0] for row in plan for seg in row}
+        real = {r: self.valid[r].nonzero().squeeze(1) for r in used}  # each (n_r,)
+        parts = [[(r, real[r][a:b]) for r, a, b in row] for row in plan]
+        width = max([sum(len(c) for _, c in row) for row in parts] + [1])
+        rows, cols = (torch.zeros(len(plan), width, dtype=torch.long, device=dev) for _ in range(2))
+        valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
+        for i, row in enumerate(parts):
+            n = sum(len(c) for _, c in row)
+            rows[i, :n] = torch.cat([torch.full_like(c, r) for r, c in row])
+            cols[i, :n], valid[i, :n] = torch.cat([c for _, c in row]), True
+        kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
+               layer.values[rows, :, cols].transpose(1, 2).contiguous())
+              for layer in self.cache.layers]  # each (R', H, T', D)
+        self.cache, self.valid = DynamicCache(kv), valid
 
     def _sources(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> tuple[torch.Tensor, ...]:
         """``(rows, cols, valid)``, each ``(R', T')``: the old row and column of every new key (all
