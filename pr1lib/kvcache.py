@@ -9,8 +9,11 @@ compacts the holes away; it copies the cache once, so memory peaks at about twic
 Each layer's keys and values live in a buffer with spare columns (``BufferLayer``): a decoding
 step writes its column in place, where ``DynamicCache`` would copy the whole cache (``torch.cat``)
 at every step, a cost that grows with the length of the rollout; ``extend_rows`` runs a few rows
-(a re-read) without running the idle ones. ``Streams(model, buffered=False)`` keeps the plain
-``DynamicCache`` and ``extend`` on every row (the same numbers, slower).
+(a re-read) without running the idle ones; a regroup that only keeps, drops or repeats whole
+rows copies them block by block (holes and all, while they are few), any other one gathers the
+real keys in one ``index_select``, both into the memory the last cache left; the prefill runs
+each distinct prompt once. ``Streams(model, buffered=False)`` is the first engine: a plain
+``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers, slower).
 """
 
 from __future__ import annotations
@@ -89,11 +92,25 @@ def gather_keys(tensor: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     b, h, t, d = tensor.shape
     heads = torch.arange(h, device=tensor.device)[None, :, None]  # (1, H, 1)
     flat = (rows[:, None, :] * h + heads) * t + cols[:, None, :]  # (R', H, T')
-    n = flat.numel()
-    fits = [s for s in spare or () if s.numel() >= n * d and s.dtype == tensor.dtype]
-    out = spare.pop(spare.index(fits[0]))[: n * d].view(n, d) if fits else None
+    out = _take(spare, flat.numel(), d, tensor)
     picked = torch.index_select(tensor.reshape(b * h * t, d), 0, flat.reshape(-1), out=out)
     return picked.view(*flat.shape, d)
+
+
+def _take(spare: list[torch.Tensor] | None, n: int, d: int, like: torch.Tensor) -> Any:
+    """An ``(n, d)`` view of the first large enough flat tensor of ``spare`` (removed from it);
+    else of a new one with a quarter more room, so that the next regroups fit in it."""
+    if spare is None:
+        return None
+    fits = [s for s in spare if s.numel() >= n * d and s.dtype == like.dtype]
+    flat = spare.pop(spare.index(fits[0])) if fits else like.new_empty(n * d * 5 // 4)
+    return flat[: n * d].view(n, d)
+
+
+def _roots(cache: DynamicCache) -> list[torch.Tensor]:
+    """The flat tensors under a buffered cache's keys and values (the next regroup's memory)."""
+    return [(t if t._base is None else t._base).view(-1) for layer in cache.layers
+            for t in storage(layer)]
 
 
 def new_cache(buffered: bool = True, kv: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
@@ -145,9 +162,19 @@ class Streams:
         return out.logits  # (R, q, V)
 
     def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
-        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
+        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``. A
+        buffered cache runs each distinct prompt once (a GRPO group repeats its prompt) and
+        copies its rows."""
         if not prompts or min(len(p) for p in prompts) == 0:
             raise ValueError("every prompt needs at least one token")
+        distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+        if self.buffered and len(distinct) < len(prompts):
+            logits = self.prefill(distinct, pad)  # (U, V)
+            where = {p: i for i, p in enumerate(distinct)}
+            rows = [where[tuple(p)] for p in prompts]
+            self.pos = self.pos[rows]
+            self._select_rows(rows)
+            return logits[rows]
         dev = self.model.device
         lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
         width = int(lens.max())
@@ -206,13 +233,36 @@ class Streams:
         self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
         if not self.buffered:
             return self._first_regroup(plan)
+        counts = self.valid.sum(dim=1).tolist()  # real keys per old row
+        whole = [s[0][0] for s in plan if len(s) == 1 and s[0][1:] == (0, counts[s[0][0]])]
+        few_holes = sum(counts[r] for r in whole) >= 0.875 * len(whole) * self.valid.shape[1]
+        if len(whole) == len(plan) and few_holes:  # rows kept or forked whole: copy rows, holes too
+            return self._select_rows(whole)
         rows, cols, valid = self._sources(plan)  # each (R', T')
         room = torch.zeros(len(plan), valid.shape[1] // 4 + 16, dtype=torch.long, device=dev)
         rows, cols = torch.cat([rows, room], dim=1), torch.cat([cols, room], dim=1)  # spare columns
         kv = [(gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
               for k, v in map(storage, self.cache.layers)]  # each (R', H, T' + room, D)
-        self.spare = [t.view(-1) for layer in self.cache.layers for t in storage(layer)]  # reused
+        self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
         self.cache, self.valid = new_cache(self.buffered, kv, valid.shape[1]), valid
+
+    def _select_rows(self, rows: list[int]) -> None:
+        """New row i is old row ``rows[i]`` as it is (holes too): one block copy per row and head,
+        much cheaper than a key-by-key gather."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.valid.device)  # (R',)
+        kv = []
+        for layer in self.cache.layers:
+            pair = []
+            for t in storage(layer):  # (R, H, C, D), contiguous
+                r, h, c, d = t.shape
+                heads = torch.arange(h, device=idx.device)
+                blocks = (idx[:, None] * h + heads).reshape(-1)  # (R' H,) one per row and head
+                out = _take(self.spare, len(blocks), c * d, t)
+                picked = torch.index_select(t.view(r * h, c * d), 0, blocks, out=out)
+                pair.append(picked.view(len(rows), h, c, d))
+            kv.append(pair)
+        self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
+        self.cache, self.valid = new_cache(True, kv, self.valid.shape[1]), self.valid[idx]
 
     def _first_regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> None:
         """The first engine's regroup (row by row, advanced indexing), kept to measure against."""
