@@ -72,7 +72,7 @@ from pr1lib.runs import (
     write_run_card,
 )
 from pr1lib.runtime import set_seed, set_threads
-from pr1lib.sampling import DynamicSampler, EngineRollout, rollout_config
+from pr1lib.sampling import DynamicSampler, EngineRollout, prefilter, rollout_config
 from pr1lib.structure import attention_inputs
 from pr1lib.teachers import RuleTeacher
 
@@ -95,6 +95,13 @@ def check_config(cfg: GRPOStageConfig) -> None:
                          "use rollout='forked'")
     if cfg.dynamic_sampling and cfg.rollout_mode == "trl":
         raise ValueError("dynamic_sampling refills batches through the rollout engine: "
+                         "use rollout=None")
+    kept = cfg.prefilter_range
+    if len(kept) != 2 or not 0 <= kept[0] <= kept[1] <= 1:
+        raise ValueError(f"prefilter_range={cfg.prefilter_range} must be two pass rates "
+                         "(lowest, highest) with 0 <= lowest <= highest <= 1")
+    if cfg.prefilter_k and cfg.rollout_mode == "trl":
+        raise ValueError("prefilter_k samples the prompts through the rollout engine: "
                          "use rollout=None")
     if cfg.variant == "plain" and cfg.reward != "accuracy":
         raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would pay "
@@ -321,6 +328,9 @@ class GRPOSession:
             policy or load_training_policy(self.model_cfg, cfg.train_tag_rows))
         self.rewards = rewards  # None: reward_funcs(cfg), rebuilt at every run (the mode may change)
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
+        if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
+            self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg,
+                                     grader_of(cfg))
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None

@@ -15,6 +15,9 @@ policy to sample from, and signal-dense batches (DAPO's dynamic sampling).
   scores it once more as usual. Logged: ``sampling/zero_std_before`` (the first round's share of
   groups without spread, TRL's ``frac_reward_zero_std`` before filtering), ``sampling/refills``
   (rounds after the first) and ``sampling/groups`` (groups rolled out).
+* ``prefilter`` (``prefilter_k``): before training, ``k`` samples per training prompt from the
+  start checkpoint; only prompts whose pass rate lies in ``prefilter_range`` stay, the edge of
+  competence where groups have spread. It costs ``k`` rollouts per prompt (mind ``train_n``).
 
 >>> zero_spread(torch.tensor([1.0, 1.0, -1.0, 1.0]), 2).tolist()
 [True, False]
@@ -34,6 +37,7 @@ from typing import Any, Iterator
 import torch
 
 from pr1lib.config import GRPOStageConfig, RolloutConfig
+from pr1lib.rewards import reward_for
 from pr1lib.rollout import as_columns, generate
 
 
@@ -207,3 +211,31 @@ class DynamicSampler:
         order = rng.sample(range(len(data)), len(data))
         picks = list(islice((i for i in order if data[i]["prompt"] not in taken), groups))
         return [data[i] for i in picks for _ in range(trainer.num_generations)]
+
+
+# ----------------------------------------------------------------------------- prompt pre-filter
+def prefilter(dataset: Any, model: Any, tokenizer: Any, cfg: GRPOStageConfig, grader: str,
+              scorer: Any = None) -> Any:
+    """The rows of ``dataset`` whose pass rate over ``cfg.prefilter_k`` samples of ``model`` lies
+    in ``cfg.prefilter_range`` (both ends included); ``scorer`` (default: the accuracy reward
+    under ``grader``) marks a completion right when it scores above 0."""
+    k, (low, high) = cfg.prefilter_k, cfg.prefilter_range
+    scorer = scorer or reward_for("accuracy", grader=grader)
+    keep, chunk, was_training = [], max(1, 128 // k), model.training
+    model.eval()
+    try:
+        for start in range(0, len(dataset), chunk):
+            rows = dataset[start:start + chunk]  # columns of up to `chunk` prompts
+            many = {key: [v for v in values for _ in range(k)] for key, values in rows.items()}
+            with torch.no_grad():
+                out = generate(model, tokenizer, many["prompt"], rollout_config(cfg))
+            scores = scorer(completions=[r.text for r in out], answer=many["answer"],
+                            data_source=many["data_source"])
+            rates = [sum(s > 0 for s in scores[i:i + k]) / k for i in range(0, len(scores), k)]
+            keep += [start + i for i, rate in enumerate(rates) if low <= rate <= high]
+    finally:
+        model.train(was_training)
+    if not keep:
+        raise ValueError(f"prefilter kept no prompt: none of {len(dataset)} has a pass rate in "
+                         f"{cfg.prefilter_range} over {k} samples (widen prefilter_range)")
+    return dataset.select(keep)

@@ -1,6 +1,7 @@
 """``pr1lib.sampling`` on the smoke profile: dynamic sampling drops exactly the groups whose
 rewards are all equal and refills the batch with fresh prompts (full, group-aligned, logged);
-the merged-LoRA rollout samples what the LoRA policy samples and leaves the policy untouched."""
+the merged-LoRA rollout samples what the LoRA policy samples and leaves the policy untouched;
+the prompt prefilter keeps exactly the prompts whose pass rate lies in its range."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import pytest
 import torch
 from peft import get_peft_model
 
+import pr1lib.grpo
+import pr1lib.sampling
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import GRPOSession, check_config
+from pr1lib.grpo import GRPOSession, check_config, prompt_dataset
 from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.rollout import generate
-from pr1lib.sampling import MergedPolicy, rollout_config, zero_spread
+from pr1lib.sampling import MergedPolicy, prefilter, rollout_config, zero_spread
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -125,3 +128,57 @@ def test_merged_policy_samples_what_the_lora_policy_samples(base):
         assert max(abs(a - b) for a, b in pairs) < 1e-4
     assert copy_ is not policy
     assert all(torch.equal(weights[k], v) for k, v in policy.state_dict().items())  # untouched
+
+
+# ----------------------------------------------------------------------------- prompt pre-filter
+def test_prefilter_keeps_the_prompts_with_a_mid_range_pass_rate(base, monkeypatch):
+    """Prompt number i gets i of its k = 4 samples right (a scorer that reads which prompt each
+    sample came from): only the prompts whose pass rate i / 4 lies in the range stay, in order."""
+    model, tok, _ = fresh(base)
+    cfg = GRPOStageConfig.for_stage(3, "smoke", prefilter_k=4, prefilter_range=(0.25, 0.75))
+    data = prompt_dataset(cfg, tok, "tiny").select(range(6))
+    number = {p: i for i, p in enumerate(data["prompt"])}
+    sampled: list[str] = []
+    engine = pr1lib.sampling.generate
+
+    def recording(model, tokenizer, prompts, config):
+        sampled[:] = prompts
+        return engine(model, tokenizer, prompts, config)
+
+    def first_i_right(completions, answer, data_source=None):
+        assert len(completions) == len(answer) == len(data_source) == len(sampled)
+        return [1.0 if j % 4 < number[p] else -1.0 for j, p in enumerate(sampled)]
+
+    monkeypatch.setattr(pr1lib.sampling, "generate", recording)
+    kept = prefilter(data, model, tok, cfg, "project", scorer=first_i_right)
+    assert kept["prompt"] == data["prompt"][1:4]  # 1, 2, 3 of 4 right: rates 0.25 .. 0.75
+    assert sampled == [p for p in data["prompt"] for _ in range(4)]  # k samples of each prompt
+    with pytest.raises(ValueError, match="kept no prompt"):
+        prefilter(data, model, tok, cfg, "project", scorer=lambda completions, **kw: [-1.0] * 24)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (dict(prefilter_range=(0.9, 0.1)), "prefilter_range"),  # lowest above highest
+    (dict(prefilter_range=(0.0, 1.5)), "prefilter_range"),  # a pass rate above 1
+    (dict(prefilter_k=4, rollout="trl"), "prefilter_k"),  # samples through the engine
+])
+def test_prefilter_settings_are_checked(overrides, words):
+    with pytest.raises(ValueError, match=words):
+        check_config(GRPOStageConfig.for_stage(3, "smoke", **overrides))
+
+
+def test_prefilter_is_off_by_default_and_a_session_trains_on_what_it_keeps(base, tmp_path,
+                                                                          monkeypatch):
+    assert GRPOStageConfig.for_stage(3, "tiny").prefilter_k == 0  # off unless asked
+    seen: list[int] = []
+
+    def first_eight(dataset, model, tokenizer, cfg, grader):
+        seen.append(cfg.prefilter_k)
+        return dataset.select(range(8))
+
+    monkeypatch.setattr(pr1lib.grpo, "prefilter", first_eight)
+    off = GRPOSession(GRPOStageConfig.for_stage(3, "smoke"), out=tmp_path / "off",
+                      policy=fresh(base))
+    on = GRPOSession(GRPOStageConfig.for_stage(3, "smoke", prefilter_k=2), out=tmp_path / "on",
+                     policy=fresh(base))
+    assert (len(off.dataset), len(on.dataset), seen) == (64, 8, [2])
