@@ -1,12 +1,14 @@
-"""``python -m pr1lib bench rollout|all``: the speed benchmarks in ``benchmarks/``, JSON last.
+"""``python -m pr1lib bench rollout|grpo|all``: the speed benchmarks in ``benchmarks/``, JSON last.
 
 ``bench rollout`` runs ``benchmarks/rollout.py`` (forked versus single-path decoding, the seen
-engine versus ``model.generate``, unseen versus seen training); ``bench all`` adds
+engine versus ``model.generate``, unseen versus seen training); ``bench grpo`` runs
+``benchmarks/grpo.py`` (GRPO steps on the tiny profile, the first path versus today's, seen and
+unseen; ``--model`` picks the policy); ``bench all`` runs both and adds
 ``benchmarks/pretrain_tiny.py`` when it exists. With ``--out DIR`` each result is also written
 to ``DIR/<name>.json``. The benchmarks live in the repository, not in the installed package.
 
 >>> sorted(BENCHMARKS)
-['pretrain_tiny', 'rollout']
+['grpo', 'pretrain_tiny', 'rollout']
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from pr1lib.paths import REPO_ROOT
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
-BENCHMARKS = {"rollout": "rollout.py", "pretrain_tiny": "pretrain_tiny.py"}
+BENCHMARKS = {"rollout": "rollout.py", "grpo": "grpo.py", "pretrain_tiny": "pretrain_tiny.py"}
+GRPO_REPEATS = 2  # bench grpo without --repeats: a run of steps takes a minute, not a second
 
 
 def load_bench_script(name: str) -> Any:
@@ -49,14 +52,22 @@ def run_pretrain_tiny() -> dict[str, Any]:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
-def run_benchmarks(which: str = "rollout", out: str | None = None, repeats: int = 5,
-                   path_len: int = 48, threads: int = 1, quick: bool = False) -> dict[str, Any]:
-    """``rollout`` (or ``all``: also ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``."""
-    results = {"rollout": load_bench_script("rollout").run(repeats, path_len, threads, quick)}
+def run_benchmarks(which: str = "rollout", out: str | None = None, repeats: int | None = None,
+                   path_len: int = 48, threads: int = 1, quick: bool = False,
+                   model: str | None = None, steps: int = 3) -> dict[str, Any]:
+    """``rollout``, ``grpo`` or ``all`` (both, and ``pretrain_tiny``); each result also goes to
+    ``OUT/<name>.json``. ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``."""
+    results = {}
+    if which in ("rollout", "all"):
+        results["rollout"] = load_bench_script("rollout").run(repeats or 5, path_len, threads,
+                                                              quick)
+    if which in ("grpo", "all"):
+        repeats_grpo = repeats or GRPO_REPEATS
+        results["grpo"] = load_bench_script("grpo").run(model, steps, repeats_grpo, quick)
     if which == "all" and (BENCH_DIR / BENCHMARKS["pretrain_tiny"]).exists():
         results["pretrain_tiny"] = run_pretrain_tiny()
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         for name, result in results.items():
             (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=2))
-    return results["rollout"] if which == "rollout" else results
+    return results if which == "all" else results[which]

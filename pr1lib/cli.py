@@ -33,7 +33,7 @@ COMMANDS = {
     "sft": "stage 1: cold-start SFT (LoRA, 4-bit where asked), seen or unseen",
     "grpo": "stages 2-3: GRPO with the paper's rewards; no --stage: the reward ablation",
     "eval": "evaluate a model: mean@k, pass@k, parallel ratio, validity",
-    "bench": "speed benchmarks (rollout engine, unseen training); JSON last",
+    "bench": "speed benchmarks (rollout engine, unseen training, GRPO steps); JSON last",
     "export-verl": "write RL / cold-start sets as verl parquet (+ the verl reward path)",
 }
 
@@ -185,9 +185,14 @@ def _eval(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=("rollout", "all"))
+    p.add_argument("which", choices=("rollout", "grpo", "all"))
     p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
-    p.add_argument("--repeats", type=count(1), default=5)
+    p.add_argument("--repeats", type=count(1), default=None,
+                   help="interleaved repeats (default: 5 for rollout, 2 for grpo)")
+    p.add_argument("--model", default=None,
+                   help="grpo: the policy, a model or run folder (default: the profile's)")
+    p.add_argument("--steps", type=count(2), default=3,
+                   help="grpo: steps per run, the first one a warm-up")
     p.add_argument("--path-len", type=count(1), default=48)
     p.add_argument("--threads", type=count(1), default=1)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")

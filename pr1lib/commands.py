@@ -345,11 +345,13 @@ def _eval(args: Any) -> dict:
 def bench(args: Any) -> int:
     from pr1lib.bench import run_benchmarks
 
+    if args.model:
+        check_model(args.model)  # a missing folder: one error line, before any work
     with ExitStack() as held:
         if args.out:
             held.enter_context(_claim(args, args.out, "bench"))
         result = run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
-                                args.quick)
+                                args.quick, args.model, args.steps)
     print_json(result, args)
     return 0
 

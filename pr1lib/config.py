@@ -355,6 +355,7 @@ class RolloutConfig(Preset):
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
+    fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the old engine)
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -385,6 +386,15 @@ class GRPOStageConfig(Preset):
     data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's (profile)
     train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
     num_generations: int = 8  # the group size G
+    dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill (DAPO) ...
+    max_refills: int = 3  # ... with fresh prompts for at most this many rounds per batch
+    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter), off by default (not measured to pay
+    # on the tiny profile): before training, sample each training prompt prefilter_k times from
+    # the start checkpoint and keep only those whose pass rate lies in prefilter_range (both ends
+    # included); prompts it always or never solves give groups without spread. Costs k rollouts
+    # per training prompt (train_n x k) up front.
+    prefilter_k: int = 0  # samples per prompt; 0: no prefilter
+    prefilter_range: tuple[float, float] = (0.1, 0.9)  # (lowest, highest) pass rate kept
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)
     gradient_accumulation_steps: int = 1
     max_completion_length: int = 320  # whole response: trunk, paths, injected tags, summary
@@ -417,6 +427,9 @@ class GRPOStageConfig(Preset):
     eval_max_new_tokens: int = 320
     eval_mode: str | None = None  # rollout mode of the before/after evaluation; None: as rollouts
     num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
+    merge_rollout_lora: bool = True  # sample from a copy with the LoRA merged in (sampling.py)
+    fast_cache: bool = True  # RolloutConfig.fast_cache: in-place KV, re-reads on their rows only
+    length_buckets: int = 8  # the loss runs in this many length-sorted chunks (less padding)
     seed: int = 0
     profile: str = "tiny"
 

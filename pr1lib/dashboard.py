@@ -4,8 +4,10 @@ Each row holds what explains a GRPO run (the questions learners ask most about G
 term, accuracy, parallel ratio, first-block position and tag validity (logged by
 ``pr1lib.grpo.Tracked`` through TRL's ``log_metric``), the truncated ("clipped") completion share,
 the PPO clip ratio, the share of groups with zero reward spread (no gradient), completion length,
-and which reward the alternating schedule used. Rows go to ``metrics.csv`` in the run folder as
-they arrive, so a run can be re-plotted later (``dashboard_figure(read_metrics(path))``).
+which reward the alternating schedule used, and with dynamic sampling (``pr1lib.sampling``) the
+zero-spread share before the refills and the number of refill rounds. Rows go to
+``metrics.csv`` in the run folder as they arrive, so a run can be re-plotted later
+(``dashboard_figure(read_metrics(path))``).
 
 In a notebook with a widget frontend the figure is a plotly ``FigureWidget`` redrawn every step
 (with ``anywidget`` installed; otherwise a plain figure replaced in place), under a progress bar
@@ -33,7 +35,10 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ("answers and structure", [("accuracy", "accuracy"), ("parallel_ratio", "parallel ratio"),
                                ("valid_ratio", "tag validity"), ("block_position", "first block position")]),
     ("is it learning?", [("frac_reward_zero_std", "zero-std groups"), ("completions/clipped_ratio", "truncated"),
-                         ("clip_ratio/region_mean", "PPO clipped"), ("reward_mode/tiered", "tiered step")]),
+                         ("clip_ratio/region_mean", "PPO clipped"),
+                         ("reward_mode/tiered", "tiered step"),
+                         ("sampling/zero_std_before", "zero-std before refill"),
+                         ("sampling/refills", "refill rounds")]),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
 KEEP = ("step", "epoch", "loss", "grad_norm", "learning_rate", "entropy", "reward", "reward_std", "step_time",

@@ -41,7 +41,8 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
-from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig, RolloutConfig
+from pr1lib.buckets import by_length
+from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
 from pr1lib.doctor import doctor, table
@@ -60,7 +61,7 @@ from pr1lib.rewards import (
     REWARD_MODES,
     reward_for,
 )
-from pr1lib.rollout import as_columns, generate
+from pr1lib.rollout import generate
 from pr1lib.runs import (
     Run,
     claim_run_dir,
@@ -71,6 +72,7 @@ from pr1lib.runs import (
     write_run_card,
 )
 from pr1lib.runtime import set_seed, set_threads
+from pr1lib.sampling import DynamicSampler, EngineRollout, prefilter, rollout_config
 from pr1lib.structure import attention_inputs
 from pr1lib.teachers import RuleTeacher
 
@@ -91,6 +93,16 @@ def check_config(cfg: GRPOStageConfig) -> None:
     if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
         raise ValueError("the unseen variant trains on paths that never saw each other: "
                          "use rollout='forked'")
+    if cfg.dynamic_sampling and cfg.rollout_mode == "trl":
+        raise ValueError("dynamic_sampling refills batches through the rollout engine: "
+                         "use rollout=None")
+    kept = cfg.prefilter_range
+    if len(kept) != 2 or not 0 <= kept[0] <= kept[1] <= 1:
+        raise ValueError(f"prefilter_range={cfg.prefilter_range} must be two pass rates "
+                         "(lowest, highest) with 0 <= lowest <= highest <= 1")
+    if cfg.prefilter_k and cfg.rollout_mode == "trl":
+        raise ValueError("prefilter_k samples the prompts through the rollout engine: "
+                         "use rollout=None")
     if cfg.variant == "plain" and cfg.reward != "accuracy":
         raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would pay "
                          "it nothing: use reward='accuracy' (the paper's GRPO baseline)")
@@ -149,45 +161,6 @@ def reward_weights(cfg: GRPOStageConfig) -> list[float]:
     return [float(cfg.reward_weight), *(float(w) for _, w in cfg.extra_rewards)]
 
 
-# ----------------------------------------------------------------------------- rollouts
-def rollout_config(cfg: GRPOStageConfig) -> RolloutConfig:
-    """The engine's settings for this stage's rollouts (mode, paths, blocks, lengths, sampling)."""
-    return RolloutConfig(mode=cfg.rollout_mode, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
-                         max_completion_length=cfg.max_completion_length,
-                         max_path_length=cfg.max_path_length, temperature=cfg.temperature,
-                         top_p=cfg.top_p, profile=cfg.profile)
-
-
-class EngineRollout:
-    """TRL ``rollout_func``: ``(prompts, trainer) -> {prompt_ids, completion_ids, logprobs[, env_mask]}``.
-
-    Samples with ``pr1lib.rollout.generate`` from the live policy (no gradients, eval mode), with the
-    global torch RNG, which the trainer seeds and restores on resume. With ``train_forced_tokens``
-    every token gets loss (the official choice); otherwise ``env_mask`` keeps the engine's tags out.
-    """
-
-    def __init__(self, cfg: GRPOStageConfig, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-        self.train_forced = cfg.train_forced_tokens
-        self.config = rollout_config(cfg)
-        self.seconds = 0.0
-
-    def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        was_training, start = model.training, time.perf_counter()
-        model.eval()
-        try:
-            rollouts = generate(model, self.tokenizer, prompts, self.config)
-        finally:
-            model.train(was_training)
-        self.seconds += time.perf_counter() - start
-        columns = as_columns(rollouts)
-        columns.pop("text")
-        if self.train_forced:
-            columns.pop("env_mask")
-        return columns
-
-
 # ----------------------------------------------------------------------------- the trainer
 class ParallelGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose log-prob forward sees the parallel structure when ``variant="unseen"``.
@@ -196,20 +169,48 @@ class ParallelGRPOTrainer(GRPOTrainer):
     so this one override makes every one of them path-isolated. ``seen`` is TRL's own forward.
     """
 
-    def __init__(self, *args: Any, variant: str = "seen", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
+                 length_buckets: int = 1, **kwargs: Any) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        self.variant = variant
+        self.variant, self.sampler, self.length_buckets = variant, sampler, length_buckets
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
+    def _generate_and_score_completions(self, inputs):
+        """With a ``sampler``: its signal-dense batch, replayed to TRL as the rollout's output."""
+        if self.sampler is None or not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        inputs, columns = self.sampler.fill(self, inputs)
+        engine, self.rollout_func = self.rollout_func, lambda prompts, trainer: columns
+        try:
+            return super()._generate_and_score_completions(inputs)
+        finally:
+            self.rollout_func = engine
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                           batch_size=None, compute_entropy=False, compute_aux_loss=False,
-                                           **kwargs):
-        if self.variant != "unseen":  # seen and plain: TRL's own causal forward
+                                           batch_size=None, compute_entropy=False,
+                                           compute_aux_loss=False, **kwargs):
+        def forward(ids, mask, keep):  # TRL's causal forward (seen, plain) or the unseen one
+            if self.variant != "unseen":
+                return GRPOTrainer._get_per_token_logps_and_entropies(
+                    self, model, ids, mask, keep, batch_size, compute_entropy, **kwargs)[:2]
+            return self._unseen_logps(model, ids, mask, keep, batch_size, compute_entropy)
+
+        plain = not compute_aux_loss and all(v is None for v in kwargs.values())  # text only
+        if self.length_buckets > 1 and plain:
+            lp, ent = by_length(forward, input_ids, attention_mask, logits_to_keep,
+                                self.length_buckets)
+            return lp, ent, None
+        if self.variant != "unseen":
             return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **kwargs)
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                compute_aux_loss, **kwargs)
+        return (*forward(input_ids, attention_mask, logits_to_keep), None)
+
+    def _unseen_logps(self, model, input_ids, attention_mask, logits_to_keep, batch_size,
+                      compute_entropy):
+        """Log-probs (and entropies) ``(B, logits_to_keep)`` under the unseen mask, in chunks."""
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
@@ -217,8 +218,7 @@ class ParallelGRPOTrainer(GRPOTrainer):
             lp, ent = self._unseen_forward(model, ids, mask2d, logits_to_keep)
             logps.append(lp)
             entropies.append(ent)
-        entropy = torch.cat(entropies) if compute_entropy else None
-        return torch.cat(logps), entropy, None
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""
@@ -236,14 +236,17 @@ class ParallelGRPOTrainer(GRPOTrainer):
 def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config: Any, dataset: Any,
                   out_dir: str | Path, model_cfg: ModelConfig, callbacks: Sequence[TrainerCallback] = (),
                   rewards: Sequence[Callable] | None = None) -> ParallelGRPOTrainer:
-    """The trainer: TRL's generation for ``rollout="trl"``, else ``EngineRollout``."""
+    """The trainer: TRL's generation for ``rollout="trl"``, else ``EngineRollout`` (with a
+    ``DynamicSampler`` when ``cfg.dynamic_sampling``)."""
     check_config(cfg)
     keep_4bit_differentiable(model)
     rollout = None if cfg.rollout_mode == "trl" else EngineRollout(cfg, tokenizer)
+    sampler = DynamicSampler(cfg.max_refills, cfg.seed) if cfg.dynamic_sampling else None
     trainer = ParallelGRPOTrainer(
         model=model, reward_funcs=list(rewards or reward_funcs(cfg)), args=trl_args(cfg, out_dir, model_cfg),
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
-        rollout_func=rollout, variant=cfg.variant,
+        rollout_func=rollout, variant=cfg.variant, sampler=sampler,
+        length_buckets=cfg.length_buckets,
     )
     trainer.remove_callback(PrinterCallback)  # the dashboard (or the CLI's one line per step) reports instead
     return trainer
@@ -325,6 +328,9 @@ class GRPOSession:
             policy or load_training_policy(self.model_cfg, cfg.train_tag_rows))
         self.rewards = rewards  # None: reward_funcs(cfg), rebuilt at every run (the mode may change)
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
+        if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
+            self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg,
+                                     grader_of(cfg))
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None

@@ -5,6 +5,15 @@ position counter and its own key mask (``valid``): a row that idles while the ot
 a *hole* (a masked column) instead of a key. ``regroup`` rebuilds the rows from segments of the
 old rows' real keys (a fork repeats a row, a merge concatenates rows, a drop omits one) and
 compacts the holes away; it copies the cache once, so memory peaks at about twice the cache.
+
+Each layer's keys and values live in a buffer with spare columns (``BufferLayer``): a decoding
+step writes its column in place, where ``DynamicCache`` would copy the whole cache (``torch.cat``)
+at every step, a cost that grows with the length of the rollout; ``extend_rows`` runs a few rows
+(a re-read) without running the idle ones; a regroup that only keeps, drops or repeats whole
+rows copies them block by block (holes and all, while they are few), any other one gathers the
+real keys in one ``index_select``, both into the memory the last cache left; the prefill runs
+each distinct prompt once. ``Streams(model, buffered=False)`` is the first engine: a plain
+``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers, slower).
 """
 
 from __future__ import annotations
@@ -13,6 +22,110 @@ from typing import Any, Sequence
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+
+class BufferLayer(DynamicLayer):
+    """A ``DynamicLayer`` that appends in place: ``keys`` / ``values`` are views of the first
+    ``length`` columns of a buffer that doubles when full, so a step copies one column, not all.
+
+    >>> layer = BufferLayer()
+    >>> for _ in range(3):
+    ...     k, v = layer.update(torch.ones(2, 1, 1, 4), torch.zeros(2, 1, 1, 4))
+    >>> tuple(k.shape), layer.get_seq_length(), layer.capacity
+    ((2, 1, 3, 4), 3, 6)
+    """
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.length, self.capacity = 0, 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        n = key_states.shape[-2]
+        if self.length + n > self.capacity:
+            self._grow(key_states, value_states, 2 * (self.length + n))
+        self._keys[:, :, self.length:self.length + n] = key_states  # (B, H, n, D)
+        self._values[:, :, self.length:self.length + n] = value_states
+        self.length += n
+        self.keys, self.values = self._keys[:, :, :self.length], self._values[:, :, :self.length]
+        return self.keys, self.values
+
+    @classmethod
+    def holding(cls, keys: torch.Tensor, values: torch.Tensor, length: int) -> BufferLayer:
+        """A layer whose buffers are ``keys`` / ``values`` ``(B, H, C, D)``, ``length`` in use."""
+        layer = cls()
+        layer._keys, layer._values, layer.length = keys, values, length
+        layer.capacity = keys.shape[2]
+        layer.keys, layer.values = keys[:, :, :length], values[:, :, :length]
+        layer.is_initialized, layer.device = True, keys.device
+        return layer
+
+    def _grow(self, key_states: torch.Tensor, value_states: torch.Tensor, capacity: int) -> None:
+        b, h, _, d = key_states.shape
+        keys = key_states.new_empty(b, h, capacity, d)  # (B, H, C, D)
+        values = value_states.new_empty(b, h, capacity, value_states.shape[-1])
+        if self.length:
+            keys[:, :, :self.length], values[:, :, :self.length] = self.keys, self.values
+        self._keys, self._values, self.capacity = keys, values, capacity
+        self.is_initialized, self.device = True, key_states.device
+
+
+def storage(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's keys and values as contiguous ``(B, H, T, D)`` tensors (a buffer: all of it)."""
+    if isinstance(layer, BufferLayer):
+        return layer._keys, layer._values
+    return layer.keys.contiguous(), layer.values.contiguous()
+
+
+def gather_keys(tensor: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
+                spare: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """``out[i, :, j] = tensor[rows[i, j], :, cols[i, j]]`` for a contiguous ``(B, H, T, D)``
+    tensor: one flat ``index_select``, several times faster than advanced indexing. ``out`` takes
+    the memory of a large enough flat tensor of ``spare`` if there is one (and removes it):
+    reusing it skips the page faults of fresh memory, which cost more than the copy.
+
+    >>> t = torch.arange(24.0).view(2, 1, 3, 4)
+    >>> gather_keys(t, torch.tensor([[1, 0]]), torch.tensor([[2, 0]]))[0, 0, :, 0].tolist()
+    [20.0, 0.0]
+    """
+    b, h, t, d = tensor.shape
+    heads = torch.arange(h, device=tensor.device)[None, :, None]  # (1, H, 1)
+    flat = (rows[:, None, :] * h + heads) * t + cols[:, None, :]  # (R', H, T')
+    out = _take(spare, flat.numel(), d, tensor)
+    picked = torch.index_select(tensor.reshape(b * h * t, d), 0, flat.reshape(-1), out=out)
+    return picked.view(*flat.shape, d)
+
+
+def _take(spare: list[torch.Tensor] | None, n: int, d: int, like: torch.Tensor) -> Any:
+    """An ``(n, d)`` view of the first large enough flat tensor of ``spare`` (removed from it);
+    else of a new one with a quarter more room, so that the next regroups fit in it."""
+    if spare is None:
+        return None
+    fits = [s for s in spare if s.numel() >= n * d and s.dtype == like.dtype]
+    flat = spare.pop(spare.index(fits[0])) if fits else like.new_empty(n * d * 5 // 4)
+    return flat[: n * d].view(n, d)
+
+
+def _roots(cache: DynamicCache) -> list[torch.Tensor]:
+    """The flat tensors under a buffered cache's keys and values (the next regroup's memory)."""
+    return [(t if t._base is None else t._base).view(-1) for layer in cache.layers
+            for t in storage(layer)]
+
+
+def new_cache(buffered: bool = True, kv: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
+              length: int | None = None) -> DynamicCache:
+    """A ``DynamicCache`` of ``BufferLayer`` (``buffered``: ``kv`` become its buffers, the first
+    ``length`` columns in use) or of plain layers holding ``kv``."""
+    cache = DynamicCache()
+    if not buffered:
+        for i, (keys, values) in enumerate(kv):
+            cache.update(keys, values, i)
+        return cache
+    cache.layer_class_to_replicate = BufferLayer
+    cache.layers = [BufferLayer.holding(k, v, k.shape[2] if length is None else length)
+                    for k, v in kv]
+    return cache
 
 
 class Streams:
@@ -33,8 +146,9 @@ class Streams:
     (True, [4, 2], 2)
     """
 
-    def __init__(self, model: Any):
-        self.model, self.cache, self.fed = model, None, 0
+    def __init__(self, model: Any, buffered: bool = True):
+        self.model, self.cache, self.fed, self.buffered = model, None, 0, buffered
+        self.spare: list[torch.Tensor] = []  # flat buffers of the last cache, for the next regroup
         self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
         self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
 
@@ -48,16 +162,26 @@ class Streams:
         return out.logits  # (R, q, V)
 
     def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
-        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``."""
+        """Right-padded prefill of every prompt; returns each row's last logits ``(R, V)``. A
+        buffered cache runs each distinct prompt once (a GRPO group repeats its prompt) and
+        copies its rows."""
         if not prompts or min(len(p) for p in prompts) == 0:
             raise ValueError("every prompt needs at least one token")
+        distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+        if self.buffered and len(distinct) < len(prompts):
+            logits = self.prefill(distinct, pad)  # (U, V)
+            where = {p: i for i, p in enumerate(distinct)}
+            rows = [where[tuple(p)] for p in prompts]
+            self.pos = self.pos[rows]
+            self._select_rows(rows)
+            return logits[rows]
         dev = self.model.device
         lens = torch.tensor([len(p) for p in prompts], device=dev)  # (R,)
         width = int(lens.max())
         rows = [list(p) + [pad] * (width - len(p)) for p in prompts]
         ids = torch.tensor(rows, device=dev)  # (R, W)
         positions = torch.arange(width, device=dev).expand(len(prompts), -1)  # (R, W)
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache() if self.buffered else DynamicCache(config=self.model.config)
         self.valid = torch.zeros(len(prompts), 0, dtype=torch.bool, device=dev)  # (R, 0)
         last = torch.unique(lens - 1)  # (U,) sorted: only these columns need logits
         logits = self._forward(ids, positions < lens[:, None], positions, keep=last)  # (R, U, V)
@@ -73,6 +197,30 @@ class Streams:
         self.pos = self.pos + live.long().sum(dim=1)  # (R,)
         return logits
 
+    def extend_rows(self, rows: Sequence[int], ids: torch.Tensor,
+                    live: torch.Tensor) -> torch.Tensor:
+        """``extend`` on ``rows`` only (``ids``, ``live``: ``(G, q)``): their forward runs on a copy
+        of their cache and the other rows get ``q`` holes at no cost. Returns ``(G, q, V)``: what
+        ``extend`` on every row gives these rows, without the idle rows' work."""
+        idx = torch.tensor(list(rows), device=self.valid.device)  # (G,)
+        part = Streams(self.model, self.buffered)
+        part.cache = new_cache(self.buffered, [(layer.keys[idx], layer.values[idx])
+                                               for layer in self.cache.layers])
+        part.valid, part.pos = self.valid[idx], self.pos[idx]
+        logits = part.extend(ids, live)  # (G, q, V)
+        q = ids.shape[1]
+        for layer, new in zip(self.cache.layers, part.cache.layers):
+            r, h, _, d = layer.keys.shape
+            keys = layer.keys.new_zeros(r, h, q, d)  # (R, H, q, D)
+            values = torch.zeros_like(keys)
+            keys[idx], values[idx] = new.keys[:, :, -q:], new.values[:, :, -q:]
+            layer.update(keys, values)
+        holes = torch.zeros(len(self.pos), q, dtype=torch.bool, device=idx.device)  # (R, q)
+        holes[idx] = live
+        self.valid, self.fed = torch.cat([self.valid, holes], dim=1), self.fed + part.fed
+        self.pos[idx] = part.pos
+        return logits
+
     def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (``live`` False: a hole); returns the logits ``(R, V)``."""
         return self.extend(tokens[:, None], live[:, None], keep=1)[:, -1]  # (R, V)
@@ -82,23 +230,77 @@ class Streams:
         old row's real keys (holes skipped). Forks repeat a row, merges join rows, drops omit one.
         """
         dev = self.valid.device
-        used = {seg[0] for row in plan for seg in row}
+        self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
+        if not self.buffered:
+            return self._first_regroup(plan)
+        counts = self.valid.sum(dim=1).tolist()  # real keys per old row
+        whole = [s[0][0] for s in plan if len(s) == 1 and s[0][1:] == (0, counts[s[0][0]])]
+        few_holes = sum(counts[r] for r in whole) >= 0.875 * len(whole) * self.valid.shape[1]
+        if len(whole) == len(plan) and few_holes:  # rows kept or forked whole: copy rows, holes too
+            return self._select_rows(whole)
+        rows, cols, valid = self._sources(plan)  # each (R', T')
+        room = torch.zeros(len(plan), valid.shape[1] // 4 + 16, dtype=torch.long, device=dev)
+        rows, cols = torch.cat([rows, room], dim=1), torch.cat([cols, room], dim=1)  # spare columns
+        kv = [(gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
+              for k, v in map(storage, self.cache.layers)]  # each (R', H, T' + room, D)
+        self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
+        self.cache, self.valid = new_cache(self.buffered, kv, valid.shape[1]), valid
+
+    def _select_rows(self, rows: list[int]) -> None:
+        """New row i is old row ``rows[i]`` as it is (holes too): one block copy per row and head,
+        much cheaper than a key-by-key gather."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.valid.device)  # (R',)
+        kv = []
+        for layer in self.cache.layers:
+            pair = []
+            for t in storage(layer):  # (R, H, C, D), contiguous
+                r, h, c, d = t.shape
+                heads = torch.arange(h, device=idx.device)
+                blocks = (idx[:, None] * h + heads).reshape(-1)  # (R' H,) one per row and head
+                out = _take(self.spare, len(blocks), c * d, t)
+                picked = torch.index_select(t.view(r * h, c * d), 0, blocks, out=out)
+                pair.append(picked.view(len(rows), h, c, d))
+            kv.append(pair)
+        self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
+        self.cache, self.valid = new_cache(True, kv, self.valid.shape[1]), self.valid[idx]
+
+    def _first_regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> None:
+        """The first engine's regroup (row by row, advanced indexing), kept to measure against."""
+        dev, used = self.valid.device, {seg[0] for row in plan for seg in row}
         real = {r: self.valid[r].nonzero().squeeze(1) for r in used}  # each (n_r,)
         parts = [[(r, real[r][a:b]) for r, a, b in row] for row in plan]
         width = max([sum(len(c) for _, c in row) for row in parts] + [1])
-        rows = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
-        cols = torch.zeros(len(plan), width, dtype=torch.long, device=dev)  # (R', T')
+        rows, cols = (torch.zeros(len(plan), width, dtype=torch.long, device=dev) for _ in range(2))
         valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
         for i, row in enumerate(parts):
-            r_idx = torch.cat([torch.full_like(c, r) for r, c in row])  # (n_i,)
-            c_idx = torch.cat([c for _, c in row])  # (n_i,)
-            n = len(c_idx)
-            rows[i, :n], cols[i, :n], valid[i, :n] = r_idx, c_idx, True
+            n = sum(len(c) for _, c in row)
+            rows[i, :n] = torch.cat([torch.full_like(c, r) for r, c in row])
+            cols[i, :n], valid[i, :n] = torch.cat([c for _, c in row]), True
         kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
                layer.values[rows, :, cols].transpose(1, 2).contiguous())
               for layer in self.cache.layers]  # each (R', H, T', D)
         self.cache, self.valid = DynamicCache(kv), valid
-        self.pos = torch.tensor(list(pos), dtype=torch.long, device=dev)  # (R',)
+
+    def _sources(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> tuple[torch.Tensor, ...]:
+        """``(rows, cols, valid)``, each ``(R', T')``: the old row and column of every new key (all
+        segments at once, so the cost does not grow with the number of rows)."""
+        dev = self.valid.device
+        segs = torch.tensor([(i, r, a, b - a) for i, row in enumerate(plan) for r, a, b in row],
+                            dtype=torch.long, device=dev).reshape(-1, 4)  # (S, 4)
+        new, old, start, length = segs.unbind(1)  # each (S,)
+        counts = self.valid.sum(dim=1)  # (R,) real keys per old row
+        real_cols = self.valid.nonzero()[:, 1]  # (N,) row by row, in column order
+        seg = torch.repeat_interleave(torch.arange(len(segs), device=dev), length)  # (K,)
+        k = torch.arange(len(seg), device=dev)  # (K,) every new key, rows one after another
+        new_len = torch.zeros(len(plan), dtype=torch.long, device=dev).index_add_(0, new, length)
+        rank = start[seg] + k - (length.cumsum(0) - length)[seg]  # (K,) among the old row's keys
+        col = real_cols[counts.cumsum(0)[old[seg]] - counts[old[seg]] + rank]  # (K,)
+        at = k - (new_len.cumsum(0) - new_len)[new[seg]]  # (K,) position in the new row
+        width = max(int(new_len.max()) if len(plan) else 0, 1)
+        rows, cols = (torch.zeros(len(plan), width, dtype=torch.long, device=dev) for _ in range(2))
+        valid = torch.zeros(len(plan), width, dtype=torch.bool, device=dev)  # (R', T')
+        rows[new[seg], at], cols[new[seg], at], valid[new[seg], at] = old[seg], col, True
+        return rows, cols, valid
 
     def n_real(self, row: int) -> int:
         """How many real (non-hole) keys row ``row`` has in the cache."""

@@ -157,7 +157,7 @@ class _Engine:
         self.eos = tokenizer.eos_token_id
         self.pad = self.tags.pad if self.tags.pad is not None else self.eos
         self.newline = tokenizer.encode("\n", add_special_tokens=False)
-        self.streams = Streams(model)
+        self.streams = Streams(model, config.fast_cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -372,7 +372,10 @@ class _Engine:
         out = []
         for a in range(0, width, REREAD_CHUNK):
             b = a + REREAD_CHUNK
-            logits = self.streams.extend(ids[:, a:b], live[:, a:b])[rows]  # (G, q, V)
+            if self.cfg.fast_cache:  # only these rows run; the others get holes for free
+                logits = self.streams.extend_rows(rows, ids[rows, a:b], live[rows, a:b])
+            else:
+                logits = self.streams.extend(ids[:, a:b], live[:, a:b])[rows]  # (G, q, V)
             logp = torch.log_softmax(logits.float() / temp, dim=-1)  # (G, q, V)
             out.append(logp.gather(-1, target[:, a:b, None]).squeeze(-1))  # (G, q)
         self.reread_tokens += int(lens.sum())

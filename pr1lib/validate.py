@@ -47,7 +47,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{name: _AT_LEAST_0 for name in (
         "seed warmup_steps weight_decay max_retries requests_per_minute max_consecutive_failures "
         "llm_limit temperature epsilon epsilon_high beta parallel_steps max_blocks eval_n "
-        "show").split()},
+        "show max_refills prefilter_k").split()},
     **{name: _FRACTION for name in
        "hard_fraction min_lr_ratio plain_share warmup_ratio lora_dropout adam_beta2".split()},
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),

@@ -18,10 +18,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
      "paper", "expect"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
-     "arithmetic"),  # the core
+     "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
     ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
-    ("runs", "results", "evaluate", "coldstart", "pretrain"),  # the pieces a stage is made of
+    ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling"),  # the pieces a stage is made of
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports
     ("notebook", "tour"),  # running the notebooks

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import pr1lib.grpo
+import pr1lib.sampling
 from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import (
     GRPOSession,
@@ -197,14 +198,14 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
         return out
 
     model.register_forward_hook(steer)
-    blocks, generate = [], pr1lib.grpo.generate
+    blocks, generate = [], pr1lib.sampling.generate
 
     def counting(*args, **kwargs):
         out = generate(*args, **kwargs)
         blocks.append(sum(r.blocks for r in out))
         return out
 
-    monkeypatch.setattr(pr1lib.grpo, "generate", counting)
+    monkeypatch.setattr(pr1lib.sampling, "generate", counting)
     cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
     assert cfg.rollout_mode == "forked"
     session = GRPOSession(cfg, out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])
@@ -227,3 +228,54 @@ def test_plain_baseline_trains_on_accuracy_with_the_baseline_prompt(base, tmp_pa
     assert session.run() == 2 and isinstance(session.trainer, ParallelGRPOTrainer)
     with pytest.raises(ValueError, match="plain variant writes no blocks"):
         check_config(cfg.replace(reward="tiered"))
+
+
+# ----------------------------------------------------------------------------- the fast path
+FIRST_PATH = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1)
+
+
+@pytest.mark.parametrize("variant", ["seen", "unseen"])
+def test_fast_rollouts_train_like_the_first_path(base, tmp_path, variant):
+    """Sampling from the merged LoRA copy with the in-place KV cache changes no math: two steps
+    from the same policy and seed (the second samples from a trained, merged LoRA) sample the
+    same batches, log the same losses and end with the same weights as the first path."""
+    model, tok, lora = base
+    runs = {}
+    for name, flags in (("first", FIRST_PATH), ("fast", dict(FIRST_PATH, merge_rollout_lora=True,
+                                                              fast_cache=True))):
+        cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant,
+                                        max_steps=2, **flags)
+        session = GRPOSession(cfg, out=tmp_path / name, policy=fresh(base), rewards=[varied_reward])
+        session.run()
+        runs[name] = (session.rows, trainable(session.policy))
+    (first_rows, w_first), (fast_rows, w_fast) = runs["first"], runs["fast"]
+    keys = ("reward", "completions/mean_length", "loss", "entropy")
+    assert [[r[k] for k in keys] for r in fast_rows] == [[r[k] for k in keys] for r in first_rows]
+    assert max((w_fast[n] - w_first[n]).abs().max().item() for n in w_first) < 1e-6
+    assert max(w_first[n].abs().max().item() for n in w_first if "lora_B" in n) > 0  # it trained
+
+
+@pytest.mark.parametrize("variant", ["seen", "unseen"])
+def test_length_buckets_give_the_loss_and_gradient_of_the_padded_batch(base, tmp_path, variant):
+    """The loss run as length-sorted chunks without their padding columns equals the one padded
+    batch: same loss, same gradient up to float rounding."""
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant, max_steps=1)
+    session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
+    session.run()
+    trainer = session.trainer
+    inputs, model = trainer._buffered_inputs[0], trainer.model
+    lengths = inputs["completion_mask"].sum(dim=1)
+    assert lengths.min() < lengths.max()  # there is padding to cut
+    grads = {}
+    for buckets in (1, 8):
+        trainer.length_buckets = buckets
+        model.zero_grad()
+        loss = trainer.compute_loss(model, inputs)
+        loss.backward()
+        grads[buckets] = (loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()
+                                        if p.grad is not None})
+    (loss_one, one), (loss_cut, cut) = grads[1], grads[8]
+    assert loss_cut == pytest.approx(loss_one, abs=1e-7) and one.keys() == cut.keys()
+    for name in one:
+        assert torch.allclose(cut[name], one[name], rtol=1e-4, atol=1e-7), name
+    assert max(g.abs().max().item() for g in one.values()) > 0

@@ -380,3 +380,21 @@ def test_block_limit_stop_and_mask(mode):
         assert r.blocks == c.count(P) == 4 and r.finish_reason == "length" and len(c) == 160
     with pytest.raises(ValueError):
         run(eager_blocks, at_block_limit="nope")
+
+
+@pytest.mark.parametrize("mode", ["forked", "reread", "seen"])
+def test_fast_cache_samples_what_the_first_engine_samples(steered, mode):
+    """The in-place KV cache, the re-reads on their own rows, the cheaper regroups and the
+    prefill of each distinct prompt once change no numbers: the first engine
+    (``fast_cache=False``) samples the same tokens with the same log-probs; the fast one feeds
+    the model each repeated prompt once."""
+    stats = {True: {}, False: {}}
+    prompts = PROMPTS * 2  # groups repeat their prompt
+    out = {fast: run(steered, seed=9, prompts=prompts, mode=mode, num_paths=3, fast_cache=fast,
+                     stats=stats[fast]) for fast in (True, False)}
+    assert sum(r.blocks for r in out[True]) > 0 or mode == "seen"
+    assert [r.completion_ids for r in out[True]] == [r.completion_ids for r in out[False]]
+    pairs = [(a, b) for x, y in zip(out[True], out[False]) for a, b in zip(x.logprobs, y.logprobs)]
+    assert max(abs(a - b) for a, b in pairs) < 1e-5
+    once = sum(len(tokens(p)) for p in PROMPTS)
+    assert stats[True]["fed_tokens"] == stats[False]["fed_tokens"] - once
