@@ -24,17 +24,38 @@ INIT = None  # run folder (with merged/) to start Stage 2 from; None: the seen S
 
 # %% [markdown]
 # *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
-# installs it; elsewhere it does nothing.*
+# installs it; elsewhere it does nothing. On Colab, mount Google Drive first (Files ▸ Mount
+# Drive) to keep your runs when the VM is recycled: they then go to `MyDrive/pr1-runs`, and
+# rerunning a notebook resumes from its last checkpoint.*
 
 # %%
-import importlib.util  # noqa: E401
+REPO_URL = "https://github.com/pr1-tutorial/pr1"  # a fork: `make repo-url URL=...`
+import importlib.util
+import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("pr1lib") is None:
-    subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "pr1[notebooks]"], check=True)
-    sys.path.insert(0, "pr1")
+
+class SetupStopped(Exception):  # shown as its one line, not as a traceback
+    def _render_traceback_(self):
+        return [f"Setup stopped: {self}"]
+
+
+def quiet(*command):  # True when the command succeeded
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
+    print(f"installing pr1lib from {REPO_URL} (a few minutes) ...")
+    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth",
+                                          "1", REPO_URL, "pr1")):
+        raise SetupStopped(f"could not clone {REPO_URL}: no network, or "
+                           "no such repository (a fork: set REPO_URL)")
+    if not quiet(sys.executable, "-m", "pip", "install", "-q", "-e",
+                 "pr1[colab]"):
+        raise SetupStopped("pip could not install ./pr1 (to see why: "
+                           "pip install -e 'pr1[colab]')")
+    sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
 from pr1lib.runtime import start_notebook
@@ -72,13 +93,8 @@ recipe.set_index(["variant", "stage"])
 # `python -m pr1lib grpo` runs the full tiny config (64, 60).
 
 # %%
-import os
-import warnings
-
 import transformers
 
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
-warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")  # TRL 1.16's old name
 transformers.utils.logging.disable_progress_bar()
 stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
 stage3 = GRPOStageConfig.for_stage(3, PROFILE, seed=SEED, notebook=True)
@@ -88,6 +104,23 @@ knobs = ["num_generations", "per_device_train_batch_size", "learning_rate", "eps
 pd.DataFrame({"stage 2 (this profile)": [getattr(stage2, k) for k in knobs],
               "stage 3 (this profile)": [getattr(stage3, k) for k in knobs],
               "paper (stage 3, seen)": [getattr(paper, k) for k in knobs]}, index=knobs).astype(str)
+
+# %% [markdown]
+# On Colab this notebook makes eleven GRPO runs: the seen stages, the plain baseline, the unseen
+# study and four ablation arms. The colab profile's own Stage 3 (`python -m pr1lib grpo --profile
+# colab`: 100 steps of up to 1,024 tokens) takes hours on a T4, so `notebook=True` shrinks each
+# run until all of them fit one hour. The arithmetic, per run: steps × (one decode of the longest
+# completion + training on prompt and completion tokens) + held-out evaluations + loading and
+# saving, at rates assumed in `pr1lib.budget` (no GPU has run the colab path yet).
+
+# %%
+from pr1lib import budget
+
+plan = budget.grpo_notebook_plan("colab")
+full = budget.grpo_seconds(GRPOStageConfig.for_stage(3, "colab"), evals=2)
+print(f"notebook 06 on one T4, computed: {budget.total_minutes(plan)} minutes "
+      f"(the colab Stage 3 of the command line alone: {full['minutes']} minutes)")
+pd.DataFrame(plan).T
 
 # %% [markdown]
 # ## 2. Where Stage 2 starts: the cold-start checkpoint
@@ -172,7 +205,6 @@ panel3 = ControlPanel(session3, PanelState(reward=stage3.reward, window=stage3.w
 display(panel3)
 run_next(session3, panel3.state.replace(steps=max(stage3.max_steps - session3.step, 0)))
 run3 = grpo.finish(session3, run2.result["after"])
-dashboard_figure(run3.rows, "Stage 3 (hard problems): per-step metrics")
 
 # %% tags=["report"]
 curriculum = pd.DataFrame({"SFT": run2.result["before"]["hard"],

@@ -23,17 +23,38 @@ SEED = 0
 
 # %% [markdown]
 # *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
-# installs it; elsewhere it does nothing.*
+# installs it; elsewhere it does nothing. On Colab, mount Google Drive first (Files ▸ Mount
+# Drive) to keep your runs when the VM is recycled: they then go to `MyDrive/pr1-runs`, and
+# rerunning a notebook resumes from its last checkpoint.*
 
 # %%
-import importlib.util  # noqa: E401
+REPO_URL = "https://github.com/pr1-tutorial/pr1"  # a fork: `make repo-url URL=...`
+import importlib.util
+import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("pr1lib") is None:
-    subprocess.run(["git", "clone", "-q", "https://github.com/pr1-tutorial/pr1"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "pr1[notebooks]"], check=True)
-    sys.path.insert(0, "pr1")
+
+class SetupStopped(Exception):  # shown as its one line, not as a traceback
+    def _render_traceback_(self):
+        return [f"Setup stopped: {self}"]
+
+
+def quiet(*command):  # True when the command succeeded
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
+    print(f"installing pr1lib from {REPO_URL} (a few minutes) ...")
+    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth",
+                                          "1", REPO_URL, "pr1")):
+        raise SetupStopped(f"could not clone {REPO_URL}: no network, or "
+                           "no such repository (a fork: set REPO_URL)")
+    if not quiet(sys.executable, "-m", "pip", "install", "-q", "-e",
+                 "pr1[colab]"):
+        raise SetupStopped("pip could not install ./pr1 (to see why: "
+                           "pip install -e 'pr1[colab]')")
+    sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
 from pr1lib.runtime import start_notebook

@@ -35,6 +35,8 @@ COMMANDS = {
     "eval": "evaluate a model: mean@k, pass@k, parallel ratio, validity",
     "bench": "speed benchmarks (rollout engine, unseen training, GRPO steps); JSON last",
     "export-verl": "write RL / cold-start sets as verl parquet (+ the verl reward path)",
+    "outputs": "execute the notebooks and write their .ipynb twins with outputs (figures as PNG)",
+    "repo-url": "point every Colab/Binder badge and notebook install cell at this repository URL",
 }
 
 
@@ -214,10 +216,21 @@ def _export_verl(p: argparse.ArgumentParser) -> None:
     add_folder_flags(p)
 
 
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=PROFILES, default="tiny", help="profile the notebooks run "
+                   "in (default: tiny, the outputs a visitor should see)")
+    p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 04 06")
+
+
+def _repo_url(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url", help="https://github.com/OWNER/NAME (a fork's, say)")
+
+
 EPILOGS = {"coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
                           "finished traces are kept: rerun to resume); 3 every teacher request failed"}
 ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _coldstart, "sft": _sft,
-             "grpo": _grpo, "eval": _eval, "bench": _bench, "export-verl": _export_verl}
+             "grpo": _grpo, "eval": _eval, "bench": _bench, "export-verl": _export_verl,
+             "outputs": _outputs, "repo-url": _repo_url}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if os.environ.get("PR1_PROFILE") and getattr(args, "profile", None) is None:
             check_profile(None)  # an unknown $PR1_PROFILE fails every command the same way
+        from pr1lib.runtime import quiet_known_noise
+
+        quiet_known_noise()  # before bitsandbytes loads (it imports torch: after parsing, too)
         commands = importlib.import_module("pr1lib.commands")  # heavy: torch, TRL (after parsing)
         return int(getattr(commands, args.command.replace("-", "_"))(args) or 0)
     except (ValueError, OSError) as err:  # bad input: a config, a file, a folder, a model

@@ -371,3 +371,21 @@ def export_verl(args: Any) -> int:
         print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
     print_json(result, args)
     return 0
+
+
+# ----------------------------------------------------------------------------- the notebooks' twins
+def outputs(args: Any) -> int:
+    from pr1lib.twins import make_outputs
+
+    print_json({"profile": args.profile, "twins": make_outputs(args.profile, args.only)}, args)
+    return 0
+
+
+def repo_url(args: Any) -> int:
+    from pr1lib.publish import set_repo_url
+
+    changed = set_repo_url(args.url)
+    for path in changed:
+        print(f"rewrote {path.name}", flush=True)
+    print_json({"url": args.url, "changed": len(changed)}, args)
+    return 0

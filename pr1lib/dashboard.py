@@ -1,7 +1,7 @@
 """The live GRPO dashboard: a ``TrainerCallback`` that keeps one row per logged step.
 
-Each row holds what explains a GRPO run (the questions learners ask most about GRPO runs): the reward of every
-term, accuracy, parallel ratio, first-block position and tag validity (logged by
+Each row holds what explains a GRPO run (the questions learners ask most about GRPO runs): the
+reward of every term, accuracy, parallel ratio, first-block position and tag validity (logged by
 ``pr1lib.grpo.Tracked`` through TRL's ``log_metric``), the truncated ("clipped") completion share,
 the PPO clip ratio, the share of groups with zero reward spread (no gradient), completion length,
 which reward the alternating schedule used, and with dynamic sampling (``pr1lib.sampling``) the
@@ -9,12 +9,13 @@ zero-spread share before the refills and the number of refill rounds. Rows go to
 ``metrics.csv`` in the run folder as they arrive, so a run can be re-plotted later
 (``dashboard_figure(read_metrics(path))``).
 
-In a notebook with a widget frontend the figure is a plotly ``FigureWidget`` redrawn every step
-(with ``anywidget`` installed; otherwise a plain figure replaced in place), under a progress bar
-with an ETA from the measured step time. Headless (tests, ``make tour``, the command line) the
-same callback only keeps the rows and writes the CSV.
+In a notebook with a widget frontend the figure is one ``pr1lib.live.LiveFigure`` that grows in
+place at every step, under a progress bar with an ETA from the measured step time, whether the
+cell or the control panel's button trains. Outside a kernel (the command line) the same callback
+only keeps the rows and writes the CSV.
 
->>> rows = [{"step": 1, "reward": -0.5, "accuracy": 0.2}, {"step": 2, "reward": 0.1, "accuracy": 0.4}]
+>>> rows = [{"step": 1, "reward": -0.5, "accuracy": 0.2},
+...         {"step": 2, "reward": 0.1, "accuracy": 0.4}]
 >>> [trace.name for trace in dashboard_figure(rows).data][:2]
 ['reward', 'accuracy']
 """
@@ -28,20 +29,26 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
+from pr1lib.live import LiveFigure, widgets_available
+
 # (panel title, [(logged key, legend name)]) in plotting order; rows may lack any key.
 PANELS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("reward", [("reward", "reward"), ("term/accuracy", "accuracy term"), ("term/tiered", "tiered term"),
-                ("term/parallel_correct", "parallel∧correct term"), ("term/structure", "structure term")]),
+    ("reward", [("reward", "reward"), ("term/accuracy", "accuracy term"),
+                ("term/tiered", "tiered term"), ("term/parallel_correct", "parallel∧correct term"),
+                ("term/structure", "structure term")]),
     ("answers and structure", [("accuracy", "accuracy"), ("parallel_ratio", "parallel ratio"),
-                               ("valid_ratio", "tag validity"), ("block_position", "first block position")]),
-    ("is it learning?", [("frac_reward_zero_std", "zero-std groups"), ("completions/clipped_ratio", "truncated"),
+                               ("valid_ratio", "tag validity"),
+                               ("block_position", "first block position")]),
+    ("is it learning?", [("frac_reward_zero_std", "zero-std groups"),
+                         ("completions/clipped_ratio", "truncated"),
                          ("clip_ratio/region_mean", "PPO clipped"),
                          ("reward_mode/tiered", "tiered step"),
                          ("sampling/zero_std_before", "zero-std before refill"),
                          ("sampling/refills", "refill rounds")]),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
-KEEP = ("step", "epoch", "loss", "grad_norm", "learning_rate", "entropy", "reward", "reward_std", "step_time",
+KEEP = ("step", "epoch", "loss", "grad_norm", "learning_rate", "entropy", "reward", "reward_std",
+        "step_time",
         *(key for _, series in PANELS for key, _ in series))
 
 
@@ -74,7 +81,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a ``metrics.csv`` back as dicts of floats (``step`` as int; empty cells dropped).
 
     >>> import tempfile
-    >>> p = write_metrics([{"step": 1, "reward": 0.5}, {"step": 2}], Path(tempfile.mkdtemp()) / "m.csv")
+    >>> rows = [{"step": 1, "reward": 0.5}, {"step": 2}]
+    >>> p = write_metrics(rows, Path(tempfile.mkdtemp()) / "m.csv")
     >>> read_metrics(p)
     [{'step': 1, 'reward': 0.5}, {'step': 2}]
     """
@@ -83,18 +91,16 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         return []
     with path.open() as handle:
         rows = list(csv.DictReader(handle))
-    return [{k: int(float(v)) if k == "step" else float(v) for k, v in row.items() if v not in ("", None)}
-            for row in rows]
+    return [{k: int(float(v)) if k == "step" else float(v) for k, v in row.items()
+             if v not in ("", None)} for row in rows]
 
 
-def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard", widget: bool = False):
-    """A 2x2 plotly figure of ``PANELS`` against the optimizer step (a ``FigureWidget`` if asked;
-    that needs ``anywidget``)."""
-    import plotly.graph_objects as go
+def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
+    """A 2x2 plotly figure of ``PANELS`` against the optimizer step."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[name for name, _ in PANELS], horizontal_spacing=0.08,
-                        vertical_spacing=0.14)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[name for name, _ in PANELS],
+                        horizontal_spacing=0.08, vertical_spacing=0.14)
     steps = [r["step"] for r in rows]
     for i, (_, series) in enumerate(PANELS):
         for key, name in series:
@@ -102,30 +108,10 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard", 
                 continue
             fig.add_scatter(x=steps, y=[r.get(key) for r in rows], name=name, mode="lines+markers",
                             row=i // 2 + 1, col=i % 2 + 1, connectgaps=False)
-    fig.update_layout(title=title, height=560, margin=dict(t=60, b=40, l=40, r=20), legend=dict(font=dict(size=10)))
+    fig.update_layout(title=title, height=560, margin=dict(t=60, b=40, l=40, r=20),
+                      legend=dict(font=dict(size=10)))
     fig.update_xaxes(title_text="optimizer step", row=2)
-    return go.FigureWidget(fig) if widget else fig
-
-
-def widgets_available() -> bool:
-    """True inside an IPython kernel with ipywidgets importable (a frontend may still be missing)."""
-    try:
-        import ipywidgets  # noqa: F401
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def figure_widget_available() -> bool:
-    """plotly's ``FigureWidget`` needs the ``anywidget`` package; without it the dashboard redraws
-    a plain figure through a display handle instead."""
-    try:
-        import anywidget  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return fig
 
 
 def eta_text(done: int, total: int, seconds_per_step: float | None) -> str:
@@ -142,27 +128,29 @@ def eta_text(done: int, total: int, seconds_per_step: float | None) -> str:
 
 
 class Dashboard(TrainerCallback):
-    """Keeps ``rows`` (one per logged step), rewrites ``csv_path`` after each, and (``live``) redraws.
+    """Keeps ``rows`` (one per logged step), rewrites ``csv_path`` after each, (``live``) redraws.
 
     ``live=None`` means: live when a widget frontend is likely (an IPython kernel with ipywidgets).
     On resume, rows of ``csv_path`` up to the checkpoint's step are kept, so the CSV and the plot
     cover the whole run. ``on_row(row)`` is called after each row (tests, custom printing).
     """
 
-    def __init__(self, csv_path: str | Path | None = None, live: bool | None = None, title: str = "GRPO dashboard",
+    def __init__(self, csv_path: str | Path | None = None, live: bool | None = None,
+                 title: str = "GRPO dashboard",
                  on_row: Callable[[dict], None] | None = None) -> None:
         self.csv_path = Path(csv_path) if csv_path else None
         self.live = widgets_available() if live is None else live
         self.title, self.on_row = title, on_row
         self.rows: list[dict[str, Any]] = []
-        self.figure = self.bar = self.label = self.handle = None
+        self.figure = self.bar = self.label = None
         self._clock: tuple[float, int] | None = None
 
     # -- TrainerCallback ----------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         earlier = read_metrics(self.csv_path) if self.csv_path else []
         known = {r["step"] for r in self.rows}
-        self.rows = sorted([*self.rows, *(r for r in earlier if r["step"] not in known)], key=lambda r: r["step"])
+        self.rows = sorted([*self.rows, *(r for r in earlier if r["step"] not in known)],
+                           key=lambda r: r["step"])
         self.rows = [r for r in self.rows if r["step"] <= state.global_step]
         self._clock = (time.perf_counter(), state.global_step)
         if self.live:
@@ -195,12 +183,8 @@ class Dashboard(TrainerCallback):
         if self.bar is None:
             self.bar = w.IntProgress(min=0, max=max(total, 1), description="GRPO")
             self.label = w.Label()
-            display(w.HBox([self.bar, self.label]))
-            if figure_widget_available():  # redrawn in place, trace by trace
-                self.figure = dashboard_figure(self.rows, self.title, widget=True)
-                display(self.figure)
-            else:  # no anywidget: replace the whole figure through a display handle
-                self.handle = display(dashboard_figure(self.rows, self.title), display_id=True)
+            self.figure = LiveFigure(dashboard_figure(self.rows, self.title), live=True)
+            display(w.VBox([w.HBox([self.bar, self.label]), self.figure.widget]))
         self.bar.max = max(total, 1)
 
     def _progress(self, step: int, total: int) -> None:
@@ -208,14 +192,4 @@ class Dashboard(TrainerCallback):
         self.label.value = eta_text(step, total, self.seconds_per_step(step))
 
     def _redraw(self) -> None:
-        fresh = dashboard_figure(self.rows, self.title)
-        if self.figure is None:
-            self.handle.update(fresh)
-            return
-        with self.figure.batch_update():
-            if len(fresh.data) != len(self.figure.data):
-                self.figure.data = []
-                self.figure.add_traces(list(fresh.data))  # each trace keeps its subplot axes
-            else:
-                for old, new in zip(self.figure.data, fresh.data):
-                    old.x, old.y = new.x, new.y
+        self.figure.update(dashboard_figure(self.rows, self.title))

@@ -35,6 +35,10 @@ HUB = {"gsm8k": ("openai/gsm8k", "main"), "dapo": ("BytedTsinghua-SIA/DAPO-Math-
 # name -> the fields every row of its local file needs ("a|b": either; DAPO: local or hub layout)
 FIELDS = {"gsm8k": ("question", "answer"), "dapo": ("problem|prompt", "answer|reward_model")}
 TINYGSM_DEFAULT_N = 2000
+# name -> what makes a row distinct. The hub's DAPO-Math-17k holds each of its 17.9k prompts about
+# 100 times (1.79M rows); every loader keeps the first copy of each (local file or hub).
+DISTINCT = {"dapo": lambda row: row.get("index") or (row.get("extra_info") or {}).get("index")
+            or str(row.get("problem") or row.get("prompt"))}
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -129,6 +133,22 @@ def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
     )
 
 
+def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[dict]:
+    """The first row of each ``key(row)``, in order, until ``limit`` rows (stops reading there).
+
+    >>> distinct([{"k": 1}, {"k": 1}, {"k": 2}, {"k": 3}], lambda r: r["k"], limit=2)
+    [{'k': 1}, {'k': 2}]
+    """
+    seen, kept = set(), []
+    for row in rows:
+        if limit is not None and len(kept) >= limit:
+            break
+        if key(row) not in seen:
+            seen.add(key(row))
+            kept.append(row)
+    return kept
+
+
 def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
     """Rows from the hub; any failure (offline, no network, unknown id) is a ``DataNotFoundError``."""
     if hub_offline():
@@ -137,6 +157,8 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
         from datasets import load_dataset  # heavy: only a hub download needs it (CLI speed)
 
         hub_id, config = HUB[name]
+        if name in DISTINCT:  # the whole split: its first `limit` rows may be copies of a few
+            return distinct(load_dataset(hub_id, config, split=split), DISTINCT[name], limit)
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
     except Exception as err:  # noqa: BLE001 - turned into one clear message
         raise _not_found(name, split, str(err).splitlines()[0] if str(err) else type(err).__name__) from err
@@ -150,7 +172,8 @@ def load_rows(name: str, split: str = "train", path: str | Path | None = None,
     local = _local_file(name, split, path)
     if local is None:
         return _load_hub(name, split, limit)
-    return read_jsonl(local, FIELDS[name])[:limit]
+    rows = read_jsonl(local, FIELDS[name])
+    return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
 
 
 def load_gsm8k(split: str = "train", path: str | Path | None = None, limit: int | None = None) -> list[dict]:
@@ -160,7 +183,8 @@ def load_gsm8k(split: str = "train", path: str | Path | None = None, limit: int 
 
 
 def load_dapo(path: str | Path | None = None, limit: int | None = None) -> list[dict]:
-    """DAPO-Math-17k problems (17,917 rows; answers only, no worked solutions) as common records."""
+    """DAPO-Math-17k problems (17,917 distinct; answers only, no worked solutions) as common
+    records; the hub copy's repeats are dropped (``DISTINCT``)."""
     rows = load_rows("dapo", "train", path, limit)
     return [dapo_record(row, i) for i, row in enumerate(rows)]
 

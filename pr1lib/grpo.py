@@ -54,6 +54,7 @@ from pr1lib.models import (
     keep_4bit_differentiable,
     load_training_policy,
     stage_model_config,
+    trainable_precision,
 )
 from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
@@ -249,6 +250,7 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
         length_buckets=cfg.length_buckets,
     )
     trainer.remove_callback(PrinterCallback)  # the dashboard (or the CLI's one line per step) reports instead
+    trainable_precision(trainer.model, model_cfg.dtype)  # float16 (a T4): float32 adapters
     return trainer
 
 

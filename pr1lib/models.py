@@ -223,6 +223,19 @@ def checkpoint_folder(path: str | Path) -> str:
     return str(merged) if merged.is_dir() else str(path)
 
 
+def gpu_dtype(dtype: str) -> str:
+    """The training precision on this machine: ``float16`` becomes ``bfloat16`` on a GPU that has
+    it (L4, A100: no overflow, no loss scaling); a T4 keeps ``float16``, a CPU what was asked.
+
+    >>> gpu_dtype("float32")
+    'float32'
+    """
+    if dtype == "float16" and torch.cuda.is_available() and torch.cuda.is_bf16_supported(
+            including_emulation=False):
+        return "bfloat16"
+    return dtype
+
+
 def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     """The ``ModelConfig`` of a training stage (``SFTStageConfig`` or ``GRPOStageConfig``): the
     profile's model, or ``init`` (``--model`` / ``--init``: a run folder means its ``merged/``;
@@ -241,6 +254,7 @@ def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     ckpt = cfg.gradient_checkpointing
     lora = {k: getattr(cfg, k) for k in ("lora_r", "lora_alpha") if getattr(cfg, k) is not None}
     return base.replace(use_lora=cfg.use_lora, load_in_4bit=four_bit, seed=cfg.seed, **lora,
+                        dtype=gpu_dtype(base.dtype),
                         gradient_checkpointing=torch.cuda.is_available() if ckpt is None else ckpt)
 
 
@@ -273,6 +287,18 @@ def keep_4bit_differentiable(model) -> int:
                 w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data, w.quant_state)
                 undone += 1
     return undone
+
+
+def trainable_precision(model, dtype: str) -> int:
+    """Put trainable parameters in float32 unless training runs in bfloat16; returns how many
+    were cast. TRL 1.16 turns QLoRA adapters (and the tag rows) into bfloat16 whatever the
+    precision: a T4 has no bfloat16, and float16 mixed precision needs float32 weights to scale."""
+    if dtype == "bfloat16":
+        return 0
+    cast = [p for p in model.parameters() if p.requires_grad and p.dtype != torch.float32]
+    for param in cast:
+        param.data = param.data.float()
+    return len(cast)
 
 
 def load_training_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):

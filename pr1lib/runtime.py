@@ -7,16 +7,30 @@ True
 from __future__ import annotations
 
 import importlib.metadata as md
+import logging
 import os
 import platform
 import random
+import sys
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from pr1lib.profiles import check_profile
 
+# Known noise, silenced in one place (quiet_known_noise); every other warning stays visible.
+NOISE_WARNINGS = (  # (category, message regex)
+    # TRL 1.16 and PEFT still call transformers' old names (is_)gradient_checkpointing(_enable...)
+    (FutureWarning, r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"),
+)
+NOISE_LOGS = {  # logger -> message prefix dropped from it
+    # bitsandbytes offers an optional hub kernel for CPU 4-bit and says so at import, offline too
+    "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",
+}
+COLAB_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts Google Drive
 VERSIONED = ("pr1lib", "torch", "transformers", "trl", "peft", "bitsandbytes", "datasets")
 
 
@@ -60,14 +74,57 @@ def environment_report(profile: str | None = None, seed: int = 0) -> RunInfo:
     return RunInfo(profile=check_profile(profile), seed=seed, versions=versions)
 
 
+class _DropPrefix(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+def quiet_known_noise() -> None:
+    """Silence ``NOISE_WARNINGS``, ``NOISE_LOGS`` and TRL's "experimental" note on
+    ``rollout_func`` (this project's engine uses it on purpose); safe to call twice."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    for category, message in NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    for name, prefix in NOISE_LOGS.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropPrefix) and f.prefix == prefix for f in logger.filters):
+            logger.addFilter(_DropPrefix(prefix))
+
+
+def colab_setup() -> str | None:
+    """On Colab (``None`` elsewhere): turn on its widget manager for ipywidgets 8 (the panel, the
+    live figures) and, when Google Drive is mounted, keep runs on it (``PR1_RUNS_DIR``) so that a
+    recycled VM resumes from its checkpoints; returns one line saying where runs go."""
+    if "google.colab" not in sys.modules:
+        return None
+    from google.colab import output
+
+    output.enable_custom_widget_manager()
+    if "PR1_RUNS_DIR" not in os.environ and COLAB_DRIVE.is_dir():
+        os.environ["PR1_RUNS_DIR"] = str(COLAB_DRIVE / "pr1-runs")
+    if "PR1_RUNS_DIR" in os.environ:
+        return f"runs go to {os.environ['PR1_RUNS_DIR']} (kept when the VM is recycled)"
+    return ("runs go to the VM's disk and are lost when it is recycled: mount Google Drive "
+            "(Files > Mount Drive) and rerun this cell to keep them in MyDrive/pr1-runs")
+
+
 def start_notebook(profile: str | None = None, seed: int = 0) -> str:
-    """First cell of every notebook: check the profile, seed everything, print the environment.
+    """First cell of every notebook: check the profile, silence known noise, set Colab up
+    (``colab_setup``), seed everything, print the environment.
 
     >>> start_notebook("smoke", 0)  # doctest: +ELLIPSIS
     RunInfo(profile='smoke', seed=0, versions={...})
     'smoke'
     """
     profile = check_profile(profile)
+    quiet_known_noise()
+    colab = colab_setup()
+    if colab:
+        print(colab)
     set_seed(seed)
     print(environment_report(profile, seed))
     return profile

@@ -45,11 +45,13 @@ from pr1lib.config import PARALLEL_VARIANTS, ColdStartConfig, ModelConfig, SFTSt
 from pr1lib.data import SOURCES
 from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.format import linearize
+from pr1lib.live import LiveFigure
 from pr1lib.models import (
     expose_head_bias,
     keep_4bit_differentiable,
     load_training_policy,
     stage_model_config,
+    trainable_precision,
 )
 from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
@@ -251,11 +253,13 @@ def build_trainer(cfg: SFTStageConfig, model, tokenizer, peft_config, dataset, o
     if cfg.variant == "unseen":
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
         collator = ParallelCollator(tokenizer, "unseen", attn, getattr(torch, model_cfg.dtype))
-    return ParallelSFTTrainer(
+    trainer = ParallelSFTTrainer(
         model=model, args=trl_args(cfg, out_dir, model_cfg), data_collator=collator, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
         loss_reduction=cfg.loss_reduction,
     )
+    trainable_precision(trainer.model, model_cfg.dtype)  # float16 (a T4): float32 adapters
+    return trainer
 
 
 # ----------------------------------------------------------------------------- live loss
@@ -285,20 +289,27 @@ def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completio
 
 
 class LiveLossPlot:
-    """One notebook figure, redrawn as runs log: ``trainer callbacks=[plot.callback("seen")]``."""
+    """One notebook figure that grows in place as runs log (``plot.callback("seen")``)."""
 
-    def __init__(self, title: str = "SFT loss (completion tokens)"):
+    def __init__(self, title: str = "SFT loss (completion tokens)", live: bool | None = None):
         from IPython.display import display  # notebooks only: IPython is an optional extra
 
         self.title, self.curves = title, {}
-        self.handle = display(loss_figure(self.curves, title), display_id=True)
+        self.live = LiveFigure(loss_figure(self.curves, title), live=live)
+        if self.live.widget is not None:
+            display(self.live)
 
     def callback(self, name: str) -> LossLog:
         def redraw(rows: list[dict]) -> None:
             self.curves[name] = list(rows)
-            self.handle.update(loss_figure(self.curves, self.title))
+            self.live.update(loss_figure(self.curves, self.title))
 
         return _PlotLog(redraw)
+
+    @property
+    def figure(self):
+        """The figure as last drawn."""
+        return self.live.figure
 
 
 class _PlotLog(LossLog):

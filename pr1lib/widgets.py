@@ -14,7 +14,9 @@ the same code without a widget frontend:
   from where it stopped).
 
 ``ControlPanel(session)`` wires these to ipywidgets: sliders, a preview that redraws as they move
-and a "run next N steps" button.
+and a "run next N steps" button. The panel follows the session, whoever trains it (the button or
+the cell): its "at step N" label and the preview's first step move with every optimizer step, and
+each reward mode keeps one colour (``MODE_COLORS``) in the preview.
 
 >>> state = PanelState(reward="alternating", window=4, parallel_steps=1, steps=8)
 >>> active_modes(state)
@@ -26,7 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from transformers import TrainerCallback
+
+from pr1lib.live import LiveFigure
 from pr1lib.rewards import REWARD_MODES, schedule
+
+# One colour per reward (Okabe-Ito, safe for colour-blind readers), whatever comes first.
+MODE_COLORS = {"accuracy": "#0072B2", "tiered": "#E69F00", "parallel_correct": "#009E73",
+               "structure": "#CC79A7", "alternating": "#56B4E9", "structure bonus": "#999999"}
 
 
 @dataclass(frozen=True)
@@ -52,12 +61,13 @@ def config_changes(state: PanelState) -> dict[str, Any]:
     (('structure', 0.2),)
     """
     extra = (("structure", float(state.structure_weight)),) if state.structure_weight else ()
-    return {"reward": state.reward, "window": int(state.window), "parallel_steps": int(state.parallel_steps),
+    return {"reward": state.reward, "window": int(state.window),
+            "parallel_steps": int(state.parallel_steps),
             "reward_weight": float(state.reward_weight), "extra_rewards": extra}
 
 
 def active_modes(state: PanelState) -> list[str]:
-    """The reward used at each of the next ``state.steps`` steps (global steps from ``state.start``)."""
+    """The reward used at each of the next ``state.steps`` steps (from global step ``start``)."""
     if not REWARD_MODES[state.reward].scheduled:
         return [state.reward] * state.steps
     return schedule(state.start + state.steps, state.window, state.parallel_steps)[state.start:]
@@ -74,21 +84,38 @@ def schedule_figure(state: PanelState, title: str | None = None):
                                 + (f" (window {state.window}, {state.parallel_steps} tiered)"
                                    if REWARD_MODES[state.reward].scheduled else "")))
     for mode in dict.fromkeys(modes):
-        fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode)
+        fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode,
+                    marker_color=MODE_COLORS.get(mode))
     if state.structure_weight:
-        fig.add_bar(x=steps, y=[state.structure_weight] * len(steps), name="structure bonus")
+        fig.add_bar(x=steps, y=[state.structure_weight] * len(steps), name="structure bonus",
+                    marker_color=MODE_COLORS["structure bonus"])
     fig.update_xaxes(title="optimizer step (log row)")
     fig.update_yaxes(title="weight")
     return fig
 
 
 def run_next(session: Any, state: PanelState) -> int:
-    """Train ``state.steps`` more steps of ``session`` with the state's reward settings; returns the step."""
+    """Train ``state.steps`` more steps of ``session`` with the state's reward settings; returns
+    the step reached."""
     return session.run(state.steps, **config_changes(state))
 
 
+class _Follow(TrainerCallback):
+    """Keeps a panel's label and preview on the session's step, whoever trains it."""
+
+    def __init__(self, panel: "ControlPanel") -> None:
+        self.panel = panel
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.panel.status.value = f"at step {state.global_step}"
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.panel.follow(state.global_step)
+
+
 class ControlPanel:
-    """ipywidgets front end of the functions above, bound to a ``GRPOSession`` (or none: preview only)."""
+    """ipywidgets front end of the functions above, bound to a ``GRPOSession`` (or none: preview
+    only)."""
 
     def __init__(self, session: Any = None, state: PanelState | None = None) -> None:
         import ipywidgets as w
@@ -96,54 +123,66 @@ class ControlPanel:
         cfg = getattr(session, "cfg", None)
         self.session = session
         start = session.step if session is not None else 0
-        base = state or PanelState(**({k: getattr(cfg, k) for k in ("reward", "window", "parallel_steps",
-                                                                      "reward_weight")} if cfg else {}))
+        knobs = ("reward", "window", "parallel_steps", "reward_weight")
+        base = state or PanelState(**({k: getattr(cfg, k) for k in knobs} if cfg else {}))
         base = base.replace(start=start)
-        self.reward = w.Dropdown(options=tuple(REWARD_MODES), value=base.reward, description="reward")
+        self.reward = w.Dropdown(options=tuple(REWARD_MODES), value=base.reward,
+                                 description="reward")
         self.window = w.IntSlider(value=base.window, min=1, max=20, description="window")
-        self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20, description="tiered steps")
-        self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1, description="weight")
+        self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20,
+                                          description="tiered steps")
+        self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1,
+                                           description="weight")
         self.structure_weight = w.FloatSlider(value=base.structure_weight, min=0, max=1, step=0.05,
                                               description="structure +")
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
-        self.button = w.Button(description="run next steps", button_style="primary", disabled=session is None)
+        self.button = w.Button(description="run next steps", button_style="primary",
+                               disabled=session is None)
         self.status = w.Label(value=f"at step {start}")
-        self.preview = w.Output()
+        self.preview, self.messages = LiveFigure(live=True), w.Output()
         for control in self.controls:
             control.observe(lambda _change: self.redraw(), names="value")
         self.button.on_click(lambda _button: self.run())
-        self.widget = w.VBox([w.HBox([self.reward, self.steps]), w.HBox([self.window, self.parallel_steps]),
-                              w.HBox([self.reward_weight, self.structure_weight]), w.HBox([self.button, self.status]),
-                              self.preview])
+        self.widget = w.VBox([w.HBox([self.reward, self.steps]),
+                              w.HBox([self.window, self.parallel_steps]),
+                              w.HBox([self.reward_weight, self.structure_weight]),
+                              w.HBox([self.button, self.status]), self.preview.widget,
+                              self.messages])
+        if session is not None and hasattr(session, "callbacks"):
+            session.callbacks.append(_Follow(self))
         self.redraw()
 
     @property
     def controls(self) -> list:
-        return [self.reward, self.window, self.parallel_steps, self.reward_weight, self.structure_weight, self.steps]
+        return [self.reward, self.window, self.parallel_steps, self.reward_weight,
+                self.structure_weight, self.steps]
 
     @property
     def state(self) -> PanelState:
         self.parallel_steps.max = self.window.value
         start = self.session.step if self.session is not None else 0
-        return PanelState(self.reward.value, self.window.value, min(self.parallel_steps.value, self.window.value),
-                          self.reward_weight.value, self.structure_weight.value, self.steps.value, start)
+        return PanelState(self.reward.value, self.window.value,
+                          min(self.parallel_steps.value, self.window.value),
+                          self.reward_weight.value, self.structure_weight.value, self.steps.value,
+                          start)
 
     def redraw(self) -> None:
-        from IPython.display import display
+        self.preview.update(schedule_figure(self.state))
 
-        self.preview.clear_output(wait=True)
-        with self.preview:
-            display(schedule_figure(self.state))
-
-    def run(self) -> int:
-        """The button: train the next steps, then refresh the status and the preview."""
-        self.button.disabled = True
-        try:
-            step = run_next(self.session, self.state)
-        finally:
-            self.button.disabled = False
+    def follow(self, step: int) -> None:
+        """Show the session at ``step``: the label, and the preview from there on."""
         self.status.value = f"at step {step}"
         self.redraw()
+
+    def run(self) -> int:
+        """The button: train the next steps (what they print goes under the panel), then follow."""
+        self.button.disabled = True
+        try:
+            with self.messages:
+                step = run_next(self.session, self.state)
+        finally:
+            self.button.disabled = False
+        self.follow(step)
         return step
 
     def _ipython_display_(self) -> None:

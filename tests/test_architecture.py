@@ -16,15 +16,15 @@ PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
     ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
-     "paper", "expect"),
+     "paper", "expect", "budget"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic", "buckets"),  # the core
-    ("metrics", "doctor", "plots", "dashboard"),  # scoring and what a learner looks at
+    ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
     ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
     ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling"),  # the pieces a stage is made of
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports
-    ("notebook", "tour"),  # running the notebooks
+    ("notebook", "tour", "twins", "publish"),  # running and publishing the notebooks
     ("commands", "cli", "__main__", "__init__"),  # the command line
 ]
 LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -71,3 +71,42 @@ def test_control_panel_reads_its_widgets():
     state = panel.state
     assert state.parallel_steps == 4 and panel.parallel_steps.max == 4  # capped at the window
     assert panel.button.disabled
+
+
+class _FakeSession:
+    """What the panel reads of a ``GRPOSession`` (config, step, callbacks); ``run`` fakes it."""
+
+    def __init__(self):
+        from pr1lib.config import GRPOStageConfig
+
+        self.cfg, self.step, self.callbacks = GRPOStageConfig.for_stage(3, "smoke"), 0, []
+
+    def run(self, steps, **changes):
+        for _ in range(steps):
+            self.step += 1
+            for cb in self.callbacks:
+                cb.on_step_end(None, SimpleNamespace(global_step=self.step), None)
+        for cb in self.callbacks:
+            cb.on_train_end(None, SimpleNamespace(global_step=self.step), None)
+        return self.step
+
+
+def test_panel_follows_the_session_whoever_trains_it():
+    session = _FakeSession()
+    state = PanelState(reward="alternating", window=4, parallel_steps=1, steps=3)
+    panel = ControlPanel(session, state)
+    session.run(5)  # the notebook cell trains, not the button
+    assert panel.status.value == "at step 5"
+    assert list(panel.preview.figure.data[0].x)[0] == 6  # the preview starts after step 5
+    assert panel.run() == 8 and panel.status.value == "at step 8"  # the button: 3 more
+
+
+def test_each_reward_mode_keeps_its_colour():
+    def colours(state):
+        return {t.name: t.marker.color for t in schedule_figure(state).data}
+
+    first = colours(PanelState(reward="alternating", window=4, parallel_steps=1, steps=8, start=0))
+    second = colours(PanelState(reward="alternating", window=4, parallel_steps=1, steps=8, start=3))
+    assert list(second)[0] == "tiered"  # tiered comes first from step 3, in its own colour
+    assert first == second and first["accuracy"] != first["tiered"]
+    assert colours(PanelState(reward="accuracy", steps=2))["accuracy"] == first["accuracy"]

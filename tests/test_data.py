@@ -93,6 +93,32 @@ def test_hub_path_uses_load_dataset_and_wraps_its_failures(tmp_path, monkeypatch
     assert isinstance(err.value.__cause__, ConnectionError) and "dapo/dapo_math_17k.jsonl" in str(err.value)
 
 
+def test_dapo_from_the_hub_keeps_one_copy_of_each_prompt(tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.setenv("PR1_DATA_DIR", str(tmp_path / "empty"))
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(key, raising=False)
+
+    def hub_row(i):  # the hub's layout; its copy repeats every prompt (~100 times)
+        prompt = f"Solve the following math problem.\n\nWhat is {i}+{i}?\n\nRemember."
+        return {"prompt": [{"role": "user", "content": prompt}], "data_source": "math_dapo",
+                "reward_model": {"ground_truth": str(2 * i)}, "extra_info": {"index": f"u-{i}"}}
+
+    _write(tmp_path / "hub.jsonl", [hub_row(i) for i in (0, 1, 2)] * 3 + [hub_row(3)] * 2)
+    real_load = datasets.load_dataset
+
+    def fake_hub(name, config=None, split=None):
+        assert split == "train"  # the whole split: the first N rows could all be copies
+        return real_load("json", data_files=str(tmp_path / "hub.jsonl"), split=split,
+                         cache_dir=str(tmp_path / "c"))
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_hub)
+    full, first = data.load_dapo(), data.load_dapo(limit=2)
+    assert [r["id"] for r in full] == ["dapo-u-0", "dapo-u-1", "dapo-u-2", "dapo-u-3"]
+    assert [r["answer"] for r in first] == ["0", "2"]  # 2 distinct, not the first 2 rows
+
+
 def test_dapo_hub_layout_is_unwrapped_like_the_paper():
     prompt = ("Solve the following math problem step by step.\n\nFind $x$ if $x+1=3$.\n\n"
               'Remember to put your answer on its own line after "Answer:".')

@@ -7,12 +7,16 @@ checks."""
 from __future__ import annotations
 
 import html
+from collections import Counter
 
 import pytest
 
 from pr1lib.expect import Seen
 from pr1lib.notebook import cell_sources, list_notebooks, read
 from pr1lib.tour import build_report, report_outputs, run_notebooks
+from pr1lib.twins import KERNELSPEC, figures_by_cell
+
+NOISE = ("kernels-community", "is_gradient_checkpointing")  # pr1lib.runtime.quiet_known_noise
 
 NOTEBOOKS = list_notebooks()
 IDS = [p.stem for p in NOTEBOOKS]
@@ -27,6 +31,12 @@ def test_ipynb_twin_matches_source(path):
     twin = path.with_suffix(".ipynb")
     assert twin.exists(), f"{twin.name} missing: run `make sync`"
     assert cell_sources(read(twin)) == cell_sources(read(path)), f"{twin.name} drifted: run `make sync`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_ipynb_twin_opens_with_its_kernel(path):
+    twin = read(path.with_suffix(".ipynb"))
+    assert twin.metadata.get("kernelspec") == KERNELSPEC, f"{path.stem}: run `make sync`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -99,3 +109,15 @@ def test_stage_runs_name_notebooks_that_exist():
         for pattern in patterns:
             if pattern[:2].isdigit():
                 assert pattern.split("-")[0] in IDS, f"STAGE_RUNS names a missing notebook: {pattern}"
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+@pytest.mark.parametrize("name", IDS)
+def test_no_cell_repeats_a_figure_and_no_known_noise(smoke_runs, name):
+    run = next(r for r in smoke_runs if r.path.stem == name)
+    for index, titles in enumerate(figures_by_cell(run.nb)):
+        repeated = {t: n for t, n in Counter(titles).items() if n > 1}
+        assert not repeated, f"{name}, code cell {index}: figures shown more than once {repeated}"
+    text = str([c.get("outputs", []) for c in run.nb.cells])
+    assert not [n for n in NOISE if n in text], f"{name}: known noise in its outputs"

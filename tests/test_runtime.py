@@ -1,0 +1,55 @@
+"""pr1lib.runtime: known noise silenced in one place (real warnings kept); Colab set up.
+
+Run: .venv/bin/python -m pytest tests/test_runtime.py -q -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+import warnings
+
+from pr1lib import runtime
+
+
+def test_known_noise_is_silenced_and_other_warnings_are_kept(caplog):
+    runtime.quiet_known_noise()
+    runtime.quiet_known_noise()  # twice: still one filter
+    logger = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    assert len(logger.filters) == 1
+    with caplog.at_level(logging.WARNING):
+        logger.warning("Failed to load CPU gemm_4bit_forward from kernels-community: %s.", "x")
+        logger.warning("a real bitsandbytes problem")
+    assert [r.getMessage() for r in caplog.records] == ["a real bitsandbytes problem"]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        runtime.quiet_known_noise()  # filters go in front of "default"
+        warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.",
+                      FutureWarning)
+        warnings.warn("something else is deprecated", FutureWarning)
+    assert [str(w.message) for w in seen] == ["something else is deprecated"]
+
+
+def _fake_colab(monkeypatch):
+    calls = []
+    output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append("widgets"))
+    colab = types.ModuleType("google.colab")
+    colab.output = output
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setenv("PR1_RUNS_DIR", "-")  # recorded, so colab_setup's value is undone after
+    monkeypatch.delenv("PR1_RUNS_DIR")
+    return calls
+
+
+def test_colab_setup_turns_widgets_on_and_keeps_runs_on_drive(monkeypatch, tmp_path):
+    assert "google.colab" in sys.modules or runtime.colab_setup() is None  # not Colab: nothing
+    calls = _fake_colab(monkeypatch)
+    monkeypatch.setattr(runtime, "COLAB_DRIVE", tmp_path / "MyDrive")  # not mounted
+    assert "lost when it is recycled" in runtime.colab_setup() and calls == ["widgets"]
+    (tmp_path / "MyDrive").mkdir()  # mounted
+    line = runtime.colab_setup()
+    assert line.startswith(f"runs go to {tmp_path / 'MyDrive' / 'pr1-runs'}")
+    from pr1lib.paths import runs_dir
+
+    assert runs_dir() == tmp_path / "MyDrive" / "pr1-runs"
