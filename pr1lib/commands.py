@@ -150,7 +150,7 @@ def coldstart(args: Any) -> int:
         print(f"error: {' '.join(str(err).split())}", flush=True)
         return 2
     code = report_failures(run.result)
-    print_json(run.result, args)
+    print_json({**run.result, "config": config.to_dict()}, args)
     return code
 
 
