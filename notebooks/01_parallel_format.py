@@ -409,5 +409,6 @@ print(f"tiny_checker agrees with pr1lib on all {len(texts)} texts "
 #    tags breaks no rule; score it with `pr1lib.rewards.tiered_reward` to see what it costs.
 #    </details>
 #
-# Solutions, with the reasoning: [solutions/01_parallel_format.py](../solutions/01_parallel_format.py)
+# Solutions, with the reasoning:
+# [solutions/01_parallel_format.py](../solutions/01_parallel_format.py)
 # (`python solutions/01_parallel_format.py` runs them).

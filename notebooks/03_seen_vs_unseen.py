@@ -10,9 +10,11 @@
 #   trace (and how to build them yourself in a dozen lines);
 # - why, under "unseen", a path's predictions do not depend on its sibling paths at all, while the
 #   summary depends on every path;
-# - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache, and
+# - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache,
+#   and
 #   how much faster that is than decoding them one after another;
-# - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to see.
+# - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to
+#   see.
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -64,11 +66,12 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %% [markdown]
 # ## 1. One real response
 #
-# The rule teacher from notebook 02 rewrites a worked TinyGSM solution into a parallel trace: one step
-# becomes a `<Parallel>` block whose paths compute the same number in different ways, followed by a
-# `<Summary>`. We take the **shortest** two-path trace among a few hundred held-out problems, so every
-# token fits on the axes of a heatmap, and tokenize it with this profile's tokenizer after adding the
-# six tags as single tokens. (In `smoke` the model is random; the tokenizer is the tiny model's.)
+# The rule teacher from notebook 02 rewrites a worked TinyGSM solution into a parallel trace: one
+# step becomes a `<Parallel>` block whose paths compute the same number in different ways, followed
+# by a `<Summary>`. We take the **shortest** two-path trace among a few hundred held-out problems,
+# so every token fits on the axes of a heatmap, and tokenize it with this profile's tokenizer after
+# adding the six tags as single tokens. (In `smoke` the model is random; the tokenizer is the tiny
+# model's.)
 
 # %%
 import pandas as pd
@@ -84,7 +87,8 @@ from pr1lib.teachers import RuleTeacher
 from pr1lib.tokens import add_parallel_tags
 
 transformers.utils.logging.disable_progress_bar()
-torch.set_num_threads(1)  # models this small run as fast on one thread, and far steadier on a busy CPU
+# models this small run as fast on one thread, and far steadier on a busy CPU
+torch.set_num_threads(1)
 try:
     model, tok, _ = load_policy(PROFILE)
 except ModelNotAvailableError as err:  # e.g. tiny before data/tiny-base exists
@@ -104,14 +108,16 @@ def teacher_examples(n, split="test"):
 
 
 examples = teacher_examples(300)
-prompt, response = min(examples, key=lambda e: len(tok.encode(e[0] + e[1], add_special_tokens=False)))
+prompt, response = min(
+    examples, key=lambda e: len(tok.encode(e[0] + e[1], add_special_tokens=False))
+)
 print(prompt + response)
 
 # %% [markdown]
 # The structure is read from token ids. `structure_tensors` labels every token with its position id,
 # its block and its path (−1 outside paths), starting at `response_start` so that nothing in the
-# prompt is ever parsed as structure. `allowed_mask` turns the labels into the `(L, L)` mask: rows are
-# queries (the token being computed), columns are keys (what it may look at).
+# prompt is ever parsed as structure. `allowed_mask` turns the labels into the `(L, L)` mask: rows
+# are queries (the token being computed), columns are keys (what it may look at).
 
 # %%
 from pr1lib import plots
@@ -132,21 +138,25 @@ print(f"{ids.shape[1]} tokens: prompt {START}, response {ids.shape[1] - START}; 
 # %% [markdown]
 # ## 2. The two masks
 #
-# **Seen** is the ordinary causal triangle: every token sees everything before it, so the second path
-# can read the first. The figure shows the response and the last three prompt tokens; hover over a
-# cell to read the query and the key.
+# **Seen** is the ordinary causal triangle: every token sees everything before it, so the second
+# path can read the first. The figure shows the response and the last three prompt tokens; hover
+# over a cell to read the query and the key.
 
 # %% tags=["report"]
 plots.mask_heatmap(view["seen"]["allowed"][W, W], labels[W], "Seen: plain causal attention").show()
 
 # %% [markdown]
-# **Unseen** removes exactly one rectangle: the rows of the second path lose the columns of the first
-# (orange). A path span runs from `<Path>` to `</Path>`, both included. Everything after the paths,
-# `</Parallel>`, the summary and the final answer, sees both paths again.
+# **Unseen** removes exactly one rectangle: the rows of the second path lose the columns of the
+# first (orange). A path span runs from `<Path>` to `</Path>`, both included. Everything after the
+# paths, `</Parallel>`, the summary and the final answer, sees both paths again.
 
 # %% tags=["report"]
-plots.mask_heatmap(view["unseen"]["allowed"][W, W], labels[W], "Unseen: sibling paths hidden from each other",
-                   compare=view["seen"]["allowed"][W, W]).show()
+plots.mask_heatmap(
+    view["unseen"]["allowed"][W, W],
+    labels[W],
+    "Unseen: sibling paths hidden from each other",
+    compare=view["seen"]["allowed"][W, W],
+).show()
 
 # %% [markdown]
 # ## 3. The position ids
@@ -175,8 +185,9 @@ pd.DataFrame({"token": [labels[i] for i in tags], "index": tags,
 #
 # For one block the whole rule fits in one loop over the token strings: remember which path each
 # token is in, restart the position counter at every `<Path>`, jump past the longest path at
-# `</Parallel>`, and forbid a key when query and key sit in different paths. The library version also
-# handles several blocks, truncated rollouts and malformed input, but on this trace the two must agree.
+# `</Parallel>`, and forbid a key when query and key sit in different paths. The library version
+# also handles several blocks, truncated rollouts and malformed input, but on this trace the two
+# must agree.
 
 # %%
 def by_hand(tokens, start):
@@ -205,7 +216,10 @@ mine_mask, mine_pos = by_hand(tok.convert_ids_to_tokens(ids[0].tolist()), START)
 # %% tags=["report"]
 assert torch.equal(mine_mask, view["unseen"]["allowed"])
 assert mine_pos == view["unseen"]["position_ids"][0].tolist()
-print(f"by_hand agrees with pr1lib.structure on all {ids.shape[1]}² mask cells and {ids.shape[1]} positions")
+print(
+    f"by_hand agrees with pr1lib.structure on all {ids.shape[1]}² mask cells and "
+    f"{ids.shape[1]} positions"
+)
 
 # %% [markdown]
 # ## 5. Pick a token, see what it attends to
@@ -220,8 +234,9 @@ FOCUS = spans[1][1] + 1  # the first token inside the second path
 plots.attends_to_figure(view["unseen"]["allowed"], labels, FOCUS).show()
 
 # %% [markdown]
-# In Jupyter, use the widget below: pick the mask and move the slider over the tokens. (In a headless
-# run, such as the tour or the tests, it has no frontend to draw in; the figure above stands in.)
+# In Jupyter, use the widget below: pick the mask and move the slider over the tokens. (In a
+# headless run, such as the tour or the tests, it has no frontend to draw in; the figure above
+# stands in.)
 
 # %%
 plots.attention_explorer({m: view[m]["allowed"] for m in ("unseen", "seen")}, labels, FOCUS)
@@ -232,9 +247,9 @@ plots.attention_explorer({m: view[m]["allowed"] for m in ("unseen", "seen")}, la
 # The property that matters: under "unseen", **nothing** in the first path can change what the model
 # predicts inside the second path. We rewrite the first path (a different text of a different
 # length), run the model on both sequences under both masks, and compare the logits row by row,
-# aligning each part of the sequence by its span. Under "seen" the second path reads the first, so its
-# logits move; under "unseen" they must not move at all (up to float rounding). The summary reads both
-# paths under either mask, so it moves in both.
+# aligning each part of the sequence by its span. Under "seen" the second path reads the first, so
+# its logits move; under "unseen" they must not move at all (up to float rounding). The summary
+# reads both paths under either mask, so it moves in both.
 
 # %%
 from pr1lib.structure import attention_inputs
@@ -245,7 +260,11 @@ TOL = 1e-4 if model.dtype == torch.float32 else 5e-2  # half precision rounds di
 def logits_of(seq, mode):
     x = torch.tensor([seq], device=model.device)  # (1, L)
     with torch.no_grad():
-        out = model(input_ids=x, use_cache=False, **attention_inputs(x, tok, mode, [START], dtype=model.dtype))
+        out = model(
+            input_ids=x,
+            use_cache=False,
+            **attention_inputs(x, tok, mode, [START], dtype=model.dtype),
+        )
     return out.logits[0].float().cpu()  # (L, V)
 
 
@@ -287,16 +306,19 @@ assert second[UNSEEN] < TOL < second[SEEN], second  # the invariance itself
 
 # %% [markdown]
 # The same fact, read the other way: the second path's logits in the full unseen forward equal those
-# of a plain causal forward over **the prompt and that path alone** — no mask, no first path, ordinary
-# positions. That is exactly what a decoder computes when it forks the prompt's cache and decodes the
-# second path as its own row.
+# of a plain causal forward over **the prompt and that path alone** — no mask, no first path,
+# ordinary positions. That is exactly what a decoder computes when it forks the prompt's cache and
+# decodes the second path as its own row.
 
 # %%
 alone = original[: a1] + original[a2:b2]  # prompt + <Parallel> + the second path
 with torch.no_grad():
-    plain = model(input_ids=torch.tensor([alone], device=model.device)).logits[0, a1:].float().cpu()  # (n, V)
+    # (n, V)
+    plain = model(input_ids=torch.tensor([alone], device=model.device)).logits[0, a1:].float().cpu()
 gap = (plain - logits_of(original, "unseen")[a2:b2]).abs().max().item()
-print(f"second path: unseen full forward vs decoded alone after the prompt, max |Δ logit| = {gap:.1e}")
+print(
+    f"second path: unseen full forward vs decoded alone after the prompt, max |Δ logit| = {gap:.1e}"
+)
 assert gap < TOL
 
 # %% [markdown]
@@ -308,8 +330,8 @@ assert gap < TOL
 # processed twice) and decodes the summary as one row. The timing below is `bench_forked` from
 # `benchmarks/rollout.py` (the same function `python -m pr1lib bench rollout` runs): the model is
 # steered to open a block at once and write every path to exactly `PATH_LEN` tokens; forked k paths
-# are timed against one path, and "sequential" is k times one path. Torch runs on one thread here (set in
-# section 1) and the machine may be shared, so read the ratios rather than the seconds.
+# are timed against one path, and "sequential" is k times one path. Torch runs on one thread here
+# (set in section 1) and the machine may be shared, so read the ratios rather than the seconds.
 
 # %%
 from pr1lib import bench
@@ -317,50 +339,66 @@ from pr1lib.config import NotebookConfig
 
 NB = NotebookConfig.for_profile(PROFILE)  # this notebook's sizes (pr1lib.config presets)
 timing = bench.load_bench_script("rollout").bench_forked(model, tok, NB.path_len, NB.repeats)
-speed = pd.DataFrame({k: {"forked s": v["seconds"], "sequential s": round(int(k) * timing["single_path_s"], 4),
-                          "speed-up": v["speedup_vs_sequential"]} for k, v in timing["forked"].items()}).T
+speed = pd.DataFrame(
+    {
+        k: {
+            "forked s": v["seconds"],
+            "sequential s": round(int(k) * timing["single_path_s"], 4),
+            "speed-up": v["speedup_vs_sequential"],
+        }
+        for k, v in timing["forked"].items()
+    }
+).T
 speed.index.name = "paths k"
 
 # %% tags=["report"]
 plots.timing_chart(timing).show()
-print(f"one path of {NB.path_len} tokens: {timing['single_path_s']} s; path tokens a re-prefill summary would "
-      f"process again at k = 4: {timing['summary_reprefill_tokens']}, this engine's merge: "
-      f"{timing['summary_merge_reprocessed_tokens']}")
+print(
+    f"one path of {NB.path_len} tokens: {timing['single_path_s']} s; path tokens a "
+    f"re-prefill summary would "
+    f"process again at k = 4: {timing['summary_reprefill_tokens']}, this engine's merge: "
+    f"{timing['summary_merge_reprocessed_tokens']}"
+)
 speed
 
 # %% [markdown]
-# On a GPU the forked rows are nearly free until the batch fills the chip; on a CPU with a model this
-# small, per-step overhead dominates and the same holds. The official Parallel-R1 loop decodes paths
-# as separate vLLM requests sharing the prompt's cache (the same idea) but then **re-prefills**
-# the prompt and all paths to write the summary causally, with sequential positions: that is "seen"
-# encoding at the summary, while its trainer scores the summary under "unseen". Here the merge keeps
-# the paths' cached keys, so training and decoding agree token for token.
+# On a GPU the forked rows are nearly free until the batch fills the chip; on a CPU with a model
+# this small, per-step overhead dominates and the same holds. The official Parallel-R1 loop decodes
+# paths as separate vLLM requests sharing the prompt's cache (the same idea) but then
+# **re-prefills** the prompt and all paths to write the summary causally, with sequential positions:
+# that is "seen" encoding at the summary, while its trainer scores the summary under "unseen". Here
+# the merge keeps the paths' cached keys, so training and decoding agree token for token.
 
 # %% [markdown]
 # ## Summary
 #
-# - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of the
+# - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of
+#   the
 #   same block. Every path restarts its positions right after `<Parallel>`; the text after the block
 #   continues from the longest path.
 # - Under that view the model's predictions inside a path do not depend on its siblings at all (max
 #   |Δ logit| ≈ 0 above), and equal a plain forward over the prompt and that path alone. The summary
 #   still reads every path.
-# - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's cache
-#   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in turn.
+# - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's
+#   cache
+#   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in
+#   turn.
 # - Notebook 04 trains both variants and measures what this means for a trained model.
 
 # %% [markdown]
 # ## Exercises
 #
 # 1. Build a response with **three** paths and check `by_hand` against `pr1lib.structure` again.
-#    Which rectangles turn orange now, and where does `</Parallel>` land when the paths differ in length?
+#    Which rectangles turn orange now, and where does `</Parallel>` land when the paths differ in
+#    length?
 #
 #    <details><summary>Hint</summary>
 #
 #    Add a third, short `<Path>…</Path>` before `</Parallel>`. The orange cells are
 #    `seen & ~unseen`; slice them with the path spans of `parse(...).spans()`.
 #    </details>
-# 2. In section 6, rewrite the **second** path instead of the first. Which rows change under each mask,
+# 2. In section 6, rewrite the **second** path instead of the first. Which rows change under each
+#    mask,
 #    and why is the first path unaffected even under "seen"?
 #
 #    <details><summary>Hint</summary>

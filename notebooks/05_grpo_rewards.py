@@ -128,8 +128,8 @@ assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
 # official reward code: on GSM8K-style problems the *first* `Final Answer:` number compared as a
 # string (`$4` is wrong), on DAPO-style ones the last answer line in the last 300 characters after
 # Minerva normalisation; tags pass its lenient stack check. `project` is this project's: the last
-# `Final Answer:` outside paths compared by value (`$21.00` = `21`), and the strict grammar (an empty
-# path or text between paths is invalid). RL uses `project`; evaluation reports both, with the
+# `Final Answer:` outside paths compared by value (`$21.00` = `21`), and the strict grammar (an
+# empty path or text between paths is invalid). RL uses `project`; evaluation reports both, with the
 # official one as `accuracy`, as the paper does.
 
 # %%
@@ -158,9 +158,9 @@ schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, st
 # ## 5. When does a block pay?
 #
 # Say a block changes the accuracy of an answer from $p$ (no block) to $p_b$. On an accuracy step
-# the expected reward is $2p - 1$ without a block and $2p_b - 1$ with one; on a tiered step a correct
-# answer with a block earns $1 + b$ (the paper's $b = 0.2$), so $p_b(2 + b) - 1$. If a share $f$ of
-# the steps is tiered (S2: $f = 0.2$), a block raises the expected reward only if
+# the expected reward is $2p - 1$ without a block and $2p_b - 1$ with one; on a tiered step a
+# correct answer with a block earns $1 + b$ (the paper's $b = 0.2$), so $p_b(2 + b) - 1$. If a share
+# $f$ of the steps is tiered (S2: $f = 0.2$), a block raises the expected reward only if
 #
 # $$p - p_b \;<\; p \cdot \frac{f b}{2 + f b}.$$
 #

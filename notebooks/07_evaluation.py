@@ -3,7 +3,8 @@
 #
 # **Goal:** score every checkpoint the earlier notebooks made the way the paper scores its models,
 # put the numbers in the layout of the paper's Table 2 without mixing them up with the paper's own,
-# and read two training analyses on our runs: where blocks open over RL, and the mid-training scaffold.
+# and read two training analyses on our runs: where blocks open over RL, and the mid-training
+# scaffold.
 #
 # You will learn
 # - what mean@k and pass@k measure, why pass@k needs an unbiased estimator, and how to write it;
@@ -101,8 +102,15 @@ def pass_at_k_scratch(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)  # comb(a, b) = 0 when b > a: then pass@k = 1
 
 
-print("n=4 samples, c=1 correct: pass@1 =", pass_at_k_scratch(4, 1, 1), " pass@2 =", pass_at_k_scratch(4, 1, 2))
-print("plug-in 1-(1-c/n)^k for pass@2:", 1 - (1 - 1 / 4) ** 2, "(too low: it draws with replacement)")
+print(
+    "n=4 samples, c=1 correct: pass@1 =",
+    pass_at_k_scratch(4, 1, 1),
+    " pass@2 =",
+    pass_at_k_scratch(4, 1, 2),
+)
+print(
+    "plug-in 1-(1-c/n)^k for pass@2:", 1 - (1 - 1 / 4) ** 2, "(too low: it draws with replacement)"
+)
 
 # %% [markdown]
 # The library's `pr1lib.metrics.pass_at_k` computes the same quantity as a running product (the
@@ -119,15 +127,16 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # %% [markdown]
 # ## 3. Which checkpoints exist
 #
-# Table 2 has one row per stage. Each earlier notebook (or its command-line twin) leaves a run folder
-# with a `merged/` model; `find_checkpoints` looks in the usual places for this profile and seed and
-# reports what it could not find. Nothing is trained here to fill a gap: a missing row stays empty.
+# Table 2 has one row per stage. Each earlier notebook (or its command-line twin) leaves a run
+# folder with a `merged/` model; `find_checkpoints` looks in the usual places for this profile and
+# seed and reports what it could not find. Nothing is trained here to fill a gap: a missing row
+# stays empty.
 #
 # | row | made by |
 # |---|---|
 # | base | the profile's model (tags added, untrained) |
 # | Parallel-SFT-Seen / -Unseen | notebook 04, `python -m pr1lib sft --variant seen\|unseen` |
-# | GRPO + RL on GSM8K (plain) | notebook 06 §5, `python -m pr1lib grpo --stage all --variant plain` |
+# | GRPO + RL on GSM8K (plain) | notebook 06 §5, `pr1lib grpo --stage all --variant plain`|
 # | Parallel-R1-Seen | notebook 06 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
 # | Parallel-R1-Unseen (S1) | `python -m pr1lib grpo --stage 3 --variant unseen --reward accuracy` |
 # | Parallel-R1-Unseen (S2) | notebook 06 §6, `python -m pr1lib grpo --stage 3 --variant unseen` |
@@ -152,7 +161,8 @@ for key, where in missing.items():
 # problem, both answer checkers (the paper's strict `Final Answer:` match and a robust one), and
 # per-sample structure statistics. Each problem becomes one line of a JSONL file under
 # `runs/06_evaluation-<profile>/eval/`, so an interrupted run resumes, and a rerun with the same
-# weights reads the results back without loading the model (retraining a checkpoint invalidates them).
+# weights reads the results back without loading the model (retraining a checkpoint invalidates
+# them).
 
 # %%
 import time
@@ -167,11 +177,11 @@ per_stage = pd.DataFrame({(key, bench): {m: s[m] for m in metrics} for key, by i
 per_stage.round(3)
 
 # %% [markdown]
-# Reading the columns: `accuracy` is mean@k and `pass_at_k` pass@k (strict checker); `parallel_ratio`
-# is the share of samples with at least one block; `valid_ratio` the share whose tags follow the strict
-# grammar; `first_block_position` where the first `<Parallel>` starts, as a fraction of the response
-# in tokens; `path_diversity` is 1 − the word overlap of sibling paths (0 = copies, 1 = disjoint; the
-# paper used BLEU and embeddings instead).
+# Reading the columns: `accuracy` is mean@k and `pass_at_k` pass@k (strict checker);
+# `parallel_ratio` is the share of samples with at least one block; `valid_ratio` the share whose
+# tags follow the strict grammar; `first_block_position` where the first `<Parallel>` starts, as a
+# fraction of the response in tokens; `path_diversity` is 1 − the word overlap of sibling paths (0 =
+# copies, 1 = disjoint; the paper used BLEU and embeddings instead).
 #
 # ### The paper's Table 2, and ours beside it
 #
@@ -238,10 +248,18 @@ analytics.pass_curve_figure(ours)
 
 # %%
 rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
-curves = pd.concat([analytics.training_curves(where, label=key) for key, where in rl_runs.items()]
-                   or [pd.DataFrame(columns=["step", "run", *analytics.CURVE_KEYS])], ignore_index=True)
-print({key: int((curves["run"] == key).sum()) for key in rl_runs} or "no RL run found: run notebook 06 first")
-curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(["first", "last", "mean"]).round(3)
+curves = pd.concat(
+    [analytics.training_curves(where, label=key) for key, where in rl_runs.items()]
+    or [pd.DataFrame(columns=["step", "run", *analytics.CURVE_KEYS])],
+    ignore_index=True,
+)
+print(
+    {key: int((curves["run"] == key).sum()) for key in rl_runs}
+    or "no RL run found: run notebook 06 first"
+)
+curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(
+    ["first", "last", "mean"]
+).round(3)
 
 # %% tags=["report"]
 analytics.figure3(curves) if len(curves) else print("no RL run to plot")
@@ -249,18 +267,23 @@ analytics.figure3(curves) if len(curves) else print("no RL run to plot")
 # %% [markdown]
 # What this run shows, computed from the series above: the first third of the logged steps against
 # the last third, and a least-squares slope. A change counts only if it exceeds 0.05 and twice its
-# noise (the scatter of the per-step values); a step's value comes from a few dozen samples, so short
-# runs are noisy. The share of groups with a learning signal says whether GRPO had anything to learn
-# from: when every sample of a group gets the same reward, its advantage is zero and the policy does
-# not move.
+# noise (the scatter of the per-step values); a step's value comes from a few dozen samples, so
+# short runs are noisy. The share of groups with a learning signal says whether GRPO had anything to
+# learn from: when every sample of a group gets the same reward, its advantage is zero and the
+# policy does not move.
 
 # %% tags=["report"]
 def read_figure3(curves: pd.DataFrame) -> None:
     for run, part in curves.groupby("run", sort=False):
         position = analytics.trend(part, "block_position")
         print(analytics.describe_trend(position, f"[{run}] first-block position"))
-        print(analytics.describe_trend(analytics.trend(part, "parallel_ratio"), f"[{run}] parallel ratio"))
-        signal = 1 - part["frac_reward_zero_std"].mean()  # groups whose rewards differ: the only ones GRPO learns from
+        print(
+            analytics.describe_trend(
+                analytics.trend(part, "parallel_ratio"), f"[{run}] parallel ratio"
+            )
+        )
+        # groups whose rewards differ: the only ones GRPO learns from
+        signal = 1 - part["frac_reward_zero_std"].mean()
         if signal == signal:  # not NaN
             print(f"  groups with a learning signal (reward spread > 0): {signal:.0%} on average")
         verdict = {"rising": "blocks move later, the direction of the paper's Figure 3",
@@ -276,17 +299,19 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 #
 # The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as
 # **scaffolding**: train with the alternating reward (S2: accuracy on 8 of every 10 steps, and on
-# the other 2 the tiered reward, which pays a bonus for a valid block) for the first 200 steps, which keeps the parallel ratio high and
-# forces exploration; then continue from the step-200 checkpoint with the accuracy reward alone. After
-# the switch the parallel ratio falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The
-# authors call it preliminary, and the switch point was picked by hand.
+# the other 2 the tiered reward, which pays a bonus for a valid block) for the first 200 steps,
+# which keeps the parallel ratio high and forces exploration; then continue from the step-200
+# checkpoint with the accuracy reward alone. After the switch the parallel ratio falls while
+# accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and the switch
+# point was picked by hand.
 #
 # `studies.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
-# checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model with
-# the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts). Held-out
-# accuracy (mean@k at T = 1, greedy beside it) is measured at the start, at the switch and at the
-# end. The tiny profile keeps the paper's window (2 tiered steps of every 10) and switches after
-# one window; `smoke` shrinks it to show the plumbing only. The result is cached in the run folder.
+# checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model
+# with the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts).
+# Held-out accuracy (mean@k at T = 1, greedy beside it) is measured at the start, at the switch and
+# at the end. The tiny profile keeps the paper's window (2 tiered steps of every 10) and switches
+# after one window; `smoke` shrinks it to show the plumbing only. The result is cached in the run
+# folder.
 
 # %%
 scaffold_init = found.get("sft-unseen")
@@ -311,46 +336,65 @@ effect = analytics.switch_effect(scaffold)
 
 
 def change(key: str) -> str | None:
-    """'rose' / 'fell' when the change beats 0.05 and twice its noise, else 'stayed within noise'."""
+    """'rose' / 'fell' when the change beats 0.05 and twice its noise, else 'stayed within
+    noise'."""
     before, after, se = effect[key]["before"], effect[key]["after"], effect[key]["se"]
     if before is None or after is None:
         return None
     bar = max(0.05, 2 * se)
-    return "rose" if after - before > bar else "fell" if before - after > bar else "stayed within noise"
+    return (
+        "rose"
+        if after - before > bar
+        else "fell"
+        if before - after > bar
+        else "stayed within noise"
+    )
 
 
 for key in ("parallel_ratio", "accuracy"):
     e = effect[key]
-    print(f"{key} (training samples): {e['before']:.2f} before the switch, {e['after']:.2f} after "
-          f"(±{2 * e['se']:.2f}): {change(key)}" if change(key) else f"{key}: not logged in both phases")
+    print(
+        f"{key} (training samples): {e['before']:.2f} before the switch, {e['after']:.2f} after "
+        f"(±{2 * e['se']:.2f}): {change(key)}"
+        if change(key)
+        else f"{key}: not logged in both phases"
+    )
 
 
 print(pd.DataFrame(effect["held_out"]).to_string(index=False))
 if change("parallel_ratio") and change("accuracy"):
     paper_like = change("parallel_ratio") == "fell" and change("accuracy") != "fell"
-    print("the paper's pattern (parallel ratio down, accuracy not down) is", "seen" if paper_like else "not seen",
-          f"in this {scaffold['total_steps']}-step run")
+    print(
+        "the paper's pattern (parallel ratio down, accuracy not down) is",
+        "seen" if paper_like else "not seen",
+        f"in this {scaffold['total_steps']}-step run",
+    )
 
 # %% [markdown]
-# The scaffold is an RL run too, so it gets the Figure 3 reading of section 5 as well (both phases on
-# one step axis; the switch is at step `switch`):
+# The scaffold is an RL run too, so it gets the Figure 3 reading of section 5 as well (both phases
+# on one step axis; the switch is at step `switch`):
 
 # %% tags=["report"]
 scaffold_frame = analytics.scaffold_curves(scaffold)
 read_figure3(scaffold_frame)
-analytics.figure3(scaffold_frame, title="Figure 3 on the scaffold run (switch at step "
-                  f"{scaffold['switch_step']})").add_vline(x=scaffold["switch_step"], line_dash="dash")
+analytics.figure3(
+    scaffold_frame, title=f"Figure 3 on the scaffold run (switch at step {scaffold['switch_step']})"
+).add_vline(x=scaffold["switch_step"], line_dash="dash")
 
 # %% [markdown]
 # ## Summary
 #
-# - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right, estimated
-#   without bias as 1 − C(n−c, k)/C(n, k) (written from scratch above and checked against the library).
+# - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right,
+#   estimated
+#   without bias as 1 − C(n−c, k)/C(n, k) (written from scratch above and checked against the
+#   library).
 # - Structure gets measured next to accuracy: how often a block opens, whether its tags are valid,
 #   where it starts, and how different its paths are.
-# - The table follows the paper's Table 2 row by row, with our columns and the paper's kept apart and
+# - The table follows the paper's Table 2 row by row, with our columns and the paper's kept apart
+#   and
 #   labelled; rows whose checkpoint does not exist stay empty and are listed. Results are cached per
-#   checkpoint and benchmark, so rerunning is cheap; `python -m pr1lib eval --model RUN_DIR` does the
+#   checkpoint and benchmark, so rerunning is cheap; `python -m pr1lib eval --model RUN_DIR` does
+#   the
 #   same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its results.
 # - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
 #   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
@@ -376,7 +420,8 @@ analytics.figure3(scaffold_frame, title="Figure 3 on the scaffold run (switch at
 #    `ResultsFile(path).rows` gives one row per problem: n = `len(row["correct_official"])`, c its
 #    sum. Try c = 0, c = n and k = 1 first, then c = 1 with k = n.
 #    </details>
-# 3. Rerun the scaffold with the switch at a quarter and at three quarters of `total`. Does the parallel
+# 3. Rerun the scaffold with the switch at a quarter and at three quarters of `total`. Does the
+#    parallel
 #    ratio after the switch depend on how long phase 1 lasted? Does held-out accuracy at the end?
 #
 #    <details><summary>Hint</summary>

@@ -218,8 +218,12 @@ def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
     from pr1lib.grpo import run_grpo, run_name
     from pr1lib.studies import default_init
 
-    cfg = GRPOStageConfig.for_stage(int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed})
-    init = args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
+    cfg = GRPOStageConfig.for_stage(
+        int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed}
+    )
+    init = (
+        args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
+    )
     out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
     out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
     with _claim(args, out, "grpo", cfg, GRPO_RESUMABLE):
@@ -331,7 +335,9 @@ def _eval(args: Any) -> dict:
         overrides["n"] = None
     cfg = EvalConfig.for_profile(profile, **overrides)
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
-    cfg = cfg.replace(prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style)
+    cfg = cfg.replace(
+        prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style
+    )
     say = (lambda *a, **kw: None) if args.json else print
     model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
     say(f"profile={profile} model={name}\n{cfg}", flush=True)

@@ -57,12 +57,12 @@ from pr1lib.models import (
     trainable_precision,
 )
 from pr1lib.paths import runs_dir
+from pr1lib.preflight import dry_run_groups, gold_completions
 from pr1lib.prompts import chat_prompt
 from pr1lib.rewards import (
     REWARD_MODES,
     reward_for,
 )
-from pr1lib.rollout import generate
 from pr1lib.runs import (
     Run,
     claim_run_dir,
@@ -73,9 +73,8 @@ from pr1lib.runs import (
     write_run_card,
 )
 from pr1lib.runtime import set_seed, set_threads
-from pr1lib.sampling import DynamicSampler, EngineRollout, prefilter, rollout_config
+from pr1lib.sampling import DynamicSampler, EngineRollout, prefilter
 from pr1lib.structure import attention_inputs
-from pr1lib.teachers import RuleTeacher
 
 ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
@@ -89,8 +88,9 @@ def check_config(cfg: GRPOStageConfig) -> None:
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if cfg.per_device_train_batch_size % cfg.num_generations:
-        raise ValueError(f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts completions: "
-                         f"it must be a multiple of num_generations={cfg.num_generations}")
+        raise ValueError(f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts "
+                         f"completions: it must be a multiple of num_generations="
+                         f"{cfg.num_generations}")
     if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
         raise ValueError("the unseen variant trains on paths that never saw each other: "
                          "use rollout='forked'")
@@ -105,22 +105,28 @@ def check_config(cfg: GRPOStageConfig) -> None:
         raise ValueError("prefilter_k samples the prompts through the rollout engine: "
                          "use rollout=None")
     if cfg.variant == "plain" and cfg.reward != "accuracy":
-        raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would pay "
-                         "it nothing: use reward='accuracy' (the paper's GRPO baseline)")
+        raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would "
+                         "pay it nothing: use reward='accuracy' (the paper's GRPO baseline)")
 
 
 def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -> GRPOConfig:
     """TRL's ``GRPOConfig`` from the stage config (one generation per optimizer step)."""
     cuda = torch.cuda.is_available()
     return GRPOConfig(
-        output_dir=str(out_dir), learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+        output_dir=str(out_dir), learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
         max_steps=cfg.max_steps, per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps, num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, top_p=cfg.top_p,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature,
+        top_p=cfg.top_p,
         epsilon=cfg.epsilon, epsilon_high=cfg.clip_high, beta=cfg.beta, loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards, reward_weights=reward_weights(cfg), seed=cfg.seed, data_seed=cfg.seed,
-        save_strategy="steps", save_steps=cfg.save_steps, save_only_model=False, logging_steps=cfg.logging_steps,
+        scale_rewards=cfg.scale_rewards, reward_weights=reward_weights(cfg), seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="steps", save_steps=cfg.save_steps, save_only_model=False,
+        logging_steps=cfg.logging_steps,
         report_to="none", disable_tqdm=True, use_cpu=not cuda,
         activation_checkpointing=model_cfg.gradient_checkpointing,
         bf16=cuda and model_cfg.dtype == "bfloat16", fp16=cuda and model_cfg.dtype == "float16",
@@ -215,7 +221,9 @@ class ParallelGRPOTrainer(GRPOTrainer):
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
-            ids, mask2d = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]  # (b, L)
+            # (b, L)
+            stop = start + batch_size
+            ids, mask2d = input_ids[start:stop], attention_mask[start:stop]
             lp, ent = self._unseen_forward(model, ids, mask2d, logits_to_keep)
             logps.append(lp)
             entropies.append(ent)
@@ -223,11 +231,14 @@ class ParallelGRPOTrainer(GRPOTrainer):
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""
-        start = torch.full((ids.size(0),), ids.size(1) - logits_to_keep)  # prompts are left-padded to one width
+        start = torch.full((ids.size(0),),
+                           ids.size(1) - logits_to_keep)  # prompts are left-padded to one width
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        extra = attention_inputs(ids, self.processing_class, "unseen", start, attn, padding_mask=mask2d.bool(),
+        extra = attention_inputs(ids, self.processing_class, "unseen", start, attn,
+                                 padding_mask=mask2d.bool(),
                                  dtype=model.dtype)  # eager's additive mask takes the compute dtype
-        labels = ids.masked_fill(mask2d == 0, -100)  # (b, L) from the 2D mask: the 4D one hides padding
+        labels = ids.masked_fill(mask2d == 0,
+                                 -100)  # (b, L) from the 2D mask: the 4D one hides padding
         labels[:, :-logits_to_keep] = -100
         with self.accelerator.autocast():
             out = model(input_ids=ids, labels=labels, fused_lm_head=True, **extra)
@@ -235,7 +246,8 @@ class ParallelGRPOTrainer(GRPOTrainer):
 
 
 def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config: Any, dataset: Any,
-                  out_dir: str | Path, model_cfg: ModelConfig, callbacks: Sequence[TrainerCallback] = (),
+                  out_dir: str | Path, model_cfg: ModelConfig,
+                  callbacks: Sequence[TrainerCallback] = (),
                   rewards: Sequence[Callable] | None = None) -> ParallelGRPOTrainer:
     """The trainer: TRL's generation for ``rollout="trl"``, else ``EngineRollout`` (with a
     ``DynamicSampler`` when ``cfg.dynamic_sampling``)."""
@@ -244,12 +256,15 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
     rollout = None if cfg.rollout_mode == "trl" else EngineRollout(cfg, tokenizer)
     sampler = DynamicSampler(cfg.max_refills, cfg.seed) if cfg.dynamic_sampling else None
     trainer = ParallelGRPOTrainer(
-        model=model, reward_funcs=list(rewards or reward_funcs(cfg)), args=trl_args(cfg, out_dir, model_cfg),
-        train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
+        model=model, reward_funcs=list(rewards or reward_funcs(cfg)),
+        args=trl_args(cfg, out_dir, model_cfg),
+        train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
+        callbacks=list(callbacks),
         rollout_func=rollout, variant=cfg.variant, sampler=sampler,
         length_buckets=cfg.length_buckets,
     )
-    trainer.remove_callback(PrinterCallback)  # the dashboard (or the CLI's one line per step) reports instead
+    # the dashboard (or the CLI's one line per step) reports instead
+    trainer.remove_callback(PrinterCallback)
     trainable_precision(trainer.model, model_cfg.dtype)  # float16 (a T4): float32 adapters
     return trainer
 
@@ -268,7 +283,8 @@ class StopAt(TrainerCallback):
 
 
 class SaveAtEnd(TrainerCallback):
-    """Save a checkpoint on the last step too, so the next ``GRPOSession.run`` resumes exactly there."""
+    """Save a checkpoint on the last step too, so the next ``GRPOSession.run`` resumes exactly
+    there."""
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step >= state.max_steps:
@@ -279,10 +295,12 @@ class SaveAtEnd(TrainerCallback):
 def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
     """Means of the sampled (T = 1) training metrics over the last ``last`` logged steps.
 
-    >>> train_summary([{"step": 1, "parallel_ratio": 0.0}, {"step": 2, "parallel_ratio": 0.5}], last=1)
+    >>> rows = [{"step": 1, "parallel_ratio": 0.0}, {"step": 2, "parallel_ratio": 0.5}]
+    >>> train_summary(rows, last=1)
     {'parallel_ratio': 0.5}
     """
-    keys = ("reward", "accuracy", "parallel_ratio", "valid_ratio", "block_position", "completions/mean_length")
+    keys = ("reward", "accuracy", "parallel_ratio", "valid_ratio", "block_position",
+            "completions/mean_length")
     tail = list(rows)[-last:]
     out = {}
     for key in keys:
@@ -292,7 +310,8 @@ def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
     return out
 
 
-# ----------------------------------------------------------------------------- a run, N steps at a time
+# ----------------------------------------------------------------------------- a run, N steps at a
+# time
 def run_name(cfg: GRPOStageConfig) -> str:
     """``grpo-<profile>-<variant>-s<stage>-<reward>-seed<seed>``.
 
@@ -303,7 +322,8 @@ def run_name(cfg: GRPOStageConfig) -> str:
 
 
 class GRPOSession:
-    """One GRPO run folder, trained N steps at a time; every ``run`` resumes from the last checkpoint.
+    """One GRPO run folder, trained N steps at a time; every ``run`` resumes from the last
+    checkpoint.
 
     ``run(steps)`` builds a fresh trainer from the current config (so a changed reward mode or
     window applies from the next step on), resumes from ``RUN/trainer/checkpoint-*`` (optimizer,
@@ -328,7 +348,8 @@ class GRPOSession:
         set_seed(cfg.seed)
         self.model, self.tokenizer, self.peft_config = (
             policy or load_training_policy(self.model_cfg, cfg.train_tag_rows))
-        self.rewards = rewards  # None: reward_funcs(cfg), rebuilt at every run (the mode may change)
+        # None: reward_funcs(cfg), rebuilt at every run (the mode may change)
+        self.rewards = rewards
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
         if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
             self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg,
@@ -350,8 +371,10 @@ class GRPOSession:
         ckpt = last_checkpoint(self.run_dir / "trainer")
         return int(ckpt.name.split("-")[-1]) if ckpt else 0
 
-    def run(self, steps: int | None = None, callbacks: Sequence[TrainerCallback] = (), **changes: Any) -> int:
-        """Train ``steps`` more steps (default: up to ``cfg.max_steps``); ``changes`` update the config
+    def run(self, steps: int | None = None, callbacks: Sequence[TrainerCallback] = (),
+            **changes: Any) -> int:
+        """Train ``steps`` more steps (default: up to ``cfg.max_steps``); ``changes`` update the
+        config
         first (e.g. ``reward="structure"``). Returns the step reached."""
         self.cfg = self.cfg.replace(**changes) if changes else self.cfg
         done = self.step
@@ -359,11 +382,13 @@ class GRPOSession:
         save_configs(self.run_dir, self.cfg, self.model_cfg)
         first = self.trainer is None
         model = self.model if first else self.trainer.model
-        self.trainer = build_trainer(cfg, model, self.tokenizer, self.peft_config if first else None, self.dataset,
+        self.trainer = build_trainer(cfg, model, self.tokenizer,
+                                     self.peft_config if first else None, self.dataset,
                                      self.run_dir / "trainer", self.model_cfg,
                                      [*self.callbacks, *callbacks, SaveAtEnd()], self.rewards)
         ckpt = last_checkpoint(self.run_dir / "trainer")
-        if ckpt is not None and cfg.max_steps <= done:  # nothing left: load the checkpoint (Trainer would step once)
+        # nothing left: load the checkpoint (Trainer would step once)
+        if ckpt is not None and cfg.max_steps <= done:
             self._load(ckpt)
             return done
         start = time.perf_counter()
@@ -382,7 +407,8 @@ class GRPOSession:
         return self.dashboard.rows
 
     def save(self) -> dict[str, str]:
-        """``adapter/`` and ``merged/`` in the run folder (the next stage starts from ``merged/``)."""
+        """``adapter/`` and ``merged/`` in the run folder (the next stage starts from
+        ``merged/``)."""
         if self.trainer is None:
             raise RuntimeError("nothing trained yet: call run() first")
         return save_run(self.trainer, self.tokenizer, self.run_dir, self.model_cfg)
@@ -459,32 +485,3 @@ def doctor_checks(session: GRPOSession, n: int = 8) -> list:
                   tokenizer=tok, samples=golds, max_completion_length=cfg.max_completion_length,
                   batch=trl_args(cfg, session.run_dir / "trainer", session.model_cfg),
                   groups=groups["groups"], group_answers=groups["answers"], step=step)
-
-
-def gold_completions(cfg: GRPOStageConfig, n: int = 8) -> tuple[list[str], list[str]]:
-    """Parallel gold completions of the stage's first ``n`` problems (the rule teacher) and their
-    answers; empty for sources without worked solutions (DAPO)."""
-    records = load_source(cfg.source, "train", n, seed=cfg.seed)
-    teacher = RuleTeacher(seed=cfg.seed)
-    pairs = [(teacher.trace(r)["text"], str(r["answer"])) for r in records]
-    pairs = [(text, answer) for text, answer in pairs if "<Parallel>" in text]
-    return [t for t, _ in pairs], [a for _, a in pairs]
-
-
-def dry_run_groups(session: GRPOSession, n: int = 2) -> dict[str, list]:
-    """``num_generations`` sampled completions for each of the first ``n`` training prompts."""
-    cfg = session.cfg
-    if cfg.rollout_mode == "trl":
-        return {"groups": None, "answers": None}
-    rows = session.dataset.select(range(min(n, len(session.dataset))))
-    prompts = [p for p in rows["prompt"] for _ in range(cfg.num_generations)]
-    model = session.model
-    was_training = model.training
-    model.eval()
-    try:
-        rollouts = generate(model, session.tokenizer, prompts, rollout_config(cfg))
-    finally:
-        model.train(was_training)
-    texts = [r.text for r in rollouts]
-    groups = [texts[i:i + cfg.num_generations] for i in range(0, len(texts), cfg.num_generations)]
-    return {"groups": groups, "answers": list(rows["answer"])}

@@ -93,19 +93,21 @@ class Rollout:
 
 
 def as_columns(rollouts: Sequence[Rollout]) -> dict[str, list]:
-    """Column form for TRL's ``rollout_func``: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``, ``text``.
+    """Column form for TRL's ``rollout_func``: ``prompt_ids``, ``completion_ids``, ``logprobs``,
+    ``env_mask``, ``text``.
 
     >>> as_columns([Rollout([1], [5, 6], [-0.1, -0.2], [0, 1])])["env_mask"]
     [[1, 0]]
     """
-    return {"prompt_ids": [r.prompt_ids for r in rollouts], "completion_ids": [r.completion_ids for r in rollouts],
+    return {"prompt_ids": [r.prompt_ids for r in rollouts],
+            "completion_ids": [r.completion_ids for r in rollouts],
             "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
             "text": [r.text for r in rollouts]}
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row from ``(R, V)`` logits: greedy when ``temperature == 0``, else top-p sampling.
+    """One token per row from ``(R, V)`` logits: greedy at ``temperature == 0``, else top-p.
 
     >>> sample_tokens(torch.tensor([[0.0, 5.0, 1.0]]), temperature=0).tolist()
     [1]
@@ -146,7 +148,8 @@ class _Row:
 class _Engine:
     """The decision loop over ``Streams``: sample, apply the rules, fork, merge, drop."""
 
-    def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None):
+    def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig,
+                 generator: torch.Generator | None):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
         if config.at_block_limit not in BLOCK_LIMITS:
@@ -184,7 +187,8 @@ class _Engine:
     def decide(self, logits: torch.Tensor) -> None:
         """Choose every row's next token from its logits ``(R, V)`` and record it."""
         temp = self.cfg.temperature
-        self.logp = torch.log_softmax(logits.float() / (temp if temp > 0 else 1.0), dim=-1)  # (R, V)
+        # (R, V)
+        self.logp = torch.log_softmax(logits.float() / (temp if temp > 0 else 1.0), dim=-1)
         banned = logits.clone()  # (R, V)
         ban = torch.tensor([self.bans_parallel(r) for r in self.rows], device=logits.device)  # (R,)
         banned[ban, self.tags.parallel] = float("-inf")
@@ -198,12 +202,14 @@ class _Engine:
             (self.path_step if row.kind == "path" else self.main_step)(i, row, tok, lp)
 
     def distinct_starts(self, logits: torch.Tensor, cand: torch.Tensor) -> None:
-        """Greedy forked decoding: path j (j > 0) opens with the (j+1)-th most likely token that does
-        not close it. Sibling paths share their context exactly, so plain argmax would make k copies."""
+        """Greedy forked decoding: path j (j > 0) opens with the (j+1)-th most likely token that
+        does not close it. Siblings share their context exactly: plain argmax makes k copies."""
         for i, row in enumerate(self.rows):
-            if row.kind != "path" or row.index == 0 or len(row.buf.completion_ids) != 1 or row.closing:
+            if (row.kind != "path" or row.index == 0 or len(row.buf.completion_ids) != 1
+                    or row.closing):
                 continue
-            ranked = logits[i].topk(min(row.index + 3, logits.shape[-1])).indices.tolist()  # best first
+            # best first
+            ranked = logits[i].topk(min(row.index + 3, logits.shape[-1])).indices.tolist()
             ranked = [t for t in ranked if t not in (self.tags.end_path, self.eos)]
             if len(ranked) > row.index:
                 cand[i] = ranked[row.index]
@@ -234,7 +240,8 @@ class _Engine:
             row.fork_pending = self.cfg.mode != "seen"
         if self.at_block_limit(s, tok):
             self.finish(row, "block_limit")
-        if (row.kind == "trunk" and tok == self.eos) or len(s.completion_ids) >= self.cfg.max_completion_length:
+        full = len(s.completion_ids) >= self.cfg.max_completion_length
+        if (row.kind == "trunk" and tok == self.eos) or full:
             self.finish(row, "eos" if tok == self.eos and not forced else "length")
 
     def at_block_limit(self, s: Rollout, tok: int) -> bool:
@@ -383,18 +390,21 @@ class _Engine:
 
     def finalize(self, s: Rollout) -> None:
         cut = self.cfg.max_completion_length
-        s.completion_ids, s.logprobs, s.forced = s.completion_ids[:cut], s.logprobs[:cut], s.forced[:cut]
+        s.completion_ids, s.logprobs = s.completion_ids[:cut], s.logprobs[:cut]
+        s.forced = s.forced[:cut]
         s.finish_reason = s.finish_reason or "length"
         text_ids = [t for t in s.completion_ids if t not in (self.eos, self.tags.pad)]
         s.text = self.tok.decode(text_ids, skip_special_tokens=False)
 
 
 def _encode_prompts(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
-    return [tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p) for p in prompts]
+    return [tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p)
+            for p in prompts]
 
 
-def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: RolloutConfig | None = None,
-             generator: torch.Generator | None = None, stats: dict | None = None, **overrides: Any) -> list[Rollout]:
+def generate(model: Any, tokenizer: Any, prompts: Sequence[Any],
+             config: RolloutConfig | None = None, generator: torch.Generator | None = None,
+             stats: dict | None = None, **overrides: Any) -> list[Rollout]:
     """Sample one completion per prompt (token ids or strings); see the module docstring.
 
     ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
@@ -407,10 +417,12 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: Rollout
     >>> from pr1lib.models import train_tiny_tokenizer
     >>> from pr1lib.tokens import add_parallel_tags
     >>> tok = train_tiny_tokenizer(["think in parallel"] * 5, vocab_size=270)
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8, intermediate_size=32,
-    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)).eval()
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=16, head_dim=8,
+    ...     intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1)).eval()
     >>> _ = add_parallel_tags(tok, model)
-    >>> r = generate(model, tok, ["think"], max_completion_length=8, generator=torch.Generator().manual_seed(0))[0]
+    >>> g = torch.Generator().manual_seed(0)
+    >>> r = generate(model, tok, ["think"], max_completion_length=8, generator=g)[0]
     >>> len(r.completion_ids) <= 8, len(r.logprobs) == len(r.forced) == len(r.completion_ids)
     (True, True)
     >>> again = rollout_logprobs(model, tok, [r])[0]  # the trainer's view: the same numbers
@@ -428,7 +440,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], config: Rollout
 
 def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mode: str = "forked",
                      temperature: float = 1.0) -> list[list[float]]:
-    """Recompute each completion token's log-prob with one structure-masked forward (the trainer's view).
+    """Each completion token's log-prob, recomputed with one structure-masked forward (the
+    trainer's view).
 
     ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` and
     ``reread`` causally (sequential positions).
@@ -440,15 +453,16 @@ def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mo
     seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
     width = max(len(s) for s in seqs)
     ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=model.device)  # (B, L)
-    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=model.device)  # (B, L)
+    # (B, L)
+    real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=model.device)
     starts = [len(r.prompt_ids) for r in rollouts]
     with torch.no_grad():
-        lp = structured_logprobs(model, ids, tokenizer, "unseen" if mode == "forked" else "seen", starts,
-                                 padding_mask=real, temperature=temperature)  # (B, L)
+        lp = structured_logprobs(model, ids, tokenizer, "unseen" if mode == "forked" else "seen",
+                                 starts, padding_mask=real, temperature=temperature)  # (B, L)
     return [lp[b, starts[b]: len(seqs[b])].tolist() for b in range(len(rollouts))]
 
 
-# ----------------------------------------------------------------------------- steering (demos, tests, benchmarks)
+# ------------------------------------------------------- steering (demos, tests, benchmarks)
 class LogitBias(torch.nn.Module):
     """An output layer plus a fixed logit bias (steers a model without training it)."""
 
@@ -466,8 +480,8 @@ def steer_logits(model: Any, bias: dict[int, float] | torch.Tensor) -> Callable[
     ``(V,)`` tensor), so a random model opens blocks or never stops; returns the undo function.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
-    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4, intermediate_size=8,
-    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
     >>> undo = steer_logits(model, {3: 100.0})
     >>> int(model(torch.tensor([[1, 2]])).logits[0, -1].argmax())
     3

@@ -21,7 +21,8 @@ LAYERS: list[tuple[str, ...]] = [
      "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
     ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
-    ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling"),  # the pieces a stage is made of
+    # the pieces a stage is made of
+    ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling", "preflight"),
     ("sft", "grpo"),  # the training stages
     ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports
     ("notebook", "tour", "twins", "publish"),  # running and publishing the notebooks
@@ -80,8 +81,11 @@ def test_no_import_cycle():
 def test_modules_and_functions_stay_short(module):
     source = (PACKAGE / f"{module}.py").read_text()
     assert len(source.splitlines()) <= 500, f"{module}.py has {len(source.splitlines())} lines"
-    long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(source))
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 60]
+    long = [
+        (n.name, n.end_lineno - n.lineno + 1)
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 60
+    ]
     assert long == [], f"functions over 60 lines in {module}.py: {long}"
 
 
@@ -90,9 +94,26 @@ HELP = ("import sys\nfrom pr1lib.cli import main\ntry:\n    main({argv!r})\nexce
         "    pass\nprint(sorted(m for m in {heavy!r} if m in sys.modules))")
 
 
-@pytest.mark.parametrize("argv", [["--help"], *[[c, "--help"] for c in
-                                                 ("tour", "pretrain-tiny", "coldstart", "sft", "grpo",
-                                                  "eval", "bench", "export-verl")]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        *[
+            [c, "--help"]
+            for c in (
+                "tour",
+                "pretrain-tiny",
+                "coldstart",
+                "sft",
+                "grpo",
+                "eval",
+                "bench",
+                "export-verl",
+            )
+        ],
+    ],
+    ids=" ".join,
+)
 def test_help_loads_no_heavy_library(argv):
     """``--help`` stays fast because it never imports torch and friends (its time is measured by
     ``benchmarks/cli_help.py``, not asserted here)."""

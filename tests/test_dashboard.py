@@ -20,12 +20,24 @@ def test_dashboard_writes_each_step_and_skips_the_train_summary(tmp_path):
     seen = []
     dash = Dashboard(tmp_path / "metrics.csv", live=False, on_row=seen.append)
     _begin(dash, 0)
-    _log(dash, 1, reward=-1.0, accuracy=0.0, parallel_ratio=0.25, **{"rewards/accuracy_reward/mean": -1.0})
-    _log(dash, 2, reward=0.5, accuracy=0.75, parallel_ratio=0.5, **{"completions/clipped_ratio": 0.1})
+    _log(
+        dash,
+        1,
+        reward=-1.0,
+        accuracy=0.0,
+        parallel_ratio=0.25,
+        **{"rewards/accuracy_reward/mean": -1.0},
+    )
+    _log(
+        dash, 2, reward=0.5, accuracy=0.75, parallel_ratio=0.5, **{"completions/clipped_ratio": 0.1}
+    )
     _log(dash, 2, train_runtime=3.0, train_loss=0.0)  # Trainer's final summary: no "reward"
     rows = read_metrics(tmp_path / "metrics.csv")
     assert [r["step"] for r in rows] == [1, 2] and [r["step"] for r in seen] == [1, 2]
-    assert rows[0]["rewards/accuracy_reward/mean"] == -1.0 and rows[1]["completions/clipped_ratio"] == 0.1
+    assert (
+        rows[0]["rewards/accuracy_reward/mean"] == -1.0
+        and rows[1]["completions/clipped_ratio"] == 0.1
+    )
     assert "train_runtime" not in rows[-1]
 
 
@@ -37,14 +49,35 @@ def test_dashboard_resumes_its_history_up_to_the_checkpoint(tmp_path):
     again = Dashboard(tmp_path / "metrics.csv", live=False)
     _begin(again, 2)
     _log(again, 3, reward=30.0)
-    assert [(r["step"], r["reward"]) for r in read_metrics(tmp_path / "metrics.csv")] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+    assert [(r["step"], r["reward"]) for r in read_metrics(tmp_path / "metrics.csv")] == [
+        (1, 1.0),
+        (2, 2.0),
+        (3, 30.0),
+    ]
 
 
 def test_figure_has_one_trace_per_logged_series():
-    rows = [keep_row(1, {"reward": 0.1, "accuracy": 0.2, "parallel_ratio": 0.3, "frac_reward_zero_std": 0.5,
-                         "completions/mean_length": 40.0, "loss": 0.0})]
+    rows = [
+        keep_row(
+            1,
+            {
+                "reward": 0.1,
+                "accuracy": 0.2,
+                "parallel_ratio": 0.3,
+                "frac_reward_zero_std": 0.5,
+                "completions/mean_length": 40.0,
+                "loss": 0.0,
+            },
+        )
+    ]
     names = [t.name for t in dashboard_figure(rows).data]
-    assert names == ["reward", "accuracy", "parallel ratio", "zero-std groups", "mean completion length"]
+    assert names == [
+        "reward",
+        "accuracy",
+        "parallel ratio",
+        "zero-std groups",
+        "mean completion length",
+    ]
 
 
 def test_eta_counts_the_remaining_steps():
@@ -55,14 +88,29 @@ def test_eta_counts_the_remaining_steps():
 def test_panel_functions_without_a_frontend():
     state = PanelState(reward="alternating", window=5, parallel_steps=2, steps=10, start=3)
     modes = active_modes(state)  # global steps 3..12: the last 2 of every 5 are tiered
-    assert modes == ["tiered", "tiered", "accuracy", "accuracy", "accuracy", "tiered", "tiered", "accuracy",
-                     "accuracy", "accuracy"]
+    assert modes == [
+        "tiered",
+        "tiered",
+        "accuracy",
+        "accuracy",
+        "accuracy",
+        "tiered",
+        "tiered",
+        "accuracy",
+        "accuracy",
+        "accuracy",
+    ]
     assert active_modes(state.replace(reward="structure")) == ["structure"] * 10
     fig = schedule_figure(state.replace(structure_weight=0.3))
     assert [t.name for t in fig.data] == ["tiered", "accuracy", "structure bonus"]
     assert list(fig.data[0].x) == list(range(4, 14))
-    assert config_changes(state) == {"reward": "alternating", "window": 5, "parallel_steps": 2, "reward_weight": 1.0,
-                                     "extra_rewards": ()}
+    assert config_changes(state) == {
+        "reward": "alternating",
+        "window": 5,
+        "parallel_steps": 2,
+        "reward_weight": 1.0,
+        "extra_rewards": (),
+    }
 
 
 def test_control_panel_reads_its_widgets():

@@ -43,7 +43,10 @@ def _write(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-ROWS = [{"question": f"What is {i}+1?", "answer": f"{i}+1=<<{i}+1={i + 1}>>{i + 1}\n#### {i + 1}"} for i in range(5)]
+ROWS = [
+    {"question": f"What is {i}+1?", "answer": f"{i}+1=<<{i}+1={i + 1}>>{i + 1}\n#### {i + 1}"}
+    for i in range(5)
+]
 
 
 def test_explicit_folder_or_file_and_the_env_variable(tmp_path, monkeypatch):
@@ -78,11 +81,20 @@ def test_hub_path_uses_load_dataset_and_wraps_its_failures(tmp_path, monkeypatch
 
     def fake_hub(name, config=None, split=None):  # same call, served from a local file
         calls.append((name, config, split))
-        return real_load("json", data_files=str(tmp_path / "hub.jsonl"), split=split, cache_dir=str(tmp_path / "c"))
+        return real_load(
+            "json",
+            data_files=str(tmp_path / "hub.jsonl"),
+            split=split,
+            cache_dir=str(tmp_path / "c"),
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", fake_hub)
     assert len(data.load_gsm8k("train")) == 5 and calls[-1] == ("openai/gsm8k", "main", "train")
-    assert len(data.load_gsm8k("train", limit=2)) == 2 and calls[-1] == ("openai/gsm8k", "main", "train[:2]")
+    assert len(data.load_gsm8k("train", limit=2)) == 2 and calls[-1] == (
+        "openai/gsm8k",
+        "main",
+        "train[:2]",
+    )
 
     def no_network(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")
@@ -90,7 +102,9 @@ def test_hub_path_uses_load_dataset_and_wraps_its_failures(tmp_path, monkeypatch
     monkeypatch.setattr(datasets, "load_dataset", no_network)
     with pytest.raises(data.DataNotFoundError, match="Couldn't reach") as err:
         data.load_dapo()
-    assert isinstance(err.value.__cause__, ConnectionError) and "dapo/dapo_math_17k.jsonl" in str(err.value)
+    assert isinstance(err.value.__cause__, ConnectionError) and "dapo/dapo_math_17k.jsonl" in str(
+        err.value
+    )
 
 
 def test_dapo_from_the_hub_keeps_one_copy_of_each_prompt(tmp_path, monkeypatch):
@@ -132,7 +146,10 @@ def test_tinygsm_tiers_are_gsm8k_shaped():
     for name in ("tinygsm-easy", "tinygsm-hard"):
         recs = data.load_source(name, limit=20)
         assert len(recs) == 20 and all(set(r) == KEYS and r["source"] == name for r in recs)
-        assert all("<<" in r["answer_text"] and split_gsm8k_answer(r["answer_text"])[1] == r["answer"] for r in recs)
+        assert all(
+            "<<" in r["answer_text"] and split_gsm8k_answer(r["answer_text"])[1] == r["answer"]
+            for r in recs
+        )
     assert data.load_source("tinygsm-easy", limit=5) == data.load_source("tinygsm-easy", limit=5)
 
 

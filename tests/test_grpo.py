@@ -56,10 +56,20 @@ def trainable(model) -> dict[str, torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------- every mode, 3 steps
-@pytest.mark.parametrize("mode, variant", [("accuracy", "seen"), ("parallel_correct", "seen"), ("tiered", "unseen"),
-                                           ("structure", "seen"), ("alternating", "seen")])
+@pytest.mark.parametrize(
+    "mode, variant",
+    [
+        ("accuracy", "seen"),
+        ("parallel_correct", "seen"),
+        ("tiered", "unseen"),
+        ("structure", "seen"),
+        ("alternating", "seen"),
+    ],
+)
 def test_each_reward_mode_trains_three_steps_and_logs_its_term(base, tmp_path, mode, variant):
-    cfg = GRPOStageConfig.for_stage(3, "smoke", reward=mode, window=3, parallel_steps=1, variant=variant)
+    cfg = GRPOStageConfig.for_stage(
+        3, "smoke", reward=mode, window=3, parallel_steps=1, variant=variant
+    )
     session = GRPOSession(cfg, out=tmp_path, policy=fresh(base))
     assert session.run() == 3
     rows = session.rows
@@ -84,7 +94,11 @@ def test_paper_knobs_reach_trl(tmp_path):
     args = trl_args(cfg, tmp_path, stage_model_config(cfg))
     knobs = (args.num_generations, args.epsilon, args.epsilon_high, args.beta, args.temperature)
     assert knobs == (8, 0.2, 0.28, 0.0, 1.0)
-    assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant" and args.loss_type == "dapo"
+    assert (
+        args.learning_rate == 1e-6
+        and args.lr_scheduler_type == "constant"
+        and args.loss_type == "dapo"
+    )
     s1 = trl_args(GRPOStageConfig.for_stage(3, "paper", reward="accuracy"), tmp_path,
                   stage_model_config(cfg))
     assert s1.epsilon_high == 0.2  # clip-higher only for the alternating (S2) run
@@ -107,11 +121,15 @@ def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
         varied.__name__ = "varied_reward"
         return varied
 
-    whole = GRPOSession(cfg, out=tmp_path / "whole", policy=fresh(base), rewards=[recorder("whole")])
+    whole = GRPOSession(
+        cfg, out=tmp_path / "whole", policy=fresh(base), rewards=[recorder("whole")]
+    )
     whole.run()
     cut = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
     assert cut.run(callbacks=[StopAt(2)]) == 2
-    again = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")])
+    again = GRPOSession(
+        cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[recorder("resumed")]
+    )
     assert again.step == 2 and again.run() == 4
     assert seen["resumed"] == seen["whole"] and [s for s, _, _ in seen["whole"]] == [0, 1, 2, 3]
     a, b = trainable(whole.policy), trainable(again.policy)
@@ -119,7 +137,8 @@ def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
     assert max(a[n].abs().max().item() for n in a if "lora_B" in n) > 0  # it did train
     assert [r["step"] for r in again.rows] == [1, 2, 3, 4]  # the CSV history survives the restart
     rerun = GRPOSession(cfg, out=tmp_path / "cut", policy=fresh(base), rewards=[varied_reward])
-    assert rerun.run() == 4 and len(seen["resumed"]) == 4  # done already: loads step 4, trains nothing
+    # done already: loads step 4, trains nothing
+    assert rerun.run() == 4 and len(seen["resumed"]) == 4
     c = trainable(rerun.policy)
     assert all(torch.equal(b[n], c[n]) for n in b) and len(rerun.rows) == 4
 
@@ -162,9 +181,13 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
         lp_seen = seen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
         lp_unseen = unseen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
     real = mask[:, -k:].bool()
-    assert torch.allclose(lp_seen[real], lp_unseen[real], atol=1e-5)  # no block: the same as stock TRL
+    # no block: the same as stock TRL
+    assert torch.allclose(lp_seen[real], lp_unseen[real], atol=1e-5)
 
-    block = ["<Parallel><Path>3+1=4</Path><Path>1+3=4</Path></Parallel>\n<Summary>4</Summary>\nFinal Answer: 4"] * 2
+    block = [
+        "<Parallel><Path>3+1=4</Path><Path>1+3=4</Path></Parallel>\n"
+        "<Summary>4</Summary>\nFinal Answer: 4"
+    ] * 2
     ids, mask, k = _batch(tok, prompts, block)
     with torch.no_grad():
         lp_seen = seen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
@@ -180,11 +203,14 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
     for b, s in enumerate(starts):
         assert torch.allclose(lp_unseen[b, :n], ref[b, s:s + n], atol=1e-5)
     second_path = len(tok.encode("<Parallel><Path>3+1=4</Path>", add_special_tokens=False))
-    assert torch.allclose(lp_unseen[:, :second_path], lp_seen[:, :second_path], atol=1e-5)  # trunk + path 1
-    assert not torch.allclose(lp_unseen[:, second_path:n], lp_seen[:, second_path:n], atol=1e-4)  # path 2 on
+    # trunk + path 1
+    assert torch.allclose(lp_unseen[:, :second_path], lp_seen[:, :second_path], atol=1e-5)
+    # path 2 on
+    assert not torch.allclose(lp_unseen[:, second_path:n], lp_seen[:, second_path:n], atol=1e-4)
 
 
-# ----------------------------------------------------------------------------- unseen + forked, end to end
+# ----------------------------------------------------------------------------- unseen + forked, end
+# to end
 def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, monkeypatch):
     """The unseen trainer subclass with the forked engine: rollouts really fork (a logit bias makes
     the random smoke model open blocks), three optimizer steps run, and the LoRA weights move."""
@@ -192,7 +218,8 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
     bias = torch.zeros(model.config.vocab_size)  # (V,)
     bias[tok.convert_tokens_to_ids("<Parallel>")] = 6.0
 
-    def steer(module, inputs, out):  # sampling sees the bias; TRL's fused log-prob path has no logits
+    # sampling sees the bias; TRL's fused log-prob path has no logits
+    def steer(module, inputs, out):
         if getattr(out, "logits", None) is not None:
             out.logits = out.logits + bias
         return out
@@ -212,7 +239,8 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
     assert session.run() == 3 and isinstance(session.trainer, ParallelGRPOTrainer)
     assert len(blocks) == 3 and all(b > 0 for b in blocks), blocks  # every step's rollouts forked
     lora_b = [p for n, p in session.policy.named_parameters() if "lora_B" in n]
-    assert lora_b and max(p.abs().max().item() for p in lora_b) > 0  # LoRA B starts at zero: it trained
+    # LoRA B starts at zero: it trained
+    assert lora_b and max(p.abs().max().item() for p in lora_b) > 0
 
 
 # ----------------------------------------------------------------------------- the plain baseline

@@ -30,7 +30,9 @@ def test_there_are_notebooks():
 def test_ipynb_twin_matches_source(path):
     twin = path.with_suffix(".ipynb")
     assert twin.exists(), f"{twin.name} missing: run `make sync`"
-    assert cell_sources(read(twin)) == cell_sources(read(path)), f"{twin.name} drifted: run `make sync`"
+    assert cell_sources(read(twin)) == cell_sources(read(path)), (
+        f"{twin.name} drifted: run `make sync`"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -108,7 +110,9 @@ def test_stage_runs_name_notebooks_that_exist():
     for _, patterns in STAGE_RUNS.values():
         for pattern in patterns:
             if pattern[:2].isdigit():
-                assert pattern.split("-")[0] in IDS, f"STAGE_RUNS names a missing notebook: {pattern}"
+                assert pattern.split("-")[0] in IDS, (
+                    f"STAGE_RUNS names a missing notebook: {pattern}"
+                )
 
 
 @pytest.mark.notebook

@@ -50,13 +50,19 @@ def run(model, seed: int = 0, prompts=PROMPTS, **kw) -> list[Rollout]:
     return generate(model, TOK, prompts, CFG, generator=torch.Generator().manual_seed(seed), **kw)
 
 
-def max_gap(model, rollouts: list[Rollout], mode: str = "forked", temperature: float = 1.0) -> float:
+def max_gap(
+    model, rollouts: list[Rollout], mode: str = "forked", temperature: float = 1.0
+) -> float:
     again = rollout_logprobs(model, TOK, rollouts, mode, temperature)
-    return max((torch.tensor(r.logprobs) - torch.tensor(lp)).abs().max().item() for r, lp in zip(rollouts, again))
+    return max(
+        (torch.tensor(r.logprobs) - torch.tensor(lp)).abs().max().item()
+        for r, lp in zip(rollouts, again)
+    )
 
 
 def test_fork_and_merge_equal_masked_forward(model):
-    """Teacher-forced: prefix -> k rows with unequal paths (holes) -> KV concatenation -> summary."""
+    """Teacher-forced: prefix -> k rows with unequal paths (holes) -> KV concatenation ->
+    summary."""
     prefix = tokens("Q: hi") + [P]
     paths = [[PA] + tokens("ab") + [EPA], [PA] + tokens("cdefg") + [EPA], [PA, EPA]]
     tail = [EP] + NL + [S] + tokens("ok") + [ES]
@@ -77,9 +83,13 @@ def test_fork_and_merge_equal_masked_forward(model):
             for j in range(3):
                 if live[j]:
                     torch.testing.assert_close(out[j], full[starts[j] + t], atol=1e-5, rtol=0)
-        plan = [[(0, 0, st.n_real(0))] + [(j, n, st.n_real(j)) for j in (1, 2)], [(3, 0, st.n_real(3))]]
+        plan = [
+            [(0, 0, st.n_real(0))] + [(j, n, st.n_real(j)) for j in (1, 2)],
+            [(3, 0, st.n_real(3))],
+        ]
         st.regroup(plan, [max(st.pos[:3].tolist()), int(st.pos[3])])
-        assert st.n_real(0) == len(prefix) + sum(len(p) for p in paths)  # compacted: prefix + sum of paths
+        # compacted: prefix + sum of paths
+        assert st.n_real(0) == len(prefix) + sum(len(p) for p in paths)
         assert st.cache.get_seq_length() == max(st.n_real(0), st.n_real(1))
         at = len(prefix) + sum(len(p) for p in paths)
         for i, tok in enumerate(tail):
@@ -137,7 +147,9 @@ def forced_ok(r: Rollout) -> None:
         if starts_path or after_paths:
             assert f == 1
         if tok == EP and after_paths and i + len(NL) + 1 < len(c):
-            assert c[i + 1: i + 2 + len(NL)] == NL + [S] and r.forced[i + 1: i + 2 + len(NL)] == [1] * (len(NL) + 1)
+            assert c[i + 1 : i + 2 + len(NL)] == NL + [S] and r.forced[i + 1 : i + 2 + len(NL)] == [
+                1
+            ] * (len(NL) + 1)
         if f:
             assert tok in (PA, EPA, EP, S, ES, *NL)
         assert not (tok == P and s.path[i] >= 0), "<Parallel> inside a path"
@@ -148,14 +160,17 @@ def test_forced_tokens_and_loss_mask(steered):
     rollouts = run(steered, seed=5)
     for r in rollouts:
         forced_ok(r)
-        assert r.completion_ids.count(P) == r.blocks  # every <Parallel> forked: none inside paths/summaries
+        # every <Parallel> forked: none inside paths/summaries
+        assert r.completion_ids.count(P) == r.blocks
         assert sum(r.env_mask) == len(r.completion_ids) - sum(r.forced)
         assert len(r.logprobs) == len(r.completion_ids) <= CFG.max_completion_length
         assert all(n <= CFG.max_path_length for lens in r.path_lengths for n in lens)
         for (_, a, b), n in zip(parse(r.completion_ids, T).spans(), sum(r.path_lengths, [])):
             assert b - a == n or b == len(r.completion_ids)  # spans agree unless cut by the budget
     cols = as_columns(rollouts)
-    assert cols["completion_ids"][0] == rollouts[0].completion_ids and len(cols["env_mask"]) == len(PROMPTS)
+    assert cols["completion_ids"][0] == rollouts[0].completion_ids and len(cols["env_mask"]) == len(
+        PROMPTS
+    )
 
 
 def test_eos_in_path_and_summary_is_replaced_by_closer():
@@ -165,7 +180,8 @@ def test_eos_in_path_and_summary_is_replaced_by_closer():
     for r in rollouts:
         forced_ok(r)
         s = parse(r.completion_ids, T)
-        assert all(s.path[i] < 0 for i, t in enumerate(r.completion_ids) if t == EOS)  # no eos inside a path
+        # no eos inside a path
+        assert all(s.path[i] < 0 for i, t in enumerate(r.completion_ids) if t == EOS)
         closers += sum(f for t, f in zip(r.completion_ids, r.forced) if t in (EPA, ES))
     assert closers > 0
     assert max_gap(eager_eos, rollouts) < 1e-4
@@ -193,13 +209,17 @@ def test_batch_equals_single_runs(steered):
     for prompt, r in zip(PROMPTS, batch):
         alone = run(steered, prompts=[prompt], temperature=0.0)[0]
         assert alone.completion_ids == r.completion_ids
-        torch.testing.assert_close(torch.tensor(alone.logprobs), torch.tensor(r.logprobs), atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(alone.logprobs), torch.tensor(r.logprobs), atol=1e-5, rtol=0
+        )
         assert not any(torch.isnan(torch.tensor(r.logprobs)))
 
 
 def test_text_keeps_tags_and_config_presets(steered):
     r = run(steered, seed=7, prompts=["Hi"])[0]
-    assert "<Parallel><Path>" in r.text and r.text == TOK.decode([t for t in r.completion_ids if t != EOS])
+    assert "<Parallel><Path>" in r.text and r.text == TOK.decode(
+        [t for t in r.completion_ids if t != EOS]
+    )
     assert RolloutConfig.for_profile("paper").max_completion_length == 3000
     with pytest.raises(ValueError):
         run(steered, mode="nope")
@@ -238,11 +258,15 @@ def test_greedy_forked_paths_open_with_distinct_tokens(steered):
     for r in distinct:
         if not r.path_lengths:
             continue
-        (a, b), prefix = first_block_paths(r), r.prompt_ids + r.completion_ids[:r.completion_ids.index(P) + 2]
+        (a, b), prefix = (
+            first_block_paths(r),
+            r.prompt_ids + r.completion_ids[: r.completion_ids.index(P) + 2],
+        )
         logits = full_logits(steered, prefix)[-1]  # (V,) after <Parallel><Path>
         logits[P] = float("-inf")  # no nesting: the engine bans <Parallel> inside paths
         ranked = [t for t in logits.argsort(descending=True).tolist() if t not in (EPA, EOS)]
-        assert (a[0] if a else EPA) == logits.argmax().item()  # path 1: plain argmax (an empty path if it closes)
+        # path 1: plain argmax (an empty path if it closes)
+        assert (a[0] if a else EPA) == logits.argmax().item()
         assert b[0] == ranked[1] and a[:1] != b[:1]
     assert max_gap(steered, distinct, temperature=0.0) < 1e-4  # greedy: log-probs at T = 1, not NaN
 
