@@ -157,12 +157,12 @@ def exercise_4(profile: str = "smoke") -> dict:
     (``invalid_format``, then ``no_block``), far more often than the answer (the paper's own
     teacher kept 83.7 % of GSM8K traces on format alone). Which of the two leads depends on the
     model: run this with ``profile="colab"`` on a GPU (32 problems, Qwen3-1.7B in 4 bit) and
-    read ``found["hf"]``. On ``smoke`` the teacher is the random model: every trace fails, and
-    the first check it fails is a format one.
+    read ``found["hf"]``. Where the profile names no teacher model (``smoke``, ``tiny``) the
+    teacher is the random model: every trace fails, and the first check it fails is a format one.
     """
     config = ColdStartConfig.for_profile(profile)
     problems = next(iter(sources(profile, config.llm_limit).values()))
-    if profile == "smoke":
+    if not config.teacher_model:  # smoke and tiny name no teacher: the random model stands in
         model, tok, _ = load_policy("smoke")
         add_parallel_tags(tok, model)
         llm = HFTeacher(model, tok, max_new_tokens=32, prompt_style=config.prompt_style)
