@@ -277,7 +277,30 @@ pd.read_csv(runs_dir() / "00_pretrain_smoke" / "loss.csv")
 #
 # 1. Generate 1,000 `hard` problems and plot the distribution of final answers. Which
 #    step kinds make the numbers large?
+#
+#    <details><summary>Hint</summary>
+#
+#    `pr1lib.tasks.generate(1000, "hard")` gives the records; the final answer follows `####`. Tag
+#    each problem with the operators of its `<<a op b=c>>` steps and compare the answers of the
+#    problems that have a `*` step with those that do not.
+#    </details>
 # 2. Measure accuracy at temperature 0.5 and 1.5. Predict first: which way does it move,
 #    and what would that do to the fraction of GRPO groups with mixed rewards?
+#
+#    <details><summary>Hint</summary>
+#
+#    Pass `temperature` to `pr1lib.pretrain.evaluate_accuracy`. For the groups: a group of G samples
+#    is mixed with probability $1 - p^G - (1 - p)^G$; which $p$ makes that largest?
+#    </details>
 # 3. Re-run `pretrain-tiny` with `--set hard_fraction=0.5` for 300 steps (about five minutes):
 #    does `hard` accuracy rise at the cost of `easy`?
+#
+#    <details><summary>Hint</summary>
+#
+#    Train two runs with the same steps, one at `hard_fraction=0.2` and one at 0.5, and compare
+#    their cards' `accuracy` per tier, not with the shipped 1,100-step card. Mind the noise of
+#    200 problems.
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/00_tiny_world.py](../solutions/00_tiny_world.py)
+# (`python solutions/00_tiny_world.py` runs them).

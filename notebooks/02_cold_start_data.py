@@ -314,9 +314,40 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #
 # 1. Set `extra_path_rate=1.0` in `RuleTeacher` and count how many blocks get three paths. Which
 #    problems can never have three?
+#
+#    <details><summary>Hint</summary>
+#
+#    A third path needs two alternatives of the blocked step: look at
+#    `pr1lib.teachers.alternatives(expr, value)` for a product, a sum, a difference and a quotient,
+#    and remember which step `step_choice="rare_op"` picks.
+#    </details>
 # 2. Lower `config.max_tokens` to 256 (`config.replace(max_tokens=256)`) and rerun the filter. Which
 #    source loses most, and why does the tiny tokenizer count more tokens than `chars/4`?
+#
+#    <details><summary>Hint</summary>
+#
+#    Count `too_long` among the rejected rows per source at both budgets. For the tokenizer, compare
+#    `coldstart.count_tokens(text, tokenizer)` with `len(text) / 4` on a solution full of numbers.
+#    </details>
 # 3. Give the stand-in server `faults=["malformed", "timeout"]` and a client `timeout=0.5`. Predict
 #    each problem's trace before you run it, and check that a second run retries only the failures.
+#
+#    <details><summary>Hint</summary>
+#
+#    Faults are played one per request in arrival order, so use `concurrency=1`. The
+#    `OpenAITeacher` docstring says which outcomes are retried and which are recorded at once; the
+#    cache in `coldstart.generate_traces` says which problems a rerun asks again (`server.asked`).
+#    </details>
 # 4. With a GPU, run `HFTeacher` on 32 GSM8K problems and compare its rejection reasons with the
 #    rule teacher's. Which check does an LLM fail most often?
+#
+#    <details><summary>Hint</summary>
+#
+#    Run both teachers on the same problems and count `reason` in the rejected rows of
+#    `coldstart.filter_traces`. The filter's checks run in order: teacher error, format, block,
+#    answer, length.
+#    </details>
+#
+# Solutions, with the reasoning:
+# [solutions/02_cold_start_data.py](../solutions/02_cold_start_data.py)
+# (`python solutions/02_cold_start_data.py` runs them).

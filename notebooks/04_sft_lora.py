@@ -480,15 +480,52 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #
 # 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and what
 #    does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
+#
+#    <details><summary>Hint</summary>
+#
+#    Compare `tag_similarity(model, tokenizer)` of the trained model with that of a freshly loaded
+#    base (`models.load_training_policy`): which rows can move when they are not trainable? Then
+#    think about how close `<Path>` and `</Path>` start out.
+#    </details>
 # 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use a
 #    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens land
 #    on the same positions, and what does the model see at inference instead?
+#
+#    <details><summary>Hint</summary>
+#
+#    Subclass `ParallelCollator` and call `structure.attention_inputs(..., response_start=None)`.
+#    A prompt that only names the tags in prose may parse as nothing; one that shows an example
+#    block with two paths does not. Compare the prompt's positions with `range(len(prompt))`.
+#    </details>
 # 3. Rebuild the cold-start set with `teachers.RuleTeacher(original_path="any", summary="value")`
 #    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant and
 #    read ten wrong answers. Which of the habits described in section 7 come back?
+#
+#    <details><summary>Hint</summary>
+#
+#    `run_coldstart(ColdStartConfig(...), folder, teacher=...)` writes `folder/dataset`; pass
+#    `folder` to `sft.run_sft`. In the wrong answers, compare each summary's number with the paths'
+#    last numbers, and each path's operands with the question's.
+#    </details>
 # 4. Switch `loss_reduction` to `"token"` and compare the loss curves. Which rows weigh more under
 #    each reduction, and when would the difference matter for traces of very different lengths?
+#
+#    <details><summary>Hint</summary>
+#
+#    `ParallelSFTTrainer.compute_loss` has both reductions. Write down the weight of one row in
+#    each for a batch of rows with 100 and 400 completion tokens.
+#    </details>
 # 5. Train with `config.replace(plain_share=0.5)`: half the traces lose their block
 #    (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the greedy
 #    parallel ratio after SFT, then compare it with the share of sampled answers (T = 1) that open a
 #    block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.
+#
+#    <details><summary>Hint</summary>
+#
+#    `run.result["after"]` has the sampled `parallel_ratio` and `greedy["parallel_ratio"]`. Greedy
+#    takes the likeliest token at the point where a block may open: what does it do when that
+#    probability is 0.45, or 0.55?
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/04_sft_lora.py](../solutions/04_sft_lora.py)
+# (`python solutions/04_sft_lora.py` runs them).

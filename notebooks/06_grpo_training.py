@@ -321,8 +321,30 @@ fig
 # 1. Give the structure reward a small weight next to accuracy (`structure_weight=0.3` in the
 #    panel, or `extra_rewards=(("structure", 0.3),)` in the config). Predict first: does the
 #    parallel ratio rise, and what happens to accuracy on the hard tier? Then run Stage 3.
+#
+#    <details><summary>Hint</summary>
+#
+#    TRL logs each reward function's mean (`rewards/<name>/mean`) and their weighted sum
+#    (`reward`) in `metrics.csv`. Section 7's `structure` arm shows what a reward that pays blocks
+#    whatever the answer does to accuracy.
+#    </details>
 # 2. Run Stage 3 of the seen variant with the alternating reward instead of accuracy
 #    (`GRPOStageConfig.for_stage(3, PROFILE, reward="alternating", notebook=True)`). Which
 #    clip-high does it take, and why?
+#
+#    <details><summary>Hint</summary>
+#
+#    Print `GRPOStageConfig.for_stage(...).clip_high` for both rewards, and look up `CLIP_HIGH` in
+#    `pr1lib.config` and clip-higher in docs/recipe.md.
+#    </details>
 # 3. Interrupt a Stage 3 run halfway (stop the cell), then run the cell again. Check in
 #    `metrics.csv` and in the `trainer/` folder that it resumed from the last checkpoint.
+#
+#    <details><summary>Hint</summary>
+#
+#    `GRPOSession.step` reads the last `trainer/checkpoint-N`; a checkpoint lands every
+#    `save_steps` steps. Compare the steps in `metrics.csv` before and after the rerun.
+#    </details>
+#
+# Solutions, with the reasoning: [solutions/06_grpo_training.py](../solutions/06_grpo_training.py)
+# (`python solutions/06_grpo_training.py` runs them).
