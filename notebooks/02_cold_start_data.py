@@ -5,12 +5,14 @@
 # completions think in `<Parallel>` blocks, and measure how much of each source survives the filter.
 #
 # You will learn
-# - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems), and
+# - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems),
+#   and
 #   what it measured on the harder DAPO-Math problems (0.0 % of traces in a valid parallel format);
 # - how this project's **rule teacher** turns a worked GSM8K solution into a parallel trace without
 #   any model, and why its arithmetic is checked rather than trusted;
 # - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
-# - this project's four filter checks (strict format, at least one block, the right answer, the token
+# - this project's four filter checks (strict format, at least one block, the right answer, the
+#   token
 #   budget; the paper checked the format only), the yield table, and how to switch to an LLM teacher
 #   (transformers or any OpenAI-compatible server).
 #
@@ -107,7 +109,8 @@ tiny = {t: data.load_source(f"tinygsm-{t}", limit=n_tiny, seed=SEED) for t in ("
 sources = {"gsm8k": gsm8k, "dapo": dapo, "tinygsm-easy": tiny["easy"], "tinygsm-hard": tiny["hard"]}
 sources = {name: probs for name, probs in sources.items() if probs}
 print({name: len(probs) for name, probs in sources.items()})
-pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source", "question", "answer_text", "answer"]]
+pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source", "question",
+                                                                        "answer_text", "answer"]]
 
 # %% [markdown]
 # ## 2. A teacher that needs no model
@@ -143,7 +146,8 @@ print(rule.generate([example])[0]["text"])
 
 # %%
 rows = []
-for expr, value in [("48+24", "72"), ("12*52", "624"), ("3*16", "48"), ("100-50-30-15", "5"), ("(4+6)*3", "30")]:
+for expr, value in [("48+24", "72"), ("12*52", "624"), ("3*16", "48"), ("100-50-30-15", "5"),
+                    ("(4+6)*3", "30")]:
     for kind, text in teachers.alternatives(expr, value).items():
         rows.append({"original": f"{expr}={value}", "kind": kind, "other path": text})
 pd.DataFrame(rows)
@@ -153,8 +157,8 @@ pd.DataFrame(rows)
 #
 # An LLM teacher can take hours, and Colab sessions drop. `generate_traces` appends every finished
 # batch to a JSON Lines cache keyed by (problem id, teacher name), flushed and `fsync`ed. A re-run
-# skips what is done, so an interrupt loses at most the batch in flight, and a line torn by a crash is
-# detected and cut off before the next append. The second call below finds everything cached.
+# skips what is done, so an interrupt loses at most the batch in flight, and a line torn by a crash
+# is detected and cut off before the next append. The second call below finds everything cached.
 
 # %%
 from pr1lib import coldstart
@@ -167,8 +171,11 @@ for name, probs in sources.items():
     timings[name] = time.perf_counter() - start
 start = time.perf_counter()
 again = coldstart.generate_traces(rule, sources[next(iter(sources))], cache)
-print({k: f"{v:.2f} s" for k, v in timings.items()}, f"| re-run from cache: {time.perf_counter() - start:.2f} s")
-print(f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(cache).records)} traces")
+print({k: f"{v:.2f} s" for k, v in timings.items()},
+      f"| re-run from cache: {time.perf_counter() - start:.2f} s")
+print(
+    f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(cache).records)} traces"
+)
 
 # %% [markdown]
 # ## 4. The filter
@@ -183,7 +190,8 @@ print(f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(ca
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
-results = {name: coldstart.filter_traces(probs, traces[name], config.prompt_style, config.max_tokens,
+results = {name: coldstart.filter_traces(probs, traces[name], config.prompt_style,
+                                         config.max_tokens,
                                          tokenizer, config.dedupe)
            for name, probs in sources.items()}
 kept_example = results[next(iter(results))][0][0]
@@ -197,7 +205,8 @@ print(kept_example["completion"])
 # %%
 rejected = pd.DataFrame([r for _, rej in results.values() for r in rej])
 if len(rejected):
-    shown = rejected.groupby("reason").head(1)[["source", "reason", "detail", "question", "completion"]]
+    shown = rejected.groupby("reason").head(1)[["source", "reason", "detail", "question",
+                                                "completion"]]
     display(shown.set_index("reason"))
 else:
     print("nothing rejected")
@@ -206,9 +215,9 @@ else:
 # ## 5. Yield per source, next to the paper
 #
 # The paper's numbers (Table 1) are the share of its teacher's traces in a valid parallel format:
-# 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure a
-# different teacher, so compare the pattern, not the digits. Easy problems with worked solutions go
-# through; hard ones do not. Our DAPO zero has a plain cause: there is no worked solution to
+# 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure
+# a different teacher, so compare the pattern, not the digits. Easy problems with worked solutions
+# go through; hard ones do not. Our DAPO zero has a plain cause: there is no worked solution to
 # rewrite. The paper reports its 0.0 % without saying why its teacher failed there.
 
 # %% tags=["report"]
@@ -219,8 +228,8 @@ coldstart.plot_yield(table).show()
 # %% [markdown]
 # ## 6. The SFT set
 #
-# The kept rows become a `datasets.Dataset` in TRL's prompt–completion form. `prompt` is the user turn
-# in this profile's style (`tiny`: a short `Problem: … Solution:` for the tiny model; `v3`: the
+# The kept rows become a `datasets.Dataset` in TRL's prompt–completion form. `prompt` is the user
+# turn in this profile's style (`tiny`: a short `Problem: … Solution:` for the tiny model; `v3`: the
 # paper's parallel instruction, which stage 1 wraps in the chat template). `completion` is the trace
 # alone; the SFT stage appends the end-of-text token. Provenance columns say where each row came
 # from. It is saved with `save_to_disk`, as JSONL, and with a dataset card.
@@ -229,7 +238,9 @@ coldstart.plot_yield(table).show()
 kept_all = [row for name in ("gsm8k", "tinygsm-easy", "tinygsm-hard") if name in results
             for row in results[name][0]]
 sft = coldstart.build_dataset(kept_all, config.prompt_style)
-summary = coldstart.summarize(kept_all, [r for name, (_, rej) in results.items() if name != "dapo" for r in rej])
+summary = coldstart.summarize(kept_all,
+                              [r for name,
+                               (_, rej) in results.items() if name != "dapo" for r in rej])
 card = coldstart.dataset_card(summary, config.replace(source="gsm8k+tinygsm"), rule.name)
 folder = coldstart.save_dataset(sft, OUT / "sft", card)
 reloaded = datasets.load_from_disk(str(folder))
@@ -251,7 +262,8 @@ for completion in reloaded["completion"]:
 #
 # ```bash
 # python -m pr1lib coldstart --teacher rule --source gsm8k --out runs/coldstart-gsm8k
-# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 --out runs/coldstart-tiny
+# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 --out
+# runs/coldstart-tiny
 # ```
 
 # %% [markdown]
@@ -263,8 +275,10 @@ for completion in reloaded["completion"]:
 #   with the paper's v3 prompt in the model's chat template, in batches, and keeps what follows
 #   `</think>`;
 # - `OpenAITeacher(base_url=..., model=...)` talks to anything that serves chat completions:
-#   vLLM (`vllm serve MODEL`), SGLang, TGI, llama.cpp's server, or a hosted API, through the `openai`
-#   client. It has timeouts, retries with backoff on 429/5xx, a wall-clock deadline per problem, rate
+#   vLLM (`vllm serve MODEL`), SGLang, TGI, llama.cpp's server, or a hosted API, through the
+#   `openai`
+#   client. It has timeouts, retries with backoff on 429/5xx, a wall-clock deadline per problem,
+#   rate
 #   and concurrency limits, and stops when the server keeps failing. URL, model and key can also
 #   come from `OPENAI_BASE_URL`, `PR1_TEACHER_MODEL` and `OPENAI_API_KEY`.
 #
@@ -284,17 +298,23 @@ llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
 NB = NotebookConfig.for_profile(PROFILE)  # which LLM demo this profile can afford
 if NB.llm_teacher == "hf" and os.environ.get("OPENAI_BASE_URL"):  # a served model is set up
     llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
-    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=64)
+    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
+                                           batch_size=64)
 elif NB.llm_teacher == "hf":
     llm = teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
                              max_new_tokens=config.max_new_tokens, seed=SEED)
-    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl", batch_size=8)
+    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
+                                           batch_size=8)
 else:
     with standin.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
         llm = chat_teacher.OpenAITeacher(base_url=server.base_url, model="stand-in")
         llm_traces = llm.generate(llm_problems)
-        print(f"stand-in server at {server.base_url}: {server.requests} requests for {len(llm_problems)} problems")
-llm_kept, llm_rejected = coldstart.filter_traces(llm_problems, llm_traces, config.prompt_style, config.max_tokens)
+        print(
+            f"stand-in server at {server.base_url}: {server.requests} requests for "
+            f"{len(llm_problems)} problems"
+        )
+llm_kept, llm_rejected = coldstart.filter_traces(llm_problems, llm_traces, config.prompt_style,
+                                                 config.max_tokens)
 print(f"{llm.name}: kept {len(llm_kept)} of {len(llm_problems)}")
 print((llm_kept or llm_rejected)[0]["completion"][:600])
 
@@ -303,8 +323,10 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #
 # - The cold-start set is made by a teacher, then **filtered**: strictly valid, at least one block,
 #   the right answer, within the token budget, one row per question.
-# - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It covers
-#   nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The paper saw
+# - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It
+#   covers
+#   nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The paper
+#   saw
 #   the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM teacher, and
 #   filtered the format only.
 # - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.

@@ -5,10 +5,12 @@
 # cold-start set from notebook 02, in both of the paper's variants, and measure what changed.
 #
 # You will learn
-# - the paper's SFT recipe (loss on the response only, per-sample token mean, cosine schedule) and how
+# - the paper's SFT recipe (loss on the response only, per-sample token mean, cosine schedule) and
+#   how
 #   it maps onto TRL's `SFTTrainer`, LoRA through PEFT and NF4 4-bit loading;
 # - why the six new tag rows must train alongside LoRA, and how to check that they did;
-# - what **seen** and **unseen** SFT feed the model: the same tokens, two attention masks and two sets
+# - what **seen** and **unseen** SFT feed the model: the same tokens, two attention masks and two
+#   sets
 #   of position ids, with the structure read from the **response only**;
 # - how much GPU memory the colab and paper settings need (computed), and what a run folder holds;
 # - how format validity, parallel ratio, accuracy and length move from before to after SFT.
@@ -67,9 +69,10 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # The paper fine-tunes Qwen3-4B-Base on its Parallel-GSM8K set: 58 optimizer steps for the seen
 # variant (about one epoch of the unfiltered 7.47k rows at global batch 128) and 230 for unseen
 # (five epochs of the 5.91k format-filtered rows); AdamW with lr 1e-5, betas (0.9, 0.95), weight
-# decay 0.01, cosine decay after a 10 % warm-up, sequences up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged
-# per sample and then over samples (its micro-batches hold one sample each). The end-of-text token is
-# appended to every response, so the model learns to stop.
+# decay 0.01, cosine decay after a 10 % warm-up, sequences up to 4,096 tokens. The loss is
+# cross-entropy on the **response tokens only**, averaged per sample and then over samples (its
+# micro-batches hold one sample each). The end-of-text token is appended to every response, so the
+# model learns to stop.
 #
 # `SFTStageConfig` holds these knobs under TRL's names; each profile picks values that fit its
 # hardware. `paper` is the recipe above, as full fine-tuning. `colab` is QLoRA (4-bit base + LoRA
@@ -91,10 +94,13 @@ transformers.utils.logging.disable_progress_bar()
 pd.set_option("display.max_colwidth", 160)
 config = SFTStageConfig.for_profile(PROFILE, seed=SEED)
 model_config = models.stage_model_config(config)
-shown = ["variant", "learning_rate", "lr_scheduler_type", "warmup_ratio", "num_train_epochs", "max_steps",
-         "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "loss_reduction",
+shown = ["variant", "learning_rate", "lr_scheduler_type", "warmup_ratio", "num_train_epochs",
+         "max_steps",
+         "per_device_train_batch_size", "gradient_accumulation_steps", "max_length",
+         "loss_reduction",
          "use_lora", "load_in_4bit", "budget_vram_gib", "budget_minutes"]
-recipes = pd.DataFrame({p: SFTStageConfig.for_profile(p).to_dict() for p in ("smoke", "tiny", "colab", "paper")})
+recipes = pd.DataFrame({p: SFTStageConfig.for_profile(p).to_dict() for p in ("smoke", "tiny",
+                                                                             "colab", "paper")})
 recipes.loc[shown].astype(str)
 
 # %% [markdown]
@@ -108,7 +114,8 @@ print(model_config)
 # ## 2. The memory budget for the GPU profiles
 #
 # These numbers are **computed**, not measured (no GPU took part in writing this notebook):
-# weights at ~0.53 byte per parameter in NF4 with double quantization (2 bytes in bf16), 16 bytes per
+# weights at ~0.53 byte per parameter in NF4 with double quantization (2 bytes in bf16), 16 bytes
+# per
 # *trainable* parameter (fp32 weight, gradient and two AdamW moments), activations with gradient
 # checkpointing (one saved input per layer plus one layer recomputed), the boolean 4D mask of the
 # unseen variant (`batch × length²` bytes) and ~0.6 GiB of CUDA context. TRL's fused LM head scores
@@ -122,7 +129,8 @@ for name, four_bit, r, batch, length in [("Qwen/Qwen3-0.6B-Base", True, 16, 4, 2
                                          ("Qwen/Qwen3-4B-Base", True, 16, 1, 4096),
                                          ("Qwen/Qwen3-4B-Base", False, None, 1, 4096)]:
     est = models.memory_estimate(models.QWEN3_SHAPES[name], batch, length, four_bit, r)
-    setup = f"{'NF4 + LoRA r=' + str(r) if four_bit else 'bf16 full fine-tune'}, batch {batch} x {length}"
+    kind = f"NF4 + LoRA r={r}" if four_bit else "bf16 full fine-tune"
+    setup = f"{kind}, batch {batch} x {length}"
     budgets.append({"model": name.split("/")[1], "setup": setup, **est})
 budgets = pd.DataFrame(budgets).set_index(["model", "setup"])
 print(f"colab budget: {SFTStageConfig.for_profile('colab').budget_vram_gib} GiB of a 16 GB T4, "
@@ -163,7 +171,8 @@ pd.DataFrame(plan).T
 # %%
 DATA = None
 OUT = runs_dir() / f"04_sft_lora-{PROFILE}"
-base_model, tokenizer, lora_config = models.load_training_policy(model_config, config.train_tag_rows)
+base_model, tokenizer, lora_config = models.load_training_policy(model_config,
+                                                                 config.train_tag_rows)
 raw = sft.load_coldstart(DATA, config, model_config.prompt_style, OUT)
 rows, dropped = sft.sft_rows(raw, tokenizer, config.max_length)
 print(f"{len(rows)} rows ({dropped} dropped as too long), data hash {sft.data_hash(rows)}")
@@ -181,12 +190,15 @@ print(rows[0]["prompt"] + rows[0]["completion"])
 # Inside a block, a path cannot attend to its sibling paths, and every path restarts at the position
 # right after `<Parallel>`. The summary and everything after it see all paths. The structure is read
 # from the response only: the paper's prompt mentions the tags by name, and the official data set
-# parsed them there too, which put 47 prompt tokens at position 0 (a bug a public reproduction found). The mask always
-# travels with the positions: restarted positions without a mask would make transformers treat the
-# sequence as several packed ones.
+# parsed them there too, which put 47 prompt tokens at position 0 (a bug a public reproduction
+# found). The mask always travels with the positions: restarted positions without a mask would make
+# transformers treat the sequence as several packed ones.
 
 # %%
-example = {"input_ids": tokenizer(rows[0]["prompt"] + rows[0]["completion"])["input_ids"] + [tokenizer.eos_token_id]}
+example = {
+    "input_ids": tokenizer(rows[0]["prompt"] + rows[0]["completion"])["input_ids"]
+    + [tokenizer.eos_token_id]
+}
 n_prompt = len(tokenizer(rows[0]["prompt"])["input_ids"])
 example["labels"] = [-100] * n_prompt + example["input_ids"][n_prompt:]
 views = {mode: sft.ParallelCollator(tokenizer, mode)([example]) for mode in ("seen", "unseen")}
@@ -217,10 +229,10 @@ tokens[tokens["token"].isin(TAGS) | (tokens.index == n_prompt)]
 # builds a `LoraConfig` on every linear layer. LoRA alone would leave the tag rows at their initial
 # values, so `trainable_token_indices` makes PEFT train exactly those six rows too (the tied LM head
 # follows the embedding). Two traps are handled here. TRL's fused LM head reads `lm_head.bias`,
-# which PEFT's wrapper for those rows does not expose. And on CPU, bitsandbytes repacks 4-bit weights
-# for a faster inference kernel the first time they run in eval mode; that kernel has no backward,
-# so LoRA gradients after a "before" evaluation would be silently wrong. `keep_4bit_differentiable`
-# turns the repacking off.
+# which PEFT's wrapper for those rows does not expose. And on CPU, bitsandbytes repacks 4-bit
+# weights for a faster inference kernel the first time they run in eval mode; that kernel has no
+# backward, so LoRA gradients after a "before" evaluation would be silently wrong.
+# `keep_4bit_differentiable` turns the repacking off.
 
 # %%
 from pr1lib.tokens import tag_token_ids
@@ -228,21 +240,25 @@ from pr1lib.tokens import tag_token_ids
 print("tag ids:", tag_token_ids(tokenizer))
 print("4-bit base:", getattr(base_model, "is_loaded_in_4bit", False))
 if lora_config is not None:
-    print(f"LoRA r={lora_config.r}, alpha={lora_config.lora_alpha}, targets={lora_config.target_modules}, "
-          f"tag rows={lora_config.trainable_token_indices}")
+    print(
+        f"LoRA r={lora_config.r}, alpha={lora_config.lora_alpha}, "
+        f"targets={lora_config.target_modules}, "
+        f"tag rows={lora_config.trainable_token_indices}"
+    )
 del base_model  # each run below loads its own copy of the base
 
 # %% [markdown]
 # ## 6. Training, seen and unseen
 #
-# `run_sft` evaluates the base model once on held-out TinyGSM-easy *test* problems, trains, evaluates
-# again, and saves the run. Both evaluations decode greedily with `pr1lib.rollout`, the engine the
-# RL stage samples with, in the mode that matches how the variant was trained: the unseen model in
-# `forked` mode (each path decodes as its own row from the shared prefix, exactly the unseen mask),
-# the seen model in `seen` mode (one causal stream, path 2 written after path 1). Forked paths
-# share their context exactly, so plain argmax would write k copies; the engine's greedy mode opens
-# path *j* with the *j*-th most likely token instead (`RolloutConfig.distinct_greedy_paths`), and
-# sampling (stage 2) makes them differ on its own. The figure updates while the two runs train.
+# `run_sft` evaluates the base model once on held-out TinyGSM-easy *test* problems, trains,
+# evaluates again, and saves the run. Both evaluations decode greedily with `pr1lib.rollout`, the
+# engine the RL stage samples with, in the mode that matches how the variant was trained: the unseen
+# model in `forked` mode (each path decodes as its own row from the shared prefix, exactly the
+# unseen mask), the seen model in `seen` mode (one causal stream, path 2 written after path 1).
+# Forked paths share their context exactly, so plain argmax would write k copies; the engine's
+# greedy mode opens path *j* with the *j*-th most likely token instead
+# (`RolloutConfig.distinct_greedy_paths`), and sampling (stage 2) makes them differ on its own. The
+# figure updates while the two runs train.
 
 # %%
 plot = sft.LiveLossPlot()
@@ -258,20 +274,25 @@ for variant in ("seen", "unseen"):
 # %% [markdown]
 # ## 7. Before and after
 #
-# Four numbers per model, parsed exactly as the rewards parse them: **valid_block_rate**, the share of
-# completions with at least one block and a strictly valid format (the tiny target is ≥ 80 %);
+# Four numbers per model, parsed exactly as the rewards parse them: **valid_block_rate**, the share
+# of completions with at least one block and a strictly valid format (the tiny target is ≥ 80 %);
 # **parallel_ratio**, the share that opens a block at all; **accuracy** (the tiny target: at most
 # 10 points below the base model); and **mean_length** in completion tokens. A base model that never
-# writes a tag is "valid" in the strict grammar (no tags, no errors), so `valid_ratio` alone says little.
+# writes a tag is "valid" in the strict grammar (no tags, no errors), so `valid_ratio` alone says
+# little.
 
 # %% tags=["report"]
 metrics = ["valid_block_rate", "valid_ratio", "parallel_ratio", "accuracy", "mean_length", "n"]
-table = pd.DataFrame({"base": before, **{f"SFT {v}": r.result["after"] for v, r in trained.items()}}).T[metrics]
+table = pd.DataFrame({"base": before,
+                      **{f"SFT {v}": r.result["after"] for v, r in trained.items()}}).T[metrics]
 table["train_seconds"] = [None] + [r.result["train_seconds"] for r in trained.values()]
 for variant, run in trained.items():
     after = run.result["after"]
-    print(f"{variant}: valid block rate {after['valid_block_rate']:.0%} (target >= 80%), accuracy "
-          f"{after['accuracy']:.0%} vs base {before['accuracy']:.0%} (target: at most 10 points lower)")
+    print(
+        f"{variant}: valid block rate {after['valid_block_rate']:.0%} (target >= 80%), accuracy "
+        f"{after['accuracy']:.0%} vs base {before['accuracy']:.0%} "
+        "(target: at most 10 points lower)"
+    )
 table
 
 # %% [markdown]
@@ -294,7 +315,8 @@ samples.head(3).T
 # accuracy fell from 92 % to 47 %. Reading the wrong answers showed three habits: a second path
 # that mangled its operands (`2+29` for `29+5`), a summary that copied whichever number came last,
 # and a summary garbled where the model had to pick one of the four wordings. One change at a time,
-# `python -m pr1lib sft --profile tiny --variant seen` (100 held-out problems, greedy, seed 0, 2 epochs):
+# `python -m pr1lib sft --profile tiny --variant seen` (100 held-out problems, greedy, seed 0, 2
+# epochs):
 #
 # | teacher change (cumulative unless noted) | valid blocks | accuracy |
 # |---|---|---|
@@ -329,12 +351,12 @@ samples.head(3).T
 # | block on any step, 2 epochs (the previous default), seed 0 | 76 % | 69 % |
 # | block on the rarest operator's step, 2 epochs, seed 0 | 81 % | 79 % |
 # | same, seed 1 | 85 % | 83 % |
-# | same, **3 epochs (the default now)**, seeds 0 / 1 / 2 | **89 / 87 / 86 %** | **85 / 85 / 81 %** |
+# | same, **3 epochs (the default now)**, seeds 0/1/2 | **89 / 87 / 86 %** | **85 / 85 / 81 %** |
 #
-# Every seed of the default now stays within 10 points of the base model; valid blocks are 99.7–100 %.
-# The lesson carries over to real models: cold-start traces should let every path and the summary
-# be written from what the model can see at that point, and the mix of what the summaries restate
-# is a prior the model learns as surely as the format. The misses left are mostly arithmetic slips
+# Every seed of the default now stays within 10 points of the base model; valid blocks are 99.7–100
+# %. The lesson carries over to real models: cold-start traces should let every path and the summary
+# be written from what the model can see at that point, and the mix of what the summaries restate is
+# a prior the model learns as surely as the format. The misses left are mostly arithmetic slips
 # inside the first path (the base model makes them too) and a few summaries that still copy the
 # calculation wrongly.
 
@@ -358,12 +380,17 @@ import torch
 run = trained["unseen"]
 card = json.loads((run.run_dir / "run_card.json").read_text())
 print(sorted(p.name for p in run.run_dir.iterdir()))
-print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds", "use_lora")})
+print({k: card[k] for k in ("variant", "data_hash", "train_rows", "steps", "train_seconds",
+                            "use_lora")})
 reloaded, reloaded_tok = runs.load_run(run.run_dir, merged=True)
 ids = reloaded_tok(rows[0]["prompt"] + rows[0]["completion"], return_tensors="pt")["input_ids"]
 with torch.no_grad():
-    gap = (reloaded(input_ids=ids).logits - run.model.eval()(input_ids=ids).logits).abs().max().item()
-single = all(len(reloaded_tok.encode(t, add_special_tokens=False)) == 1 for t in ("<Parallel>", "<Path>", "<Summary>"))
+    gap = (
+        (reloaded(input_ids=ids).logits - run.model.eval()(input_ids=ids).logits).abs().max().item()
+    )
+single = all(len(reloaded_tok.encode(t, add_special_tokens=False)) == 1 for t in ("<Parallel>",
+                                                                                  "<Path>",
+                                                                                  "<Summary>"))
 print("tags are single tokens after reload:", single,
       "| max logit gap, merged vs trained:", f"{gap:.1e}")
 
@@ -381,8 +408,9 @@ assert single  # the tags are still single tokens after the reload
 # The same stage from the command line (it prints the config, trains, and ends with one JSON line):
 #
 # ```bash
-# python -m pr1lib sft --profile tiny --variant both          # seen and unseen, before/after metrics
-# python -m pr1lib sft --profile colab --set load_in_4bit=True --data runs/02_cold_start_data-colab/sft
+# python -m pr1lib sft --profile tiny --variant both          # seen and unseen, before/after
+# metrics python -m pr1lib sft --profile colab --set load_in_4bit=True --data
+# runs/02_cold_start_data-colab/sft
 # ```
 
 # %% [markdown]
@@ -467,18 +495,21 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 # - Seen and unseen SFT differ only in what the collator hands the model: unseen adds a 4D mask that
 #   hides sibling paths from each other and position ids that restart at each path, parsed from the
 #   response so the prompt stays sequential.
-# - On the tiny model, SFT teaches the format quickly: almost every held-out completion opens a block
+# - On the tiny model, SFT teaches the format quickly: almost every held-out completion opens a
+#   block
 #   and closes it validly. Accuracy is the price, and how big it is depends on the traces: the
 #   first teacher cost 45 points of easy accuracy (92 % → 47 %); letting the reference line open
 #   the block, the summary restate its calculation and the block sit on the rarest operator's step
 #   brought that to about 2 points (section 7). Stage 2 (notebook 06) puts a reward on what is left.
 # - A run folder is self-contained: configs, adapter, merged model, loss log and run card.
-# - Each trained model scores best under the view it was trained on: seen SFT trains later paths with
+# - Each trained model scores best under the view it was trained on: seen SFT trains later paths
+#   with
 #   their siblings in view, unseen SFT never does, and each variant is decoded the way it trained.
 #
 # ## Exercises
 #
-# 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and what
+# 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and
+#    what
 #    does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
 #
 #    <details><summary>Hint</summary>
@@ -487,8 +518,10 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #    base (`models.load_training_policy`): which rows can move when they are not trainable? Then
 #    think about how close `<Path>` and `</Path>` start out.
 #    </details>
-# 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use a
-#    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens land
+# 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use
+#    a
+#    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens
+#    land
 #    on the same positions, and what does the model see at inference instead?
 #
 #    <details><summary>Hint</summary>
@@ -498,7 +531,8 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #    block with two paths does not. Compare the prompt's positions with `range(len(prompt))`.
 #    </details>
 # 3. Rebuild the cold-start set with `teachers.RuleTeacher(original_path="any", summary="value")`
-#    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant and
+#    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant
+#    and
 #    read ten wrong answers. Which of the habits described in section 7 come back?
 #
 #    <details><summary>Hint</summary>

@@ -15,12 +15,14 @@
 # - what happens to the unseen model when Stage 2 is kept, and the reward ablation next to Table 4.
 #
 # The rewards themselves are notebook 05; the terms in bold are in the
-# [glossary](../docs/glossary.md), the recipe in [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
+# [glossary](../docs/glossary.md), the recipe in
+# [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
 SEED = 0
-INIT = None  # run folder (with merged/) to start Stage 2 from; None: the seen SFT run of notebook 04
+# run folder (with merged/) to start Stage 2 from; None: the seen SFT run of notebook 04
+INIT = None
 
 # %% [markdown]
 # *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
@@ -292,8 +294,10 @@ import plotly.graph_objects as go
 
 fig = go.Figure(layout=dict(title="parallel ratio by reward arm (%)", barmode="group", height=340))
 fig.add_bar(x=table4.index, y=table4["parallel_ratio_%"], name=f"held-out, T = 1 ({PROFILE})")
-fig.add_bar(x=table4.index, y=table4["greedy_parallel_ratio_%"], name=f"held-out, greedy ({PROFILE})")
-fig.add_bar(x=table4.index, y=table4["train_parallel_ratio_%"], name=f"training samples ({PROFILE})")
+fig.add_bar(x=table4.index, y=table4["greedy_parallel_ratio_%"],
+            name=f"held-out, greedy ({PROFILE})")
+fig.add_bar(x=table4.index, y=table4["train_parallel_ratio_%"],
+            name=f"training samples ({PROFILE})")
 fig.add_bar(x=table4.index, y=table4["paper_parallel_ratio_%"], name="paper, Table 4")
 fig
 
