@@ -7,7 +7,7 @@ loads torch. Commands map onto the same config dataclasses the notebooks use (``
 something) print one JSON object last.
 
 >>> sorted(COMMANDS)[:3]
-['bench', 'coldstart', 'eval']
+['bench', 'blockcost', 'coldstart']
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ COMMANDS = {
     "sft": "stage 1: cold-start SFT (LoRA, 4-bit where asked), seen or unseen",
     "grpo": "stages 2-3: GRPO with the paper's rewards; no --stage: the reward ablation",
     "eval": "evaluate a model: mean@k, pass@k, parallel ratio, validity",
+    "blockcost": "accuracy with a forced block vs forced plain, per tier, with a paired-bootstrap interval",
     "bench": "speed benchmarks (rollout engine, unseen training, GRPO steps); JSON last",
     "export-verl": "write RL / cold-start sets as verl parquet (+ the verl reward path)",
     "outputs": "execute the notebooks and write their .ipynb twins with outputs (figures as PNG)",
@@ -186,6 +187,17 @@ def _eval(p: argparse.ArgumentParser) -> None:
     add_common(p)
 
 
+def _blockcost(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="model or run folder (default: the profile's)")
+    p.add_argument("--data", default="tinyworld-easy,tinyworld-hard",
+                   help="benchmarks, comma-separated (e.g. tinygsm-easy,tinygsm-hard)")
+    p.add_argument("--n", type=count(1), default=200, help="held-out problems per tier")
+    p.add_argument("--k", type=count(1), default=4, help="samples per problem and condition")
+    p.add_argument("--mode", choices=("seen", "forked"), default="seen",
+                   help="seen for seen-SFT models, forked for unseen ones")
+    add_common(p)
+
+
 def _bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("which", choices=("rollout", "grpo", "all"))
     p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
@@ -229,7 +241,7 @@ def _repo_url(p: argparse.ArgumentParser) -> None:
 EPILOGS = {"coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
                           "finished traces are kept: rerun to resume); 3 every teacher request failed"}
 ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _coldstart, "sft": _sft,
-             "grpo": _grpo, "eval": _eval, "bench": _bench, "export-verl": _export_verl,
+             "grpo": _grpo, "eval": _eval, "blockcost": _blockcost, "bench": _bench, "export-verl": _export_verl,
              "outputs": _outputs, "repo-url": _repo_url}
 
 

@@ -339,6 +339,8 @@ class ColdStartRun:
 
 def make_teacher(config: ColdStartConfig, **kwargs: Any):
     """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt)."""
+    if config.teacher == "rule" and config.source.startswith("tinyworld-"):
+        return teachers.WorldTeacher(seed=config.seed, **kwargs)  # the shop world's own: explores, checks
     if config.teacher == "rule":
         return teachers.RuleTeacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":

@@ -180,7 +180,8 @@ def sft(args: Any) -> int:
             run = run_sft(cfg, data, outs[variant], before=before, model_cfg=model_cfg)
             before, results[variant] = run.result["before"], run.result
             print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
-    print_json(results[variants[0]] if len(variants) == 1 else results, args)
+    out = results[variants[0]] if len(variants) == 1 else dict(results)
+    print_json({**out, "config": {**cfg.to_dict(), "variant": list(variants)}}, args)
     return 0
 
 
@@ -324,6 +325,26 @@ def eval(args: Any) -> int:  # noqa: A001 - the command's name
     return 0
 
 
+def blockcost(args: Any) -> int:
+    from pr1lib.blockcost import blockcost as measure
+    from pr1lib.config import ModelConfig
+    from pr1lib.evaluate import load_for_eval
+
+    profile = check_profile(args.profile)
+    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
+    model, tokenizer = load_for_eval(name, profile)
+    tiers = [t.strip() for t in args.data.split(",") if t.strip()]
+    sampling = parse_overrides(args.overrides)  # temperature, lengths, max_blocks, batch_size
+    result = measure(model, tokenizer, tiers, args.n, args.k, args.mode, args.seed or 0, **sampling)
+    for tier, row in result.items():
+        print(f"{tier}: block {row['acc_block']:.1%} plain {row['acc_plain']:.1%} "
+              f"diff {row['diff']:+.1%} CI {row['ci95']}", flush=True)
+    config = {"model": name, "tiers": tiers, "n": args.n, "k": args.k, "mode": args.mode,
+              "seed": args.seed or 0, **sampling}
+    print_json({"model": name, **result, "config": config}, args)
+    return 0
+
+
 def _eval(args: Any) -> dict:
     from pr1lib.analytics import write_eval_outputs
     from pr1lib.config import ModelConfig
@@ -358,7 +379,9 @@ def bench(args: Any) -> int:
             held.enter_context(_claim(args, args.out, "bench"))
         result = run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
                                 args.quick, args.model, args.steps)
-    print_json(result, args)
+    config = {key: getattr(args, key, None) for key in ("which", "repeats", "path_len", "threads",
+                                                       "quick", "model", "steps")}
+    print_json({**result, "config": {**config, "profile": os.environ.get("PR1_PROFILE")}}, args)
     return 0
 
 

@@ -41,9 +41,10 @@ PROMPTS: dict[str, dict[str, str]] = {
 }
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
+WORLDS = ("tinygsm", "tinyworld")  # the tiny problem worlds: pr1lib.tasks, pr1lib.world
 # the values these fields may take, checked in every config (pr1lib.validate.check_fields)
 register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES,
-                 rollout=(*ROLLOUT_MODES, "trl"))
+                 rollout=(*ROLLOUT_MODES, "trl"), world=WORLDS)
 
 
 # ----------------------------------------------------------------------------- the recipe's tables
@@ -167,6 +168,7 @@ class PretrainConfig(Preset):
     max_steps: int = 1100  # optimizer steps; every step draws fresh TinyGSM train problems
     batch_size: int = 48  # problems per step
     hard_fraction: float = 0.2  # share of each batch from the hard tier (the rest is easy)
+    world: str = "tinygsm"  # the problems: tinygsm (pr1lib.tasks) | tinyworld (pr1lib.world)
     length_buckets: int = 2  # each batch runs as this many length-sorted chunks (less padding)
     learning_rate: float = 3e-3  # AdamW peak
     warmup_steps: int = 60  # linear warm-up, then cosine decay to min_lr_ratio * learning_rate
@@ -393,11 +395,9 @@ class GRPOStageConfig(Preset):
     num_generations: int = 8  # the group size G
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill (DAPO) ...
     max_refills: int = 3  # ... with fresh prompts for at most this many rounds per batch
-    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter), off by default (not measured to pay
-    # on the tiny profile): before training, sample each training prompt prefilter_k times from
-    # the start checkpoint and keep only those whose pass rate lies in prefilter_range (both ends
-    # included); prompts it always or never solves give groups without spread. Costs k rollouts
-    # per training prompt (train_n x k) up front.
+    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter; off: not measured to pay here): each
+    # training prompt is sampled prefilter_k times first and kept only if its pass rate lies in
+    # prefilter_range (ends included): all-right or all-wrong prompts give groups without spread.
     prefilter_k: int = 0  # samples per prompt; 0: no prefilter
     prefilter_range: tuple[float, float] = (0.1, 0.9)  # (lowest, highest) pass rate kept
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)

@@ -25,7 +25,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.data import DataNotFoundError, hub_offline, load_gsm8k, load_tinygsm, read_jsonl
+from pr1lib.data import (
+    DataNotFoundError,
+    hub_offline,
+    load_gsm8k,
+    load_tinygsm,
+    load_tinyworld,
+    read_jsonl,
+)
 from pr1lib.paths import shared_data_dir
 
 
@@ -42,6 +49,8 @@ class Benchmark:
 BENCHMARKS = {
     "tinygsm-easy": Benchmark("tinygsm-easy", None, None, None),
     "tinygsm-hard": Benchmark("tinygsm-hard", None, None, None),
+    "tinyworld-easy": Benchmark("tinyworld-easy", None, None, None),
+    "tinyworld-hard": Benchmark("tinyworld-hard", None, None, None),
     "gsm8k": Benchmark("gsm8k", "gsm8k/test.jsonl", ("openai/gsm8k", "main", "test"), None),
     "math500": Benchmark("math500", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"),
                          "MATH"),
@@ -130,6 +139,8 @@ def load_benchmark(name: str, n: int | None = None, path: str | Path | None = No
         raise ValueError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
     if name.startswith("tinygsm-"):
         records = load_tinygsm(n or TINYGSM_EVAL_N, name.split("-", 1)[1], "test", seed)
+    elif name.startswith("tinyworld-"):
+        records = load_tinyworld(n or TINYGSM_EVAL_N, name.split("-", 1)[1], "test", seed)
     elif name == "gsm8k":
         records = load_gsm8k("test", path)
     else:

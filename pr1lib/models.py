@@ -41,12 +41,14 @@ from pr1lib.config import PROMPTS, ModelConfig, PretrainConfig
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed
-from pr1lib.tasks import generate
+from pr1lib.world import task_generator
 from pr1lib.tokens import add_parallel_tags, lora_kwargs_for_tags
 from pr1lib.validate import check_model
 
 EOS_TOKEN = "<|endoftext|>"  # Qwen's end-of-text string; eos and pad, as in Qwen3 base models
-TINY_MODEL_DIR = "data/tiny-base"
+TINY_MODEL_DIR = "data/tiny-base"  # pretrained on TinyGSM (pr1lib.tasks)
+TINYWORLD_MODEL_DIR = "data/tinyworld-base"  # pretrained on TinyWorld (pr1lib.world)
+BASE_MODEL_DIRS = {"tinygsm": TINY_MODEL_DIR, "tinyworld": TINYWORLD_MODEL_DIR}
 TOKENIZER_EXTRA_CORPUS = (  # words later stages write (teacher traces, answers); tokenizer only
     "Final Answer: 42\nLet us check this another way.\nBoth paths agree, so the answer is 42.\n"
     "Path Summary Parallel First path: Second path: Check: The two results agree.\n"
@@ -56,6 +58,18 @@ TOKENIZER_EXTRA_CORPUS = (  # words later stages write (teacher traces, answers)
 
 class ModelNotAvailableError(OSError):
     """A model that is neither a local folder nor loadable from the hub (e.g. offline, uncached)."""
+
+
+def base_model_dir(world: str = "tinygsm") -> str:
+    """The shipped base model folder (relative to the repo root) pretrained on ``world``.
+
+    >>> base_model_dir(), base_model_dir("tinyworld")
+    ('data/tiny-base', 'data/tinyworld-base')
+    """
+    if world not in BASE_MODEL_DIRS:
+        raise ValueError(f"no shipped base model for world {world!r}; known: "
+                         f"{sorted(BASE_MODEL_DIRS)}")
+    return BASE_MODEL_DIRS[world]
 
 
 def resolve_model_name(name: str) -> str:
@@ -117,8 +131,10 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 512):
                                    clean_up_tokenization_spaces=False)
 
 
-def tiny_tokenizer_corpus(seed: int = 0, n: int = 4000) -> list[str]:
-    """TinyGSM prompts + linear solutions of both tiers, plus a few words later stages use."""
+def tiny_tokenizer_corpus(seed: int = 0, n: int = 4000, world: str = "tinygsm") -> list[str]:
+    """Prompts + linear solutions of both tiers of ``world`` (``tinygsm`` or ``tinyworld``), plus
+    a few words later stages use."""
+    generate = task_generator(world)
     records = generate(n, "easy", "train", seed) + generate(n, "hard", "train", seed)
     texts = [prompt_text(r["question"], "tiny") + linear_solution(r["answer"]) for r in records]
     return texts + [TOKENIZER_EXTRA_CORPUS] * 200

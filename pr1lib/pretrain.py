@@ -27,11 +27,17 @@ from tqdm.auto import tqdm
 
 from pr1lib.config import PretrainConfig
 from pr1lib.metrics import completion_metrics
-from pr1lib.models import build_random_tiny, tiny_tokenizer_corpus, train_tiny_tokenizer
+from pr1lib.models import (
+    base_model_dir,
+    build_random_tiny,
+    tiny_tokenizer_corpus,
+    train_tiny_tokenizer,
+)
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.rewards import terms
 from pr1lib.runtime import set_seed
 from pr1lib.tasks import generate
+from pr1lib.world import task_generator
 
 
 def training_pair(record: dict) -> tuple[str, str]:
@@ -92,7 +98,8 @@ def step_records(cfg: PretrainConfig, step: int) -> list[dict]:
     """
     n_hard = round(cfg.batch_size * cfg.hard_fraction)
     seed = cfg.seed * 1_000_003 + step
-    return generate(cfg.batch_size - n_hard, "easy", "train", seed) + generate(n_hard, "hard", "train", seed)
+    make = task_generator(cfg.world)
+    return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(n_hard, "hard", "train", seed)
 
 
 def lr_at(cfg: PretrainConfig, step: int) -> float:
@@ -111,7 +118,8 @@ def lr_at(cfg: PretrainConfig, step: int) -> float:
 
 def build_tokenizer_and_model(cfg: PretrainConfig):
     """A freshly trained tiny tokenizer and a randomly initialised tiny Qwen3 (seeded)."""
-    tokenizer = train_tiny_tokenizer(tiny_tokenizer_corpus(cfg.seed), cfg.vocab_size)
+    corpus = tiny_tokenizer_corpus(cfg.seed, world=cfg.world)
+    tokenizer = train_tiny_tokenizer(corpus, cfg.vocab_size)
     model, tokenizer = build_random_tiny(cfg.seed, tokenizer=tokenizer, cfg=cfg)
     return tokenizer, model
 
@@ -219,7 +227,7 @@ def measure(model, tokenizer, cfg: PretrainConfig) -> dict[str, float]:
     """Accuracy on ``cfg.eval_n`` held-out test problems per tier: greedy and sampled at T=1.0."""
     result = {}
     for tier in ("easy", "hard"):
-        records = generate(cfg.eval_n, tier, "test", seed=cfg.seed)
+        records = task_generator(cfg.world)(cfg.eval_n, tier, "test", seed=cfg.seed)
         for name, temp in (("greedy", 0.0), ("t1", 1.0)):
             acc = evaluate_accuracy(model, tokenizer, records, temp, cfg.max_new_tokens, cfg.seed)
             result[f"{tier}_{name}"] = round(acc, 4)
@@ -237,15 +245,22 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
     """``card.json`` and a human-readable model card ``README.md`` in ``out``."""
     (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
     acc, cfg = card["accuracy"], card["config"]
+    world = cfg.get("world", "tinygsm")
+    folder, name = base_model_dir(world), {"tinygsm": "TinyGSM", "tinyworld": "TinyWorld"}[world]
+    labels = {"tinygsm": ("1-2 steps", "3-5 steps"),
+              "tinyworld": ("forward, 1-2 steps", "search for the one pair of prices")}[world]
+    load = ("(or `pr1lib.models.load_policy(\"tiny\")`)." if world == "tinygsm" else
+            f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`).")
     lines = [
-        "# tiny-base: the embedded TinyGSM model", "",
+        f"# {Path(folder).name}: the embedded {name} model", "",
         f"A {card['parameters'] / 1e6:.2f}M-parameter Qwen3-architecture causal LM "
         f"(hidden {cfg['hidden_size']}, {cfg['num_layers']} layers, {cfg['num_heads']} heads, "
         f"MLP {cfg['intermediate_size']}, tied embeddings, {cfg['max_position_embeddings']} positions) "
         f"with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split one by one; eos = pad "
         "= `<|endoftext|>`; no parallel tags: notebook 01 adds them).", "",
         "## Data", "",
-        f"Fresh TinyGSM train problems every step (`pr1lib.tasks`), {1 - cfg['hard_fraction']:.0%} easy / "
+        f"Fresh {name} train problems every step (`{task_generator(world).__module__}`), "
+        f"{1 - cfg['hard_fraction']:.0%} easy / "
         f"{cfg['hard_fraction']:.0%} hard, as `prompt_text(q, \"tiny\") + linear_solution(a) + eos` "
         "(no tags); loss on the solution tokens only.", "",
         "## Training", "",
@@ -257,12 +272,11 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
         "## Accuracy", "",
         f"Held-out test split, {cfg['eval_n']} problems per tier (`Final Answer:` vs `####`):", "",
         "| tier | greedy | sampled T=1.0 |", "|---|---|---|",
-        f"| easy (1-2 steps) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
-        f"| hard (3-5 steps) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |", "",
+        f"| easy ({labels[0]}) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
+        f"| hard ({labels[1]}) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |", "",
         *([f"Notes: {card['notes']}", ""] if card.get("notes") else []),
         "## Reproduce", "", "```", card["command"], "```", "",
-        "Load offline: `AutoModelForCausalLM.from_pretrained(\"data/tiny-base\")` "
-        "(or `pr1lib.models.load_policy(\"tiny\")`).", "",
+        f"Load offline: `AutoModelForCausalLM.from_pretrained(\"{folder}\")` {load}", "",
     ]
     (out / "README.md").write_text("\n".join(lines))
 

@@ -58,6 +58,7 @@ from pr1lib.prompts import chat_prompt
 from pr1lib.runs import Run, save_configs, save_run, write_rows, write_run_card
 from pr1lib.runtime import is_main_process, set_threads
 from pr1lib.structure import attention_inputs
+from pr1lib.world import plain_completion
 
 
 # ----------------------------------------------------------------------------- data
@@ -128,8 +129,12 @@ def with_plain_share(dataset, share: float, seed: int = 0):
     plain = set(random.Random(seed).sample(range(len(dataset)), round(share * len(dataset))))
 
     def convert(row: dict, index: int) -> dict:
-        keep = index not in plain
-        return {"completion": row["completion"] if keep else linearize(row["completion"]), "parallel": keep}
+        if index not in plain:
+            return {"completion": row["completion"], "parallel": True}
+        if str(row.get("source", "")).startswith("tinyworld-"):  # a first path may be a miss
+            return {"completion": plain_completion(row["question"], row["completion"]),
+                    "parallel": False}
+        return {"completion": linearize(row["completion"]), "parallel": False}
 
     return dataset.map(convert, with_indices=True, keep_in_memory=True)
 

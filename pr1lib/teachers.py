@@ -37,6 +37,14 @@ from pr1lib.config import ModelConfig
 from pr1lib.format import TAGS
 from pr1lib.models import load_policy
 from pr1lib.prompts import chat_prompt, linear_solution, split_gsm8k_answer
+from pr1lib.world import (
+    WORLD_VERSION,
+    overhead_block,
+    parse_hard,
+    parse_shop,
+    search_block,
+    solve_pair,
+)
 
 
 class Teacher(Protocol):
@@ -346,3 +354,42 @@ def _load_hf(name: str, load_in_4bit: bool):
         config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype)
     )
     return model.eval(), tokenizer
+
+
+@dataclass
+class WorldTeacher:
+    """The rule teacher of TinyWorld: ``search_block`` on hard items, ``overhead_block`` on easy
+    ones; any other GSM8K-style record goes to ``pr1lib.teachers.RuleTeacher``. Deterministic
+    given ``seed`` and the problem id; returns the traces every teacher returns.
+
+    >>> from pr1lib.world import OK, generate
+    >>> rec = {"id": "w1", **generate(1, "hard", seed=2)[0]}
+    >>> rec["answer_text"] = rec["answer"]
+    >>> text = WorldTeacher().generate([rec])[0]["text"]
+    >>> text.startswith("<Parallel><Path>"), text.count(OK) >= 1
+    (True, True)
+    """
+
+    seed: int = 0
+    both_good_rate: float = 0.3  # blocks whose two guesses both work (the rest: one good, one bad)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        knobs = repr((WORLD_VERSION, self.both_good_rate)).encode()
+        self.name = self.name or f"world-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        return [self.trace(p) for p in problems]
+
+    def trace(self, problem: dict) -> dict:
+        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
+        rng = random.Random(f"{self.seed}:{problem['id']}")
+        hard = parse_hard(problem["question"])
+        if hard is not None and solve_pair(*hard) is not None:
+            return make_trace(problem, self.name, search_block(*hard, rng, self.both_good_rate))
+        if parse_shop(problem["question"]) is None:
+            return RuleTeacher(seed=self.seed).trace(problem) | {"teacher": self.name}
+        try:
+            return make_trace(problem, self.name, overhead_block(problem.get("answer_text") or ""))
+        except ValueError as err:  # no '#### N' reference solution
+            return make_trace(problem, self.name, error=str(err))

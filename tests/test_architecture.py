@@ -16,7 +16,7 @@ PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
     ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
-     "paper", "expect", "budget"),
+     "world", "paper", "expect", "budget"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     # the pieces a stage is made of
     ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling", "preflight"),
     ("sft", "grpo"),  # the training stages
-    ("studies", "ablation", "analytics", "widgets", "verl", "bench"),  # studies and reports
+    # studies and reports
+    ("studies", "ablation", "analytics", "widgets", "verl", "bench", "blockcost"),
     ("notebook", "tour", "twins", "publish"),  # running and publishing the notebooks
     ("commands", "cli", "__main__", "__init__"),  # the command line
 ]

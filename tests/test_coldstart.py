@@ -133,8 +133,9 @@ SLOW_RUN = textwrap.dedent("""
 
     # A shell that starts jobs in the background (nohup, `&` without job control) makes them ignore
     # SIGINT, and children inherit that; restore Python's Ctrl-C so the test means the same
-    anywhere. signal.signal(signal.SIGINT, signal.default_int_handler) generate_traces(Slow(),
-    load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
+    # anywhere.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    generate_traces(Slow(), load_source("tinygsm-easy", limit=400), sys.argv[1], batch_size=5)
 """)
 
 

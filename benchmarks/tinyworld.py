@@ -1,0 +1,84 @@
+"""TinyWorld measurements: the base model, cold-start SFT from any base folder, and sampled evals.
+
+    python benchmarks/tinyworld.py eval --model DIR [--data tinyworld-hard] [--n 200] [--k 8] [--t 1.0] [--mode seen]
+    python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen] [--set key=value ...]
+
+``eval`` prints ``pr1lib.evaluate.run_eval``'s numbers (mean@k, pass@k, strict-valid ratio, parallel
+ratio) for one model folder or run folder, without writing a results file; ``--t 0 --k 1`` is greedy.
+``sft`` runs ``pr1lib.sft.run_sft`` on the TinyWorld cold-start set (rule teacher, built from
+``source``; default ``tinyworld-easy+tinyworld-hard``) starting from ``--base`` (default: the
+shipped TinyWorld base ``data/tinyworld-base``) instead of the TinyGSM ``data/tiny-base``, without
+the TinyGSM before/after evaluation. Each prints one JSON object last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from pr1lib.commands import parse_overrides
+from pr1lib.config import EvalConfig, ModelConfig, SFTStageConfig
+from pr1lib.evaluate import run_eval
+from pr1lib.models import base_model_dir, checkpoint_folder, load_policy, stage_model_config
+from pr1lib.sft import run_sft
+from pr1lib.tokens import add_parallel_tags, has_tags
+
+
+def eval_model(model_dir: str, data: str, n: int, k: int, temperature: float, mode: str,
+               max_len: int = 256, seed: int = 0) -> dict:
+    """``run_eval`` of one folder (tags added when missing) at ``temperature``."""
+    model, tok, _ = load_policy(config=ModelConfig(name=checkpoint_folder(model_dir)))
+    if not has_tags(tok):
+        add_parallel_tags(tok, model)
+    cfg = EvalConfig(benchmark=data, n=n, k=k, mode=mode, temperature=temperature,
+                     max_completion_length=max_len, max_path_length=96, prompt_style="tiny", seed=seed,
+                     batch_size=32)
+    out = run_eval(model.eval(), tok, config=cfg, tag=model_dir, progress=False)
+    keep = ("accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "answer_rate", "mean_length", "n", "k")
+    return {"model": model_dir, "data": data, "temperature": temperature, "mode": mode,
+            **{key: out[key] for key in keep}}
+
+
+def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
+    """Cold-start SFT of ``base`` on the TinyWorld rule-teacher set (full fine-tuning by default)."""
+    settings = {"source": "tinyworld-easy+tinyworld-hard", "use_lora": False, "learning_rate": 1e-3,
+                "variant": variant, **overrides}
+    cfg = SFTStageConfig.for_profile("tiny", **settings)
+    model_cfg = stage_model_config(cfg, init=base)
+    start = time.perf_counter()
+    run = run_sft(cfg, out=out, evaluate=False, model_cfg=model_cfg, quiet=True)
+    keep = ("train_rows", "steps", "train_loss", "train_seconds", "use_lora", "data_hash", "run_dir")
+    return {**{key: run.result[key] for key in keep}, "config": settings,
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("eval")
+    ev.add_argument("--model", required=True)
+    ev.add_argument("--data", default="tinyworld-hard")
+    ev.add_argument("--n", type=int, default=200)
+    ev.add_argument("--k", type=int, default=8)
+    ev.add_argument("--t", type=float, default=1.0)
+    ev.add_argument("--mode", default="seen")
+    ev.add_argument("--seed", type=int, default=0)
+    tr = sub.add_parser("sft")
+    tr.add_argument("--base", default=base_model_dir("tinyworld"))
+    tr.add_argument("--out", required=True)
+    tr.add_argument("--variant", default="seen")
+    tr.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.command == "eval":
+        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode, seed=args.seed)
+    else:
+        result = sft(args.base, args.out, args.variant, parse_overrides(args.overrides))
+    print(json.dumps(result, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Block cost: on the same held-out problems, is an answer more often right with a block or without?
+
+For each tier, every problem is answered ``k`` times with a **forced block** (the first completion
+token is ``<Parallel>``: the place where the TinyWorld teacher opens its block; the model writes
+the rest, at most ``max_blocks`` blocks) and ``k`` times **forced plain** (``<Parallel>`` banned:
+``RolloutConfig(max_blocks=0)``), sampled at T = 1 with ``pr1lib.rollout`` in ``seen`` or
+``forked`` mode. Correctness is the accuracy reward's (``pr1lib.rewards.terms``: the last
+``Final Answer:`` outside the paths equals the gold answer). The difference is block minus plain;
+its 95 % interval is a **paired bootstrap over problems** (problems are resampled with
+replacement, each keeping both of its per-problem means), so it reflects problem-to-problem
+variation as well as sampling noise.
+
+Why it matters (notebook 04): with the tiered reward a block raises the expected reward only if its
+accuracy cost d is below b * p / (2 + b); a world where blocks cost accuracy teaches RL to drop them.
+
+``python -m pr1lib blockcost --model RUN --data tinyworld-easy,tinyworld-hard --n 200 --k 4 --mode seen``
+prints one JSON object last: ``{tier: {acc_block, acc_plain, diff, ci95, n, k, ...}}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from pr1lib.config import RolloutConfig
+from pr1lib.evalsets import load_benchmark
+from pr1lib.prompts import chat_prompt
+from pr1lib.rewards import terms
+from pr1lib.rollout import generate
+from pr1lib.structure import tag_ids
+
+CI_METHOD = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
+
+
+class _OpenFirst(torch.nn.Module):
+    """The output layer, plus a huge ``<Parallel>`` logit on its first call only (the prefill,
+    whose logits choose every row's first completion token); later calls pass through."""
+
+    def __init__(self, head: torch.nn.Module, token: int):
+        super().__init__()
+        self.head, self.token, self.armed = head, token, True
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.head(hidden)  # (B, L, V)
+        if self.armed:
+            self.armed = False
+            logits = logits.clone()
+            logits[..., self.token] = logits.max() + 100.0  # softmax puts ~all mass on <Parallel>
+        return logits
+
+
+@contextlib.contextmanager
+def open_with_block(model: Any, token: int) -> Iterator[None]:
+    """Inside the ``with``, the next generation call starts every completion with ``token``.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> m = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4, intermediate_size=8,
+    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> with open_with_block(m, 3):
+    ...     first, second = [int(m(torch.tensor([[1, 2]])).logits[0, -1].argmax()) for _ in range(2)]
+    >>> first, type(m.lm_head).__name__
+    (3, 'Linear')
+    """
+    head = model.lm_head
+    model.lm_head = _OpenFirst(head, token)
+    try:
+        yield
+    finally:
+        model.lm_head = head
+
+
+def sample(model: Any, tokenizer: Any, prompts: Sequence[str], k: int, block: bool, mode: str = "seen",
+           temperature: float = 1.0, max_completion_length: int = 256, max_path_length: int = 96,
+           max_blocks: int = 1, batch_size: int = 64, seed: int = 0) -> list[list[str]]:
+    """``k`` completions per prompt, forced to open with a block (``block=True``) or to have none."""
+    cfg = RolloutConfig(mode=mode, temperature=temperature, max_completion_length=max_completion_length,
+                        max_path_length=max_path_length, max_blocks=max_blocks if block else 0)
+    rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
+    gen = torch.Generator(device=model.device).manual_seed(seed)
+    texts: list[str] = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        guard = open_with_block(model, tag_ids(tokenizer).parallel) if block else contextlib.nullcontext()
+        with guard, torch.no_grad():
+            texts += [r.text for r in generate(model, tokenizer, chunk, cfg, generator=gen)]
+    return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0) -> list[float]:
+    """95 % percentile interval of ``mean(a) - mean(b)`` resampling the pairs ``(a[i], b[i])``.
+
+    >>> paired_bootstrap([1, 1, 1, 1], [0, 0, 0, 0])
+    [1.0, 1.0]
+    """
+    rng, n = random.Random(seed), len(a)
+    diffs = [a[i] - b[i] for i in range(n)]
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
+    return [round(means[int(0.025 * iters)], 4), round(means[min(iters - 1, int(0.975 * iters))], 4)]
+
+
+def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
+    """Per-problem accuracy (``per_problem``) and pooled accuracy, validity and block rate."""
+    parsed = [[terms(t, g) for t in row] for row, g in zip(texts, golds)]
+    flat = [t for row in parsed for t in row]
+    n = max(1, len(flat))
+    return {"per_problem": [sum(t.correct for t in row) / max(1, len(row)) for row in parsed],
+            "accuracy": sum(t.correct for t in flat) / n, "valid": sum(t.valid for t in flat) / n,
+            "parallel_ratio": sum(t.blocks > 0 for t in flat) / n}
+
+
+def tier_cost(model: Any, tokenizer: Any, records: list[dict], k: int = 4, mode: str = "seen",
+              seed: int = 0, **sampling: Any) -> dict[str, Any]:
+    """Forced block vs forced plain on ``records``: accuracies, difference, its interval, rates."""
+    prompts = [chat_prompt(r["question"], tokenizer, "tiny") for r in records]
+    golds = [r["answer"] for r in records]
+    with_block = score(sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling), golds)
+    plain = score(sample(model, tokenizer, prompts, k, False, mode, seed=seed, **sampling), golds)
+    a, b = with_block.pop("per_problem"), plain.pop("per_problem")
+    return {"acc_block": round(with_block["accuracy"], 4), "acc_plain": round(plain["accuracy"], 4),
+            "diff": round(with_block["accuracy"] - plain["accuracy"], 4),
+            "ci95": paired_bootstrap(a, b, seed=seed), "ci_method": CI_METHOD, "n": len(records), "k": k,
+            "mode": mode, "valid_block": round(with_block["valid"], 4), "valid_plain": round(plain["valid"], 4),
+            "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
+            "parallel_ratio_plain": round(plain["parallel_ratio"], 4)}
+
+
+def blockcost(model: Any, tokenizer: Any, tiers: Sequence[str] = ("tinyworld-easy", "tinyworld-hard"),
+              n: int = 200, k: int = 4, mode: str = "seen", seed: int = 0, **sampling: Any) -> dict[str, dict]:
+    """``{tier: tier_cost(...)}`` on the first ``n`` held-out problems of each benchmark in ``tiers``
+    (``pr1lib.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths, ...).
+
+    >>> from pr1lib.models import build_random_tiny
+    >>> from pr1lib.tokens import add_parallel_tags
+    >>> model, tok = build_random_tiny(seed=0); _ = add_parallel_tags(tok, model)
+    >>> out = blockcost(model.eval(), tok, ["tinyworld-easy"], n=2, k=1, max_completion_length=12,
+    ...                 max_path_length=4)
+    >>> out["tinyworld-easy"]["parallel_ratio_block"], out["tinyworld-easy"]["parallel_ratio_plain"]
+    (1.0, 0.0)
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        return {tier: tier_cost(model, tokenizer, load_benchmark(tier, n, seed=seed), k, mode, seed, **sampling)
+                for tier in tiers}
+    finally:
+        model.train(was_training)

@@ -1,0 +1,356 @@
+"""TinyWorld: a shop where checking an answer is much easier than finding it (a verification gap).
+
+Every problem opens with two price lists, e.g. ``Toys cost 7 or 12 coins. Books cost 40 or 46
+coins.`` Two tiers, both in GSM8K's record shape (``<<a+b=c>>`` lines, ``#### N``), so every
+stage reads them unchanged:
+
+- ``easy`` (forward, 1-2 steps): add two given prices, count the change, subtract two given
+  prices, or check whether two given prices make a given total (``check: 53 vs 52 ✗``, 1 or 0).
+- ``hard`` (search): ``Mia buys one toy and one book and pays 52 coins. How much more does the
+  book cost than the toy?`` Exactly one pair of prices adds up to the total. *Finding* it is a
+  search over the 2 x 2 pairs; *checking* a guess is one addition and a comparison: ``Toy 12,
+  book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓``. The answer (book minus toy) needs the whole
+  pair, so a blind guess is right 1 time in 4, and trying two guesses side by side in a
+  ``<Parallel>`` block and keeping the one whose check passes pays; on easy items a block can only
+  do the same work twice (pure overhead).
+
+The check compares two numbers written next to each other (the sum, then the total copied from
+the question): the tiny model learns that within about 100 steps, where an earlier design's check
+"is 23 one of 20, 23 or 26?" (a look-up of a two-digit number in a list) stayed at chance after
+about 35k training examples. Asking for the toy alone (an earlier design) let a blind guess of
+one of the two toy prices be right half of the time, which hid the value of checking.
+
+``pr1lib.teachers.WorldTeacher`` writes the cold-start traces: on hard items each path tries one pair and ends
+with its check (about 35 % of the paths fail and say so with ✗), the summary keeps the pair
+that checks out, and the answer line follows; on easy items both paths solve the whole item (a
+first sum with its terms swapped) and the summary states their shared result.
+``plain_completion`` is the no-block solution of the same item (the plain baseline and the
+half-plain start). The block always opens the response, so "force a block" means "start with
+``<Parallel>``".
+
+>>> rec = generate(1, "hard", "test", seed=0)[0]
+>>> sorted(rec), rec["answer"].splitlines()[-1].startswith("#### ")
+(['answer', 'question'], True)
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from pr1lib.config import WORLDS
+from pr1lib.format import linearize
+from pr1lib.prompts import linear_solution, split_gsm8k_answer
+from pr1lib.tasks import NAMES, SPLITS, split_of
+from pr1lib.tasks import generate as tinygsm_generate
+
+TIERS = ("easy", "hard")
+SOURCES = ("tinyworld-easy", "tinyworld-hard")
+# (singular, plural) of the two lists; the first list is cheap, the second dearer
+GOODS = ((("toy", "toys"), ("book", "books")), (("cake", "cakes"), ("drink", "drinks")),
+         (("pen", "pens"), ("bag", "bags")), (("hat", "hats"), ("scarf", "scarves")))
+LOW, HIGH = (2, 25), (30, 70)  # price ranges of the two lists: every book is dearer than every toy
+LIST_SIZE = 2  # prices per list: 2 x 2 pairs, one of which makes the total
+OK, NO = "✓", "✗"
+
+
+@dataclass(frozen=True)
+class Shop:
+    """The two price lists of a problem: ``names[i]`` is ``(singular, plural)`` of list ``i``."""
+
+    names: tuple[tuple[str, str], tuple[str, str]]
+    prices: tuple[tuple[int, ...], tuple[int, ...]]
+
+    def header(self) -> str:
+        """``Toys cost 7 or 12 coins. Books cost 40 or 46 coins.``"""
+        parts = [f"{plural.capitalize()} cost {_listing(p)} coins."
+                 for (_, plural), p in zip(self.names, self.prices)]
+        return " ".join(parts)
+
+
+def _listing(prices: tuple[int, ...]) -> str:
+    return ", ".join(map(str, prices[:-1])) + f" or {prices[-1]}"
+
+
+def _draw_prices(rng: random.Random, span: tuple[int, int], n: int, avoid: set[int]) -> list[int]:
+    """``n`` distinct prices from ``span``, none in ``avoid``."""
+    pool = [p for p in range(span[0], span[1] + 1) if p not in avoid]
+    return rng.sample(pool, n)
+
+
+def _unique(lists: list[list[int]], pair: tuple[int, int]) -> bool:
+    """Only ``pair`` makes its sum, and no other pair has its difference (one answer, and a wrong
+    pair never lands on it by luck)."""
+    pairs = [(a, b) for a in lists[0] for b in lists[1]]
+    return (sum(a + b == sum(pair) for a, b in pairs) == 1
+            and sum(b - a == pair[1] - pair[0] for a, b in pairs) == 1)
+
+
+def _shop(rng: random.Random, pair: tuple[int, int] | None = None) -> Shop:
+    """A random shop; with ``pair = (a, b)`` it holds a on list 0 and b on list 1 and ``_unique``."""
+    names = rng.choice(GOODS)
+    while True:
+        lists = [_draw_prices(rng, span, LIST_SIZE, set()) for span in (LOW, HIGH)]
+        if pair is not None:
+            lists = [[x] + _draw_prices(rng, span, LIST_SIZE - 1, {x}) for x, span in zip(pair, (LOW, HIGH))]
+            if not _unique(lists, pair):
+                continue
+        for prices in lists:
+            rng.shuffle(prices)
+        return Shop(names, (tuple(lists[0]), tuple(lists[1])))
+
+
+def _ann(a: int, op: str, b: int) -> str:
+    """``a+b=<<a+b=c>>c`` (true by construction)."""
+    c = a + b if op == "+" else a - b
+    return f"{a}{op}{b}=<<{a}{op}{b}={c}>>{c}"
+
+
+def check_line(value: int, total: int) -> str:
+    """The check of a guess: the sum it gives next to the total it must give.
+
+    >>> check_line(52, 52), check_line(53, 52)
+    ('check: 52 vs 52 ✓', 'check: 53 vs 52 ✗')
+    """
+    return f"check: {value} vs {total} {OK if value == total else NO}"
+
+
+def try_line(shop: Shop, total: int, pair: tuple[int, int]) -> str:
+    """One guess: a price from each list (the cheap item first), their sum, the check.
+
+    >>> try_line(Shop(GOODS[0], ((7, 12), (40, 46))), 52, (12, 40))
+    'Toy 12, book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓'
+    >>> try_line(Shop(GOODS[0], ((7, 12), (40, 46))), 52, (7, 46))
+    'Toy 7, book 46: 7+46=<<7+46=53>>53. check: 53 vs 52 ✗'
+    """
+    (one, _), (other, _) = shop.names
+    x, y = pair
+    return f"{one.capitalize()} {x}, {other} {y}: {_ann(x, '+', y)}. {check_line(x + y, total)}"
+
+
+def more_line(pair: tuple[int, int]) -> str:
+    """The answer step: how much more the dear item costs. ``more_line((12, 40))`` ->
+    ``'40-12=<<40-12=28>>28 more.'``"""
+    return f"{_ann(pair[1], '-', pair[0])} more."
+
+
+# --------------------------------------------------------------------------- problems
+def _who(rng: random.Random) -> tuple[str, str]:
+    who, pron = rng.choice(NAMES)
+    return who, pron.lower()
+
+
+def hard_problem(rng: random.Random) -> dict:
+    """``... buys one toy and one book and pays T coins. How much more does the book cost than
+    the toy?`` (a search over the pairs).
+
+    >>> rec = hard_problem(random.Random(3))
+    >>> "pays" in rec["question"], OK in rec["answer"]
+    (True, True)
+    """
+    a, b = rng.randint(*LOW), rng.randint(*HIGH)
+    shop, (who, _) = _shop(rng, (a, b)), _who(rng)
+    (one, _), (other, _) = shop.names
+    question = (f"{shop.header()} {who} buys one {one} and one {other} and pays {a + b} coins. "
+                f"How much more does the {other} cost than the {one}?")
+    return {"question": question, "answer": hard_answer(question)}
+
+
+def hard_answer(question: str) -> str:
+    """The plain (no-block) GSM8K-style solution of a hard question: one guess that checks out,
+    then the answer step.
+
+    >>> print(hard_answer("Toys cost 7 or 12 coins. Books cost 40 or 46 coins. Tom buys one toy "
+    ...                   "and one book and pays 52 coins. How much more does the book cost than the toy?"))
+    Toy 12, book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓
+    40-12=<<40-12=28>>28 more.
+    #### 28
+    """
+    shop, total = parse_hard(question)
+    pair = solve_pair(shop, total)
+    return f"{try_line(shop, total, pair)}\n{more_line(pair)}\n#### {pair[1] - pair[0]}"
+
+
+def easy_problem(rng: random.Random) -> dict:
+    """A forward item on two given prices: their sum, the change, how much more the dear one
+    costs, or whether they make a given total (1 or 0; a wrong total is off in the units or the
+    tens digit, so the check reads both).
+
+    >>> [easy_problem(random.Random(s))["answer"].count("<<") for s in range(4)]
+    [2, 1, 1, 2]
+    """
+    shop, (who, pron) = _shop(rng), _who(rng)
+    a, b = rng.choice(shop.prices[0]), rng.choice(shop.prices[1])
+    (one, _), (other, _) = shop.names
+    buys = f"{who} buys the {a}-coin {one} and the {b}-coin {other}"
+    kind = rng.choice(("sum", "change", "more", "check"))
+    if kind == "sum":
+        question, lines, final = f"{buys}. How many coins does {pron} pay?", [f"{_ann(a, '+', b)} coins."], a + b
+    elif kind == "change":
+        paid = a + b
+        change = rng.randint(1, max(1, min(40, 99 - paid)))  # two-digit amounts where possible
+        question = f"{who} has {paid + change} coins. {buys}. How many coins are left?"
+        lines = [f"{_ann(a, '+', b)} coins.", f"{_ann(paid + change, '-', paid)} coins left."]
+        final = change
+    elif kind == "more":
+        question = f"{buys}. How much more does the {other} cost than the {one}?"
+        lines, final = [more_line((a, b))], b - a
+    else:
+        miss = rng.choice([*range(1, 10), 10, 10, 20, 20]) * rng.choice([-1, 1])  # units or tens digit off
+        total = a + b + (0 if rng.random() < 0.5 else miss)
+        question = f"{buys}. Does {pron} pay exactly {total} coins (1 for yes, 0 for no)?"
+        lines, final = [f"{_ann(a, '+', b)}. {check_line(a + b, total)}"], int(a + b == total)
+    return {"question": f"{shop.header()} {question}", "answer": "\n".join([*lines, f"#### {final}"])}
+
+
+def make_problem(rng: random.Random, tier: str = "easy") -> dict:
+    """One random TinyWorld record of ``tier`` drawn from ``rng`` (no split filtering)."""
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
+    return hard_problem(rng) if tier == "hard" else easy_problem(rng)
+
+
+def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
+    """``n`` distinct TinyWorld records of ``tier`` from ``split`` (the test split is a fixed
+    hash bucket of the question, as in ``pr1lib.tasks``, so splits never overlap).
+
+    >>> a = generate(3, "hard", "train", seed=7)
+    >>> a == generate(3, "hard", "train", seed=7), len({r["question"] for r in a})
+    (True, 3)
+    """
+    if tier not in TIERS or split not in SPLITS:
+        raise ValueError(f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}")
+    rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
+    records, seen = [], set()
+    while len(records) < n:
+        record = make_problem(rng, tier)
+        if record["question"] in seen or split_of(record["question"]) != split:
+            continue
+        seen.add(record["question"])
+        records.append(record)
+    return records
+
+
+# --------------------------------------------------------------------------- reading a question back
+_LIST_RE = re.compile(r"(\w+) cost ((?:\d+, )*\d+ or \d+) coins\.")
+_HARD_RE = re.compile(r"buys one (\w+) and one (\w+) and pays (\d+) coins\. How much more does the \w+ cost")
+
+
+def parse_shop(question: str) -> Shop | None:
+    """The price lists of a TinyWorld question, or ``None`` when it is not one.
+
+    >>> parse_shop("Toys cost 7 or 12 coins. Books cost 40 or 46 coins. Tom pays.").prices
+    ((7, 12), (40, 46))
+    """
+    lists = _LIST_RE.findall(question)
+    if len(lists) != 2:
+        return None
+    names, prices = [], []
+    for plural, listing in lists:
+        singular = next((s for pair in GOODS for s, p in pair if p == plural.lower()), None)
+        if singular is None:
+            return None
+        names.append((singular, plural.lower()))
+        prices.append(tuple(int(x) for x in re.findall(r"\d+", listing)))
+    return Shop((names[0], names[1]), (prices[0], prices[1]))
+
+
+def parse_hard(question: str) -> tuple[Shop, int] | None:
+    """``(shop, total)`` of a hard question, else ``None``.
+
+    >>> q = generate(1, "hard", seed=1)[0]["question"]
+    >>> parse_hard(q)[1] > 0
+    True
+    """
+    shop, match = parse_shop(question), _HARD_RE.search(question)
+    if shop is None or match is None:
+        return None
+    return shop, int(match.group(3))
+
+
+def solve_pair(shop: Shop, total: int) -> tuple[int, int] | None:
+    """The one pair ``(a, b)`` of prices, one per list, with ``a + b == total``.
+
+    >>> solve_pair(Shop(GOODS[0], ((7, 12), (40, 46))), 52)
+    (12, 40)
+    """
+    pairs = [(a, b) for a in shop.prices[0] for b in shop.prices[1] if a + b == total]
+    return pairs[0] if len(pairs) == 1 else None
+
+
+# --------------------------------------------------------------------------- the teacher
+WORLD_VERSION = 6  # bump when the traces change: it is part of the teacher's name (cache key)
+
+
+def search_block(shop: Shop, total: int, rng: random.Random, both_good_rate: float = 0.3) -> str:
+    """A hard item's trace: two paths, each tries one pair and checks it; the summary keeps the
+    pair that checks out; the answer step follows. With ``both_good_rate`` both paths happen to
+    try the right pair, else one tries the right pair and one a wrong pair, in random order (so
+    about (1 - both_good_rate) / 2 of all paths fail, marked ✗). Every guess names the cheap item
+    first, so the summary copies the passing path.
+
+    >>> s = Shop(GOODS[0], ((7, 12), (40, 46)))
+    >>> print(search_block(s, 52, random.Random(0)))  # doctest: +NORMALIZE_WHITESPACE
+    <Parallel><Path>Toy 12, book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓</Path><Path>Toy 7,
+    book 46: 7+46=<<7+46=53>>53. check: 53 vs 52 ✗</Path></Parallel>
+    <Summary>Toy 12 and book 40: 12+40=<<12+40=52>>52.</Summary>
+    40-12=<<40-12=28>>28 more.
+    Final Answer: 28
+    """
+    good = solve_pair(shop, total)
+    bad = [(a, b) for a in shop.prices[0] for b in shop.prices[1] if (a, b) != good]
+    picks = [good, good] if rng.random() < both_good_rate else rng.sample([good, rng.choice(bad)], 2)
+    paths = "".join(f"<Path>{try_line(shop, total, pair)}</Path>" for pair in picks)
+    (one, _), (other, _) = shop.names
+    a, b = good
+    summary = f"{one.capitalize()} {a} and {other} {b}: {_ann(a, '+', b)}."
+    return (f"<Parallel>{paths}</Parallel>\n<Summary>{summary}</Summary>\n{more_line(good)}\n"
+            f"Final Answer: {b - a}")
+
+
+_SUM_RE = re.compile(r"(\d+)\+(\d+)=<<\1\+\2=")
+
+
+def overhead_block(answer_text: str) -> str:
+    """An easy item's trace: both paths solve the whole item (the second with the terms of a
+    first sum swapped); the summary states the shared result. Pure overhead: both paths do the
+    same work.
+
+    >>> print(overhead_block("9+52=<<9+52=61>>61 coins.\\n81-61=<<81-61=20>>20 coins left.\\n#### 20"))
+    <Parallel><Path>9+52=<<9+52=61>>61 coins.
+    81-61=<<81-61=20>>20 coins left.</Path><Path>52+9=<<52+9=61>>61 coins.
+    81-61=<<81-61=20>>20 coins left.</Path></Parallel>
+    <Summary>Both paths give 20.</Summary>
+    Final Answer: 20
+    """
+    steps, final = split_gsm8k_answer(answer_text)
+    match = _SUM_RE.match(steps[0])
+    first = f"{match[2]}+{match[1]}=<<{match[2]}+{match[1]}=" + steps[0][match.end():] if match else steps[0]
+    paths = "".join(f"<Path>{chr(10).join(lines)}</Path>" for lines in (steps, [first, *steps[1:]]))
+    return f"<Parallel>{paths}</Parallel>\n<Summary>Both paths give {final}.</Summary>\nFinal Answer: {final}"
+
+
+def plain_completion(question: str, completion: str) -> str:
+    """The no-block solution of a TinyWorld item whose block trace is ``completion``: one guess
+    that checks out on hard items, the trace's first path otherwise (``format.linearize``).
+
+    >>> q = ("Toys cost 7 or 12 coins. Books cost 40 or 46 coins. Tom buys one toy and one book "
+    ...      "and pays 52 coins. How much more does the book cost than the toy?")
+    >>> plain_completion(q, "...").endswith("Final Answer: 28")
+    True
+    """
+    if parse_hard(question) is not None:
+        return linear_solution(hard_answer(question))
+    return linearize(completion)
+
+
+def task_generator(world: str = "tinygsm"):
+    """``generate(n, tier, split, seed)`` of a problem world: ``tinygsm`` or ``tinyworld``.
+
+    >>> task_generator("tinyworld").__module__, task_generator().__module__
+    ('pr1lib.world', 'pr1lib.tasks')
+    """
+    if world not in WORLDS:
+        raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
+    return generate if world == "tinyworld" else tinygsm_generate

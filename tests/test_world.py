@@ -1,0 +1,216 @@
+"""TinyWorld (the shop search world), its rule teacher, its sources and ``blockcost``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+
+from pr1lib import data, world
+from pr1lib.evalsets import BENCHMARKS, load_benchmark
+from pr1lib.format import answers_match, extract_answer, linearize, parse, validate
+from pr1lib.models import base_model_dir
+from pr1lib.paths import REPO_ROOT
+from pr1lib.prompts import linear_solution, split_gsm8k_answer
+from pr1lib.tasks import generate as tinygsm_generate
+from pr1lib.teachers import WorldTeacher, check_arithmetic
+
+TRY = re.compile(r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. check: \5 vs (\d+) ([✓✗])$")
+
+
+def records(tier: str, n: int = 300, split: str = "train", seed: int = 0) -> list[dict]:
+    return [{"id": f"{tier}-{i}", "answer_text": r["answer"], **r}
+            for i, r in enumerate(world.generate(n, tier, split, seed))]
+
+
+@pytest.mark.parametrize("tier", world.TIERS)
+def test_generator_is_deterministic_and_a_prefix_stream(tier):
+    first = world.generate(40, tier, "train", seed=3)
+    assert first == world.generate(40, tier, "train", seed=3)
+    assert first != world.generate(40, tier, "train", seed=4)
+    assert world.generate(10, tier, "train", seed=3) == first[:10]
+
+
+@pytest.mark.parametrize("tier", world.TIERS)
+def test_splits_are_disjoint_whatever_the_seed(tier):
+    train = {r["question"] for s in (0, 1) for r in world.generate(400, tier, "train", s)}
+    test = {r["question"] for s in (0, 1) for r in world.generate(400, tier, "test", s)}
+    assert not train & test
+
+
+@pytest.mark.parametrize("tier", world.TIERS)
+def test_records_are_gsm8k_shaped_with_true_arithmetic(tier):
+    for rec in world.generate(300, tier, "train", seed=1):
+        assert set(rec) == {"question", "answer"} and rec["question"].endswith("?")
+        steps, final = split_gsm8k_answer(rec["answer"])
+        assert 1 <= len(steps) <= 2 and re.fullmatch(r"\d+", final)
+        assert check_arithmetic(rec["answer"]) == [] and "<<" in rec["answer"]
+
+
+def test_hard_items_have_one_pair_and_the_answer_needs_the_whole_pair():
+    for rec in world.generate(300, "hard", "train", seed=2):
+        shop, total = world.parse_hard(rec["question"])
+        pairs = [(a, b) for a in shop.prices[0] for b in shop.prices[1]]
+        good = [(a, b) for a, b in pairs if a + b == total]
+        assert len(good) == 1
+        (a, b), = good
+        assert split_gsm8k_answer(rec["answer"])[1] == str(b - a)
+        assert [b2 - a2 for a2, b2 in pairs].count(b - a) == 1  # no wrong pair gives the answer
+
+
+def test_easy_check_items_compare_the_sum_with_the_total():
+    checks = [r for r in world.generate(300, "easy", "train", seed=5) if "exactly" in r["question"]]
+    assert len(checks) > 50
+    finals = {split_gsm8k_answer(r["answer"])[1] for r in checks}
+    assert finals == {"0", "1"}  # both outcomes occur
+    for rec in checks:
+        a, b, total = map(int, re.search(r"the (\d+)-coin .* the (\d+)-coin .* exactly (\d+) coins", rec["question"]).groups())
+        assert split_gsm8k_answer(rec["answer"])[1] == str(int(a + b == total))
+        assert world.check_line(a + b, total) in rec["answer"]
+        assert abs(a + b - total) <= 20  # near misses: the check must read both digits
+
+
+def test_tinygsm_tiers_are_unchanged_by_the_new_world():
+    # a digest of TinyGSM's first records as generated at 536655e, before TinyWorld existed
+    dump = json.dumps([tinygsm_generate(50, t, s, 0) for t in ("easy", "hard") for s in ("train", "test")])
+    assert hashlib.sha256(dump.encode()).hexdigest()[:16] == "999ab673152fd6db"
+    assert [r["source"] for r in data.load_source("tinygsm-easy", limit=2)] == ["tinygsm-easy"] * 2
+
+
+def test_sources_and_benchmarks_are_registered_and_held_out():
+    for name in world.SOURCES:
+        assert name in data.SOURCES and name in BENCHMARKS
+        train = data.load_source(name, limit=200)
+        bench = load_benchmark(name, n=200)
+        assert {r["source"] for r in train} == {name} and len(bench) == 200
+        assert not {r["question"] for r in train} & {r["question"] for r in bench}
+
+
+@pytest.mark.parametrize("tier", world.TIERS)
+def test_every_teacher_trace_is_strictly_valid_and_right(tier):
+    recs = records(tier)
+    traces = WorldTeacher(seed=0).generate(recs)
+    for rec, trace in zip(recs, traces):
+        text = trace["text"]
+        assert trace["error"] is None and validate(text, strict=True) == []
+        assert text.startswith("<Parallel><Path>")  # the block opens the response (blockcost forces it there)
+        assert answers_match(extract_answer(text), split_gsm8k_answer(rec["answer"])[1])
+        assert check_arithmetic(text) == []
+        assert len(parse(text).blocks) == 1 and len(parse(text).blocks[0].paths) == 2
+
+
+def test_hard_paths_check_honestly_and_wrong_ones_are_marked():
+    recs = records("hard", 400)
+    paths = wrong = 0
+    for rec, trace in zip(recs, WorldTeacher(seed=1).generate(recs)):
+        shop, total = world.parse_hard(rec["question"])
+        block = parse(trace["text"]).blocks[0]
+        marks = []
+        for path in block.paths:
+            noun, x, other, y, _s, shown, mark = TRY.fullmatch(path.text).groups()
+            side = [n for n, _ in shop.names].index(noun.lower())
+            assert side == 0  # the cheap item first, as the summary names it
+            assert other == shop.names[1 - side][0]
+            assert int(x) in shop.prices[side] and int(y) in shop.prices[1 - side]  # a real pair
+            assert int(shown) == total
+            assert mark == ("✓" if int(x) + int(y) == total else "✗")  # the check is honest
+            marks.append(mark)
+        assert "✓" in marks  # the summary always has a guess to keep
+        paths, wrong = paths + len(marks), wrong + marks.count("✗")
+    assert 0.30 <= wrong / paths <= 0.40
+
+
+def test_summary_keeps_the_pair_that_checks_out():
+    recs = records("hard", 100)
+    for rec, trace in zip(recs, WorldTeacher().generate(recs)):
+        shop, total = world.parse_hard(rec["question"])
+        a, b = world.solve_pair(shop, total)
+        summary = parse(trace["text"]).blocks[0].summary.text
+        assert summary.startswith(f"{shop.names[0][0].capitalize()} {a} and {shop.names[1][0]} {b}:")
+
+
+@pytest.mark.parametrize("tier", world.TIERS)
+def test_plain_solution_is_the_records_own_answer_without_a_block(tier):
+    recs = records(tier, 200)
+    for rec, trace in zip(recs, WorldTeacher().generate(recs)):
+        plain = world.plain_completion(rec["question"], trace["text"])
+        assert plain == linear_solution(rec["answer"])
+        assert "<Parallel>" not in plain and validate(plain, strict=True) == []
+        assert answers_match(extract_answer(plain), split_gsm8k_answer(rec["answer"])[1])
+
+
+def test_easy_block_linearizes_to_the_plain_solution():
+    for rec, trace in zip(recs := records("easy", 50), WorldTeacher().generate(recs)):
+        assert linearize(trace["text"]) == linear_solution(rec["answer"])
+
+
+def test_teacher_falls_back_to_the_rule_teacher_on_other_problems():
+    rec = {"id": "g", "question": "?", "answer": "72",
+           "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\nIn all 48+24=<<48+24=72>>72.\n#### 72"}
+    trace = WorldTeacher().trace(rec)
+    assert trace["teacher"].startswith("world-") and validate(trace["text"], strict=True) == []
+
+
+def test_coldstart_uses_the_world_teacher_for_world_sources():
+    from pr1lib.coldstart import make_teacher
+    from pr1lib.config import ColdStartConfig
+
+    assert isinstance(make_teacher(ColdStartConfig(source="tinyworld-hard")), WorldTeacher)
+    assert not isinstance(make_teacher(ColdStartConfig(source="tinygsm-easy")), WorldTeacher)
+
+
+def test_half_plain_start_uses_the_worlds_plain_solution():
+    from datasets import Dataset
+
+    from pr1lib.sft import with_plain_share
+
+    recs = data.load_source("tinyworld-hard", limit=20)
+    traces = WorldTeacher().generate([{**r} for r in recs])
+    rows = Dataset.from_dict({"question": [r["question"] for r in recs], "source": [r["source"] for r in recs],
+                              "completion": [t["text"] for t in traces]})
+    mixed = with_plain_share(rows, 1.0)
+    for rec, row in zip(recs, mixed):
+        assert row["completion"] == linear_solution(rec["answer_text"]) and not row["parallel"]
+
+
+def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
+    from pr1lib.blockcost import blockcost, paired_bootstrap
+    from pr1lib.models import build_random_tiny
+    from pr1lib.rollout import steer_logits
+    from pr1lib.structure import tag_ids
+    from pr1lib.tokens import add_parallel_tags
+
+    model, tok = build_random_tiny(seed=0)
+    add_parallel_tags(tok, model)
+    tags = tag_ids(tok)
+    # steered to love <Parallel>: forced-plain must still have no block; close paths quickly
+    undo = steer_logits(model, {tags.parallel: 30.0, tags.end_path: 5.0})
+    for mode in ("seen", "forked"):
+        out = blockcost(model.eval(), tok, ["tinyworld-hard"], n=3, k=2, mode=mode,
+                        max_completion_length=24, max_path_length=6)["tinyworld-hard"]
+        assert out["parallel_ratio_block"] == 1.0 and out["parallel_ratio_plain"] == 0.0
+        assert out["n"] == 3 and out["k"] == 2 and out["ci95"][0] <= out["diff"] <= out["ci95"][1]
+    undo()
+    assert paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1]) [0] < 0 < paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[1]
+
+
+SHIPPED_WORLD_BASE = REPO_ROOT / base_model_dir("tinyworld")
+
+
+@pytest.mark.skipif(not (SHIPPED_WORLD_BASE / "model.safetensors").exists(),
+                    reason="data/tinyworld-base not shipped")
+def test_shipped_tinyworld_base_solves_easy_held_out_items():
+    """Greedy on the first 40 held-out easy items (a prefix of the card's 200): the card says 96.5%;
+    at n=40 one SD is ~3 points, so the floor of 85% is ~4 SD below and only a broken model fails."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pr1lib.pretrain import evaluate_accuracy
+
+    card = json.loads((SHIPPED_WORLD_BASE / "card.json").read_text())
+    assert card["config"]["world"] == "tinyworld" and card["accuracy"]["easy_greedy"] >= 0.85
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_BASE).eval()
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_BASE)
+    items = world.generate(40, "easy", "test", seed=card["config"]["seed"])
+    assert evaluate_accuracy(model, tokenizer, items, max_new_tokens=128) >= 0.85
