@@ -1,12 +1,13 @@
 """TinyWorld measurements: the base model, cold-start SFT from any base folder, and sampled evals.
 
-    python benchmarks/tinyworld.py eval --model DIR [--data tinyworld-hard] [--n 200] [--k 8] [--t 1.0] [--mode seen]
-    python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen] [--set key=value ...]
+    python benchmarks/tinyworld.py eval --model DIR [--data tinyworld-hard] [--n 200] [--k 8] [--t
+    1.0] [--mode seen] python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen]
+    [--set key=value ...]
 
 ``eval`` prints ``pr1lib.evaluate.run_eval``'s numbers (mean@k, pass@k, strict-valid ratio, parallel
-ratio) for one model folder or run folder, without writing a results file; ``--t 0 --k 1`` is greedy.
-``sft`` runs ``pr1lib.sft.run_sft`` on the TinyWorld cold-start set (rule teacher, built from
-``source``; default ``tinyworld-easy+tinyworld-hard``) starting from ``--base`` (default: the
+ratio) for one model folder or run folder, without writing a results file; ``--t 0 --k 1`` is
+greedy. ``sft`` runs ``pr1lib.sft.run_sft`` on the TinyWorld cold-start set (rule teacher, built
+from ``source``; default ``tinyworld-easy+tinyworld-hard``) starting from ``--base`` (default: the
 shipped TinyWorld base ``data/tinyworld-base``) instead of the TinyGSM ``data/tiny-base``, without
 the TinyGSM before/after evaluation. Each prints one JSON object last.
 """
@@ -34,23 +35,27 @@ def eval_model(model_dir: str, data: str, n: int, k: int, temperature: float, mo
     if not has_tags(tok):
         add_parallel_tags(tok, model)
     cfg = EvalConfig(benchmark=data, n=n, k=k, mode=mode, temperature=temperature,
-                     max_completion_length=max_len, max_path_length=96, prompt_style="tiny", seed=seed,
+                     max_completion_length=max_len, max_path_length=96, prompt_style="tiny",
+                     seed=seed,
                      batch_size=32)
     out = run_eval(model.eval(), tok, config=cfg, tag=model_dir, progress=False)
-    keep = ("accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "answer_rate", "mean_length", "n", "k")
+    keep = ("accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "answer_rate", "mean_length",
+            "n", "k")
     return {"model": model_dir, "data": data, "temperature": temperature, "mode": mode,
             **{key: out[key] for key in keep}}
 
 
 def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
-    """Cold-start SFT of ``base`` on the TinyWorld rule-teacher set (full fine-tuning by default)."""
+    """Cold-start SFT of ``base`` on the TinyWorld rule-teacher set (full fine-tuning by
+    default)."""
     settings = {"source": "tinyworld-easy+tinyworld-hard", "use_lora": False, "learning_rate": 1e-3,
                 "variant": variant, **overrides}
     cfg = SFTStageConfig.for_profile("tiny", **settings)
     model_cfg = stage_model_config(cfg, init=base)
     start = time.perf_counter()
     run = run_sft(cfg, out=out, evaluate=False, model_cfg=model_cfg, quiet=True)
-    keep = ("train_rows", "steps", "train_loss", "train_seconds", "use_lora", "data_hash", "run_dir")
+    keep = ("train_rows", "steps", "train_loss", "train_seconds", "use_lora", "data_hash",
+            "run_dir")
     return {**{key: run.result[key] for key in keep}, "config": settings,
             "seconds": round(time.perf_counter() - start, 1)}
 
@@ -74,7 +79,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "eval":
-        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode, seed=args.seed)
+        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode,
+                            seed=args.seed)
     else:
         result = sft(args.base, args.out, args.variant, parse_overrides(args.overrides))
     print(json.dumps(result, default=str), flush=True)

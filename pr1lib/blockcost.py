@@ -11,10 +11,11 @@ replacement, each keeping both of its per-problem means), so it reflects problem
 variation as well as sampling noise.
 
 Why it matters (notebook 04): with the tiered reward a block raises the expected reward only if its
-accuracy cost d is below b * p / (2 + b); a world where blocks cost accuracy teaches RL to drop them.
+accuracy cost d is below b * p / (2 + b); a world where blocks cost accuracy teaches RL to drop
+them.
 
-``python -m pr1lib blockcost --model RUN --data tinyworld-easy,tinyworld-hard --n 200 --k 4 --mode seen``
-prints one JSON object last: ``{tier: {acc_block, acc_plain, diff, ci95, n, k, ...}}``.
+``python -m pr1lib blockcost --model RUN --data tinyworld-easy,tinyworld-hard --n 200 --k 4 --mode
+seen`` prints one JSON object last: ``{tier: {acc_block, acc_plain, diff, ci95, n, k, ...}}``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def open_with_block(model: Any, token: int) -> Iterator[None]:
     """Inside the ``with``, the next generation call starts every completion with ``token``.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
-    >>> m = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4, intermediate_size=8,
-    ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    >>> m = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
     >>> with open_with_block(m, 3):
-    ...     first, second = [int(m(torch.tensor([[1, 2]])).logits[0, -1].argmax()) for _ in range(2)]
+    ...     first, second = [int(m(torch.tensor([[1, 2]])).logits[0, -1].argmax())
+    ...                      for _ in range(2)]
     >>> first, type(m.lm_head).__name__
     (3, 'Linear')
     """
@@ -73,24 +75,29 @@ def open_with_block(model: Any, token: int) -> Iterator[None]:
         model.lm_head = head
 
 
-def sample(model: Any, tokenizer: Any, prompts: Sequence[str], k: int, block: bool, mode: str = "seen",
+def sample(model: Any, tokenizer: Any, prompts: Sequence[str], k: int, block: bool,
+           mode: str = "seen",
            temperature: float = 1.0, max_completion_length: int = 256, max_path_length: int = 96,
            max_blocks: int = 1, batch_size: int = 64, seed: int = 0) -> list[list[str]]:
-    """``k`` completions per prompt, forced to open with a block (``block=True``) or to have none."""
-    cfg = RolloutConfig(mode=mode, temperature=temperature, max_completion_length=max_completion_length,
+    """``k`` completions per prompt, forced to open with a block (``block=True``) or to have
+    none."""
+    cfg = RolloutConfig(mode=mode, temperature=temperature,
+                        max_completion_length=max_completion_length,
                         max_path_length=max_path_length, max_blocks=max_blocks if block else 0)
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)
     texts: list[str] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
-        guard = open_with_block(model, tag_ids(tokenizer).parallel) if block else contextlib.nullcontext()
+        guard = open_with_block(model,
+                                tag_ids(tokenizer).parallel) if block else contextlib.nullcontext()
         with guard, torch.no_grad():
             texts += [r.text for r in generate(model, tokenizer, chunk, cfg, generator=gen)]
     return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0) -> list[float]:
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000,
+                     seed: int = 0) -> list[float]:
     """95 % percentile interval of ``mean(a) - mean(b)`` resampling the pairs ``(a[i], b[i])``.
 
     >>> paired_bootstrap([1, 1, 1, 1], [0, 0, 0, 0])
@@ -99,7 +106,8 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000, 
     rng, n = random.Random(seed), len(a)
     diffs = [a[i] - b[i] for i in range(n)]
     means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
-    return [round(means[int(0.025 * iters)], 4), round(means[min(iters - 1, int(0.975 * iters))], 4)]
+    return [round(means[int(0.025 * iters)], 4),
+            round(means[min(iters - 1, int(0.975 * iters))], 4)]
 
 
 def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
@@ -117,21 +125,27 @@ def tier_cost(model: Any, tokenizer: Any, records: list[dict], k: int = 4, mode:
     """Forced block vs forced plain on ``records``: accuracies, difference, its interval, rates."""
     prompts = [chat_prompt(r["question"], tokenizer, "tiny") for r in records]
     golds = [r["answer"] for r in records]
-    with_block = score(sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling), golds)
+    with_block = score(sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling),
+                       golds)
     plain = score(sample(model, tokenizer, prompts, k, False, mode, seed=seed, **sampling), golds)
     a, b = with_block.pop("per_problem"), plain.pop("per_problem")
     return {"acc_block": round(with_block["accuracy"], 4), "acc_plain": round(plain["accuracy"], 4),
             "diff": round(with_block["accuracy"] - plain["accuracy"], 4),
-            "ci95": paired_bootstrap(a, b, seed=seed), "ci_method": CI_METHOD, "n": len(records), "k": k,
-            "mode": mode, "valid_block": round(with_block["valid"], 4), "valid_plain": round(plain["valid"], 4),
+            "ci95": paired_bootstrap(a, b, seed=seed), "ci_method": CI_METHOD, "n": len(records),
+            "k": k,
+            "mode": mode, "valid_block": round(with_block["valid"], 4),
+            "valid_plain": round(plain["valid"], 4),
             "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
             "parallel_ratio_plain": round(plain["parallel_ratio"], 4)}
 
 
-def blockcost(model: Any, tokenizer: Any, tiers: Sequence[str] = ("tinyworld-easy", "tinyworld-hard"),
-              n: int = 200, k: int = 4, mode: str = "seen", seed: int = 0, **sampling: Any) -> dict[str, dict]:
-    """``{tier: tier_cost(...)}`` on the first ``n`` held-out problems of each benchmark in ``tiers``
-    (``pr1lib.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths, ...).
+def blockcost(model: Any, tokenizer: Any,
+              tiers: Sequence[str] = ("tinyworld-easy", "tinyworld-hard"),
+              n: int = 200, k: int = 4, mode: str = "seen", seed: int = 0,
+              **sampling: Any) -> dict[str, dict]:
+    """``{tier: tier_cost(...)}`` on the first ``n`` held-out problems of each benchmark in
+    ``tiers`` (``pr1lib.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths,
+    ...).
 
     >>> from pr1lib.models import build_random_tiny
     >>> from pr1lib.tokens import add_parallel_tags
@@ -144,7 +158,8 @@ def blockcost(model: Any, tokenizer: Any, tiers: Sequence[str] = ("tinyworld-eas
     was_training = model.training
     model.eval()
     try:
-        return {tier: tier_cost(model, tokenizer, load_benchmark(tier, n, seed=seed), k, mode, seed, **sampling)
+        return {tier: tier_cost(model, tokenizer, load_benchmark(tier, n, seed=seed), k, mode,
+                                seed, **sampling)
                 for tier in tiers}
     finally:
         model.train(was_training)

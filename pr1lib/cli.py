@@ -33,7 +33,8 @@ COMMANDS = {
     "sft": "stage 1: cold-start SFT (LoRA, 4-bit where asked), seen or unseen",
     "grpo": "stages 2-3: GRPO with the paper's rewards; no --stage: the reward ablation",
     "eval": "evaluate a model: mean@k, pass@k, parallel ratio, validity",
-    "blockcost": "accuracy with a forced block vs forced plain, per tier, with a paired-bootstrap interval",
+    "blockcost": "accuracy with a forced block vs forced plain, per tier, with a "
+    "paired-bootstrap interval",
     "bench": "speed benchmarks (rollout engine, unseen training, GRPO steps); JSON last",
     "export-verl": "write RL / cold-start sets as verl parquet (+ the verl reward path)",
     "outputs": "execute the notebooks and write their .ipynb twins with outputs (figures as PNG)",
@@ -77,18 +78,29 @@ def add_folder_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_common(parser: argparse.ArgumentParser, out_default: str | None = None) -> None:
     """The flags every stage shares: profile, output folder, seed and ``--set`` overrides."""
-    parser.add_argument("--profile", choices=PROFILES, default=None,
-                        help="cost tier (default: $PR1_PROFILE, else colab with CUDA, tiny without)")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="cost tier (default: $PR1_PROFILE, else colab with CUDA, tiny without)",
+    )
     parser.add_argument("--out", default=out_default, help="output folder for this run")
     parser.add_argument("--seed", type=count(0), default=None,
                         help="random seed (default: the config's)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one config field, e.g. --set learning_rate=3e-4 (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config field, e.g. --set learning_rate=3e-4 (repeatable)",
+    )
     add_folder_flags(parser)
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else strings).
+    """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else
+    strings).
 
     >>> parse_overrides(["max_steps=5", "name=data/tiny-base", "use_lora=True"])
     {'max_steps': 5, 'name': 'data/tiny-base', 'use_lora': True}
@@ -105,7 +117,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-# ----------------------------------------------------------------------------- the commands' arguments
+# ----------------------------------------------------------------------------- the commands'
+# arguments
 def _tour(p: argparse.ArgumentParser) -> None:
     add_common(p)
     p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
@@ -120,7 +133,8 @@ def _pretrain_tiny(p: argparse.ArgumentParser) -> None:
 
 def _coldstart(p: argparse.ArgumentParser) -> None:
     add_common(p)
-    p.add_argument("--teacher", choices=("rule", "hf", "openai"), default=None, help="default: rule")
+    p.add_argument("--teacher", choices=("rule", "hf", "openai"), default=None,
+                   help="default: rule")
     p.add_argument("--source", choices=SOURCES, default=None, help="default: gsm8k")
     p.add_argument("--split", choices=("train", "test"), default=None, help="default: train")
     p.add_argument("--limit", type=count(1), default=None,
@@ -238,16 +252,22 @@ def _repo_url(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="https://github.com/OWNER/NAME (a fork's, say)")
 
 
-EPILOGS = {"coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
-                          "finished traces are kept: rerun to resume); 3 every teacher request failed"}
+EPILOGS = {
+    "coldstart": "exit status: 0 done; 2 bad input, or the teacher had to stop (the "
+    "finished traces are kept: rerun to resume); 3 every teacher request failed"
+}
 ARGUMENTS = {"tour": _tour, "pretrain-tiny": _pretrain_tiny, "coldstart": _coldstart, "sft": _sft,
-             "grpo": _grpo, "eval": _eval, "blockcost": _blockcost, "bench": _bench, "export-verl": _export_verl,
+             "grpo": _grpo, "eval": _eval, "blockcost": _blockcost, "bench": _bench,
+             "export-verl": _export_verl,
              "outputs": _outputs, "repo-url": _repo_url}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m pr1lib", description="Parallel-R1 tutorial "
-                                     "pipeline: each COMMAND runs one stage with the notebooks' configs.")
+    parser = Parser(
+        prog="python -m pr1lib",
+        description="Parallel-R1 tutorial "
+        "pipeline: each COMMAND runs one stage with the notebooks' configs.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
         p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))

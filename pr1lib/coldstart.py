@@ -1,8 +1,8 @@
 """The cold-start data pipeline: problems -> teacher -> cache -> filter -> SFT data set + report.
 
-The paper (docs/recipe.md#4-cold-start-data) prompts DeepSeek-R1-0528-Qwen3-8B zero-shot on the GSM8K
-train split and keeps the traces in a valid parallel format: 83.7 % on GSM8K, 0.0 % on DAPO-Math.
-Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
+The paper (docs/recipe.md#4-cold-start-data) prompts DeepSeek-R1-0528-Qwen3-8B zero-shot on the
+GSM8K train split and keeps the traces in a valid parallel format: 83.7 % on GSM8K, 0.0 % on
+DAPO-Math. Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
 1. ``generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL cache keyed by
    problem id and teacher name, so a re-run skips what is done and an interrupt loses at most the
@@ -54,7 +54,8 @@ PAPER_TEACHER = "DeepSeek-R1-0528-Qwen3-8B (format-valid share only)"
 
 # --------------------------------------------------------------------------- resumable trace cache
 class CacheError(ValueError):
-    """A trace cache holds a line that is JSON but not a trace; the message names the file and line."""
+    """A trace cache holds a line that is JSON but not a trace; the message names the file and
+    line."""
 
 
 class _NotATrace(Exception):
@@ -95,23 +96,28 @@ class TraceCache(JsonlLog):
     >>> TraceCache(path)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    pr1lib.coldstart.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and "teacher"); ...
+    pr1lib.coldstart.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and
+    "teacher"); ...
     """
 
     def __init__(self, path: str | Path):
         try:
             super().__init__(path, key=_trace_key)
         except _NotATrace:
-            raise CacheError(f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
-                             f"and \"teacher\"); delete that line, or pick another --out") from None
+            raise CacheError(
+                f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
+                f"and \"teacher\"); delete that line, or pick another --out"
+            ) from None
 
     @property
     def records(self) -> dict:
         return self.rows
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Write ``rows``, with any lone surrogate in their strings replaced (never a failed write)."""
-        super().append([{k: utf8_safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows])
+        """Write ``rows``, with any lone surrogate in their strings replaced (never a failed
+        write)."""
+        super().append([{k: utf8_safe(v) if isinstance(v, str) else v for k,
+                         v in r.items()} for r in rows])
 
     def done(self, problem_id: str, teacher: str) -> bool:
         """True when a trace without error is cached for this problem and teacher."""
@@ -119,7 +125,8 @@ class TraceCache(JsonlLog):
         return record is not None and not record.get("error")
 
 
-def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, batch_size: int = 256,
+def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path,
+                    batch_size: int = 256,
                     progress: bool = False) -> list[dict]:
     """Traces for ``problems`` (same order), generating only those not yet in the cache.
 
@@ -128,7 +135,10 @@ def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, 
     """
     cache = TraceCache(cache_path)
     if cache.dropped and progress:
-        print(f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems are asked again")
+        print(
+            f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems "
+            f"are asked again"
+        )
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
         try:
@@ -138,7 +148,8 @@ def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path, 
             raise
         cache.append(traces)
         if progress:
-            print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces", flush=True)
+            print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",
+                  flush=True)
     return [cache.records[(p["id"], teacher.name)] for p in problems]
 
 
@@ -148,7 +159,9 @@ def failure_counts(traces: Iterable[dict]) -> dict[str, int]:
     >>> failure_counts([{"error": "x", "kind": "timeout"}, {"error": None}, {"error": "no '####'"}])
     {'timeout': 1}
     """
-    return dict(Counter(t["kind"] for t in traces if t.get("error") and t.get("kind")).most_common())
+    return dict(
+        Counter(t["kind"] for t in traces if t.get("error") and t.get("kind")).most_common()
+    )
 
 
 # --------------------------------------------------------------------------- filter
@@ -175,7 +188,9 @@ def budget_tokenizer(profile: str | None = None):
         add_parallel_tags(tokenizer)
         return tokenizer
     except Exception as err:  # noqa: BLE001 - the estimate is a fine fallback for a budget
-        print(f"token budget: no tokenizer for {config.name!r} ({type(err).__name__}); using chars/4")
+        print(
+            f"token budget: no tokenizer for {config.name!r} ({type(err).__name__}); using chars/4"
+        )
         return None
 
 
@@ -232,7 +247,8 @@ def summarize(kept: list[dict], rejected: list[dict]) -> dict[str, Any]:
     """
     total = len(kept) + len(rejected)
     counts = {r: sum(row["reason"] == r for row in rejected) for r in REASONS}
-    return {"total": total, "kept": len(kept), "yield": len(kept) / total if total else 0.0, "rejected": counts}
+    return {"total": total, "kept": len(kept), "yield": len(kept) / total if total else 0.0,
+            "rejected": counts}
 
 
 def yield_table(results: dict[str, tuple[list[dict], list[dict]]], paper: bool = True):
@@ -264,13 +280,15 @@ def plot_yield(table):
 
 
 # --------------------------------------------------------------------------- output
-SFT_COLUMNS = ("id", "prompt", "completion", "question", "answer", "source", "teacher", "prompt_style")
+SFT_COLUMNS = ("id", "prompt", "completion", "question", "answer", "source", "teacher",
+               "prompt_style")
 
 
 def build_dataset(kept: list[dict], prompt_style: str = "tiny"):
     """A ``datasets.Dataset`` in prompt-completion form (``prompt`` is the user-turn text for
     ``prompt_style``; ``completion`` is the trace alone; the SFT stage appends eos)."""
-    rows = [{"id": r["id"], "prompt": prompt_text(r["question"], prompt_style), "completion": r["completion"],
+    rows = [{"id": r["id"], "prompt": prompt_text(r["question"], prompt_style),
+             "completion": r["completion"],
              "question": r["question"], "answer": r["answer"], "source": r["source"],
              "teacher": r["teacher"], "prompt_style": prompt_style} for r in kept]
     return Dataset.from_dict({c: [r[c] for r in rows] for c in SFT_COLUMNS})
@@ -296,11 +314,13 @@ ending in `Final Answer: N`. Made by `python -m pr1lib coldstart` (pr1lib.coldst
 - Filter: strictly valid format (pr1lib.format.validate), at least one block, final answer equal to
   the gold answer, prompt + completion at most {config.max_tokens} tokens, one row per question.
 - Yield: {summary["kept"]} of {summary["total"]} ({summary["yield"]:.1%}); rejected: {rejected}.
-  The paper's teacher (DeepSeek-R1-0528-Qwen3-8B) gave 83.7% format-valid traces on GSM8K, 0.0% on DAPO.
+  The paper's teacher (DeepSeek-R1-0528-Qwen3-8B) gave 83.7% format-valid traces on GSM8K, 0.0% on
+  DAPO.
 - Teacher `rule-…` is this project's model-free rule teacher: it rewrites the GSM8K reference
   solution, recomputing one intermediate result in a different way inside the block, so its
   traces are correct by construction and plainer than an LLM's.
-- Source data: GSM8K (openai/grade-school-math, MIT); DAPO-Math-17k; TinyGSM (generated by pr1lib.tasks).
+- Source data: GSM8K (openai/grade-school-math, MIT); DAPO-Math-17k; TinyGSM (generated by
+pr1lib.tasks).
 """
 
 
@@ -340,21 +360,27 @@ class ColdStartRun:
 def make_teacher(config: ColdStartConfig, **kwargs: Any):
     """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt)."""
     if config.teacher == "rule" and config.source.startswith("tinyworld-"):
-        return teachers.WorldTeacher(seed=config.seed, **kwargs)  # the shop world's own: explores, checks
+        # the shop world's own: explores, checks
+        return teachers.WorldTeacher(seed=config.seed, **kwargs)
     if config.teacher == "rule":
         return teachers.RuleTeacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":
         if not config.teacher_model:
             raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
-        return teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, seed=config.seed,
-                                  batch_size=config.llm_batch_size, max_new_tokens=config.max_new_tokens,
+        return teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit,
+                                  seed=config.seed,
+                                  batch_size=config.llm_batch_size,
+                                  max_new_tokens=config.max_new_tokens,
                                   temperature=config.temperature, **kwargs)
     if config.teacher == "openai":
-        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model, timeout=config.timeout,
+        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
+                             timeout=config.timeout,
                              deadline=config.deadline, max_retries=config.max_retries,
-                             requests_per_minute=config.requests_per_minute, concurrency=config.concurrency,
+                             requests_per_minute=config.requests_per_minute,
+                             concurrency=config.concurrency,
                              max_consecutive_failures=config.max_consecutive_failures,
-                             max_tokens=config.max_new_tokens, temperature=config.temperature, **kwargs)
+                             max_tokens=config.max_new_tokens, temperature=config.temperature,
+                             **kwargs)
     raise ValueError(f"unknown teacher {config.teacher!r}; choose rule, hf or openai")
 
 
@@ -373,7 +399,8 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
     cache = TraceCache(out / "traces.jsonl")
     asked = sum(not cache.done(p["id"], teacher.name) for p in problems)
     traces = generate_traces(teacher, problems, cache.path, batch, progress)
-    kept, rejected = filter_traces(problems, traces, config.prompt_style, config.max_tokens, tokenizer,
+    kept, rejected = filter_traces(problems, traces, config.prompt_style, config.max_tokens,
+                                   tokenizer,
                                    config.dedupe)
     summary = summarize(kept, rejected)
     dataset = build_dataset(kept, config.prompt_style)

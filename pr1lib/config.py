@@ -71,8 +71,8 @@ RECIPES: dict[str, dict[int, str]] = {
     "plain": {2: "accuracy", 3: "accuracy"},
 }
 # Clip-high paired with a reward, as the paper's S2 script pairs 0.28 with the alternating reward
-# (S1 and S2 are reward schemes, not stages: docs/recipe.md#7-rewards); every other reward clips at epsilon.
-# Choosing a reward in ``GRPOStageConfig.for_stage`` takes its pair unless epsilon_high is given.
+# (S1 and S2 are reward schemes, not stages: docs/recipe.md#7-rewards); other rewards clip at
+# epsilon. ``GRPOStageConfig.for_stage`` takes the reward's pair unless epsilon_high is given.
 CLIP_HIGH: dict[str, float] = {"alternating": 0.28}
 CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,), "plain": (2, 3)}
 # Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
@@ -203,14 +203,14 @@ class ColdStartConfig(Preset):
     load_in_4bit: bool = False  # hf teacher: NF4 4-bit
     max_new_tokens: int = 2048  # LLM teachers: sampling budget per trace
     temperature: float = 0.7
-    batch_size: int = 256  # rule teacher: problems per call and cache write (an interrupt loses one)
+    batch_size: int = 256  # rule teacher: problems per call and cache write (what a ^C loses)
     llm_batch_size: int = 16  # the same for LLM teachers (also the HF teacher's generation batch)
     timeout: float = 120.0  # openai teacher: seconds to connect or for the next byte, per attempt
     deadline: float = 600.0  # openai teacher: wall-clock seconds per problem, retries included
-    max_retries: int = 4  # openai teacher: retries after 408/429/5xx, a timeout or a dropped connection
+    max_retries: int = 4  # openai teacher: retries after 408/429/5xx, a timeout, a lost line
     requests_per_minute: float = 0.0  # openai teacher: 0 = no limit
     concurrency: int = 4  # openai teacher: requests in flight at once
-    max_consecutive_failures: int = 8  # openai teacher: stop after this many failed problems in a row (0: never)
+    max_consecutive_failures: int = 8  # openai teacher: stop after N failures in a row; 0: never
     prompt_style: str = "tiny"  # the SFT prompt column's style (ModelConfig.prompt_style)
     max_tokens: int = 1024  # budget for prompt + completion (the tiny model's context)
     dedupe: bool = True  # keep one trace per distinct question
@@ -287,7 +287,7 @@ class SFTStageConfig(Preset):
 class NotebookConfig(Preset):
     """The sizes of the notebooks' own demonstrations (the stages have their own configs)."""
 
-    model_profile: str = "tiny"  # notebook 00 shows the project's tiny model (smoke: the random one)
+    model_profile: str = "tiny"  # notebook 00 shows the tiny model (smoke: the random one)
     model_label: str = "tiny model (0.92M params)"  # how tables name this profile's model
     show: int = 3  # completions printed per tier
     max_new_tokens: int = 256
@@ -308,13 +308,14 @@ class NotebookConfig(Preset):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(model_profile="smoke", model_label="smoke (random weights)", show=2,
-                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, benchmarks=("tinygsm-easy",), table_n=4, table_k=2,
-                      switch=2, total=4, window=2, scaffold_eval_n=4, scaffold_batch=8),
-        "colab": dict(model_label="Qwen3 small (colab)", llm_teacher="hf", benchmarks=("gsm8k", "math500"), table_n=100, switch=50,
-                      total=100, window=10, scaffold_eval_n=50),
-        "paper": dict(model_label="Qwen3-4B-Base (this repo)", llm_teacher="hf", benchmarks=("aime25", "aime24", "amc23", "math500"),
-                      table_n=None, table_k=16, switch=200, total=300, window=10,
-                      scaffold_eval_n=500),
+                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, table_n=4,
+                      benchmarks=("tinygsm-easy",), table_k=2, switch=2, total=4, window=2,
+                      scaffold_eval_n=4, scaffold_batch=8),
+        "colab": dict(model_label="Qwen3 small (colab)", llm_teacher="hf", table_n=100, switch=50,
+                      benchmarks=("gsm8k", "math500"), total=100, window=10, scaffold_eval_n=50),
+        "paper": dict(model_label="Qwen3-4B-Base (this repo)", llm_teacher="hf", table_n=None,
+                      benchmarks=("aime25", "aime24", "amc23", "math500"), table_k=16,
+                      switch=200, total=300, window=10, scaffold_eval_n=500),
     }
 
 

@@ -70,7 +70,8 @@ def gsm8k_record(row: dict, index: int, split: str = "train", source: str = "gsm
     """A GSM8K-shaped row (``question``, ``answer`` with ``#### N``) in the common record shape.
 
     >>> gsm8k_record({"question": "1+1?", "answer": "1+1=<<1+1=2>>2\\n#### 2"}, 7)
-    {'id': 'gsm8k-train-00007', 'question': '1+1?', 'answer_text': '1+1=<<1+1=2>>2\\n#### 2', 'answer': '2', 'source': 'gsm8k'}
+    {'id': 'gsm8k-train-00007', 'question': '1+1?', 'answer_text': '1+1=<<1+1=2>>2\\n#### 2',
+     'answer': '2', 'source': 'gsm8k'}
     """
     _, final = split_gsm8k_answer(row["answer"])
     return {"id": f"{source}-{split}-{index:05d}", "question": row["question"].strip(),
@@ -89,7 +90,8 @@ def dapo_problem(prompt: str) -> str:
 
 
 def dapo_record(row: dict, index: int) -> dict:
-    """A DAPO-Math row (local JSONL or hub layout) in the common record shape (no reference solution).
+    """A DAPO-Math row (local JSONL or hub layout) in the common record shape (no reference
+    solution).
 
     >>> dapo_record({"problem": "Find x.", "answer": "3", "index": "ab-12"}, 0)["id"]
     'dapo-ab-12'
@@ -98,13 +100,17 @@ def dapo_record(row: dict, index: int) -> dict:
         question, answer, uid = row["problem"], row["answer"], row.get("index")
     else:  # hub layout: chat prompt, reward_model.ground_truth, extra_info.index
         question = dapo_problem(row["prompt"][0]["content"])
-        answer, uid = row["reward_model"]["ground_truth"], (row.get("extra_info") or {}).get("index")
+        answer, uid = (
+            row["reward_model"]["ground_truth"],
+            (row.get("extra_info") or {}).get("index"),
+        )
     return {"id": f"dapo-{uid or f'{index:05d}'}", "question": question.strip(), "answer_text": "",
             "answer": str(answer).strip(), "source": "dapo"}
 
 
 def _local_file(name: str, split: str, path: str | Path | None) -> Path | None:
-    """The JSONL file for ``name``/``split`` under ``path`` or the shared data folder, if present."""
+    """The JSONL file for ``name``/``split`` under ``path`` or the shared data folder, if
+    present."""
     check_split(name, split)
     relative = LOCAL_FILES[name][split]
     roots = [Path(path).expanduser()] if path is not None else [d for d in [shared_data_dir()] if d]
@@ -126,7 +132,9 @@ def hub_offline() -> bool:
 def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
     relative = LOCAL_FILES[name][split]
     hub_id, config = HUB[name]
-    call = f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
+    call = (
+        f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
+    )
     return DataNotFoundError(
         f"{name} ({split}) not found. Either put the file at <folder>/{relative} and set "
         f"PR1_DATA_DIR=<folder> (or pass path=<folder or file>; now: {shared_data_dir()}), or go "
@@ -151,7 +159,8 @@ def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[d
 
 
 def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
-    """Rows from the hub; any failure (offline, no network, unknown id) is a ``DataNotFoundError``."""
+    """Rows from the hub; any failure (offline, no network, unknown id) is a
+    ``DataNotFoundError``."""
     if hub_offline():
         raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
     try:
@@ -162,12 +171,14 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
             return distinct(load_dataset(hub_id, config, split=split), DISTINCT[name], limit)
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
     except Exception as err:  # noqa: BLE001 - turned into one clear message
-        raise _not_found(name, split, str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+        raise _not_found(name, split,
+                         str(err).splitlines()[0] if str(err) else type(err).__name__) from err
 
 
 def load_rows(name: str, split: str = "train", path: str | Path | None = None,
               limit: int | None = None) -> list[dict]:
-    """Raw rows of ``gsm8k`` or ``dapo`` (the first ``limit``): the local file if there is one, else the hub."""
+    """Raw rows of ``gsm8k`` or ``dapo`` (the first ``limit``): the local file if there is one, else
+    the hub."""
     if name not in LOCAL_FILES:
         raise ValueError(f"unknown source {name!r}; choose one of {SOURCES}")
     local = _local_file(name, split, path)
@@ -177,7 +188,8 @@ def load_rows(name: str, split: str = "train", path: str | Path | None = None,
     return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
 
 
-def load_gsm8k(split: str = "train", path: str | Path | None = None, limit: int | None = None) -> list[dict]:
+def load_gsm8k(split: str = "train", path: str | Path | None = None,
+               limit: int | None = None) -> list[dict]:
     """GSM8K ``train`` (7,473) or ``test`` (1,319) problems as common records."""
     rows = load_rows("gsm8k", split, path, limit)
     return [gsm8k_record(row, i, split) for i, row in enumerate(rows)]
@@ -190,7 +202,8 @@ def load_dapo(path: str | Path | None = None, limit: int | None = None) -> list[
     return [dapo_record(row, i) for i, row in enumerate(rows)]
 
 
-def load_tinygsm(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
+def load_tinygsm(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train",
+                 seed: int = 0) -> list[dict]:
     """``n`` TinyGSM problems from ``pr1lib.tasks`` as common records (source ``tinygsm-<tier>``).
 
     >>> load_tinygsm(2, "easy")[0]["id"]

@@ -41,9 +41,9 @@ from pr1lib.config import PROMPTS, ModelConfig, PretrainConfig
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed
-from pr1lib.world import task_generator
 from pr1lib.tokens import add_parallel_tags, lora_kwargs_for_tags
 from pr1lib.validate import check_model
+from pr1lib.world import task_generator
 
 EOS_TOKEN = "<|endoftext|>"  # Qwen's end-of-text string; eos and pad, as in Qwen3 base models
 TINY_MODEL_DIR = "data/tiny-base"  # pretrained on TinyGSM (pr1lib.tasks)
@@ -73,7 +73,8 @@ def base_model_dir(world: str = "tinygsm") -> str:
 
 
 def resolve_model_name(name: str) -> str:
-    """A local folder for ``name`` if there is one (relative paths: from the repo root), else ``name``.
+    """A local folder for ``name`` if there is one (relative paths: from the repo root), else
+    ``name``.
 
     >>> resolve_model_name("Qwen/Qwen3-0.6B-Base")
     'Qwen/Qwen3-0.6B-Base'
@@ -87,9 +88,14 @@ def resolve_model_name(name: str) -> str:
 
 def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
-    why = "HF_HUB_OFFLINE=1 is set and it is not in the local cache" if offline else str(err).splitlines()[0]
+    why = (
+        "HF_HUB_OFFLINE=1 is set and it is not in the local cache"
+        if offline
+        else str(err).splitlines()[0]
+    )
     return ModelNotAvailableError(
-        f"Model {name!r} is not available: it is not a local folder and could not be loaded from the "
+        f"Model {name!r} is not available: it is not a local folder and could not be loaded "
+        f"from the "
         f"Hugging Face hub ({why}). Download it once where there is network "
         f"(`hf download {name} --local-dir DIR`), then point at the folder: "
         f"`--model DIR` on the command line (sft, grpo, eval; coldstart's hf teacher) or "
@@ -98,7 +104,8 @@ def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
 
 
 def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
-    """``cls.from_pretrained`` that turns any 'cannot get it' error into ``ModelNotAvailableError``."""
+    """``cls.from_pretrained`` that turns any 'cannot get it' error into
+    ``ModelNotAvailableError``."""
     try:
         source = resolve_model_name(check_model(name))  # a path-like name is never a hub id
     except ValueError as err:
@@ -141,7 +148,8 @@ def tiny_tokenizer_corpus(seed: int = 0, n: int = 4000, world: str = "tinygsm") 
 
 
 def tiny_qwen3_config(cfg: PretrainConfig, tokenizer):
-    """The ``Qwen3Config`` of the tiny model: sizes from ``cfg``, vocabulary and ids from ``tokenizer``.
+    """The ``Qwen3Config`` of the tiny model: sizes from ``cfg``, vocabulary and ids from
+    ``tokenizer``.
 
     >>> from pr1lib.config import PretrainConfig
     >>> tok = train_tiny_tokenizer(["a b c"] * 5, vocab_size=270)
@@ -149,7 +157,8 @@ def tiny_qwen3_config(cfg: PretrainConfig, tokenizer):
     'qwen3'
     """
     return Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
         num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.hidden_size // cfg.num_heads,
         max_position_embeddings=cfg.max_position_embeddings, rope_theta=10000.0,
@@ -191,12 +200,14 @@ def lora_config(config: ModelConfig):
         return None
     targets = config.lora_target_modules
     targets = targets[0] if tuple(targets) == ("all-linear",) else list(targets)
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                      lora_dropout=config.lora_dropout,
                       target_modules=targets, task_type="CAUSAL_LM")
 
 
 def model_kwargs(config: ModelConfig) -> dict[str, Any]:
-    """``from_pretrained`` keyword arguments: dtype, attention, device and (optionally) NF4 4-bit."""
+    """``from_pretrained`` keyword arguments: dtype, attention, device and (optionally) NF4
+    4-bit."""
     dtype = getattr(torch, config.dtype)
     kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": config.attn_implementation}
     if torch.cuda.is_available() and os.environ.get("ACCELERATE_USE_DEEPSPEED") != "true":
@@ -263,7 +274,8 @@ def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     True
     """
     base = ModelConfig.for_profile(cfg.profile)
-    base = base.replace(prompt_style=PROMPTS[cfg.profile][cfg.variant])  # plain: the baseline prompt
+    # plain: the baseline prompt
+    base = base.replace(prompt_style=PROMPTS[cfg.profile][cfg.variant])
     if init is not None:
         base = base.replace(name=checkpoint_folder(init), random_init=False)
     four_bit = base.load_in_4bit if cfg.load_in_4bit is None else cfg.load_in_4bit
@@ -300,7 +312,8 @@ def keep_4bit_differentiable(model) -> int:
             module.support_avx512bf16_for_cpu = False
             w = module.weight
             if getattr(w.quant_state, "packing_format_for_cpu", False):
-                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data, w.quant_state)
+                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data,
+                                                                               w.quant_state)
                 undone += 1
     return undone
 
@@ -329,29 +342,37 @@ def load_training_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):
     if model_cfg.load_in_4bit and lora is None:
         raise ValueError("4-bit weights cannot be trained directly: set use_lora=True (QLoRA)")
     if lora is not None and train_tag_rows:
-        lora.trainable_token_indices = lora_kwargs_for_tags(tokenizer, model)["trainable_token_indices"]
+        lora.trainable_token_indices = lora_kwargs_for_tags(tokenizer,
+                                                            model)["trainable_token_indices"]
     return model, tokenizer, lora
 
 
 def expose_head_bias(model) -> None:
-    """TRL's fused LM head reads ``lm_head.weight`` and ``lm_head.bias``. PEFT's wrapper for trainable
-    tag rows serves ``weight`` (base rows + trained tag rows) but not ``bias``: hand it the head's."""
+    """TRL's fused LM head reads ``lm_head.weight`` and ``lm_head.bias``. PEFT's wrapper for
+    trainable
+    tag rows serves ``weight`` (base rows + trained tag rows) but not ``bias``: hand it the
+    head's."""
     head = model.get_output_embeddings()
     if type(head).__name__ == "TrainableTokensWrapper" and "bias" not in head.__dict__:
-        object.__setattr__(head, "bias", head.original_module.bias)  # a plain attribute, not a new parameter
+        # a plain attribute, not a new parameter
+        object.__setattr__(head, "bias", head.original_module.bias)
 
 
 
 # ----------------------------------------------------------------------------- memory budget
 # Shapes of the Qwen3 base models the GPU profiles use (their config.json files).
 QWEN3_SHAPES = {
-    "Qwen/Qwen3-0.6B-Base": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=151936),
-    "Qwen/Qwen3-1.7B-Base": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, vocab=151936),
-    "Qwen/Qwen3-4B-Base": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, vocab=151936),
+    "Qwen/Qwen3-0.6B-Base": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
+                                 mlp=3072, vocab=151936),
+    "Qwen/Qwen3-1.7B-Base": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128,
+                                 mlp=6144, vocab=151936),
+    "Qwen/Qwen3-4B-Base": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128,
+                               mlp=9728, vocab=151936),
 }
 
 
-def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bool, lora_r: int | None,
+def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bool,
+                    lora_r: int | None,
                     checkpointing: bool = True) -> dict[str, float]:
     """A computed (not measured) GPU memory budget in GiB for one SFT micro-batch.
 
@@ -366,15 +387,23 @@ def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bo
     """
     h, n_layers = shape["hidden"], shape["layers"]
     q, kv = shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
-    shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, shape["mlp"]), (h, shape["mlp"]), (shape["mlp"], h)]
+    shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, shape["mlp"]), (h, shape["mlp"]),
+              (shape["mlp"], h)]
     linear = n_layers * sum(a * b for a, b in shapes)
     embed = shape["vocab"] * h  # tied: one matrix
     weights = linear * (0.53 if four_bit else 2.0) + embed * 2.0
-    trainable = n_layers * sum(lora_r * (a + b) for a, b in shapes) + 6 * h if lora_r else linear + embed
+    trainable = n_layers * sum(lora_r * (a + b) for a,
+                               b in shapes) + 6 * h if lora_r else linear + embed
     tokens = batch * length
-    acts = (n_layers * tokens * h * 2 + 34 * tokens * h) if checkpointing else n_layers * 34 * tokens * h
+    acts = (
+        (n_layers * tokens * h * 2 + 34 * tokens * h)
+        if checkpointing
+        else n_layers * 34 * tokens * h
+    )
     gib = 2.0 ** 30
-    parts = {"weights_gib": weights / gib, "trainable_gib": 16 * trainable / gib, "activations_gib": acts / gib,
+    parts = {"weights_gib": weights / gib, "trainable_gib": 16 * trainable / gib,
+             "activations_gib": acts / gib,
              "mask_gib": batch * length * length / gib, "context_gib": 0.6}
-    return {**{k: round(v, 2) for k, v in parts.items()}, "total_gib": round(sum(parts.values()), 2),
+    return {**{k: round(v, 2) for k, v in parts.items()},
+            "total_gib": round(sum(parts.values()), 2),
             "trainable_params_m": round(trainable / 1e6, 1)}

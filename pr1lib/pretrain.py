@@ -36,7 +36,6 @@ from pr1lib.models import (
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.rewards import terms
 from pr1lib.runtime import set_seed
-from pr1lib.tasks import generate
 from pr1lib.world import task_generator
 
 
@@ -53,15 +52,18 @@ def encode_batch(tokenizer, records: list[dict]) -> dict:
     """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding).
 
     >>> from pr1lib.models import load_tiny_tokenizer
+    >>> from pr1lib.tasks import generate
     >>> batch = encode_batch(load_tiny_tokenizer(), generate(2, "easy"))
-    >>> batch["input_ids"].shape == batch["labels"].shape, int((batch["labels"][:, 0] == -100).all())
+    >>> same = batch["input_ids"].shape == batch["labels"].shape
+    >>> same, int((batch["labels"][:, 0] == -100).all())
     (True, 1)
     """
     rows = []
     for record in records:
         prompt, completion = training_pair(record)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        c_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        c_ids = tokenizer(completion,
+                          add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append((p_ids + c_ids, [-100] * len(p_ids) + c_ids))
     width = max(len(ids) for ids, _ in rows)
     pad = tokenizer.pad_token_id
@@ -72,7 +74,8 @@ def encode_batch(tokenizer, records: list[dict]) -> dict:
 
 
 def accumulate_loss(model, tokenizer, records: list[dict], buckets: int = 2) -> float:
-    """Backward the mean solution-token loss of ``records``, in length-sorted buckets (less padding).
+    """Backward the mean solution-token loss of ``records``, in length-sorted buckets (less
+    padding).
 
     Each bucket's mean loss is weighted by its share of the labelled tokens, so the gradient is
     the one of the whole batch. Returns the batch loss.
@@ -99,7 +102,8 @@ def step_records(cfg: PretrainConfig, step: int) -> list[dict]:
     n_hard = round(cfg.batch_size * cfg.hard_fraction)
     seed = cfg.seed * 1_000_003 + step
     make = task_generator(cfg.world)
-    return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(n_hard, "hard", "train", seed)
+    return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(n_hard, "hard", "train",
+                                                                       seed)
 
 
 def lr_at(cfg: PretrainConfig, step: int) -> float:
@@ -138,15 +142,18 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
     try:  # weights_only: tensors and plain containers only, so a planted pickle cannot run code
         state = torch.load(path, weights_only=True)
     except pickle.UnpicklingError as err:
-        raise ValueError(f"{path} holds more than tensors and plain values, so it was not loaded (a pickle "
-                         "can run code); delete it or use another --out") from err
+        raise ValueError(
+            f"{path} holds more than tensors and plain values, so it was not loaded (a pickle "
+            "can run code); delete it or use another --out"
+        ) from err
     if state["config"] != cfg.to_dict():
         raise ValueError(f"{path} was made with another config; delete it or use another --out")
     return state
 
 
 def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool = True) -> dict:
-    """Stage by stage: resume, then per step draw problems, forward, backward, clip, step, log, save."""
+    """Stage by stage: resume, then per step draw problems, forward, backward, clip, step, log,
+    save."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     state = _load_checkpoint(out / "checkpoint", cfg) or {"step": 0, "rows": [], "elapsed_s": 0.0}
     if state["step"]:  # Stage 0: resume model, optimizer and the loss curve so far
@@ -161,8 +168,10 @@ def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool 
             group["lr"] = lr_at(cfg, step)
         opt.zero_grad(set_to_none=True)
         records = step_records(cfg, step)  # Stage 2: fresh problems
-        loss = accumulate_loss(model, tokenizer, records, cfg.length_buckets)  # Stage 3: loss, backward
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)  # Stage 4: clip, update
+        # Stage 3: loss, backward
+        loss = accumulate_loss(model, tokenizer, records, cfg.length_buckets)
+        # Stage 4: clip, update
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
         opt.step()
         window.append(loss)
         if (step + 1) % cfg.logging_steps == 0 or step + 1 == cfg.max_steps:  # Stage 5: log
@@ -200,7 +209,8 @@ def generate_solutions(model, tokenizer, questions: list[str], temperature: floa
                 ids = model.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
                                      pad_token_id=tokenizer.pad_token_id,
                                      eos_token_id=tokenizer.eos_token_id)  # (b, P + T)
-            outputs += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            outputs += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:],
+                                              skip_special_tokens=True)
     finally:
         tokenizer.padding_side = side
     return outputs
@@ -252,31 +262,51 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
     load = ("(or `pr1lib.models.load_policy(\"tiny\")`)." if world == "tinygsm" else
             f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`).")
     lines = [
-        f"# {Path(folder).name}: the embedded {name} model", "",
+        f"# {Path(folder).name}: the embedded {name} model",
+        "",
         f"A {card['parameters'] / 1e6:.2f}M-parameter Qwen3-architecture causal LM "
         f"(hidden {cfg['hidden_size']}, {cfg['num_layers']} layers, {cfg['num_heads']} heads, "
-        f"MLP {cfg['intermediate_size']}, tied embeddings, {cfg['max_position_embeddings']} positions) "
-        f"with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split one by one; eos = pad "
-        "= `<|endoftext|>`; no parallel tags: notebook 01 adds them).", "",
-        "## Data", "",
+        f"MLP {cfg['intermediate_size']}, tied embeddings, {cfg['max_position_embeddings']} "
+        f"positions) "
+        f"with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split one by "
+        f"one; eos = pad "
+        "= `<|endoftext|>`; no parallel tags: notebook 01 adds them).",
+        "",
+        "## Data",
+        "",
         f"Fresh {name} train problems every step (`{task_generator(world).__module__}`), "
         f"{1 - cfg['hard_fraction']:.0%} easy / "
-        f"{cfg['hard_fraction']:.0%} hard, as `prompt_text(q, \"tiny\") + linear_solution(a) + eos` "
-        "(no tags); loss on the solution tokens only.", "",
-        "## Training", "",
+        f"{cfg['hard_fraction']:.0%} hard, as `prompt_text(q, \"tiny\") + "
+        f"linear_solution(a) + eos` "
+        "(no tags); loss on the solution tokens only.",
+        "",
+        "## Training",
+        "",
         f"{card['steps']} steps x {cfg['batch_size']} problems, AdamW lr {cfg['learning_rate']} "
         f"(warm-up {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']}x), seed {cfg['seed']}, "
         f"{cfg['num_threads']} CPU thread(s): {card['train_time_s'] / 60:.1f} min "
-        f"({card['s_per_step']:.2f} s/step) on {card['machine']}. Final loss {card['final_loss']:.4f} "
-        "(`loss.csv`).", "",
-        "## Accuracy", "",
-        f"Held-out test split, {cfg['eval_n']} problems per tier (`Final Answer:` vs `####`):", "",
-        "| tier | greedy | sampled T=1.0 |", "|---|---|---|",
+        f"({card['s_per_step']:.2f} s/step) on {card['machine']}. Final loss "
+        f"{card['final_loss']:.4f} "
+        "(`loss.csv`).",
+        "",
+        "## Accuracy",
+        "",
+        f"Held-out test split, {cfg['eval_n']} problems per tier (`Final Answer:` vs `####`):",
+        "",
+        "| tier | greedy | sampled T=1.0 |",
+        "|---|---|---|",
         f"| easy ({labels[0]}) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
-        f"| hard ({labels[1]}) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |", "",
+        f"| hard ({labels[1]}) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |",
+        "",
         *([f"Notes: {card['notes']}", ""] if card.get("notes") else []),
-        "## Reproduce", "", "```", card["command"], "```", "",
-        f"Load offline: `AutoModelForCausalLM.from_pretrained(\"{folder}\")` {load}", "",
+        "## Reproduce",
+        "",
+        "```",
+        card["command"],
+        "```",
+        "",
+        f"Load offline: `AutoModelForCausalLM.from_pretrained(\"{folder}\")` {load}",
+        "",
     ]
     (out / "README.md").write_text("\n".join(lines))
 
@@ -293,7 +323,8 @@ def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:
     return f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}" + "".join(sets)
 
 
-def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True) -> dict:
+def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True,
+             evaluate: bool = True) -> dict:
     """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@ The recipe (docs/recipe.md#5-stage-1-cold-start-sft):
 * ``seen`` trains plain causal with TRL's own collator; ``unseen`` swaps in ``ParallelCollator``,
   which adds the path-isolating 4D mask and restarted position ids (``pr1lib.structure``) parsed
   from the **response only**: the official data set also parsed the tags of the prompt and put 47
-  prompt tokens at position 0 (a bug a public reproduction found). The mask always travels with the positions (a restarted
-  position without a mask trips transformers' packed-sequence detection).
+  prompt tokens at position 0 (a bug a public reproduction found). The mask always travels with the
+  positions (a restarted position without a mask trips transformers' packed-sequence detection).
 
 A run folder holds ``config.json``, ``model_config.json``, ``adapter/`` (LoRA + tag rows),
 ``merged/`` (a plain model for ``from_pretrained``), ``loss.csv`` and ``run_card.json``.
@@ -64,10 +64,13 @@ from pr1lib.world import plain_completion
 # ----------------------------------------------------------------------------- data
 def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: str, work_dir: Path):
     """The first ``cfg.train_n`` rows of the cold-start set saved by notebook 02 / ``coldstart`` (a
-    folder, or its ``dataset/``); without one, build them with the rule teacher from ``cfg.source``."""
+    folder, or its ``dataset/``); without one, build them with the rule teacher from
+    ``cfg.source``."""
     if data is not None:
         folder = Path(data)
-        dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
+        dataset = load_from_disk(
+            str(folder / "dataset" if (folder / "dataset").is_dir() else folder)
+        )
         return dataset.select(range(min(cfg.train_n, len(dataset))))
     # Under accelerate, rank 0 builds and saves the set; the other ranks (same launcher, so the
     # same parent pid) wait for its marker and read what it saved.
@@ -79,7 +82,9 @@ def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: s
     deadline = time.monotonic() + 1800
     while not marker.exists():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"rank 0 did not build the cold-start set in {work_dir / 'coldstart'}")
+            raise TimeoutError(
+                f"rank 0 did not build the cold-start set in {work_dir / 'coldstart'}"
+            )
         time.sleep(0.5)
     return load_from_disk(str(work_dir / "coldstart" / "dataset"))
 
@@ -93,7 +98,9 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     parts = [p.strip() for p in source.split("+")]
     unknown = [p for p in parts if p not in SOURCES]
     if unknown or len(set(parts)) != len(parts):
-        raise ValueError(f"source must be distinct names from {SOURCES} joined by '+', got {source!r}")
+        raise ValueError(
+            f"source must be distinct names from {SOURCES} joined by '+', got {source!r}"
+        )
     return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
 
 
@@ -105,7 +112,8 @@ def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     if len(shares) == 1:
         (name, n), = shares.items()
         return run_coldstart(config.replace(source=name, limit=n), folder).dataset
-    parts = [run_coldstart(config.replace(source=name, limit=n), folder / name).dataset for name, n in shares.items()]
+    parts = [run_coldstart(config.replace(source=name, limit=n), folder / name).dataset for name,
+             n in shares.items()]
     dataset = concatenate_datasets(parts).shuffle(seed=cfg.seed)
     save_dataset(dataset, folder)
     return dataset
@@ -192,12 +200,15 @@ class ParallelCollator:
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         ids = [torch.as_tensor(e["input_ids"]) for e in examples]
         labels = [torch.as_tensor(e.get("labels", e["input_ids"])) for e in examples]
-        input_ids = pad_sequence(ids, batch_first=True, padding_value=self.tokenizer.pad_token_id)  # (B, L)
+        # (B, L)
+        input_ids = pad_sequence(ids, batch_first=True, padding_value=self.tokenizer.pad_token_id)
         labels = pad_sequence(labels, batch_first=True, padding_value=-100)  # (B, L)
-        real = pad_sequence([torch.ones(len(i), dtype=torch.bool) for i in ids], batch_first=True)  # (B, L)
+        # (B, L)
+        real = pad_sequence([torch.ones(len(i), dtype=torch.bool) for i in ids], batch_first=True)
         extra = attention_inputs(input_ids, self.tokenizer, self.mode, response_starts(labels),
                                  self.attn_implementation, padding_mask=real, dtype=self.dtype)
-        return {"input_ids": input_ids, "labels": labels, **extra}  # mask (B, 1, L, L), positions (B, L)
+        # mask (B, 1, L, L), positions (B, L)
+        return {"input_ids": input_ids, "labels": labels, **extra}
 
 
 # ----------------------------------------------------------------------------- trainer
@@ -234,8 +245,10 @@ def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -
     """TRL's ``SFTConfig`` from the stage config: no packing, no padding-free, completion-only."""
     cuda = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=str(out_dir), learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=cfg.warmup_ratio, num_train_epochs=cfg.num_train_epochs, max_steps=cfg.max_steps,
+        output_dir=str(out_dir), learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_ratio, num_train_epochs=cfg.num_train_epochs,
+        max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, max_length=cfg.max_length,
         weight_decay=cfg.weight_decay, adam_beta2=cfg.adam_beta2, max_grad_norm=cfg.max_grad_norm,
@@ -248,8 +261,10 @@ def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -
 
 
 def build_trainer(cfg: SFTStageConfig, model, tokenizer, peft_config, dataset, out_dir: str | Path,
-                  model_cfg: ModelConfig, callbacks: Sequence[TrainerCallback] = ()) -> ParallelSFTTrainer:
-    """The trainer for ``cfg.variant``: TRL's collator for ``seen``, ``ParallelCollator`` for ``unseen``."""
+                  model_cfg: ModelConfig,
+                  callbacks: Sequence[TrainerCallback] = ()) -> ParallelSFTTrainer:
+    """The trainer for ``cfg.variant``: TRL's collator for ``seen``, ``ParallelCollator`` for
+    ``unseen``."""
     if cfg.variant not in PARALLEL_VARIANTS:
         raise ValueError(f"variant must be one of {PARALLEL_VARIANTS}, got {cfg.variant!r} "
                          "(the plain GRPO baseline has no cold-start SFT)")
@@ -259,7 +274,8 @@ def build_trainer(cfg: SFTStageConfig, model, tokenizer, peft_config, dataset, o
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
         collator = ParallelCollator(tokenizer, "unseen", attn, getattr(torch, model_cfg.dtype))
     trainer = ParallelSFTTrainer(
-        model=model, args=trl_args(cfg, out_dir, model_cfg), data_collator=collator, train_dataset=dataset,
+        model=model, args=trl_args(cfg, out_dir, model_cfg), data_collator=collator,
+        train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
         loss_reduction=cfg.loss_reduction,
     )
@@ -287,7 +303,8 @@ def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completio
     """A plotly line per run: training loss against the optimizer step."""
     fig = go.Figure(layout=dict(title=title, height=320, margin=dict(t=40, b=40)))
     for name, rows in curves.items():
-        fig.add_scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows], mode="lines+markers", name=name)
+        fig.add_scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows],
+                        mode="lines+markers", name=name)
     fig.update_xaxes(title="optimizer step")
     fig.update_yaxes(title="loss")
     return fig
@@ -339,12 +356,14 @@ def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
 
 # ----------------------------------------------------------------------------- one run
 def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
-    """``(TrainOutput, seconds)``; ``quiet`` drops the trainer's printed log lines (notebooks plot)."""
+    """``(TrainOutput, seconds)``; ``quiet`` drops the trainer's printed log lines (notebooks
+    plot)."""
     if quiet:
         trainer.remove_callback(PrinterCallback)
     start, cpu = time.perf_counter(), time.process_time()
     out = trainer.train()
-    out.metrics["train_cpu_seconds"] = time.process_time() - cpu  # all threads: shared cores inflate wall time
+    # all threads: shared cores inflate wall time
+    out.metrics["train_cpu_seconds"] = time.process_time() - cpu
     return out, time.perf_counter() - start
 
 
