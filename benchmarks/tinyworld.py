@@ -1,8 +1,8 @@
 """TinyWorld measurements: the base model, cold-start SFT from any base folder, and sampled evals.
 
-    python benchmarks/tinyworld.py eval --model DIR [--data tinyworld-hard] [--n 200] [--k 8] [--t
-    1.0] [--mode seen] python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen]
-    [--set key=value ...]
+    python benchmarks/tinyworld.py eval --model DIR [--data tinyworld-hard] [--n 200] [--k 8]
+        [--t 1.0] [--mode seen] [--max-len 256] [--max-path 96]
+    python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen] [--set k=v ...]
 
 ``eval`` prints ``pr1lib.evaluate.run_eval``'s numbers (mean@k, pass@k, strict-valid ratio, parallel
 ratio) for one model folder or run folder, without writing a results file; ``--t 0 --k 1`` is
@@ -29,13 +29,13 @@ from pr1lib.tokens import add_parallel_tags, has_tags
 
 
 def eval_model(model_dir: str, data: str, n: int, k: int, temperature: float, mode: str,
-               max_len: int = 256, seed: int = 0) -> dict:
+               max_len: int = 256, seed: int = 0, max_path: int = 96) -> dict:
     """``run_eval`` of one folder (tags added when missing) at ``temperature``."""
     model, tok, _ = load_policy(config=ModelConfig(name=checkpoint_folder(model_dir)))
     if not has_tags(tok):
         add_parallel_tags(tok, model)
     cfg = EvalConfig(benchmark=data, n=n, k=k, mode=mode, temperature=temperature,
-                     max_completion_length=max_len, max_path_length=96, prompt_style="tiny",
+                     max_completion_length=max_len, max_path_length=max_path, prompt_style="tiny",
                      seed=seed,
                      batch_size=32)
     out = run_eval(model.eval(), tok, config=cfg, tag=model_dir, progress=False)
@@ -71,6 +71,8 @@ def main() -> None:
     ev.add_argument("--t", type=float, default=1.0)
     ev.add_argument("--mode", default="seen")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--max-len", type=int, default=256, help="completion token budget")
+    ev.add_argument("--max-path", type=int, default=96, help="token budget of one path, tags in")
     tr = sub.add_parser("sft")
     tr.add_argument("--base", default=base_model_dir("tinyworld"))
     tr.add_argument("--out", required=True)
@@ -79,8 +81,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "eval":
-        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode,
-                            seed=args.seed)
+        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode, args.max_len,
+                            args.seed, args.max_path)
     else:
         result = sft(args.base, args.out, args.variant, parse_overrides(args.overrides))
     print(json.dumps(result, default=str), flush=True)

@@ -262,8 +262,8 @@ for completion in reloaded["completion"]:
 #
 # ```bash
 # python -m pr1lib coldstart --teacher rule --source gsm8k --out runs/coldstart-gsm8k
-# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 --out
-# runs/coldstart-tiny
+# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 \
+#     --out runs/coldstart-tiny
 # ```
 
 # %% [markdown]

@@ -408,9 +408,9 @@ assert single  # the tags are still single tokens after the reload
 # The same stage from the command line (it prints the config, trains, and ends with one JSON line):
 #
 # ```bash
-# python -m pr1lib sft --profile tiny --variant both          # seen and unseen, before/after
-# metrics python -m pr1lib sft --profile colab --set load_in_4bit=True --data
-# runs/02_cold_start_data-colab/sft
+# python -m pr1lib sft --profile tiny --variant both   # seen and unseen, before/after metrics
+# python -m pr1lib sft --profile colab --set load_in_4bit=True \
+#     --data runs/02_cold_start_data-colab/sft
 # ```
 
 # %% [markdown]

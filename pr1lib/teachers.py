@@ -371,7 +371,7 @@ class WorldTeacher:
     """
 
     seed: int = 0
-    both_good_rate: float = 0.3  # blocks whose two guesses both work (the rest: one good, one bad)
+    both_good_rate: float = 0.0  # unused since world 7 (split search); kept for old callers
     name: str = ""
 
     def __post_init__(self) -> None:

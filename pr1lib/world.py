@@ -20,13 +20,15 @@ the question): the tiny model learns that within about 100 steps, where an earli
 about 35k training examples. Asking for the toy alone (an earlier design) let a blind guess of
 one of the two toy prices be right half of the time, which hid the value of checking.
 
-``pr1lib.teachers.WorldTeacher`` writes the cold-start traces: on hard items each path tries one pair and ends
-with its check (about 35 % of the paths fail and say so with ✗), the summary keeps the pair
-that checks out, and the answer line follows; on easy items both paths solve the whole item (a
-first sum with its terms swapped) and the summary states their shared result.
-``plain_completion`` is the no-block solution of the same item (the plain baseline and the
-half-plain start). The block always opens the response, so "force a block" means "start with
-``<Parallel>``".
+``pr1lib.teachers.WorldTeacher`` writes the cold-start traces: on hard items the block splits
+the search (``search_block``): each path fixes one cheap price from the question's list and
+checks it against both dear prices, so the two paths together try all four pairs and exactly
+one of them finds the pair that checks out (the paths are written from the prompt alone, never
+from the answer); the summary names the passing pair, and the answer line follows; on easy items
+both paths solve the whole item (a first sum with its terms swapped) and the summary states
+their shared result. ``plain_completion`` is the no-block solution of the same item (the plain
+baseline and the half-plain start). The block always opens the response, so "force a block" means
+"start with ``<Parallel>``".
 
 >>> rec = generate(1, "hard", "test", seed=0)[0]
 >>> sorted(rec), rec["answer"].splitlines()[-1].startswith("#### ")
@@ -88,12 +90,14 @@ def _unique(lists: list[list[int]], pair: tuple[int, int]) -> bool:
 
 
 def _shop(rng: random.Random, pair: tuple[int, int] | None = None) -> Shop:
-    """A random shop; with ``pair = (a, b)`` it holds a on list 0 and b on list 1 and ``_unique``."""
+    """A random shop; with ``pair = (a, b)`` it holds a on list 0 and b on list 1 and
+    ``_unique``."""
     names = rng.choice(GOODS)
     while True:
         lists = [_draw_prices(rng, span, LIST_SIZE, set()) for span in (LOW, HIGH)]
         if pair is not None:
-            lists = [[x] + _draw_prices(rng, span, LIST_SIZE - 1, {x}) for x, span in zip(pair, (LOW, HIGH))]
+            lists = [[x] + _draw_prices(rng, span, LIST_SIZE - 1, {x}) for x,
+                     span in zip(pair, (LOW, HIGH))]
             if not _unique(lists, pair):
                 continue
         for prices in lists:
@@ -162,7 +166,8 @@ def hard_answer(question: str) -> str:
     then the answer step.
 
     >>> print(hard_answer("Toys cost 7 or 12 coins. Books cost 40 or 46 coins. Tom buys one toy "
-    ...                   "and one book and pays 52 coins. How much more does the book cost than the toy?"))
+    ...                   "and one book and pays 52 coins. How much more does the book cost "
+    ...                   "than the toy?"))
     Toy 12, book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓
     40-12=<<40-12=28>>28 more.
     #### 28
@@ -186,7 +191,8 @@ def easy_problem(rng: random.Random) -> dict:
     buys = f"{who} buys the {a}-coin {one} and the {b}-coin {other}"
     kind = rng.choice(("sum", "change", "more", "check"))
     if kind == "sum":
-        question, lines, final = f"{buys}. How many coins does {pron} pay?", [f"{_ann(a, '+', b)} coins."], a + b
+        question = f"{buys}. How many coins does {pron} pay?"
+        lines, final = [f"{_ann(a, '+', b)} coins."], a + b
     elif kind == "change":
         paid = a + b
         change = rng.randint(1, max(1, min(40, 99 - paid)))  # two-digit amounts where possible
@@ -197,11 +203,13 @@ def easy_problem(rng: random.Random) -> dict:
         question = f"{buys}. How much more does the {other} cost than the {one}?"
         lines, final = [more_line((a, b))], b - a
     else:
-        miss = rng.choice([*range(1, 10), 10, 10, 20, 20]) * rng.choice([-1, 1])  # units or tens digit off
+        # units or tens digit off
+        miss = rng.choice([*range(1, 10), 10, 10, 20, 20]) * rng.choice([-1, 1])
         total = a + b + (0 if rng.random() < 0.5 else miss)
         question = f"{buys}. Does {pron} pay exactly {total} coins (1 for yes, 0 for no)?"
         lines, final = [f"{_ann(a, '+', b)}. {check_line(a + b, total)}"], int(a + b == total)
-    return {"question": f"{shop.header()} {question}", "answer": "\n".join([*lines, f"#### {final}"])}
+    return {"question": f"{shop.header()} {question}",
+            "answer": "\n".join([*lines, f"#### {final}"])}
 
 
 def make_problem(rng: random.Random, tier: str = "easy") -> dict:
@@ -220,7 +228,8 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     (True, 3)
     """
     if tier not in TIERS or split not in SPLITS:
-        raise ValueError(f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}")
+        raise ValueError(f"tier must be one of {TIERS} and split one of {SPLITS}; "
+                         f"got {tier!r}, {split!r}")
     rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
     records, seen = [], set()
     while len(records) < n:
@@ -232,9 +241,10 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     return records
 
 
-# --------------------------------------------------------------------------- reading a question back
+# ------------------------------------------------------------------- reading a question back
 _LIST_RE = re.compile(r"(\w+) cost ((?:\d+, )*\d+ or \d+) coins\.")
-_HARD_RE = re.compile(r"buys one (\w+) and one (\w+) and pays (\d+) coins\. How much more does the \w+ cost")
+_HARD_RE = re.compile(r"buys one (\w+) and one (\w+) and pays (\d+) coins\. "
+                      r"How much more does the \w+ cost")
 
 
 def parse_shop(question: str) -> Shop | None:
@@ -280,28 +290,43 @@ def solve_pair(shop: Shop, total: int) -> tuple[int, int] | None:
 
 
 # --------------------------------------------------------------------------- the teacher
-WORLD_VERSION = 6  # bump when the traces change: it is part of the teacher's name (cache key)
+WORLD_VERSION = 7  # bump when the traces change: it is part of the teacher's name (cache key)
 
 
-def search_block(shop: Shop, total: int, rng: random.Random, both_good_rate: float = 0.3) -> str:
-    """A hard item's trace: two paths, each tries one pair and checks it; the summary keeps the
-    pair that checks out; the answer step follows. With ``both_good_rate`` both paths happen to
-    try the right pair, else one tries the right pair and one a wrong pair, in random order (so
-    about (1 - both_good_rate) / 2 of all paths fail, marked ✗). Every guess names the cheap item
-    first, so the summary copies the passing path.
+def split_paths(shop: Shop) -> list[list[tuple[int, int]]]:
+    """How a hard block splits the 2 x 2 search: path ``i`` fixes the ``i``-th cheap price of the
+    question's list and pairs it with every dear price, in the question's order. Read from the
+    prompt alone (never from the answer): the two paths together try every pair once.
+
+    >>> split_paths(Shop(GOODS[0], ((7, 12), (40, 46))))
+    [[(7, 40), (7, 46)], [(12, 40), (12, 46)]]
+    """
+    return [[(a, b) for b in shop.prices[1]] for a in shop.prices[0]]
+
+
+def search_block(shop: Shop, total: int, rng: random.Random | None = None,
+                 both_good_rate: float = 0.0) -> str:
+    """A hard item's trace that SPLITS the search: each path fixes one cheap price (the
+    question's order) and checks it against both dear prices, one ``try_line`` each; together the
+    two paths cover all four pairs and exactly one path finds the pair that checks out (3 of the 4
+    checks fail, marked ✗). The summary names the passing pair; the answer step follows. Every
+    path is written from the prompt's lists alone, so the model can reproduce it without knowing
+    the answer. (``rng`` and ``both_good_rate`` are kept for the callers of the world-6 teacher,
+    whose paths were guesses built from the known answer; they no longer change the trace.)
 
     >>> s = Shop(GOODS[0], ((7, 12), (40, 46)))
-    >>> print(search_block(s, 52, random.Random(0)))  # doctest: +NORMALIZE_WHITESPACE
-    <Parallel><Path>Toy 12, book 40: 12+40=<<12+40=52>>52. check: 52 vs 52 ✓</Path><Path>Toy 7,
-    book 46: 7+46=<<7+46=53>>53. check: 53 vs 52 ✗</Path></Parallel>
+    >>> print(search_block(s, 52))  # doctest: +NORMALIZE_WHITESPACE
+    <Parallel><Path>Toy 7, book 40: 7+40=<<7+40=47>>47. check: 47 vs 52 ✗
+    Toy 7, book 46: 7+46=<<7+46=53>>53. check: 53 vs 52 ✗</Path><Path>Toy 12, book 40:
+    12+40=<<12+40=52>>52. check: 52 vs 52 ✓
+    Toy 12, book 46: 12+46=<<12+46=58>>58. check: 58 vs 52 ✗</Path></Parallel>
     <Summary>Toy 12 and book 40: 12+40=<<12+40=52>>52.</Summary>
     40-12=<<40-12=28>>28 more.
     Final Answer: 28
     """
     good = solve_pair(shop, total)
-    bad = [(a, b) for a in shop.prices[0] for b in shop.prices[1] if (a, b) != good]
-    picks = [good, good] if rng.random() < both_good_rate else rng.sample([good, rng.choice(bad)], 2)
-    paths = "".join(f"<Path>{try_line(shop, total, pair)}</Path>" for pair in picks)
+    paths = "".join("<Path>" + "\n".join(try_line(shop, total, pair) for pair in pairs) + "</Path>"
+                    for pairs in split_paths(shop))
     (one, _), (other, _) = shop.names
     a, b = good
     summary = f"{one.capitalize()} {a} and {other} {b}: {_ann(a, '+', b)}."
@@ -317,7 +342,8 @@ def overhead_block(answer_text: str) -> str:
     first sum swapped); the summary states the shared result. Pure overhead: both paths do the
     same work.
 
-    >>> print(overhead_block("9+52=<<9+52=61>>61 coins.\\n81-61=<<81-61=20>>20 coins left.\\n#### 20"))
+    >>> steps = "9+52=<<9+52=61>>61 coins.\\n81-61=<<81-61=20>>20 coins left.\\n#### 20"
+    >>> print(overhead_block(steps))
     <Parallel><Path>9+52=<<9+52=61>>61 coins.
     81-61=<<81-61=20>>20 coins left.</Path><Path>52+9=<<52+9=61>>61 coins.
     81-61=<<81-61=20>>20 coins left.</Path></Parallel>
@@ -326,9 +352,11 @@ def overhead_block(answer_text: str) -> str:
     """
     steps, final = split_gsm8k_answer(answer_text)
     match = _SUM_RE.match(steps[0])
-    first = f"{match[2]}+{match[1]}=<<{match[2]}+{match[1]}=" + steps[0][match.end():] if match else steps[0]
+    swapped = f"{match[2]}+{match[1]}=<<{match[2]}+{match[1]}=" if match else ""
+    first = swapped + steps[0][match.end():] if match else steps[0]
     paths = "".join(f"<Path>{chr(10).join(lines)}</Path>" for lines in (steps, [first, *steps[1:]]))
-    return f"<Parallel>{paths}</Parallel>\n<Summary>Both paths give {final}.</Summary>\nFinal Answer: {final}"
+    return (f"<Parallel>{paths}</Parallel>\n<Summary>Both paths give {final}.</Summary>\n"
+            f"Final Answer: {final}")
 
 
 def plain_completion(question: str, completion: str) -> str:

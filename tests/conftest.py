@@ -32,3 +32,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             "gsm8k/, eval/, dapo/ and parallel_gsm8k/ (each skip's reason names its file) "
             "to run them."
         )
+
+
+@pytest.fixture(scope="module")
+def base():
+    """One smoke policy (random tiny Qwen3 + tags + LoRA config) per test module; tests train
+    deep copies (``fresh``)."""
+    import torch
+
+    from pr1lib.config import GRPOStageConfig
+    from pr1lib.models import load_training_policy, stage_model_config
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cfg = GRPOStageConfig.for_stage(3, "smoke")
+    yield load_training_policy(stage_model_config(cfg), cfg.train_tag_rows)
+    torch.set_num_threads(before)
+
+
+def fresh(base):
+    """Deep copies of the ``base`` fixture's model and LoRA config (the tokenizer is shared)."""
+    import copy
+
+    model, tokenizer, lora = base
+    return copy.deepcopy(model), tokenizer, copy.deepcopy(lora)

@@ -1,8 +1,8 @@
 """pr1lib.coldstart: the full-train yield of the rule teacher, resumable generation under real
 interrupts, the filter's reasons, the report, and the saved data set feeding SFTTrainer.
 
-Run: .venv/bin/python -m pytest tests/test_coldstart.py -q -p no:cacheprovider -s   (-s shows the
-yield)
+Run: .venv/bin/python -m pytest tests/test_coldstart.py -q -p no:cacheprovider -s
+(-s shows the yield)
 """
 
 from __future__ import annotations

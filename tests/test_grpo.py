@@ -10,6 +10,7 @@ import os
 
 import pytest
 import torch
+from conftest import fresh
 
 import pr1lib.grpo
 import pr1lib.sampling
@@ -23,27 +24,12 @@ from pr1lib.grpo import (
     prompt_dataset,
     trl_args,
 )
-from pr1lib.models import load_training_policy, stage_model_config
+from pr1lib.models import stage_model_config
 from pr1lib.rewards import schedule
 from pr1lib.structure import structured_logprobs
 from pr1lib.widgets import PanelState, run_next
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-@pytest.fixture(scope="module")
-def base():
-    """One smoke policy (random tiny Qwen3 + tags + LoRA config); tests train deep copies."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    cfg = GRPOStageConfig.for_stage(3, "smoke")
-    yield load_training_policy(stage_model_config(cfg), cfg.train_tag_rows)
-    torch.set_num_threads(before)
-
-
-def fresh(base):
-    model, tokenizer, lora = base
-    return copy.deepcopy(model), tokenizer, copy.deepcopy(lora)
 
 
 def varied_reward(completions, answer, **kwargs):

@@ -31,7 +31,6 @@ import pr1lib.ablation
 import pr1lib.grpo
 from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
 from pr1lib.grpo import GRPOSession, reward_funcs
-from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.rewards import REWARD_MODES
 from pr1lib.rollout import Rollout
 
@@ -89,14 +88,6 @@ def test_every_registered_mode_is_covered_and_the_modes_disagree():
 
 
 # ----------------------------------------------------------------------------- (b) a short GRPO run
-@pytest.fixture(scope="module")
-def base():
-    """One smoke policy (random tiny Qwen3 + tags + LoRA config); each arm trains a deep copy."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    cfg = GRPOStageConfig.for_stage(3, "smoke")
-    yield load_training_policy(stage_model_config(cfg), cfg.train_tag_rows)
-    torch.set_num_threads(before)
 
 
 def scripted_rollouts(golds: dict[str, str]):

@@ -5,37 +5,21 @@ the prompt prefilter keeps exactly the prompts whose pass rate lies in its range
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
 import torch
+from conftest import fresh
 from peft import get_peft_model
 
 import pr1lib.grpo
 import pr1lib.sampling
 from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import GRPOSession, check_config, prompt_dataset
-from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.rollout import generate
 from pr1lib.sampling import MergedPolicy, prefilter, rollout_config, zero_spread
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-@pytest.fixture(scope="module")
-def base():
-    """One smoke policy (random tiny Qwen3 + tags + LoRA config); tests train deep copies."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    cfg = GRPOStageConfig.for_stage(3, "smoke")
-    yield load_training_policy(stage_model_config(cfg), cfg.train_tag_rows)
-    torch.set_num_threads(before)
-
-
-def fresh(base):
-    model, tokenizer, lora = base
-    return copy.deepcopy(model), tokenizer, copy.deepcopy(lora)
 
 
 @pytest.mark.parametrize("rewards, size, flat", [

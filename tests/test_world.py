@@ -17,7 +17,8 @@ from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import generate as tinygsm_generate
 from pr1lib.teachers import WorldTeacher, check_arithmetic
 
-TRY = re.compile(r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. check: \5 vs (\d+) ([✓✗])$")
+TRY = re.compile(r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. "
+                 r"check: \5 vs (\d+) ([✓✗])$")
 
 
 def records(tier: str, n: int = 300, split: str = "train", seed: int = 0) -> list[dict]:
@@ -66,7 +67,9 @@ def test_easy_check_items_compare_the_sum_with_the_total():
     finals = {split_gsm8k_answer(r["answer"])[1] for r in checks}
     assert finals == {"0", "1"}  # both outcomes occur
     for rec in checks:
-        a, b, total = map(int, re.search(r"the (\d+)-coin .* the (\d+)-coin .* exactly (\d+) coins", rec["question"]).groups())
+        a, b, total = map(int,
+                          re.search(r"the (\d+)-coin .* the (\d+)-coin .* exactly (\d+) coins",
+                                    rec["question"]).groups())
         assert split_gsm8k_answer(rec["answer"])[1] == str(int(a + b == total))
         assert world.check_line(a + b, total) in rec["answer"]
         assert abs(a + b - total) <= 20  # near misses: the check must read both digits
@@ -74,7 +77,8 @@ def test_easy_check_items_compare_the_sum_with_the_total():
 
 def test_tinygsm_tiers_are_unchanged_by_the_new_world():
     # a digest of TinyGSM's first records as generated at 536655e, before TinyWorld existed
-    dump = json.dumps([tinygsm_generate(50, t, s, 0) for t in ("easy", "hard") for s in ("train", "test")])
+    dump = json.dumps([tinygsm_generate(50, t, s, 0) for t in ("easy", "hard") for s in ("train",
+                                                                                         "test")])
     assert hashlib.sha256(dump.encode()).hexdigest()[:16] == "999ab673152fd6db"
     assert [r["source"] for r in data.load_source("tinygsm-easy", limit=2)] == ["tinygsm-easy"] * 2
 
@@ -95,7 +99,8 @@ def test_every_teacher_trace_is_strictly_valid_and_right(tier):
     for rec, trace in zip(recs, traces):
         text = trace["text"]
         assert trace["error"] is None and validate(text, strict=True) == []
-        assert text.startswith("<Parallel><Path>")  # the block opens the response (blockcost forces it there)
+        # the block opens the response (blockcost forces it there)
+        assert text.startswith("<Parallel><Path>")
         assert answers_match(extract_answer(text), split_gsm8k_answer(rec["answer"])[1])
         assert check_arithmetic(text) == []
         assert len(parse(text).blocks) == 1 and len(parse(text).blocks[0].paths) == 2
@@ -109,17 +114,47 @@ def test_hard_paths_check_honestly_and_wrong_ones_are_marked():
         block = parse(trace["text"]).blocks[0]
         marks = []
         for path in block.paths:
-            noun, x, other, y, _s, shown, mark = TRY.fullmatch(path.text).groups()
-            side = [n for n, _ in shop.names].index(noun.lower())
-            assert side == 0  # the cheap item first, as the summary names it
-            assert other == shop.names[1 - side][0]
-            assert int(x) in shop.prices[side] and int(y) in shop.prices[1 - side]  # a real pair
-            assert int(shown) == total
-            assert mark == ("✓" if int(x) + int(y) == total else "✗")  # the check is honest
-            marks.append(mark)
-        assert "✓" in marks  # the summary always has a guess to keep
+            for line in path.text.split("\n"):
+                noun, x, other, y, _s, shown, mark = TRY.fullmatch(line).groups()
+                side = [n for n, _ in shop.names].index(noun.lower())
+                assert side == 0  # the cheap item first, as the summary names it
+                assert other == shop.names[1 - side][0]
+                # a real pair
+                assert int(x) in shop.prices[side] and int(y) in shop.prices[1 - side]
+                assert int(shown) == total
+                assert mark == ("✓" if int(x) + int(y) == total else "✗")  # the check is honest
+                marks.append(mark)
+        assert marks.count("✓") == 1  # the summary always has exactly one pair to keep
         paths, wrong = paths + len(marks), wrong + marks.count("✗")
-    assert 0.30 <= wrong / paths <= 0.40
+    assert wrong / paths == 0.75  # 3 of the 4 pairs fail
+
+
+def pairs_of(path_text: str) -> list[tuple[int, int, str]]:
+    return [(int(m[2]), int(m[4]), m[7]) for m in map(TRY.fullmatch, path_text.split("\n"))]
+
+
+def test_hard_block_splits_the_search_from_the_prompt_alone():
+    """The two paths together try every pair once, exactly one path finds the passing pair, and
+    each path is what the prompt's lists give (path i fixes the i-th cheap price, in the
+    question's order): nothing in a path is taken from the known answer."""
+    recs = records("hard", 300)
+    which = []
+    for rec, trace in zip(recs, WorldTeacher(seed=2).generate(recs)):
+        shop, total = world.parse_hard(rec["question"])
+        block = parse(trace["text"]).blocks[0]
+        tried = [pairs_of(path.text) for path in block.paths]
+        every = {(a, b) for a in shop.prices[0] for b in shop.prices[1]}
+        flat = [(a, b) for path in tried for a, b, _ in path]
+        assert len(flat) == len(every) and set(flat) == every  # all pairs, each once
+        finds = [any(mark == "✓" for *_, mark in path) for path in tried]
+        assert finds.count(True) == 1  # exactly one path checks out
+        which.append(finds.index(True))
+        # derivable from the prompt: the same paths for any answer the lists allow
+        split = world.split_paths(world.parse_shop(rec["question"]))
+        assert [[(a, b) for a, b, _ in path] for path in tried] == split
+        assert [p.text for p in block.paths] == [
+            "\n".join(world.try_line(shop, total, pair) for pair in pairs) for pairs in split]
+    assert 0.35 <= sum(which) / len(which) <= 0.65  # the passing pair sits in either path
 
 
 def test_summary_keeps_the_pair_that_checks_out():
@@ -128,7 +163,8 @@ def test_summary_keeps_the_pair_that_checks_out():
         shop, total = world.parse_hard(rec["question"])
         a, b = world.solve_pair(shop, total)
         summary = parse(trace["text"]).blocks[0].summary.text
-        assert summary.startswith(f"{shop.names[0][0].capitalize()} {a} and {shop.names[1][0]} {b}:")
+        cheap, dear = shop.names[0][0], shop.names[1][0]
+        assert summary.startswith(f"{cheap.capitalize()} {a} and {dear} {b}:")
 
 
 @pytest.mark.parametrize("tier", world.TIERS)
@@ -148,7 +184,8 @@ def test_easy_block_linearizes_to_the_plain_solution():
 
 def test_teacher_falls_back_to_the_rule_teacher_on_other_problems():
     rec = {"id": "g", "question": "?", "answer": "72",
-           "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\nIn all 48+24=<<48+24=72>>72.\n#### 72"}
+           "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\n"
+                          "In all 48+24=<<48+24=72>>72.\n#### 72"}
     trace = WorldTeacher().trace(rec)
     assert trace["teacher"].startswith("world-") and validate(trace["text"], strict=True) == []
 
@@ -168,7 +205,8 @@ def test_half_plain_start_uses_the_worlds_plain_solution():
 
     recs = data.load_source("tinyworld-hard", limit=20)
     traces = WorldTeacher().generate([{**r} for r in recs])
-    rows = Dataset.from_dict({"question": [r["question"] for r in recs], "source": [r["source"] for r in recs],
+    rows = Dataset.from_dict({"question": [r["question"] for r in recs],
+                              "source": [r["source"] for r in recs],
                               "completion": [t["text"] for t in traces]})
     mixed = with_plain_share(rows, 1.0)
     for rec, row in zip(recs, mixed):
@@ -193,7 +231,8 @@ def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
         assert out["parallel_ratio_block"] == 1.0 and out["parallel_ratio_plain"] == 0.0
         assert out["n"] == 3 and out["k"] == 2 and out["ci95"][0] <= out["diff"] <= out["ci95"][1]
     undo()
-    assert paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1]) [0] < 0 < paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[1]
+    assert paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1]) [0] < 0 < paired_bootstrap([1, 0, 1, 0],
+                                                                                   [0, 0, 1, 1])[1]
 
 
 SHIPPED_WORLD_BASE = REPO_ROOT / base_model_dir("tinyworld")
@@ -203,7 +242,8 @@ SHIPPED_WORLD_BASE = REPO_ROOT / base_model_dir("tinyworld")
                     reason="data/tinyworld-base not shipped")
 def test_shipped_tinyworld_base_solves_easy_held_out_items():
     """Greedy on the first 40 held-out easy items (a prefix of the card's 200): the card says 96.5%;
-    at n=40 one SD is ~3 points, so the floor of 85% is ~4 SD below and only a broken model fails."""
+    at n=40 one SD is ~3 points, so the floor of 85% is ~4 SD below and only a broken model
+    fails."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pr1lib.pretrain import evaluate_accuracy
