@@ -133,8 +133,8 @@ def test_sft_two_processes_shard_the_batch_and_equal_one_process_on_the_union(sf
         assert len(rank0) == len(rank1) == 4, step  # the per-device batch
         assert not set(rank0) & set(rank1), step  # disjoint shards: no row trained twice
         assert sorted(rank0 + rank1) == sorted(whole), step  # their union: the global batch
-    two = torch.load(ranks[0]["weights"])
-    ref = torch.load(one["weights"])
+    two = torch.load(ranks[0]["weights"], weights_only=True)
+    ref = torch.load(one["weights"], weights_only=True)
     assert two.keys() == ref.keys()
     gap = max((two[n] - ref[n]).abs().max().item() for n in two)
     assert gap <= SAME_WEIGHTS_ATOL  # the averaged gradient is the big batch's gradient

@@ -122,3 +122,20 @@ def test_help_loads_no_heavy_library(argv):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "usage:" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout.splitlines()[-1]
+
+
+def test_every_torch_load_is_weights_only():
+    """A checkpoint is data, never code: every ``torch.load`` in the tree (library, tests,
+    benchmarks, notebooks) passes ``weights_only=True`` (a planted pickle cannot run)."""
+    calls = []
+    for path in sorted(REPO_ROOT.glob("**/*.py")):
+        if ".venv" in path.parts or "runs" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "load" and getattr(node.func.value, "id", "") == "torch"):
+                safe = any(k.arg == "weights_only" and getattr(k.value, "value", None) is True
+                           for k in node.keywords)
+                if not safe:
+                    calls.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert calls == [], f"torch.load without weights_only=True: {calls}"
