@@ -83,7 +83,8 @@ def sample(model: Any, tokenizer: Any, prompts: Sequence[str], k: int, block: bo
     none."""
     cfg = RolloutConfig(mode=mode, temperature=temperature,
                         max_completion_length=max_completion_length,
-                        max_path_length=max_path_length, max_blocks=max_blocks if block else 0)
+                        max_path_length=max_path_length, max_blocks=max_blocks if block else 0,
+                        at_block_limit="mask")  # after its block the answer still follows
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)
     texts: list[str] = []

@@ -254,3 +254,20 @@ def test_shipped_tinyworld_base_solves_easy_held_out_items():
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_BASE)
     items = world.generate(40, "easy", "test", seed=card["config"]["seed"])
     assert evaluate_accuracy(model, tokenizer, items, max_new_tokens=128) >= 0.85
+
+
+def test_blockcost_lets_the_answer_follow_the_forced_block(monkeypatch):
+    """The engine's default stops a sample at its last allowed block's ``</Summary>`` (the
+    paper's rule, no answer); blockcost allows one block and must let the answer follow it."""
+    import pr1lib.blockcost as bc
+    from pr1lib.models import build_random_tiny
+    from pr1lib.tokens import add_parallel_tags
+
+    seen = []
+    monkeypatch.setattr(bc, "generate", lambda m, t, rows, cfg, generator=None: seen.append(cfg)
+                        or [])
+    model, tok = build_random_tiny(seed=0)
+    add_parallel_tags(tok, model)
+    for block in (True, False):
+        bc.sample(model, tok, ["q"], 1, block)
+    assert [(c.max_blocks, c.at_block_limit) for c in seen] == [(1, "mask"), (0, "mask")]
