@@ -14,6 +14,7 @@ import math
 import pytest
 import torch
 from _qwen3_standin import VOCAB_ROWS, write_standin
+from conftest import needs_data
 
 from pr1lib.config import GRPOStageConfig, ModelConfig, SFTStageConfig
 from pr1lib.format import TAGS
@@ -51,6 +52,7 @@ def test_colab_policy_loads_like_qwen3_0_6b(standin):
 
 
 @pytest.mark.slow
+@needs_data("gsm8k/train.jsonl", "gsm8k/test.jsonl")  # colab stages read GSM8K
 def test_colab_sft_then_grpo_on_cpu(standin, tmp_path):
     from pr1lib.grpo import run_grpo
     from pr1lib.runs import load_run

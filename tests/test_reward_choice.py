@@ -29,6 +29,7 @@ from transformers import TrainerCallback
 
 import pr1lib.ablation
 import pr1lib.grpo
+import pr1lib.sampling
 from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
 from pr1lib.grpo import GRPOSession, reward_funcs
 from pr1lib.rewards import REWARD_MODES
@@ -91,8 +92,8 @@ def test_every_registered_mode_is_covered_and_the_modes_disagree():
 
 
 def scripted_rollouts(golds: dict[str, str]):
-    """A toy policy for ``pr1lib.grpo.generate``: the k-th copy of a prompt in a batch gets the k-th
-    kind of ``KINDS`` for that prompt's gold answer, so every group of 4 holds all four kinds."""
+    """A toy policy for ``pr1lib.sampling.generate``: the k-th copy of a prompt in a batch gets the
+    k-th kind of ``KINDS`` for that prompt's gold answer, so every group of 4 holds all four."""
     def generate(model, tokenizer, prompts, config=None, **kwargs):
         seen: Counter = Counter()
         out = []
@@ -119,7 +120,7 @@ def train_arm(base, tmp_path, monkeypatch, mode: str):
     policy = (copy.deepcopy(model), tok, copy.deepcopy(lora))
     session = GRPOSession(cfg, out=tmp_path / mode, policy=policy)
     golds = dict(zip(session.dataset["prompt"], session.dataset["answer"]))
-    monkeypatch.setattr(pr1lib.grpo, "generate", scripted_rollouts(golds))
+    monkeypatch.setattr(pr1lib.sampling, "generate", scripted_rollouts(golds))
     start = Snapshot()
     assert session.run(callbacks=[start]) == 3
     return session.rows, start.weights, trainable(session.policy)
