@@ -12,7 +12,8 @@ import torch
 
 from pr1lib.config import ModelConfig, SFTStageConfig
 from pr1lib.format import TAGS
-from pr1lib.models import load_training_policy
+from pr1lib.models import TINY_MODEL_DIR, load_training_policy
+from pr1lib.paths import REPO_ROOT
 from pr1lib.runs import load_run
 from pr1lib.sft import ParallelCollator, build_trainer, response_starts, run_sft, sft_rows
 from pr1lib.tokens import add_parallel_tags, tag_token_ids
@@ -294,3 +295,25 @@ def test_plain_share_linearizes_a_seeded_subset_and_keeps_the_rest(tmp_path):
     assert mixed["parallel"] != with_plain_share(dataset, 0.25, seed=2)["parallel"]
     with pytest.raises(ValueError, match="within"):
         with_plain_share(dataset, 1.5)
+
+
+# measured on 2026-12-01 (2-core VM, 1 thread): 100 samples (50 held-out easy problems x 2 at
+# T = 1) after the run below were 76 % strictly valid with a block and 56 % correct
+SHORT_SFT_MEASURED = {"valid_block_rate": 0.76, "accuracy": 0.56}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REPO_ROOT / TINY_MODEL_DIR / "model.safetensors").exists(),
+                    reason="data/tiny-base not built")
+def test_a_short_tiny_sft_learns_the_format(tmp_path):
+    """A short full fine-tune of the shipped tiny model (1,000 rule-teacher traces, 3 epochs,
+    ~2.5 min) must write valid blocks and keep answering: each rate stays above a floor 3 binomial
+    standard deviations below its measured value (a broken collator, mask or loss falls far
+    below)."""
+    cfg = SFTStageConfig.for_profile("tiny", train_n=1000, num_train_epochs=3.0, use_lora=False,
+                                     learning_rate=1e-3, eval_n=50, eval_k=2)
+    after = run_sft(cfg, out=tmp_path, quiet=True).result["after"]
+    samples = cfg.eval_n * cfg.eval_k
+    for key, measured in SHORT_SFT_MEASURED.items():
+        floor = measured - 3 * (measured * (1 - measured) / samples) ** 0.5
+        assert after[key] >= floor, f"{key}: {after[key]:.2f} < floor {floor:.2f} ({measured})"
