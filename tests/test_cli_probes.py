@@ -262,10 +262,13 @@ def _python(code: str, env: dict[str, str] | None = None, **kwargs) -> subproces
 
 
 SLOW_BENCH = """
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
 import pr1lib.bench as bench
 from pr1lib.cli import main
+# a shell that starts jobs in the background (nohup, `&`) makes them ignore SIGINT, and children
+# inherit that: restore Python's Ctrl-C so the probe means the same wherever the suite runs
+signal.signal(signal.SIGINT, signal.default_int_handler)
 bench.BENCH_DIR = Path(sys.argv[1])
 sys.exit(main(["bench", "rollout", "--out", sys.argv[2]]))
 """
