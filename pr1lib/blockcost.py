@@ -34,6 +34,9 @@ from pr1lib.rewards import terms
 from pr1lib.rollout import generate
 from pr1lib.structure import tag_ids
 
+# the sampling settings ``sample`` (and so ``blockcost --set``) takes
+SAMPLING_KEYS = ("temperature", "max_completion_length", "max_path_length", "max_blocks",
+                 "batch_size")
 CI_METHOD = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
 
 

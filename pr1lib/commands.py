@@ -326,15 +326,23 @@ def eval(args: Any) -> int:  # noqa: A001 - the command's name
 
 
 def blockcost(args: Any) -> int:
+    from pr1lib.blockcost import SAMPLING_KEYS
     from pr1lib.blockcost import blockcost as measure
     from pr1lib.config import ModelConfig
+    from pr1lib.evalsets import BENCHMARKS
     from pr1lib.evaluate import load_for_eval
 
     profile = check_profile(args.profile)
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
-    model, tokenizer = load_for_eval(name, profile)
     tiers = [t.strip() for t in args.data.split(",") if t.strip()]
+    unknown = [t for t in tiers if t not in BENCHMARKS]
+    if unknown or not tiers:
+        raise ValueError(f"--data {args.data!r}: choose from {', '.join(BENCHMARKS)}")
     sampling = parse_overrides(args.overrides)  # temperature, lengths, max_blocks, batch_size
+    extra = sorted(set(sampling) - set(SAMPLING_KEYS))
+    if extra:
+        raise ValueError(f"blockcost --set {extra[0]}: choose from {', '.join(SAMPLING_KEYS)}")
+    model, tokenizer = load_for_eval(name, profile)  # after every check: no load for a typo
     result = measure(model, tokenizer, tiers, args.n, args.k, args.mode, args.seed or 0, **sampling)
     for tier, row in result.items():
         print(f"{tier}: block {row['acc_block']:.1%} plain {row['acc_plain']:.1%} "
