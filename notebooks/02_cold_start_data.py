@@ -6,15 +6,14 @@
 #
 # You will learn
 # - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems),
-#   and
-#   what it measured on the harder DAPO-Math problems (0.0 % of traces in a valid parallel format);
+#   and what it measured on the harder DAPO-Math problems (0.0 % of traces in a valid parallel
+#   format);
 # - how this project's **rule teacher** turns a worked GSM8K solution into a parallel trace without
 #   any model, and why its arithmetic is checked rather than trusted;
 # - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
 # - this project's four filter checks (strict format, at least one block, the right answer, the
-#   token
-#   budget; the paper checked the format only), the yield table, and how to switch to an LLM teacher
-#   (transformers or any OpenAI-compatible server).
+#   token budget; the paper checked the format only), the yield table, and how to switch to an LLM
+#   teacher (transformers or any OpenAI-compatible server).
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -274,13 +273,11 @@ for completion in reloaded["completion"]:
 # - `HFTeacher("deepseek-ai/DeepSeek-R1-0528-Qwen3-8B", load_in_4bit=True)` samples any causal LM
 #   with the paper's v3 prompt in the model's chat template, in batches, and keeps what follows
 #   `</think>`;
-# - `OpenAITeacher(base_url=..., model=...)` talks to anything that serves chat completions:
-#   vLLM (`vllm serve MODEL`), SGLang, TGI, llama.cpp's server, or a hosted API, through the
-#   `openai`
+# - `OpenAITeacher(base_url=..., model=...)` talks to anything that serves chat completions: vLLM
+#   (`vllm serve MODEL`), SGLang, TGI, llama.cpp's server, or a hosted API, through the `openai`
 #   client. It has timeouts, retries with backoff on 429/5xx, a wall-clock deadline per problem,
-#   rate
-#   and concurrency limits, and stops when the server keeps failing. URL, model and key can also
-#   come from `OPENAI_BASE_URL`, `PR1_TEACHER_MODEL` and `OPENAI_API_KEY`.
+#   rate and concurrency limits, and stops when the server keeps failing. URL, model and key can
+#   also come from `OPENAI_BASE_URL`, `PR1_TEACHER_MODEL` and `OPENAI_API_KEY`.
 #
 # In `colab` and `paper` the next cell runs a real model on a few problems. In `tiny` and `smoke`
 # there is no model to run, so it starts a **stand-in server** on 127.0.0.1. It speaks the same
@@ -324,14 +321,13 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 # - The cold-start set is made by a teacher, then **filtered**: strictly valid, at least one block,
 #   the right answer, within the token budget, one row per question.
 # - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It
-#   covers
-#   nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The paper
-#   saw
-#   the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM teacher, and
-#   filtered the format only.
+#   covers nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The
+#   paper saw the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM
+#   teacher, and filtered the format only.
 # - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.
 # - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 04).
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Set `extra_path_rate=1.0` in `RuleTeacher` and count how many blocks get three paths. Which
@@ -351,6 +347,8 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #    Count `too_long` among the rejected rows per source at both budgets. For the tokenizer, compare
 #    `coldstart.count_tokens(text, tokenizer)` with `len(text) / 4` on a solution full of numbers.
 #    </details>
+
+# %% [markdown]
 # 3. Give the stand-in server `faults=["malformed", "timeout"]` and a client `timeout=0.5`. Predict
 #    each problem's trace before you run it, and check that a second run retries only the failures.
 #

@@ -11,8 +11,7 @@
 # - why, under "unseen", a path's predictions do not depend on its sibling paths at all, while the
 #   summary depends on every path;
 # - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache,
-#   and
-#   how much faster that is than decoding them one after another;
+#   and how much faster that is than decoding them one after another;
 # - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to
 #   see.
 #
@@ -373,16 +372,14 @@ speed
 # ## Summary
 #
 # - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of
-#   the
-#   same block. Every path restarts its positions right after `<Parallel>`; the text after the block
-#   continues from the longest path.
+#   the same block. Every path restarts its positions right after `<Parallel>`; the text after the
+#   block continues from the longest path.
 # - Under that view the model's predictions inside a path do not depend on its siblings at all (max
 #   |Δ logit| ≈ 0 above), and equal a plain forward over the prompt and that path alone. The summary
 #   still reads every path.
 # - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's
-#   cache
-#   and merge them without reprocessing a token; the chart shows the speed-up over decoding them in
-#   turn.
+#   cache and merge them without reprocessing a token; the chart shows the speed-up over decoding
+#   them in turn.
 # - Notebook 04 trains both variants and measures what this means for a trained model.
 
 # %% [markdown]
@@ -398,8 +395,7 @@ speed
 #    `seen & ~unseen`; slice them with the path spans of `parse(...).spans()`.
 #    </details>
 # 2. In section 6, rewrite the **second** path instead of the first. Which rows change under each
-#    mask,
-#    and why is the first path unaffected even under "seen"?
+#    mask, and why is the first path unaffected even under "seen"?
 #
 #    <details><summary>Hint</summary>
 #

@@ -6,12 +6,10 @@
 #
 # You will learn
 # - the paper's SFT recipe (loss on the response only, per-sample token mean, cosine schedule) and
-#   how
-#   it maps onto TRL's `SFTTrainer`, LoRA through PEFT and NF4 4-bit loading;
+#   how it maps onto TRL's `SFTTrainer`, LoRA through PEFT and NF4 4-bit loading;
 # - why the six new tag rows must train alongside LoRA, and how to check that they did;
 # - what **seen** and **unseen** SFT feed the model: the same tokens, two attention masks and two
-#   sets
-#   of position ids, with the structure read from the **response only**;
+#   sets of position ids, with the structure read from the **response only**;
 # - how much GPU memory the colab and paper settings need (computed), and what a run folder holds;
 # - how format validity, parallel ratio, accuracy and length move from before to after SFT.
 #
@@ -461,6 +459,7 @@ def nll_table(named, pairs):
     return pd.DataFrame(rows).T.rename_axis(["model", "scored as"])
 
 
+# %%
 plain_base = models.load_training_policy(model_config.replace(use_lora=False, load_in_4bit=False),
                                          train_tag_rows=False)[0]  # the base, with the tag rows
 scored = {"base": plain_base, **{f"SFT {v}": r.model for v, r in trained.items()}}
@@ -496,21 +495,20 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #   hides sibling paths from each other and position ids that restart at each path, parsed from the
 #   response so the prompt stays sequential.
 # - On the tiny model, SFT teaches the format quickly: almost every held-out completion opens a
-#   block
-#   and closes it validly. Accuracy is the price, and how big it is depends on the traces: the
-#   first teacher cost 45 points of easy accuracy (92 % → 47 %); letting the reference line open
-#   the block, the summary restate its calculation and the block sit on the rarest operator's step
+#   block and closes it validly. Accuracy is the price, and how big it is depends on the traces: the
+#   first teacher cost 45 points of easy accuracy (92 % → 47 %); letting the reference line open the
+#   block, the summary restate its calculation and the block sit on the rarest operator's step
 #   brought that to about 2 points (section 7). Stage 2 (notebook 06) puts a reward on what is left.
 # - A run folder is self-contained: configs, adapter, merged model, loss log and run card.
 # - Each trained model scores best under the view it was trained on: seen SFT trains later paths
-#   with
-#   their siblings in view, unseen SFT never does, and each variant is decoded the way it trained.
-#
+#   with their siblings in view, unseen SFT never does, and each variant is decoded the way it
+#   trained.
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and
-#    what
-#    does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
+#    what does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
 #
 #    <details><summary>Hint</summary>
 #
@@ -519,10 +517,8 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #    think about how close `<Path>` and `</Path>` start out.
 #    </details>
 # 2. Put the official bug back: in a copy of `ParallelCollator`, pass `response_start=None` and use
-#    a
-#    prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens
-#    land
-#    on the same positions, and what does the model see at inference instead?
+#    a prompt that mentions `<Parallel>` and `<Path>`. Print the prompt's position ids. Which tokens
+#    land on the same positions, and what does the model see at inference instead?
 #
 #    <details><summary>Hint</summary>
 #
@@ -530,10 +526,11 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 #    A prompt that only names the tags in prose may parse as nothing; one that shows an example
 #    block with two paths does not. Compare the prompt's positions with `range(len(prompt))`.
 #    </details>
+
+# %% [markdown]
 # 3. Rebuild the cold-start set with `teachers.RuleTeacher(original_path="any", summary="value")`
 #    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant
-#    and
-#    read ten wrong answers. Which of the habits described in section 7 come back?
+#    and read ten wrong answers. Which of the habits described in section 7 come back?
 #
 #    <details><summary>Hint</summary>
 #

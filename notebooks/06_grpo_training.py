@@ -319,7 +319,8 @@ fig
 #   panel trains N steps at a time on top of that.
 # - The ablation puts this world's parallel ratios next to the paper's, with a verdict that needs
 #   each gap to be larger than its noise.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Give the structure reward a small weight next to accuracy (`structure_weight=0.3` in the

@@ -385,17 +385,15 @@ analytics.figure3(
 # ## Summary
 #
 # - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right,
-#   estimated
-#   without bias as 1 − C(n−c, k)/C(n, k) (written from scratch above and checked against the
-#   library).
+#   estimated without bias as 1 − C(n−c, k)/C(n, k) (written from scratch above and checked against
+#   the library).
 # - Structure gets measured next to accuracy: how often a block opens, whether its tags are valid,
 #   where it starts, and how different its paths are.
 # - The table follows the paper's Table 2 row by row, with our columns and the paper's kept apart
-#   and
-#   labelled; rows whose checkpoint does not exist stay empty and are listed. Results are cached per
-#   checkpoint and benchmark, so rerunning is cheap; `python -m pr1lib eval --model RUN_DIR` does
-#   the
-#   same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its results.
+#   and labelled; rows whose checkpoint does not exist stay empty and are listed. Results are cached
+#   per checkpoint and benchmark, so rerunning is cheap; `python -m pr1lib eval --model RUN_DIR`
+#   does the same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its
+#   results.
 # - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
 #   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
 
@@ -421,8 +419,8 @@ analytics.figure3(
 #    sum. Try c = 0, c = n and k = 1 first, then c = 1 with k = n.
 #    </details>
 # 3. Rerun the scaffold with the switch at a quarter and at three quarters of `total`. Does the
-#    parallel
-#    ratio after the switch depend on how long phase 1 lasted? Does held-out accuracy at the end?
+#    parallel ratio after the switch depend on how long phase 1 lasted? Does held-out accuracy at
+#    the end?
 #
 #    <details><summary>Hint</summary>
 #
