@@ -34,7 +34,7 @@ tour: $(STAMP)
 	$(BIN)/python -m pr1lib tour --profile tiny
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --ServerApp.default_url=/lab/tree/notebooks  # repo root: docs/ links open
 
 sync: $(STAMP)
 	$(BIN)/jupytext --sync --set-kernel python3 notebooks/[0-9][0-9]_*.py

@@ -10,7 +10,7 @@
 #   solves each tier, greedy and when sampling;
 # - how to re-train it with `python -m pr1lib pretrain-tiny`.
 #
-# ![The recipe, its three lanes, and the notebook for each box](../docs/recipe.png)
+# ![The recipe, its three lanes, and the notebook for each box](figures/recipe.png)
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)

@@ -36,7 +36,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pr1lib.config import PROMPTS, STAGE_RUNS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
+from pr1lib.config import PROMPTS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
 from pr1lib.dashboard import read_metrics
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
@@ -44,7 +44,7 @@ from pr1lib.models import checkpoint_folder
 from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, our_columns, side_by_side, to_markdown
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
-from pr1lib.runs import last_checkpoint
+from pr1lib.runs import STAGE_RUNS, last_checkpoint
 from pr1lib.runtime import set_threads
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio",

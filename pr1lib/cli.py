@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
+from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS, WORLDS
 from pr1lib.data import SOURCES
 from pr1lib.evalsets import BENCHMARKS
 from pr1lib.profiles import PROFILES, check_profile
@@ -186,6 +186,8 @@ def _grpo(p: argparse.ArgumentParser) -> None:
                    help="optimizer steps (default: max_steps)")
     p.add_argument("--seeds", type=count(0), nargs="+", default=None,
                    help="repeat for these seeds")
+    p.add_argument("--world", choices=WORLDS, default=None, help="tinyworld: TinyWorld's problems "
+                   "and settings, from data/tinyworld-sft (plain: data/tinyworld-base)")
     p.add_argument("--ablation", action="store_true", help="run (or print) the reward ablation")
     p.add_argument("--refresh", action="store_true", help="ablation: ignore cached results")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.config import (
+    WORLD_INITS,
     ColdStartConfig,
     EvalConfig,
     GRPOStageConfig,
@@ -208,7 +209,7 @@ GRPO_RESUMABLE = ("max_steps", "save_steps", "logging_steps", "num_threads", "ev
 
 
 def _grpo_overrides(args: Any) -> dict[str, Any]:
-    out = _with_flags(args, "reward", "variant", config=GRPOStageConfig)
+    out = _with_flags(args, "reward", "variant", "world", config=GRPOStageConfig)
     if args.steps is not None:
         out["max_steps"] = args.steps
     return out
@@ -290,7 +291,8 @@ def _grpo_inputs(args: Any, profile: str) -> None:
 
     if args.model and args.init:
         raise ValueError("give --model or --init, not both: they name the same start")
-    args.init = args.init or args.model
+    args.init = args.init or args.model or WORLD_INITS.get(args.world or "", {}).get(
+        "plain" if args.variant == "plain" else "sft")
     if args.init:
         check_model(args.init)
     stage = int(args.stage) if args.stage in ("2", "3") else 3

@@ -51,7 +51,16 @@ register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES,
 # Problems of each RL stage per profile: easy first (the paper's GSM8K stage), then hard (DAPO).
 STAGE_SOURCES: dict[str, dict[int, str]] = {
     "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"}, "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
-    "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"},
+    "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"}}
+# TinyWorld's RL stages (docs/tinyworld.md#rl). Path 2 takes the cheap price path 1 did not, so it
+# must see path 1: plain sampling ("seen"), not the engine's independent paths; blocks reach ~250
+# tokens. Full FT at lr 1e-4 learned in 60 steps; 3e-5 moved nothing, 3e-4 lost format (seed 0).
+WORLD_SOURCES: dict[str, dict[int, str]] = {"tinyworld": {2: "tinyworld-easy", 3: "tinyworld-hard"}}
+WORLD_INITS = {"tinyworld": {"sft": "data/tinyworld-sft", "plain": "data/tinyworld-base"}}
+WORLD_PRESETS: dict[str, dict[str, Any]] = {
+    "tinyworld": dict(rollout="seen", max_completion_length=384, max_path_length=128,
+                      eval_max_new_tokens=384, use_lora=False, learning_rate=1e-4,
+                      dynamic_sampling=True),
 }
 # Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
 EVAL_SETS: dict[str, dict[str, str]] = {
@@ -60,6 +69,7 @@ EVAL_SETS: dict[str, dict[str, str]] = {
     "colab": {"easy": "gsm8k", "hard": "math500-int"},
     "paper": {"easy": "gsm8k", "hard": "math500-int"},
 }
+
 # The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant,
 # stage) -> reward mode. Seen: Stage 2 parallel-and-correct on easy problems, Stage 3 accuracy on
 # hard ones. Unseen skips Stage 2 and runs Stage 3 as S1 (accuracy) or S2 (alternating: the
@@ -105,24 +115,6 @@ DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
 # verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
 VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternating",
                                 "tinygsm-easy": "alternating", "tinygsm-hard": "alternating"}
-# Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
-# out and prompted in evaluation) and the run folders that may hold it (under runs_dir(), first
-# wins). "grpo-gsm8k" is the plain GRPO baseline on the same data and steps (easy, then hard).
-STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "base": ("seen", ()),
-    "sft-seen": ("seen", ("sft-{p}-seen", "04_sft_lora-{p}/seen")),
-    "sft-unseen": ("unseen", ("sft-{p}-unseen", "04_sft_lora-{p}/unseen")),
-    "grpo-gsm8k": ("plain", ("06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
-                             "grpo-{p}-plain-s3-accuracy-seed{s}",
-                             "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}")),
-    "rl-seen": ("seen", ("06_grpo_training-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
-                         "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}")),
-    "rl-unseen-s1": ("unseen", ("grpo-{p}-unseen-s3-accuracy-seed{s}",
-                                "grpo-ablation-{p}-unseen-seed{s}/accuracy")),
-    "rl-unseen-s2": ("unseen", ("grpo-{p}-unseen-s3-alternating-seed{s}",
-                                "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
-                                "grpo-ablation-{p}-unseen-seed{s}/alternating")),
-}
 
 
 @dataclass(frozen=True)
@@ -455,14 +447,18 @@ class GRPOStageConfig(Preset):
 
     @classmethod
     def for_stage(cls, stage: int, profile: str | None = None, variant: str | None = None,
-                  notebook: bool = False, **overrides: Any) -> GRPOStageConfig:
+                  notebook: bool = False, world: str | None = None,
+                  **overrides: Any) -> GRPOStageConfig:
         """The profile's config for ``stage``: the variant's reward (``RECIPES``) and its clip-high,
-        the stage's problems and length, the notebook's sizes if asked, then ``overrides``.
+        the stage's problems and length, the notebook's sizes if asked, a tiny ``world``'s problems
+        and settings (``WORLD_PRESETS``; ``None``: the profile's), then ``overrides``.
 
         >>> c = GRPOStageConfig.for_stage(2, "smoke"); c.reward, c.max_steps, c.epsilon_high
         ('parallel_correct', 3, None)
         >>> GRPOStageConfig.for_stage(3, "paper").max_steps
         300
+        >>> c = GRPOStageConfig.for_stage(3, "tiny", world="tinyworld"); c.data, c.rollout
+        ('tinyworld-hard', 'seen')
         """
         if stage not in STAGES:
             raise ValueError(f"stage must be 2 (easy) or 3 (hard), got {stage!r}")
@@ -476,7 +472,11 @@ class GRPOStageConfig(Preset):
                   "epsilon_high": CLIP_HIGH.get(reward), "data": STAGE_SOURCES[profile][stage],
                   **STAGE_PRESETS[stage].get(profile, {})}
         short = NOTEBOOK_PRESETS[stage].get(profile, {}) if notebook else {}
-        return cls.for_profile(profile, **{**recipe, **short, **overrides})
+        world = None if world == "tinygsm" else world  # the profile's own problems
+        if world not in (None, *WORLD_PRESETS):
+            raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
+        tiny = {"data": WORLD_SOURCES[world][stage], **WORLD_PRESETS[world]} if world else {}
+        return cls.for_profile(profile, **{**recipe, **short, **tiny, **overrides})
 
     @property
     def source(self) -> str:

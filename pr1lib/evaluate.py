@@ -281,18 +281,31 @@ def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
 
 
 # ----------------------------------------------------------------------------- stage evaluations
+def held_out_set(profile: str, tier: str, source: str | None = None) -> str:
+    """The held-out evaluation set of ``tier``: TinyWorld's when training reads a TinyWorld source
+    (``source``), else the profile's (``EVAL_SETS``).
+
+    >>> held_out_set("tiny", "hard"), held_out_set("tiny", "hard", "tinyworld-easy+tinyworld-hard")
+    ('tinygsm-hard', 'tinyworld-hard')
+    """
+    return f"tinyworld-{tier}" if source and "tinyworld-" in source else EVAL_SETS[profile][tier]
+
+
 def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: int, k: int = 4,
-                    seed: int = 0, prompt_style: str | None = None) -> EvalConfig:
-    """The training stages' held-out evaluation: the first ``n`` problems of the profile's ``tier``
-    set (``EVAL_SETS``), ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
+                    seed: int = 0, prompt_style: str | None = None,
+                    source: str | None = None) -> EvalConfig:
+    """The training stages' held-out evaluation: the first ``n`` problems of the ``tier`` set
+    (``config.held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
+    ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
 
     >>> c = held_out_config("tiny", "hard", 8, "forked", 64, k=4); c.benchmark, c.k, c.temperature
     ('tinygsm-hard', 4, 1.0)
     """
     path_cap = RolloutConfig.for_profile(profile).max_path_length
     return EvalConfig.for_profile(
-        profile, benchmark=EVAL_SETS[profile][tier], n=n, k=k, mode=mode, temperature=1.0,
-        max_completion_length=max_new_tokens, max_path_length=min(path_cap, max_new_tokens),
+        profile, benchmark=held_out_set(profile, tier, source), n=n, k=k, mode=mode,
+        temperature=1.0, max_completion_length=max_new_tokens,
+        max_path_length=min(path_cap, max_new_tokens),
         batch_size=32, engine="rollout", seed=seed, prompt_style=prompt_style)
 
 

@@ -422,9 +422,10 @@ class GRPOSession:
         and greedy beside it, on the profile's held-out sets, in the rollouts' mode)."""
         metrics, samples = {}, {}
         for tier in tiers:
-            judge = held_out_config(self.profile, tier, self.cfg.eval_n, self.cfg.eval_rollout_mode,
-                                    self.cfg.eval_max_new_tokens, self.cfg.eval_k,
-                                    prompt_style=self.model_cfg.prompt_style)
+            cfg = self.cfg
+            judge = held_out_config(self.profile, tier, cfg.eval_n, cfg.eval_rollout_mode,
+                                    cfg.eval_max_new_tokens, cfg.eval_k,
+                                    prompt_style=self.model_cfg.prompt_style, source=cfg.source)
             metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples
 

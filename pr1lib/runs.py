@@ -25,6 +25,25 @@ from typing import Any, Iterable, Iterator
 
 from pr1lib.config import ModelConfig
 
+# Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
+# out and prompted in evaluation) and the run folders that may hold it (under runs_dir(), first
+# wins). "grpo-gsm8k" is the plain GRPO baseline on the same data and steps (easy, then hard).
+STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "base": ("seen", ()),
+    "sft-seen": ("seen", ("sft-{p}-seen", "04_sft_lora-{p}/seen")),
+    "sft-unseen": ("unseen", ("sft-{p}-unseen", "04_sft_lora-{p}/unseen")),
+    "grpo-gsm8k": ("plain", ("06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
+                             "grpo-{p}-plain-s3-accuracy-seed{s}",
+                             "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}")),
+    "rl-seen": ("seen", ("06_grpo_training-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
+                         "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}")),
+    "rl-unseen-s1": ("unseen", ("grpo-{p}-unseen-s3-accuracy-seed{s}",
+                                "grpo-ablation-{p}-unseen-seed{s}/accuracy")),
+    "rl-unseen-s2": ("unseen", ("grpo-{p}-unseen-s3-alternating-seed{s}",
+                                "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+                                "grpo-ablation-{p}-unseen-seed{s}/alternating")),
+}
+
 CARD = "run_card.json"
 OWNER, LOCK = "pr1-run.json", "pr1-run.lock"  # which run a folder holds; who writes it now
 # a config.json "type" (folders from before OWNER existed) -> the command that wrote it

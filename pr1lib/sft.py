@@ -385,7 +385,8 @@ def run_sft(cfg: SFTStageConfig, data: str | Path | None = None, out: str | Path
     rows, dropped = sft_rows(with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer,
                              cfg.max_length)
     judge = held_out_config(cfg.profile, "easy", cfg.eval_n, cfg.rollout_mode,
-                            cfg.eval_max_new_tokens, cfg.eval_k, cfg.seed, model_cfg.prompt_style)
+                            cfg.eval_max_new_tokens, cfg.eval_k, cfg.seed, model_cfg.prompt_style,
+                            cfg.source)
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:
         before, samples["before"] = evaluate_stage(model, tokenizer, judge)

@@ -94,3 +94,18 @@ def test_notebook_sizes_shrink_in_smoke():
     smoke, tiny = NotebookConfig.for_profile("smoke"), NotebookConfig.for_profile("tiny")
     assert smoke.model_profile == "smoke" and tiny.model_profile == "tiny"
     assert smoke.eval_n < tiny.eval_n and smoke.total < tiny.total and smoke.table_n < tiny.table_n
+
+
+def test_tinyworld_stages_take_its_problems_rollout_and_held_out_sets():
+    from pr1lib.evaluate import held_out_set
+
+    stage = GRPOStageConfig.for_stage
+    easy, hard = (stage(s, "tiny", world="tinyworld") for s in (2, 3))
+    assert (easy.data, hard.data) == ("tinyworld-easy", "tinyworld-hard")
+    assert hard.rollout_mode == "seen" and not hard.use_lora and hard.max_path_length == 128
+    assert stage(3, "tiny", world="tinyworld", learning_rate=3e-5).learning_rate == 3e-5
+    assert held_out_set("tiny", "hard", hard.source) == "tinyworld-hard"
+    assert held_out_set("tiny", "hard", stage(3, "tiny").source) == "tinygsm-hard"
+    assert stage(3, "tiny", world="tinygsm") == stage(3, "tiny")
+    with pytest.raises(ValueError, match="world must be one of"):
+        GRPOStageConfig.for_stage(3, "tiny", world="mars")

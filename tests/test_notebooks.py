@@ -97,7 +97,7 @@ def test_tour_report_has_every_section(smoke_runs):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_runs_are_saved_under_the_notebooks_own_name(path):
-    # later notebooks and pr1lib.config.STAGE_RUNS find a notebook's runs by its file name
+    # later notebooks and pr1lib.runs.STAGE_RUNS find a notebook's runs by its file name
     import re
 
     for folder in re.findall(r'runs_dir\(\) / f?"([^"{/]+)', path.read_text()):
@@ -105,7 +105,7 @@ def test_runs_are_saved_under_the_notebooks_own_name(path):
 
 
 def test_stage_runs_name_notebooks_that_exist():
-    from pr1lib.config import STAGE_RUNS
+    from pr1lib.runs import STAGE_RUNS
 
     for _, patterns in STAGE_RUNS.values():
         for pattern in patterns:
