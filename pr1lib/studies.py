@@ -112,6 +112,27 @@ def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
     return out
 
 
+def seed_rows(result: dict, tier: str = "hard") -> list[dict]:
+    """One row per seed of a curriculum result (``run_curriculum`` over seeds, as its card keeps
+    it): held-out ``tier`` mean@k at T = 1 of the start and the end, greedy beside them, and the
+    share of samples that open a block.
+
+    >>> at = lambda a: {"hard": {"accuracy": a, "parallel_ratio": 0.5, "greedy": {"accuracy": a}}}
+    >>> seed_rows({"runs": [{"seed": 0, "sft": at(0.25), "final": at(0.5)}]})[0]["gain"]
+    0.25
+    """
+    rows = []
+    for run in result.get("runs", [result]):
+        start, end = run["sft"][tier], run["final"][tier]
+        rows.append({"seed": run["seed"], "start": start["accuracy"], "end": end["accuracy"],
+                     "gain": round(end["accuracy"] - start["accuracy"], 4),
+                     "greedy start": start["greedy"]["accuracy"],
+                     "greedy end": end["greedy"]["accuracy"],
+                     "parallel start": start["parallel_ratio"],
+                     "parallel end": end["parallel_ratio"]})
+    return rows
+
+
 def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
     gain = [f - s for s, f in zip(sft, final)]
     spread = (lambda xs: round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0)  # noqa: E731
