@@ -46,10 +46,14 @@ def slim(value: Any) -> Any:
 
     >>> slim({"a": [1, 2], "rows": list(range(100)), "b": {"c": 0.5}})
     {'a': [1, 2], 'b': {'c': 0.5}}
+    >>> slim([{"seed": 0, "rows": list(range(100))}])  # inside short lists too (one run per seed)
+    [{'seed': 0}]
     """
     if isinstance(value, dict):
         return {k: slim(v) for k, v in value.items()
                 if not (isinstance(v, list) and len(v) > MAX_LIST)}
+    if isinstance(value, list):
+        return [slim(v) for v in value]
     return value
 
 
