@@ -153,7 +153,10 @@ print("runs go under", OUT)
 #
 # The button of the panel calls `run_next(session, panel.state)`: train that many more steps,
 # saving a checkpoint at the end, resuming from it the next time. The next cell makes the same call,
-# so a headless run does exactly what a click does. Rerunning the notebook resumes from the last
+# so a headless run does exactly what a click does. Knobs a reward mode ignores are greyed out:
+# window and tiered steps move only the alternating reward, and the main reward's weight matters
+# only next to a structure bonus (GRPO divides each group's rewards by their spread, so a lone
+# reward's scale cancels). Rerunning the notebook resumes from the last
 # checkpoint instead of starting over (a Colab disconnect costs at most `save_steps` steps).
 
 # %%

@@ -54,7 +54,7 @@ STAGE_SOURCES: dict[str, dict[int, str]] = {
     "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"}}
 # TinyWorld's RL stages (docs/tinyworld.md#rl). Path 2 takes the cheap price path 1 did not, so it
 # must see path 1: plain sampling ("seen"), not the engine's independent paths; blocks reach ~250
-# tokens. Full FT at lr 1e-4 learned in 60 steps; 3e-5 moved nothing, 3e-4 lost format (seed 0).
+# tokens. Full FT at lr 1e-4 learned in 60 steps where 3e-4 lost format (seed 0, one run each).
 WORLD_SOURCES: dict[str, dict[int, str]] = {"tinyworld": {2: "tinyworld-easy", 3: "tinyworld-hard"}}
 WORLD_INITS = {"tinyworld": {"sft": "data/tinyworld-sft", "plain": "data/tinyworld-base"}}
 WORLD_PRESETS: dict[str, dict[str, Any]] = {

@@ -100,6 +100,11 @@ def run_next(session: Any, state: PanelState) -> int:
     return session.run(state.steps, **config_changes(state))
 
 
+# GRPO's advantage is (r - group mean) / group std: a lone reward's weight scales both and cancels.
+WEIGHT_NOTE = ("weight of the main reward: it changes training only next to a structure bonus "
+               "(group normalisation cancels a lone reward's scale)")
+
+
 class _Follow(TrainerCallback):
     """Keeps a panel's label and preview on the session's step, whoever trains it."""
 
@@ -132,7 +137,7 @@ class ControlPanel:
         self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20,
                                           description="tiered steps")
         self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1,
-                                           description="weight")
+                                           description="weight", tooltip=WEIGHT_NOTE)
         self.structure_weight = w.FloatSlider(value=base.structure_weight, min=0, max=1, step=0.05,
                                               description="structure +")
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
@@ -167,6 +172,11 @@ class ControlPanel:
                           start)
 
     def redraw(self) -> None:
+        """The preview, and each knob live only where it changes the reward: window and tiered
+        steps for a scheduled mode, the main weight next to a structure bonus (``WEIGHT_NOTE``)."""
+        scheduled = REWARD_MODES[self.reward.value].scheduled
+        self.window.disabled = self.parallel_steps.disabled = not scheduled
+        self.reward_weight.disabled = not self.structure_weight.value
         self.preview.update(schedule_figure(self.state))
 
     def follow(self, step: int) -> None:

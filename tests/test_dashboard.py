@@ -121,6 +121,18 @@ def test_control_panel_reads_its_widgets():
     assert panel.button.disabled
 
 
+def test_control_panel_disables_the_knobs_a_mode_ignores():
+    """Window and tiered steps only move a scheduled reward; the main weight only matters next to
+    a structure bonus (group normalisation cancels a lone reward's scale)."""
+    panel = ControlPanel()
+    panel.reward.value = "accuracy"
+    assert panel.window.disabled and panel.parallel_steps.disabled and panel.reward_weight.disabled
+    panel.reward.value = "alternating"
+    assert not panel.window.disabled and not panel.parallel_steps.disabled
+    panel.structure_weight.value = 0.3
+    assert not panel.reward_weight.disabled
+
+
 class _FakeSession:
     """What the panel reads of a ``GRPOSession`` (config, step, callbacks); ``run`` fakes it."""
 
