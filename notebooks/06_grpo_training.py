@@ -156,8 +156,8 @@ print("runs go under", OUT)
 # so a headless run does exactly what a click does. Knobs a reward mode ignores are greyed out:
 # window and tiered steps move only the alternating reward, and the main reward's weight matters
 # only next to a structure bonus (GRPO divides each group's rewards by their spread, so a lone
-# reward's scale cancels). Rerunning the notebook resumes from the last
-# checkpoint instead of starting over (a Colab disconnect costs at most `save_steps` steps).
+# reward's scale cancels). Rerunning the notebook resumes from the last checkpoint instead of
+# starting over (a Colab disconnect costs at most `save_steps` steps).
 
 # %%
 from pr1lib.dashboard import Dashboard
