@@ -69,7 +69,6 @@ EVAL_SETS: dict[str, dict[str, str]] = {
     "colab": {"easy": "gsm8k", "hard": "math500-int"},
     "paper": {"easy": "gsm8k", "hard": "math500-int"},
 }
-
 # The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant,
 # stage) -> reward mode. Seen: Stage 2 parallel-and-correct on easy problems, Stage 3 accuracy on
 # hard ones. Unseen skips Stage 2 and runs Stage 3 as S1 (accuracy) or S2 (alternating: the
@@ -473,8 +472,9 @@ class GRPOStageConfig(Preset):
                   **STAGE_PRESETS[stage].get(profile, {})}
         short = NOTEBOOK_PRESETS[stage].get(profile, {}) if notebook else {}
         world = None if world == "tinygsm" else world  # the profile's own problems
-        if world not in (None, *WORLD_PRESETS):
-            raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
+        if world not in (None, *WORLD_PRESETS) or (world and variant == "unseen"):
+            raise ValueError(f"world must be one of {WORLDS}, got {world!r}" if variant != "unseen"
+                             else "TinyWorld's paths see each other: use --variant seen or plain")
         tiny = {"data": WORLD_SOURCES[world][stage], **WORLD_PRESETS[world]} if world else {}
         return cls.for_profile(profile, **{**recipe, **short, **tiny, **overrides})
 
