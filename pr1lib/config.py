@@ -376,6 +376,7 @@ class GRPOStageConfig(Preset):
     reward: str = "alternating"  # a pr1lib.rewards.REWARD_MODES name
     window: int = 10  # alternating: steps per window ...
     parallel_steps: int = 2  # ... of which the last ones use the tiered reward
+    tiered_bonus: float = 0.2  # b: tiered pays 1 + b for a correct answer with a block (paper: 0.2)
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
     extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms
     grader: str | None = None  # official | project (pr1lib.graders); None: DEFAULT_GRADERS
@@ -387,9 +388,8 @@ class GRPOStageConfig(Preset):
     num_generations: int = 8  # the group size G
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill (DAPO) ...
     max_refills: int = 3  # ... with fresh prompts for at most this many rounds per batch
-    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter; off: not measured to pay here): each
-    # training prompt is sampled prefilter_k times first and kept only if its pass rate lies in
-    # prefilter_range (ends included): all-right or all-wrong prompts give groups without spread.
+    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter; off: not measured to pay here): keep a
+    # prompt only if its pass rate over prefilter_k samples lies in prefilter_range (ends included)
     prefilter_k: int = 0  # samples per prompt; 0: no prefilter
     prefilter_range: tuple[float, float] = (0.1, 0.9)  # (lowest, highest) pass rate kept
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)

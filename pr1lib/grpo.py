@@ -155,7 +155,8 @@ def reward_funcs(cfg: GRPOStageConfig) -> list[Callable]:
     """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order, all under
     the stage's grader (``grader_of``)."""
     grader = grader_of(cfg)
-    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader), grader)
+    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader,
+                              cfg.tiered_bonus), grader)
     return [main, *(reward_for(mode, grader=grader) for mode, _ in cfg.extra_rewards)]
 
 

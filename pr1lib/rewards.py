@@ -57,6 +57,7 @@ from pr1lib.format import PARALLEL
 from pr1lib.graders import get_grader, gold_string
 
 BASE_MODES = ("accuracy", "parallel_correct", "tiered", "structure")  # each scores one completion
+TIERED_BONUS = 0.2  # b: the tiered reward pays 1 + b for a correct answer with a valid block
 RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0), "tiered": (-1.0, 1.2),
           "structure": (-1.0, 1.0)}
 RewardFn = Callable[..., list]
@@ -130,8 +131,9 @@ def _correct(g: Any, text: str, answer: Any, source: Any) -> bool:
     return gold is not None and g.correct(text, gold, source)
 
 
-def score_terms(t: Terms, mode: str) -> float:
-    """The reward of already-parsed ``Terms`` under ``mode`` (one of ``BASE_MODES``)."""
+def score_terms(t: Terms, mode: str, bonus: float = TIERED_BONUS) -> float:
+    """The reward of already-parsed ``Terms`` under ``mode`` (one of ``BASE_MODES``; ``bonus``:
+    the tiered mode's b)."""
     parallel = t.valid and t.blocks >= 1
     if mode == "accuracy":
         return 1.0 if t.correct else -1.0
@@ -141,16 +143,15 @@ def score_terms(t: Terms, mode: str) -> float:
         if not t.correct:
             return -1.0
         if t.blocks >= 1:
-            return 1.2 if t.valid else -1.0
+            return 1.0 + bonus if t.valid else -1.0
         return 1.0 if t.valid or not t.plain_needs_valid else -1.0
     if mode == "structure":
         return 1.0 if parallel else -1.0
     raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(BASE_MODES)}")
 
 
-def score(
-    completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None
-) -> float:
+def score(completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None,
+          bonus: float = TIERED_BONUS) -> float:
     """The reward of one completion against one gold answer under ``mode`` and ``grader``.
 
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
@@ -158,12 +159,9 @@ def score(
     """
     # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
     if mode == "accuracy":
-        return (
-            1.0
-            if _correct(get_grader(grader), completion_text(completion), answer, source)
-            else -1.0
-        )
-    return score_terms(terms(completion, answer, grader, source), mode)
+        correct = _correct(get_grader(grader), completion_text(completion), answer, source)
+        return 1.0 if correct else -1.0
+    return score_terms(terms(completion, answer, grader, source), mode, bonus)
 
 
 # ---------------------------------------------------------------- TRL-signature rewards
@@ -176,26 +174,23 @@ def _sources(kwargs: Mapping[str, Any], n: int) -> list[Any]:
     return [value if isinstance(value, str) else None] * n
 
 
-def _batch(
-    completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any]
-) -> list[float]:
+def _batch(completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any],
+           bonus: float = TIERED_BONUS) -> list[float]:
     if not isinstance(completions, (list, tuple)):
-        raise TypeError(
-            f"completions must be a list (one per sample), got {type(completions).__name__}"
-        )
+        raise TypeError("completions must be a list (one per sample), got "
+                        f"{type(completions).__name__}")
     if answer is None or isinstance(answer, (str, bytes, int, float)):
-        raise TypeError(
-            "answer must be a list with one gold answer per completion (a dataset column)"
-        )
+        raise TypeError("answer must be a list with one gold answer per completion (a dataset "
+                        "column)")
     if len(completions) != len(answer):
         raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
     sources = _sources(kwargs, len(completions))
-    return [score(c, a, mode, grader, src) for c, a, src in zip(completions, answer, sources)]
+    return [score(c, a, mode, grader, src, bonus)
+            for c, a, src in zip(completions, answer, sources)]
 
 
-def accuracy_reward(
-    completions: list, answer: list, grader: Any = "project", **kwargs: Any
-) -> list[float]:
+def accuracy_reward(completions: list, answer: list, grader: Any = "project",
+                    **kwargs: Any) -> list[float]:
     """+1 if the final answer is correct, else −1; tags are ignored.
 
     >>> accuracy_reward(["Final Answer: 12", "Final Answer: 13", "no answer"], ["12", 12, "12"])
@@ -207,9 +202,8 @@ def accuracy_reward(
     return _batch(completions, answer, "accuracy", grader, kwargs)
 
 
-def parallel_correct_reward(
-    completions: list, answer: list, grader: Any = "project", **kwargs: Any
-) -> list[float]:
+def parallel_correct_reward(completions: list, answer: list, grader: Any = "project",
+                            **kwargs: Any) -> list[float]:
     """+1 iff the answer is correct and the text has ≥1 valid ``<Parallel>`` block, else −1.
 
     >>> block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
@@ -220,11 +214,10 @@ def parallel_correct_reward(
     return _batch(completions, answer, "parallel_correct", grader, kwargs)
 
 
-def tiered_reward(
-    completions: list, answer: list, grader: Any = "project", **kwargs: Any
-) -> list[float]:
-    """+1.2 correct with a valid block, +1.0 correct with no block (project: and valid tags), −1
-    otherwise.
+def tiered_reward(completions: list, answer: list, grader: Any = "project",
+                  bonus: float = TIERED_BONUS, **kwargs: Any) -> list[float]:
+    """+1 + b (``bonus``, the paper's 0.2) correct with a valid block, +1.0 correct with no block
+    (project: and valid tags), −1 otherwise.
 
     >>> block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
     ...          "<Summary>12</Summary>\\n")
@@ -233,7 +226,7 @@ def tiered_reward(
     ...                one_path + "Final Answer: 12"], ["12"] * 3)
     [1.2, 1.0, -1.0]
     """
-    return _batch(completions, answer, "tiered", grader, kwargs)
+    return _batch(completions, answer, "tiered", grader, kwargs, bonus)
 
 
 def structure_reward(completions: list, answer: list | None = None, grader: Any = "project",
@@ -245,9 +238,8 @@ def structure_reward(completions: list, answer: list | None = None, grader: Any 
     [1.0, -1.0]
     """
     if not isinstance(completions, (list, tuple)):
-        raise TypeError(
-            f"completions must be a list (one per sample), got {type(completions).__name__}"
-        )
+        raise TypeError("completions must be a list (one per sample), got "
+                        f"{type(completions).__name__}")
     return [score_terms(terms(c, None, grader), "structure") for c in completions]
 
 
@@ -255,17 +247,25 @@ class GradedReward:
     """One of ``REWARDS`` with its grader bound (``reward_for(mode, grader=...)``); TRL logs it
     under the plain reward's name."""
 
-    def __init__(self, mode: str, grader: Any) -> None:
-        self.mode, self.grader = mode, get_grader(grader).name
+    def __init__(self, mode: str, grader: Any, bonus: float = TIERED_BONUS) -> None:
+        self.mode, self.grader, self.bonus = mode, get_grader(grader).name, float(bonus)
         self.__name__ = REWARDS[mode].__name__
-        self.reward_range = RANGES[mode]
+        self.reward_range = mode_range(mode, bonus)
 
     def __call__(self, completions: list, answer: list | None = None, **kwargs: Any) -> list[float]:
         kwargs.pop("grader", None)  # a dataset column of that name must not override the binding
+        if self.mode == "tiered":
+            kwargs["bonus"] = self.bonus
         return REWARDS[self.mode](completions, answer, grader=self.grader, **kwargs)
 
     def __repr__(self) -> str:
-        return f"GradedReward({self.mode!r}, grader={self.grader!r})"
+        b = f", bonus={self.bonus}" if self.bonus != TIERED_BONUS else ""
+        return f"GradedReward({self.mode!r}, grader={self.grader!r}{b})"
+
+
+def mode_range(mode: str, bonus: float = TIERED_BONUS) -> tuple[float, float]:
+    """(lowest, highest) score of a base mode; the tiered mode's top is 1 + b."""
+    return (-1.0, 1.0 + bonus) if mode == "tiered" else RANGES[mode]
 
 
 REWARDS: dict[str, RewardFn] = {
@@ -288,9 +288,8 @@ def mode_at(global_step: int, window: int = 10, parallel_steps: int = 2) -> str:
     ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 't', 't', 'a', 'a']
     """
     if window < 1 or not 0 <= parallel_steps <= window:
-        raise ValueError(
-            f"need window >= 1 and 0 <= parallel_steps <= window, got {window}, {parallel_steps}"
-        )
+        raise ValueError("need window >= 1 and 0 <= parallel_steps <= window, got "
+                         f"{window}, {parallel_steps}")
     return "tiered" if global_step % window >= window - parallel_steps else "accuracy"
 
 
@@ -317,19 +316,20 @@ class AlternatingReward:
 
     __name__ = "alternating_reward"  # the column name TRL gives this reward in its logs
 
-    def __init__(self, window: int = 10, parallel_steps: int = 2, grader: Any = "project") -> None:
+    def __init__(self, window: int = 10, parallel_steps: int = 2, grader: Any = "project",
+                 bonus: float = TIERED_BONUS) -> None:
         mode_at(0, window, parallel_steps)  # validates the arguments
-        self.window, self.parallel_steps = window, parallel_steps
+        self.window, self.parallel_steps, self.bonus = window, parallel_steps, float(bonus)
         self.grader = get_grader(grader).name
         self.last_mode: str | None = None
         self.last_step: int | None = None
-        self.reward_range = RANGES["tiered"] if parallel_steps else RANGES["accuracy"]
+        self.reward_range = mode_range("tiered" if parallel_steps else "accuracy", bonus)
 
     def mode(self, global_step: int) -> str:
         return mode_at(global_step, self.window, self.parallel_steps)
 
     def range_at(self, global_step: int) -> tuple[float, float]:
-        return RANGES[self.mode(global_step)]
+        return mode_range(self.mode(global_step), self.bonus)
 
     def __call__(
         self,
@@ -349,16 +349,15 @@ class AlternatingReward:
         if log_metric is not None:
             log_metric("reward_mode/tiered", float(self.last_mode == "tiered"))
         kwargs.pop("grader", None)
-        return _batch(completions, answer, self.last_mode, self.grader, kwargs)
+        return _batch(completions, answer, self.last_mode, self.grader, kwargs, self.bonus)
 
     def __repr__(self) -> str:
         return (f"AlternatingReward(window={self.window}, parallel_steps={self.parallel_steps}, "
                 f"grader={self.grader!r})")
 
 
-def alternating_reward(
-    window: int = 10, parallel_steps: int = 2, grader: Any = "project"
-) -> AlternatingReward:
+def alternating_reward(window: int = 10, parallel_steps: int = 2, grader: Any = "project",
+                       bonus: float = TIERED_BONUS) -> AlternatingReward:
     """The paper's S2 reward: ``tiered_reward`` on ``parallel_steps`` of every ``window`` steps.
 
     >>> from types import SimpleNamespace
@@ -372,7 +371,7 @@ def alternating_reward(
     >>> reward.last_mode
     'accuracy'
     """
-    return AlternatingReward(window, parallel_steps, grader)
+    return AlternatingReward(window, parallel_steps, grader, bonus)
 
 
 # ---------------------------------------------------------------- composition
@@ -435,16 +434,19 @@ class RewardMode:
     """One reward mode: how to build its TRL reward function, its range and what it pays for."""
 
     name: str
-    build: Callable[[int, int, Any], RewardFn]  # (window, parallel_steps, grader) -> reward fn
+    build: Callable[..., RewardFn]  # (window, parallel_steps, grader, bonus) -> reward fn
     range: tuple[float, float]
     pays_for: str  # one line for widgets, tables and error messages
     scheduled: bool = False  # True: window and parallel_steps change what it pays
 
 
-def _graded(mode: str) -> Callable[[int, int, Any], RewardFn]:
-    """The base mode's function under a grader (the project grader: the plain module function)."""
-    return lambda w, p, grader: (REWARDS[mode] if get_grader(grader).name == "project"
-                                 else GradedReward(mode, grader))
+def _graded(mode: str) -> Callable[..., RewardFn]:
+    """The base mode's function under a grader and b (the project grader and the paper's b: the
+    plain module function)."""
+    def build(w: int, p: int, grader: Any, bonus: float = TIERED_BONUS) -> RewardFn:
+        plain = get_grader(grader).name == "project" and (mode != "tiered" or bonus == TIERED_BONUS)
+        return REWARDS[mode] if plain else GradedReward(mode, grader, bonus)
+    return build
 
 
 REWARD_MODES: dict[str, RewardMode] = {
@@ -463,18 +465,21 @@ REWARD_MODES: dict[str, RewardMode] = {
 }  # the registry: the panel, training, the verl export, the doctor and the CLI read it
 
 
-def reward_for(mode: str, window: int = 10, parallel_steps: int = 2,
-               grader: Any = "project") -> RewardFn:
-    """The reward function of a ``REWARD_MODES`` name under ``grader``.
+def reward_for(mode: str, window: int = 10, parallel_steps: int = 2, grader: Any = "project",
+               bonus: float = TIERED_BONUS) -> RewardFn:
+    """The reward function of a ``REWARD_MODES`` name under ``grader``, the tiered steps paying
+    1 + ``bonus`` for a correct answer with a block.
 
     >>> reward_for("tiered") is tiered_reward, reward_for("tiered", grader="official")
     (True, GradedReward('tiered', grader='official'))
-    >>> reward_for("alternating", 5, 1).window
-    5
+    >>> reward_for("alternating", 5, 1).window, reward_for("tiered", bonus=0.5).reward_range
+    (5, (-1.0, 1.5))
     """
     if mode not in REWARD_MODES:
         raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
-    return REWARD_MODES[mode].build(window, parallel_steps, grader)
+    if not bonus >= 0:
+        raise ValueError(f"tiered_bonus (b) must be >= 0, got {bonus!r}")
+    return REWARD_MODES[mode].build(window, parallel_steps, grader, bonus)
 
 
 # ---------------------------------------------------------------- when does a block pay?

@@ -1,8 +1,9 @@
 """The GRPO control panel: pick the reward, preview its schedule, train N steps at a time.
 
 The knobs are the ones Parallel-R1 turns (docs/recipe.md#7-rewards): the reward mode, the
-alternation window and how many of its steps use the tiered (parallel-aware) reward, the weight
-of the main reward and of an optional structure bonus, and how many steps the next run takes.
+alternation window and how many of its steps use the tiered (parallel-aware) reward, the tiered
+bonus b (a correct answer with a block scores 1 + b), the weight of the main reward and of an
+optional structure bonus, and how many steps the next run takes.
 Everything the panel does is a plain function, so tests and headless runs (``make tour``) call
 the same code without a widget frontend:
 
@@ -33,6 +34,7 @@ from transformers import TrainerCallback
 from pr1lib.live import LiveFigure
 from pr1lib.rewards import REWARD_MODES, schedule
 
+TIERED_MODES = ("tiered", "alternating")  # the modes whose value the bonus b changes
 # One colour per reward (Okabe-Ito, safe for colour-blind readers), whatever comes first.
 MODE_COLORS = {"accuracy": "#0072B2", "tiered": "#E69F00", "parallel_correct": "#009E73",
                "structure": "#CC79A7", "alternating": "#56B4E9", "structure bonus": "#999999"}
@@ -49,6 +51,7 @@ class PanelState:
     structure_weight: float = 0.0  # > 0 adds structure_reward as a second TRL reward function
     steps: int = 10  # steps per "run next" click
     start: int = 0  # the session's current step: the preview starts here
+    tiered_bonus: float = 0.2  # b: the tiered reward pays 1 + b for a correct answer with a block
 
     def replace(self, **changes: Any) -> "PanelState":
         return replace(self, **changes)
@@ -59,11 +62,14 @@ def config_changes(state: PanelState) -> dict[str, Any]:
 
     >>> config_changes(PanelState(reward="accuracy", structure_weight=0.2))["extra_rewards"]
     (('structure', 0.2),)
+    >>> config_changes(PanelState(tiered_bonus=0.5))["tiered_bonus"]
+    0.5
     """
     extra = (("structure", float(state.structure_weight)),) if state.structure_weight else ()
     return {"reward": state.reward, "window": int(state.window),
             "parallel_steps": int(state.parallel_steps),
-            "reward_weight": float(state.reward_weight), "extra_rewards": extra}
+            "reward_weight": float(state.reward_weight), "extra_rewards": extra,
+            "tiered_bonus": float(state.tiered_bonus)}
 
 
 def active_modes(state: PanelState) -> list[str]:
@@ -82,7 +88,9 @@ def schedule_figure(state: PanelState, title: str | None = None):
     fig = go.Figure(layout=dict(height=220, margin=dict(t=40, b=40, l=40, r=20), barmode="stack",
                                 title=title or f"reward schedule: {state.reward}"
                                 + (f" (window {state.window}, {state.parallel_steps} tiered)"
-                                   if REWARD_MODES[state.reward].scheduled else "")))
+                                   if REWARD_MODES[state.reward].scheduled else "")
+                                + (f", tiered pays 1 + {state.tiered_bonus:g}"
+                                   if state.reward in TIERED_MODES else "")))
     for mode in dict.fromkeys(modes):
         fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode,
                     marker_color=MODE_COLORS.get(mode))
@@ -101,6 +109,8 @@ def run_next(session: Any, state: PanelState) -> int:
 
 
 # GRPO's advantage is (r - group mean) / group std: a lone reward's weight scales both and cancels.
+BONUS_NOTE = ("b: a correct answer with a block scores 1 + b on tiered steps; a block survives "
+              "the accuracy steps only if it costs less than p f b / (2 + f b) (notebook 05)")
 WEIGHT_NOTE = ("weight of the main reward: it changes training only next to a structure bonus "
                "(group normalisation cancels a lone reward's scale)")
 
@@ -128,7 +138,7 @@ class ControlPanel:
         cfg = getattr(session, "cfg", None)
         self.session = session
         start = session.step if session is not None else 0
-        knobs = ("reward", "window", "parallel_steps", "reward_weight")
+        knobs = ("reward", "window", "parallel_steps", "reward_weight", "tiered_bonus")
         base = state or PanelState(**({k: getattr(cfg, k) for k in knobs} if cfg else {}))
         base = base.replace(start=start)
         self.reward = w.Dropdown(options=tuple(REWARD_MODES), value=base.reward,
@@ -138,6 +148,8 @@ class ControlPanel:
                                           description="tiered steps")
         self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1,
                                            description="weight", tooltip=WEIGHT_NOTE)
+        self.tiered_bonus = w.FloatSlider(value=base.tiered_bonus, min=0, max=1, step=0.05,
+                                          description="bonus b", tooltip=BONUS_NOTE)
         self.structure_weight = w.FloatSlider(value=base.structure_weight, min=0, max=1, step=0.05,
                                               description="structure +")
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
@@ -149,7 +161,7 @@ class ControlPanel:
             control.observe(lambda _change: self.redraw(), names="value")
         self.button.on_click(lambda _button: self.run())
         self.widget = w.VBox([w.HBox([self.reward, self.steps]),
-                              w.HBox([self.window, self.parallel_steps]),
+                              w.HBox([self.window, self.parallel_steps, self.tiered_bonus]),
                               w.HBox([self.reward_weight, self.structure_weight]),
                               w.HBox([self.button, self.status]), self.preview.widget,
                               self.messages])
@@ -159,8 +171,8 @@ class ControlPanel:
 
     @property
     def controls(self) -> list:
-        return [self.reward, self.window, self.parallel_steps, self.reward_weight,
-                self.structure_weight, self.steps]
+        return [self.reward, self.window, self.parallel_steps, self.tiered_bonus,
+                self.reward_weight, self.structure_weight, self.steps]
 
     @property
     def state(self) -> PanelState:
@@ -169,13 +181,14 @@ class ControlPanel:
         return PanelState(self.reward.value, self.window.value,
                           min(self.parallel_steps.value, self.window.value),
                           self.reward_weight.value, self.structure_weight.value, self.steps.value,
-                          start)
+                          start, self.tiered_bonus.value)
 
     def redraw(self) -> None:
         """The preview, and each knob live only where it changes the reward: window and tiered
         steps for a scheduled mode, the main weight next to a structure bonus (``WEIGHT_NOTE``)."""
         scheduled = REWARD_MODES[self.reward.value].scheduled
         self.window.disabled = self.parallel_steps.disabled = not scheduled
+        self.tiered_bonus.disabled = self.reward.value not in TIERED_MODES
         self.reward_weight.disabled = not self.structure_weight.value
         self.preview.update(schedule_figure(self.state))
 

@@ -110,6 +110,7 @@ def test_panel_functions_without_a_frontend():
         "parallel_steps": 2,
         "reward_weight": 1.0,
         "extra_rewards": (),
+        "tiered_bonus": 0.2,
     }
 
 
@@ -130,7 +131,11 @@ def test_control_panel_disables_the_knobs_a_mode_ignores():
     panel.reward.value = "alternating"
     assert not panel.window.disabled and not panel.parallel_steps.disabled
     panel.structure_weight.value = 0.3
-    assert not panel.reward_weight.disabled
+    assert not panel.reward_weight.disabled and not panel.tiered_bonus.disabled
+    panel.tiered_bonus.value = 0.5
+    assert panel.state.tiered_bonus == 0.5 and "1 + 0.5" in panel.preview.figure.layout.title.text
+    panel.reward.value = "parallel_correct"
+    assert panel.tiered_bonus.disabled
 
 
 class _FakeSession:

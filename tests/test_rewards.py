@@ -266,3 +266,27 @@ def test_tiered_puts_malformed_correct_answers_below_honest_linear():
             < ROWS["honest_linear"]["tiered"]
             < ROWS["honest_parallel"]["tiered"]
         )
+
+
+def test_the_tiered_bonus_b_reaches_every_tiered_reward():
+    """b = 0.5: a correct answer with a block scores 1.5 in the tiered mode, on the alternating
+    reward's tiered steps, under either grader and through a GRPO config; others are unchanged."""
+    from types import SimpleNamespace
+
+    from pr1lib.config import GRPOStageConfig
+    from pr1lib.grpo import reward_funcs
+    from pr1lib.rewards import reward_for
+
+    block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
+             "<Summary>12</Summary>\nFinal Answer: 12")
+    texts, golds = [block, "Final Answer: 12", "Final Answer: 13"], ["12"] * 3
+    for grader in ("project", "official"):
+        assert reward_for("tiered", grader=grader, bonus=0.5)(texts, golds) == [1.5, 1.0, -1.0]
+    alt = reward_for("alternating", 10, 2, bonus=0.5)
+    assert alt(texts, golds, trainer_state=SimpleNamespace(global_step=9)) == [1.5, 1.0, -1.0]
+    assert alt(texts, golds, trainer_state=SimpleNamespace(global_step=0)) == [1.0, 1.0, -1.0]
+    assert alt.range_at(9) == (-1.0, 1.5)
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="tiered", tiered_bonus=0.0)
+    assert reward_funcs(cfg)[0](texts, golds) == [1.0, 1.0, -1.0]  # b = 0: a block earns nothing
+    with pytest.raises(ValueError, match="must be >= 0"):
+        reward_for("tiered", bonus=-0.1)
