@@ -285,6 +285,19 @@ def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
     return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
 
 
+def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
+    from pr1lib.studies import dose_response
+
+    overrides = {k: v for k, v in _grpo_overrides(args).items() if k not in ("reward", "stage")}
+    world = overrides.pop("world", None)
+    with _claim(args, args.out or runs_dir() / f"dose-response-{profile}-{world}-seed{seed}",
+                "grpo"):
+        rows = dose_response(profile, args.init, seed, args.out, world, **overrides)
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    return {"profile": profile, "world": world, "seed": seed, "rows": rows}
+
+
 def _grpo_inputs(args: Any, profile: str) -> None:
     """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
     from pr1lib.grpo import check_config
@@ -306,7 +319,9 @@ def grpo(args: Any) -> int:
     profile = check_profile(args.profile)
     _grpo_inputs(args, profile)
     seeds = args.seeds or [args.seed if args.seed is not None else 0]
-    if args.stage is None or args.ablation:
+    if args.dose_response:
+        results = [_grpo_dose(args, profile, s) for s in seeds]
+    elif args.stage is None or args.ablation:
         results = [_grpo_ablation(args, profile, s) for s in seeds]
     elif args.stage == "all":
         results = _grpo_curriculum(args, profile, seeds)

@@ -7,6 +7,8 @@ mid-training scaffold (the reward ablation is ``pr1lib.ablation``).
   paper found keeping it hurt, docs/recipe.md#9-the-stage-recipe-per-variant);
 * **mid-training scaffold** (the paper's Figure 4): the alternating reward for the first steps,
   then accuracy only from that checkpoint;
+* **dose-response**: how strongly the reward steers blocks, the alternating reward at several
+  tiered steps per window and several bonuses b, on easy problems;
 * **sampled accuracy**: mean@k, pass@k and the parallel ratio at T = 1 of a run folder, the
   paper's validation protocol, cached beside the model.
 
@@ -22,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pr1lib.config import CURRICULA, VARIANTS, GRPOStageConfig
+from pr1lib.config import CURRICULA, VARIANTS, WORLD_INITS, GRPOStageConfig
 from pr1lib.grpo import run_grpo, run_name
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
@@ -140,6 +142,49 @@ def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
             "final_mean": round(statistics.fmean(final), 4), "final_std": spread(final),
             "gain_mean": round(statistics.fmean(gain), 4), "gain_std": spread(gain),
             "improved_seeds": sum(g > 0 for g in gain)}
+
+
+# ----------------------------------------------------------------------------- dose-response
+DOSES = (0, 2, 5, 10)  # tiered steps per window of 10 (0: accuracy only; 10: tiered every step)
+BONUSES = (0.0, 0.2, 0.5, 1.0)  # b, at the paper's 2 tiered steps of every 10
+
+
+def dose_arms(doses: Sequence[int] = DOSES, bonuses: Sequence[float] = BONUSES) -> list[tuple]:
+    """The (tiered steps, b) of each run: every dose at the paper's b, every b at 2 of 10.
+
+    >>> dose_arms((0, 2), (0.2, 0.5))
+    [(0, 0.2), (2, 0.2), (2, 0.5)]
+    """
+    arms = [(d, 0.2) for d in doses] + [(2, b) for b in bonuses]
+    return list(dict.fromkeys(arms))
+
+
+def dose_response(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
+                  out: str | Path | None = None, world: str | None = "tinyworld",
+                  arms: Sequence[tuple] | None = None, **overrides: Any) -> list[dict]:
+    """Stage-2 runs (easy problems, where a block costs almost nothing) with the alternating
+    reward, one per ``arms`` (tiered steps per window of 10, bonus b); one row per run with the
+    held-out easy tier's parallel ratio and accuracy (mean@k at T = 1, greedy beside it) and the
+    training samples' parallel ratio over the last steps. A finished run is reused."""
+    profile = check_profile(profile)
+    init = init or WORLD_INITS.get(world or "", {}).get("sft") or default_init(2, "seen", profile,
+                                                                                 seed)
+    root = Path(out) if out else runs_dir() / f"dose-response-{profile}-{world}-seed{seed}"
+    rows, before = [], None
+    for steps, bonus in arms or dose_arms():
+        cfg = GRPOStageConfig.for_stage(2, profile, world=world, reward="alternating", window=10,
+                                        parallel_steps=steps, tiered_bonus=bonus, seed=seed,
+                                        **overrides)
+        folder = root / f"tiered{steps}-b{bonus:g}"
+        done = finished_run(folder, cfg, init) or run_grpo(
+            cfg, init, folder, before=before, preflight=False, evaluate_tiers=("easy",)).result
+        before, easy = done["before"], done["after"]["easy"]
+        rows.append({"tiered_steps": steps, "bonus": bonus, "steps": done["steps"],
+                     "start_parallel_ratio": before["easy"]["parallel_ratio"],
+                     "parallel_ratio": easy["parallel_ratio"], "accuracy": easy["accuracy"],
+                     "greedy_accuracy": easy["greedy"]["accuracy"],
+                     "train_parallel_ratio": done["train"].get("parallel_ratio")})
+    return rows
 
 
 def unseen_stage2_effect(

@@ -165,3 +165,18 @@ def test_table4_verdict_needs_gaps_beyond_the_bootstrap_interval():
     costly = [clear[0], _arm("alternating", [r + 0.4 for r in spread], accuracy=0.3), clear[2]]
     assert table4_verdict(costly)["alternating_accuracy_at_least_parallel"] is False
     assert table4_verdict(clear[:2])["reproduced"] is None  # an arm missing: no verdict
+
+
+def test_dose_response_runs_one_arm_per_dose_and_bonus(tmp_path):
+    """Two arms in smoke from the shipped TinyWorld SFT: one row each, with the arm's knobs and
+    the held-out easy tier's numbers; the runs' configs carry the dose and the bonus."""
+    import json
+
+    from pr1lib.studies import dose_response
+
+    rows = dose_response("smoke", seed=0, out=tmp_path, arms=[(0, 0.2), (10, 0.5)])
+    assert [(r["tiered_steps"], r["bonus"]) for r in rows] == [(0, 0.2), (10, 0.5)]
+    assert all(0 <= r["parallel_ratio"] <= 1 and 0 <= r["accuracy"] <= 1 for r in rows)
+    cfg = json.loads((tmp_path / "tiered10-b0.5" / "config.json").read_text())
+    assert (cfg["reward"], cfg["parallel_steps"], cfg["tiered_bonus"]) == ("alternating", 10, 0.5)
+    assert cfg["data"] == "tinyworld-easy"
