@@ -188,6 +188,45 @@ for b in (0.2, 0.5, 1.0):
 fig
 
 # %% [markdown]
+# ### The dose-response, measured
+#
+# The formula says the bonus decides whether blocks survive where they cost little. The sweep
+# below tests it on TinyWorld's easy items, where a block costs the SFT model about half a point
+# (docs/tinyworld.md): Stage-2 runs from `data/tinyworld-sft` with the alternating reward at 0, 2,
+# 5 and 10 tiered steps per window of 10 (b = 0.2), and at b = 0, 0.2, 0.5 and 1 with the paper's
+# 2 of 10, then the share of held-out easy samples that open a block. The full sweep is a
+# committed result card (`python -m pr1lib grpo --world tinyworld --dose-response --steps 30`);
+# without it the cell runs the two ends of the dose axis at this profile's size.
+
+# %%
+import json
+
+from pr1lib import studies
+from pr1lib.paths import REPO_ROOT, runs_dir
+
+card = REPO_ROOT / "results" / "tinyworld-dose.json"
+if card.exists():
+    print("the full sweep:", json.loads(card.read_text())["command"])
+    dose = pd.DataFrame(json.loads(card.read_text())["numbers"]["rows"])
+else:
+    dose = pd.DataFrame(studies.dose_response(PROFILE, seed=SEED, arms=[(0, 0.2), (10, 0.2)],
+                                              out=runs_dir() / f"05_grpo_rewards-{PROFILE}/dose"))
+dose
+
+# %% tags=["report"]
+from plotly.subplots import make_subplots
+
+fig = make_subplots(rows=1, cols=2, subplot_titles=("tiered steps per 10 (b = 0.2)",
+                                                    "bonus b (2 tiered steps per 10)"))
+for col, knob, rows in ((1, "tiered_steps", dose[dose.bonus == 0.2]),
+                        (2, "bonus", dose[dose.tiered_steps == 2])):
+    for key, colour in (("parallel_ratio", "#E69F00"), ("accuracy", "#0072B2")):
+        fig.add_scatter(x=rows[knob], y=100 * rows[key], name=key, row=1, col=col,
+                        marker_color=colour, showlegend=col == 1)
+fig.update_layout(height=340, title="TinyWorld easy items after Stage 2: held-out samples (%)")
+fig
+
+# %% [markdown]
 # ## 6. The pre-flight doctor
 #
 # One call checks the things behind most "reward is zero" reports, on the real model, tokenizer,
