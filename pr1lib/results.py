@@ -30,7 +30,7 @@ from pr1lib.paths import REPO_ROOT
 RESULTS = REPO_ROOT / "results"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # a README link into a card: [text](results/NAME.json#dotted.key)
-LINK = re.compile(r"\[([^\]]+)\]\((results/[a-z0-9._-]+\.json)#([A-Za-z0-9_.@+-]+)\)")
+LINK = re.compile(r"\[([^\]]+)\]\((results/[a-z0-9._-]+\.json)#([A-Za-z0-9_.@+%-]+)\)")
 MAX_LIST = 12  # longer lists (per-problem rows, completions) stay out of a card
 
 
