@@ -295,7 +295,7 @@ def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: 
                     seed: int = 0, prompt_style: str | None = None,
                     source: str | None = None) -> EvalConfig:
     """The training stages' held-out evaluation: the first ``n`` problems of the ``tier`` set
-    (``config.held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
+    (``held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
     ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
 
     >>> c = held_out_config("tiny", "hard", 8, "forked", 64, k=4); c.benchmark, c.k, c.temperature

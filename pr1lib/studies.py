@@ -171,15 +171,15 @@ def dose_response(profile: str | None = None, init: str | Path | None = None, se
                                                                                  seed)
     root = Path(out) if out else runs_dir() / f"dose-response-{profile}-{world}-seed{seed}"
     rows, before = [], None
-    for steps, bonus in arms or dose_arms():
+    for tiered, bonus in arms or dose_arms():
         cfg = GRPOStageConfig.for_stage(2, profile, world=world, reward="alternating", window=10,
-                                        parallel_steps=steps, tiered_bonus=bonus, seed=seed,
+                                        parallel_steps=tiered, tiered_bonus=bonus, seed=seed,
                                         **overrides)
-        folder = root / f"tiered{steps}-b{bonus:g}"
+        folder = root / f"tiered{tiered}-b{bonus:g}"
         done = finished_run(folder, cfg, init) or run_grpo(
             cfg, init, folder, before=before, preflight=False, evaluate_tiers=("easy",)).result
         before, easy = done["before"], done["after"]["easy"]
-        rows.append({"tiered_steps": steps, "bonus": bonus, "steps": done["steps"],
+        rows.append({"tiered_steps": tiered, "bonus": bonus, "steps": done["steps"],
                      "start_parallel_ratio": before["easy"]["parallel_ratio"],
                      "parallel_ratio": easy["parallel_ratio"], "accuracy": easy["accuracy"],
                      "greedy_accuracy": easy["greedy"]["accuracy"],
