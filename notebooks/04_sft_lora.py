@@ -501,6 +501,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pr1lib.blockcost import blockcost
 from pr1lib.config import WORLD_INITS
+from pr1lib.expect import should_see
 from pr1lib.paths import REPO_ROOT
 
 
@@ -516,7 +517,10 @@ def forced(path, world: str) -> dict:
 worlds = {"tinyworld": REPO_ROOT / WORLD_INITS["tinyworld"]["sft"]}
 if PROFILE in ("smoke", "tiny"):  # this notebook's SFT is a TinyGSM model only there
     worlds = {"tinygsm": trained["seen"].run_dir / "merged", **worlds}
-pd.DataFrame({k: v for world, path in worlds.items() for k, v in forced(path, world).items()}).T
+costs = pd.DataFrame({k: v for w, path in worlds.items() for k, v in forced(path, w).items()})
+should_see("TinyWorld hard: forced block minus forced plain", costs["tinyworld hard"]["diff"],
+           PROFILE)
+costs.T
 
 # %% [markdown]
 # You should see (tiny: 50 problems × 2 samples per tier, so ±10 points is noise): TinyGSM's SFT

@@ -323,11 +323,16 @@ fig
 
 # %%
 from pr1lib.config import WORLD_INITS, GRPOStageConfig
+from pr1lib.expect import should_see
 
 world_cfg = GRPOStageConfig.for_stage(3, PROFILE, world="tinyworld", notebook=True, seed=SEED)
 world_run = grpo.run_grpo(world_cfg, WORLD_INITS["tinyworld"]["sft"], OUT / "tinyworld",
                           dashboard=Dashboard(OUT / "tinyworld" / "metrics.csv",
                                               title="Stage 3 in TinyWorld (accuracy only)"))
+hard = {when: world_run.result[when]["hard"] for when in ("before", "after")}
+should_see("TinyWorld hard parallel ratio after Stage 3", hard["after"]["parallel_ratio"], PROFILE)
+should_see("TinyWorld hard accuracy gain, Stage 3",
+           hard["after"]["accuracy"] - hard["before"]["accuracy"], PROFILE)
 before_after(world_run.result)
 
 # %% [markdown]
