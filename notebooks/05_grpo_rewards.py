@@ -206,8 +206,9 @@ from pr1lib.paths import REPO_ROOT, runs_dir
 
 card = REPO_ROOT / "results" / "tinyworld-dose.json"
 if card.exists():
-    print("the full sweep:", json.loads(card.read_text())["command"])
-    dose = pd.DataFrame(json.loads(card.read_text())["numbers"]["rows"])
+    sweep = json.loads(card.read_text())
+    print("the full sweep:", sweep["command"])
+    dose = pd.DataFrame(sweep["numbers"]["rows"])
 else:
     dose = pd.DataFrame(studies.dose_response(PROFILE, seed=SEED, arms=[(0, 0.2), (10, 0.2)],
                                               out=runs_dir() / f"05_grpo_rewards-{PROFILE}/dose"))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.config import (
-    WORLD_INITS,
     ColdStartConfig,
     EvalConfig,
     GRPOStageConfig,
@@ -286,13 +285,14 @@ def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
 
 
 def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.studies import dose_response
+    from pr1lib.studies import dose_dir, dose_response
 
-    overrides = {k: v for k, v in _grpo_overrides(args).items() if k not in ("reward", "stage")}
+    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
     world = overrides.pop("world", None)
-    with _claim(args, args.out or runs_dir() / f"dose-response-{profile}-{world}-seed{seed}",
-                "grpo"):
-        rows = dose_response(profile, args.init, seed, args.out, world, **overrides)
+    out = Path(args.out) if args.out else dose_dir(profile, world, seed)
+    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    with _claim(args, out, "grpo"):
+        rows = dose_response(profile, args.init, seed, out, world, **overrides)
     for row in rows:
         print(json.dumps(row), flush=True)
     return {"profile": profile, "world": world, "seed": seed, "rows": rows}
@@ -304,8 +304,11 @@ def _grpo_inputs(args: Any, profile: str) -> None:
 
     if args.model and args.init:
         raise ValueError("give --model or --init, not both: they name the same start")
-    args.init = args.init or args.model or WORLD_INITS.get(args.world or "", {}).get(
-        "plain" if args.variant == "plain" else "sft")
+    if not (args.init or args.model) and args.world:
+        from pr1lib.studies import world_init
+
+        args.init = world_init(args.world, args.variant or "seen")
+    args.init = args.init or args.model
     if args.init:
         check_model(args.init)
     stage = int(args.stage) if args.stage in ("2", "3") else 3

@@ -30,7 +30,14 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from pr1lib.config import EVAL_SETS, ROLLOUT_MODES, EvalConfig, ModelConfig, RolloutConfig
+from pr1lib.config import (
+    EVAL_SETS,
+    ROLLOUT_MODES,
+    WORLD_SOURCES,
+    EvalConfig,
+    ModelConfig,
+    RolloutConfig,
+)
 from pr1lib.evalsets import load_benchmark
 from pr1lib.graders import default_grader, get_grader
 from pr1lib.jsonl import JsonlLog
@@ -282,13 +289,17 @@ def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
 
 # ----------------------------------------------------------------------------- stage evaluations
 def held_out_set(profile: str, tier: str, source: str | None = None) -> str:
-    """The held-out evaluation set of ``tier``: TinyWorld's when training reads a TinyWorld source
-    (``source``), else the profile's (``EVAL_SETS``).
+    """The held-out evaluation set of ``tier``: a world's own (``WORLD_SOURCES``, whose test split
+    is the held-out set) when training reads one of its sources, else the profile's (``EVAL_SETS``).
 
     >>> held_out_set("tiny", "hard"), held_out_set("tiny", "hard", "tinyworld-easy+tinyworld-hard")
     ('tinygsm-hard', 'tinyworld-hard')
     """
-    return f"tinyworld-{tier}" if source and "tinyworld-" in source else EVAL_SETS[profile][tier]
+    parts = set((source or "").split("+"))
+    for stages in WORLD_SOURCES.values():
+        if parts & set(stages.values()):
+            return stages[2 if tier == "easy" else 3]  # Stage 2 reads easy items, Stage 3 hard
+    return EVAL_SETS[profile][tier]
 
 
 def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: int, k: int = 4,

@@ -58,8 +58,8 @@ from pr1lib.graders import get_grader, gold_string
 
 BASE_MODES = ("accuracy", "parallel_correct", "tiered", "structure")  # each scores one completion
 TIERED_BONUS = 0.2  # b: the tiered reward pays 1 + b for a correct answer with a valid block
-RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0), "tiered": (-1.0, 1.2),
-          "structure": (-1.0, 1.0)}
+RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0),
+          "tiered": (-1.0, 1.0 + TIERED_BONUS), "structure": (-1.0, 1.0)}
 RewardFn = Callable[..., list]
 
 

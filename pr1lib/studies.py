@@ -50,6 +50,21 @@ def sft_run(variant: str, profile: str) -> Path | None:
     return None
 
 
+def world_init(world: str | None, variant: str = "seen") -> str | None:
+    """The shipped start of a tiny world's RL (``WORLD_INITS``): its SFT, or for the plain baseline
+    its base model; ``None`` for the profile's own problems.
+
+    >>> world_init("tinyworld"), world_init("tinyworld", "plain"), world_init(None)
+    ('data/tinyworld-sft', 'data/tinyworld-base', None)
+    """
+    return WORLD_INITS.get(world or "", {}).get("plain" if variant == "plain" else "sft")
+
+
+def dose_dir(profile: str, world: str | None, seed: int) -> Path:
+    """Where ``dose_response`` keeps its runs by default."""
+    return runs_dir() / f"dose-response-{profile}-{world}-seed{seed}"
+
+
 def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path | None:
     """Where a stage starts by default: Stage 3 of a variant with a Stage 2 from the newest Stage 2
     run of this seed; else the variant's SFT run (``sft_run``); else ``None``, the base model
@@ -167,9 +182,8 @@ def dose_response(profile: str | None = None, init: str | Path | None = None, se
     held-out easy tier's parallel ratio and accuracy (mean@k at T = 1, greedy beside it) and the
     training samples' parallel ratio over the last steps. A finished run is reused."""
     profile = check_profile(profile)
-    init = init or WORLD_INITS.get(world or "", {}).get("sft") or default_init(2, "seen", profile,
-                                                                                 seed)
-    root = Path(out) if out else runs_dir() / f"dose-response-{profile}-{world}-seed{seed}"
+    init = init or world_init(world) or default_init(2, "seen", profile, seed)
+    root = Path(out) if out else dose_dir(profile, world, seed)
     rows, before = [], None
     for tiered, bonus in arms or dose_arms():
         cfg = GRPOStageConfig.for_stage(2, profile, world=world, reward="alternating", window=10,
