@@ -336,6 +336,20 @@ should_see("TinyWorld hard accuracy gain, Stage 3",
 before_after(world_run.result)
 
 # %% [markdown]
+# The same start and end as headline rows (percent). Under `make tour` they go on top of the
+# report, under notebook 07's table, which scores the TinyGSM checkpoints, where a block does
+# not pay.
+
+# %% tags=["report"]
+from pr1lib import analytics
+
+world_table = studies.world_headline(world_run.result, "TinyWorld model")
+analytics.write_headline(world_table, f"TinyWorld headline ({PROFILE}): Stage 3 from "
+                         f"{WORLD_INITS['tinyworld']['sft']}, held-out problems, T = 1 "
+                         "(greedy beside)", name="headline-tinyworld.json")
+world_table
+
+# %% [markdown]
 # You should see (tiny): the training samples' parallel ratio climbing from about a quarter
 # towards most samples within these steps, and the held-out hard tier gaining accuracy and blocks
 # while the easy tier stays where it was. The committed runs below are the long version of this

@@ -378,7 +378,7 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
 
 # ----------------------------------------------------------------------------- the headline table
 HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 07 writes headline.json there too
-HEADLINE_FILE = "headline.json"
+HEADLINE_FILE = "headline.json"  # others (``headline-<what>.json``, notebook 06) go below it
 
 
 def headline_table(ours: dict[str, dict[str, dict]], model: str):
@@ -397,15 +397,16 @@ def headline_table(ours: dict[str, dict[str, dict]], model: str):
     return frame[keep]
 
 
-def write_headline(frame, title: str, folder: str | Path | None = None) -> list[Path]:
-    """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-headline.json`` and, when
-    ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``headline.json`` there."""
+def write_headline(frame, title: str, folder: str | Path | None = None,
+                   name: str = HEADLINE_FILE) -> list[Path]:
+    """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-<name>`` and, when
+    ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``<name>`` there."""
     payload = {"title": title, "markdown": to_markdown(frame),
                "rows": json.loads(frame.reset_index().to_json(orient="records"))}
-    targets = [runs_dir() / "latest-headline.json"]
+    targets = [runs_dir() / f"latest-{name}"]
     folder = folder or os.environ.get(HEADLINE_ENV)
     if folder:
-        targets.append(Path(folder) / HEADLINE_FILE)
+        targets.append(Path(folder) / name)
     for path in targets:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload, indent=2))
@@ -413,13 +414,19 @@ def write_headline(frame, title: str, folder: str | Path | None = None) -> list[
 
 
 def read_headline(folder: str | Path) -> dict | None:
-    """The headline a notebook wrote into ``folder`` (``None`` when there is none).
+    """The headline notebook 07 wrote into ``folder`` (``None`` when there is none).
 
     >>> import tempfile; read_headline(tempfile.mkdtemp()) is None
     True
     """
     path = Path(folder) / HEADLINE_FILE
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_headlines(folder: str | Path) -> list[dict]:
+    """Every headline in ``folder``: notebook 07's first, then the others by name."""
+    others = sorted(p for p in Path(folder).glob("headline-*.json"))
+    return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
 
 
 # ----------------------------------------------------------------------------- the eval command's

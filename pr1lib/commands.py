@@ -81,7 +81,7 @@ def _claim(args: Any, folder: str | Path, command: str, config: Any = None,
 
 # ----------------------------------------------------------------------------- data and models
 def tour(args: Any) -> int:
-    from pr1lib.analytics import read_headline
+    from pr1lib.analytics import read_headlines
     from pr1lib.tour import notebook_parameters, run_tour, select_notebooks
 
     profile = check_profile(args.profile or os.environ.get("PR1_PROFILE") or "tiny")
@@ -91,8 +91,7 @@ def tour(args: Any) -> int:
     with _claim(args, out, "tour"):
         report, runs = run_tour(profile, out, args.only, args.seed or 0, params)
     failed = sum(r.error is not None for r in runs)
-    headline = read_headline(report.parent)
-    if headline:
+    for headline in read_headlines(report.parent):
         print(f"[tour] {headline['title']}\n{headline['markdown']}")
     print(f"[tour] report: {report}")
     print_json({"report": str(report), "failed": failed,

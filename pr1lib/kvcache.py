@@ -12,17 +12,61 @@ at every step, a cost that grows with the length of the rollout; ``extend_rows``
 (a re-read) without running the idle ones; a regroup that only keeps, drops or repeats whole
 rows copies them block by block (holes and all, while they are few), any other one gathers the
 real keys in one ``index_select``, both into the memory the last cache left; the prefill runs
-each distinct prompt once. ``Streams(model, buffered=False)`` is the first engine: a plain
+each distinct prompt once; on the CPU a one-token step attends with two matmuls
+(``DECODE_ATTENTION``), which PyTorch's CPU SDPA kernel takes about twice as long to do for one
+query over a few hundred keys. ``Streams(model, buffered=False)`` is the first engine: a plain
 ``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers, slower).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, Sequence
 
 import torch
-from transformers import DynamicCache
+from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+DECODE_ATTENTION = "pr1_sdpa"  # SDPA with SDPA's masks, but one-token CPU steps as two matmuls
+
+
+def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attention_mask: torch.Tensor | None, scaling: float | None = None,
+                     **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Transformers' SDPA attention, except a single query token on the CPU: ``softmax(q kᵀ) v``
+    as two matmuls (the same numbers up to rounding). Registered as ``DECODE_ATTENTION``."""
+    if query.shape[2] != 1 or query.device.type != "cpu":
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      scaling=scaling, **kwargs)
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, T, D)
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale  # (B, H, 1, T)
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, float("-inf"))
+    elif attention_mask is not None:
+        scores = scores + attention_mask  # additive
+    out = torch.matmul(torch.softmax(scores, dim=-1), value)  # (B, H, 1, D)
+    return out.transpose(1, 2).contiguous(), None  # (B, 1, H, D)
+
+
+AttentionInterface.register(DECODE_ATTENTION, decode_attention)
+AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
+
+
+@contextmanager
+def decoding(model: Any) -> Iterator[None]:
+    """While inside, a model that attends with ``sdpa`` attends with ``DECODE_ATTENTION``."""
+    config = model.config
+    before = getattr(config, "_attn_implementation", None)
+    if before == "sdpa":
+        config._attn_implementation = DECODE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
 
 
 class BufferLayer(DynamicLayer):
@@ -155,8 +199,9 @@ class Streams:
     def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor,
                  keep: Any = 1) -> torch.Tensor:
         mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         cache=self.cache, use_cache=True, logits_to_keep=keep)
+        with decoding(self.model) if self.buffered else nullcontext():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                             cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.cache, self.valid = out.cache, mask
         self.fed += int(live.sum())
         return out.logits  # (R, q, V)

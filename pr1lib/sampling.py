@@ -3,9 +3,10 @@ policy to sample from, and signal-dense batches (DAPO's dynamic sampling).
 
 * ``EngineRollout`` samples with ``pr1lib.rollout.generate`` from the live policy. With
   ``merge_rollout_lora`` it samples from ``MergedPolicy``: a copy of the LoRA policy with the
-  adapters folded into its weights, refreshed before every rollout. It is the same model with one
-  matmul per layer instead of three; the rounding differs in the last bits, and nothing reads
-  the rollout's log-probs when TRL runs one iteration per batch (its loss uses the trainer's own).
+  adapters folded into its weights, refreshed before every rollout, and run without PEFT's
+  wrappers (the bare modules under them). It is the same model with one matmul per layer instead
+  of three; the rounding differs in the last bits, and nothing reads the rollout's log-probs when
+  TRL runs one iteration per batch (its loss uses the trainer's own).
 * ``DynamicSampler`` (``dynamic_sampling``): a group whose rewards are all equal has zero
   advantage, so it trains nothing (DAPO, arXiv 2503.14476). The sampler rolls out the batch,
   scores it with the trainer's own reward functions, drops those groups and refills the batch
@@ -56,6 +57,44 @@ def mergeable(model: Any) -> bool:
         type(m).__name__ == "Linear4bit" for m in model.modules())
 
 
+def bare_layer(module: Any) -> Any:
+    """The plain layer under PEFT's wrappers (a LoRA layer, a trainable-tokens wrapper)."""
+    module = getattr(module, "token_adapter", module)
+    while hasattr(module, "base_layer"):
+        module = module.base_layer
+    return module
+
+
+def bare_model(peft_model: Any) -> Any:
+    """The model under a PEFT model with every wrapper replaced by the layer it wraps: it shares
+    their weights, so after ``merge_adapter`` it runs the merged model without the wrappers'
+    per-call overhead (~30 % of a tiny model's decoding step on the CPU)."""
+    inner = peft_model.get_base_model()
+    bare = copy.copy(inner)  # a new top module; its children are replaced below, not mutated
+    bare._modules = dict(inner._modules)
+    bare.__dict__.pop("forward", None)  # TRL's forward, patched on the instance, runs ``inner``
+    for name, child in list(inner.named_modules()):
+        if name and bare_layer(child) is not child:
+            parent, _, leaf = name.rpartition(".")
+            holder = _own(bare, parent)
+            holder._modules[leaf] = bare_layer(child)
+    return bare
+
+
+def _own(root: Any, path: str) -> Any:
+    """``root``'s submodule at ``path``, replaced along the way by shallow copies of its own
+    (so that swapping a child never touches the model it was copied from)."""
+    node = root
+    for part in filter(None, path.split(".")):
+        child = node._modules[part]
+        if not getattr(child, "_pr1_own", False):
+            child = copy.copy(child)
+            child._modules, child._pr1_own = dict(child._modules), True
+            node._modules[part] = child
+        node = child
+    return node
+
+
 class MergedPolicy:
     """A copy of a LoRA policy with the adapters merged in, to sample from (other models: as is).
 
@@ -66,11 +105,12 @@ class MergedPolicy:
     >>> policy = get_peft_model(model, lora)
     >>> with MergedPolicy().use(policy) as merged:
     ...     type(merged).__name__, any("lora_A" in n for n, _ in merged.named_parameters())
-    ('PeftModelForCausalLM', True)
+    ('Qwen3ForCausalLM', False)
     """
 
     def __init__(self) -> None:
         self.copy: Any = None
+        self.bare: Any = None
 
     @contextmanager
     def use(self, model: Any) -> Iterator[Any]:
@@ -80,10 +120,11 @@ class MergedPolicy:
         with torch.no_grad():
             if self.copy is None:
                 self.copy = copy.deepcopy(model).eval().requires_grad_(False)
+                self.bare = bare_model(self.copy)
             self.copy.load_state_dict(model.state_dict())  # exact weights, then fold in the LoRA
             self.copy.merge_adapter()
         try:
-            yield self.copy
+            yield self.bare
         finally:
             with torch.no_grad():
                 self.copy.unmerge_adapter()

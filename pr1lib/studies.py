@@ -164,6 +164,31 @@ DOSES = (0, 2, 5, 10)  # tiered steps per window of 10 (0: accuracy only; 10: ti
 BONUSES = (0.0, 0.2, 0.5, 1.0)  # b, at the paper's 2 tiered steps of every 10
 
 
+def world_headline(result: dict, model: str, world: str = "tinyworld"):
+    """The headline rows of a world's Stage 3 run (``run_grpo``'s ``result``): its SFT start and
+    the model after RL, per tier: mean@k and pass@k at T = 1, parallel %, greedy accuracy (%).
+
+    >>> m = dict(accuracy=.5, pass_at_k=.75, parallel_ratio=.25, k=4, greedy={"accuracy": .5})
+    >>> t = world_headline({"before": {"hard": m}, "after": {"hard": m}}, "tiny")
+    >>> t.shape, float(t.iloc[1, 0])
+    ((2, 4), 50.0)
+    """
+    import pandas as pd
+
+    rows = {}
+    for when, name in (("before", "Parallel-SFT-Seen (start)"), ("after", "Parallel-R1-Seen")):
+        row = {}
+        for tier, m in result[when].items():
+            col = f"ours: {model} | {world}-{tier}"
+            row.update({f"{col} mean@{m['k']}": m["accuracy"], f"{col} pass@{m['k']}":
+                        m["pass_at_k"], f"{col} parallel %": m["parallel_ratio"],
+                        f"{col} greedy": m["greedy"]["accuracy"]})
+        rows[name] = row
+    frame = (pd.DataFrame(rows).T * 100).round(1)
+    frame.index.name = "method"
+    return frame
+
+
 def dose_arms(doses: Sequence[int] = DOSES, bonuses: Sequence[float] = BONUSES) -> list[tuple]:
     """The (tiered steps, b) of each run: every dose at the paper's b, every b at 2 of 10.
 

@@ -4,7 +4,8 @@ The report (``runs/tour-<timestamp>/report.html``) is self-contained and opens o
 per notebook with its status and time, then the outputs of the cells tagged ``report`` (tables,
 plotly charts, images, text). The executed notebooks are saved beside it. While the notebooks run,
 ``PR1_TOUR_DIR`` names the tour folder; notebook 07 saves its headline table there
-(``headline.json``), which goes on top of the report and is printed at the end. Each section also
+(``headline.json``) and notebook 06 its TinyWorld one (``headline-tinyworld.json``); they go on
+top of the report and are printed at the end. Each section also
 lists the notebook's "You should see" checks (``pr1lib.expect.should_see``), those outside their
 range highlighted; all of them are saved as ``checks.json``. A check outside its range does not
 fail the tour.
@@ -19,9 +20,9 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from pr1lib.analytics import HEADLINE_ENV, read_headline
+from pr1lib.analytics import HEADLINE_ENV, read_headlines
 from pr1lib.expect import Seen
 from pr1lib.notebook import Executed, execute, list_notebooks
 from pr1lib.paths import runs_dir
@@ -111,7 +112,7 @@ def _section(run: Executed, index: int) -> str:
 
 
 def _headline_html(headline: dict | None) -> str:
-    """The headline table notebook 07 saved (``pr1lib.analytics.write_headline``), as HTML."""
+    """A headline table a notebook saved (``pr1lib.analytics.write_headline``), as HTML."""
     if not headline or not headline.get("rows"):
         return ""
     cols = list(headline["rows"][0])
@@ -128,8 +129,8 @@ def _headline_html(headline: dict | None) -> str:
     )
 
 
-def build_report(runs: list[Executed], profile: str, headline: dict | None = None) -> str:
-    """The whole self-contained HTML page (plotly.js embedded once), the headline table on top."""
+def build_report(runs: list[Executed], profile: str, headlines: Sequence[dict] = ()) -> str:
+    """The whole self-contained HTML page (plotly.js embedded once), the headline tables on top."""
     from plotly.offline import get_plotlyjs
 
     rows = "".join(
@@ -147,7 +148,8 @@ def build_report(runs: list[Executed], profile: str, headline: dict | None = Non
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>pr1 tour ({profile})</title>"
         f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>"
-        f"<h1>pr1 tour — profile <code>{profile}</code></h1>{_headline_html(headline)}"
+        f"<h1>pr1 tour — profile <code>{profile}</code></h1>"
+        f"{''.join(_headline_html(h) for h in headlines)}"
         f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>you should see</th></tr>"
         f"{rows}</table>"
         f"{sections}</body></html>"
@@ -238,7 +240,7 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     finally:
         os.environ.pop(HEADLINE_ENV, None)
     report = out / "report.html"
-    report.write_text(build_report(runs, profile, read_headline(out)), encoding="utf-8")
+    report.write_text(build_report(runs, profile, read_headlines(out)), encoding="utf-8")
     checks = {r.path.stem: r.checks for r in runs}
     (out / "checks.json").write_text(json.dumps(checks, indent=2, ensure_ascii=False),
                                      encoding="utf-8")

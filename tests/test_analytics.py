@@ -202,13 +202,22 @@ def test_tour_report_puts_the_headline_on_top(tmp_path):
     }
     table = analytics.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
     analytics.write_headline(table, "Headline (tiny)", folder=tmp_path)
-    page = build_report([], "tiny", analytics.read_headline(tmp_path))
+    metrics = dict(summary, greedy={"accuracy": 0.5})
+    world = studies.world_headline({"before": {"hard": summary | {"greedy": {"accuracy": 0.25}}},
+                                    "after": {"hard": metrics}}, "tiny")
+    analytics.write_headline(world, "TinyWorld (tiny)", folder=tmp_path,
+                             name="headline-tinyworld.json")
+    headlines = analytics.read_headlines(tmp_path)
+    assert [h["title"] for h in headlines] == ["Headline (tiny)", "TinyWorld (tiny)"]  # 07 first
+    page = build_report([], "tiny", headlines)
     top = page.index("<h2>Headline (tiny)</h2>")
-    assert top < page.index("<th>notebook</th>")  # above the list of notebooks
+    assert top < page.index("<h2>TinyWorld (tiny)</h2>") < page.index("<th>notebook</th>")
     assert (
         "<td>base model</td><td>0.0</td><td>6.6</td><td>25.0</td><td>50.0</td><td>75.0</td>" in page
     )
-    assert "Headline" not in build_report([], "tiny", None)
+    start = "<td>Parallel-SFT-Seen (start)</td><td>50.0</td><td>75.0</td><td>25.0</td><td>25.0</td>"
+    assert start in page  # mean@4, pass@4, parallel %, greedy
+    assert "Headline" not in build_report([], "tiny")
 
 
 def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):

@@ -422,3 +422,43 @@ def test_fast_cache_samples_what_the_first_engine_samples(steered, mode):
     assert max(abs(a - b) for a, b in pairs) < 1e-5
     once = sum(len(tokens(p)) for p in PROMPTS)
     assert stats[True]["fed_tokens"] == stats[False]["fed_tokens"] - once
+
+
+def test_decode_attention_is_sdpa_for_one_query_token():
+    """The engine's one-token CPU attention (two matmuls) gives SDPA's numbers, with GQA, a
+    key mask with holes (bool) and an additive mask; longer queries go to SDPA itself."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from pr1lib.kvcache import decode_attention
+
+    torch.manual_seed(0)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 2, True
+    keys, values = torch.randn(3, 2, 9, 16), torch.randn(3, 2, 9, 16)  # (B, H_kv, T, D)
+    holes = torch.rand(3, 1, 1, 9) > 0.3
+    holes[..., -1] = True  # every row keeps its own key
+    additive = torch.zeros(3, 1, 1, 9).masked_fill(~holes, torch.finfo(torch.float32).min)
+    for q_len, mask in ((1, holes), (1, additive), (1, None), (4, None)):
+        query = torch.randn(3, 4, q_len, 16)  # (B, H, q, D)
+        ours, _ = decode_attention(module, query, keys, values, mask, scaling=0.25)
+        sdpa, _ = sdpa_attention_forward(module, query, keys, values, mask, scaling=0.25)
+        assert ours.shape == sdpa.shape == (3, q_len, 4, 16)
+        assert torch.allclose(ours, sdpa, atol=1e-5), (q_len, mask is None)
+
+
+def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model, monkeypatch):
+    """While the fast engine decodes, the model attends with ``DECODE_ATTENTION`` (every step
+    after the prefill has one query token); afterwards it attends with SDPA again, as before."""
+    import pr1lib.kvcache as kvcache
+
+    seen = []
+    real = kvcache.decode_attention
+    monkeypatch.setitem(kvcache.AttentionInterface._global_mapping, kvcache.DECODE_ATTENTION,
+                        lambda module, query, *a, **kw: seen.append(query.shape[2])
+                        or real(module, query, *a, **kw))
+    run(model, seed=3, max_completion_length=6)
+    assert seen and seen.count(1) >= len(seen) // 2  # decoding steps: one query token each
+    assert model.config._attn_implementation == "sdpa"
+    seen.clear()
+    run(model, seed=3, max_completion_length=6, fast_cache=False)  # the first engine: plain SDPA
+    assert seen == []

@@ -1,6 +1,7 @@
 """``pr1lib.sampling`` on the smoke profile: dynamic sampling drops exactly the groups whose
 rewards are all equal and refills the batch with fresh prompts (full, group-aligned, logged);
-the merged-LoRA rollout samples what the LoRA policy samples and leaves the policy untouched;
+the merged-LoRA rollout samples what the LoRA policy samples, without PEFT's wrappers, and
+leaves the policy untouched;
 the prompt prefilter keeps exactly the prompts whose pass rate lies in its range."""
 
 from __future__ import annotations
@@ -112,6 +113,25 @@ def test_merged_policy_samples_what_the_lora_policy_samples(base):
         assert max(abs(a - b) for a, b in pairs) < 1e-4
     assert copy_ is not policy
     assert all(torch.equal(weights[k], v) for k, v in policy.state_dict().items())  # untouched
+
+
+def test_the_merged_policy_runs_without_peft_wrappers_or_trls_patched_forward(base):
+    """The rollout model is the plain architecture over the merged weights: no PEFT module in
+    it, and not the ``forward`` TRL patches onto the policy's instance (bound to the wrapped
+    modules); its logits are the policy's, and the policy keeps its wrappers."""
+    model, tok, lora = fresh(base)
+    policy = get_peft_model(model, lora).eval()
+    inner, calls = policy.get_base_model(), []
+    patched = inner.forward
+    inner.forward = lambda *a, **kw: calls.append(1) or patched(*a, **kw)  # as TRL does
+    ids = torch.tensor([tok.encode("Problem: Tom has 3 pens.")])
+    with torch.no_grad(), MergedPolicy().use(policy) as bare:
+        logits = bare(input_ids=ids).logits
+    assert calls == [] and type(bare) is type(inner)
+    assert not any(type(m).__module__.startswith("peft") for m in bare.modules())
+    assert any(type(m).__module__.startswith("peft") for m in policy.modules())
+    with torch.no_grad():
+        assert torch.allclose(logits, policy(input_ids=ids).logits, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- prompt pre-filter
