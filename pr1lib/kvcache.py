@@ -13,9 +13,10 @@ at every step, a cost that grows with the length of the rollout; ``extend_rows``
 rows copies them block by block (holes and all, while they are few), any other one gathers the
 real keys in one ``index_select``, both into the memory the last cache left; the prefill runs
 each distinct prompt once; on the CPU a one-token step attends with two matmuls
-(``DECODE_ATTENTION``), which PyTorch's CPU SDPA kernel takes about twice as long to do for one
-query over a few hundred keys. ``Streams(model, buffered=False)`` is the first engine: a plain
-``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers, slower).
+(``DECODE_ATTENTION``): PyTorch's CPU SDPA kernel was about 2x slower for one query over 300
+keys (``bench grpo`` measures the whole step). ``Streams(model, buffered=False)`` is the first
+engine: a plain ``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers,
+slower).
 """
 
 from __future__ import annotations
