@@ -425,7 +425,7 @@ def read_headline(folder: str | Path) -> dict | None:
 
 def read_headlines(folder: str | Path) -> list[dict]:
     """Every headline in ``folder``: notebook 07's first, then the others by name."""
-    others = sorted(p for p in Path(folder).glob("headline-*.json"))
+    others = sorted(Path(folder).glob("headline-*.json"))
     return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
 
 

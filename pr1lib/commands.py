@@ -303,11 +303,9 @@ def _grpo_inputs(args: Any, profile: str) -> None:
 
     if args.model and args.init:
         raise ValueError("give --model or --init, not both: they name the same start")
-    if not (args.init or args.model) and args.world:
-        from pr1lib.studies import world_init
+    from pr1lib.studies import world_init
 
-        args.init = world_init(args.world, args.variant or "seen")
-    args.init = args.init or args.model
+    args.init = args.init or args.model or world_init(args.world, args.variant or "seen")
     if args.init:
         check_model(args.init)
     stage = int(args.stage) if args.stage in ("2", "3") else 3

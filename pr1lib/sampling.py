@@ -70,29 +70,33 @@ def bare_model(peft_model: Any) -> Any:
     their weights, so after ``merge_adapter`` it runs the merged model without the wrappers'
     per-call Python overhead, which dominates a tiny model's decoding step on the CPU."""
     inner = peft_model.get_base_model()
-    bare = copy.copy(inner)  # a new top module; its children are replaced below, not mutated
-    bare._modules = dict(inner._modules)
+    bare = _shallow(inner)
     bare.__dict__.pop("forward", None)  # TRL's forward, patched on the instance, runs ``inner``
-    for name, child in list(inner.named_modules()):
-        if name and bare_layer(child) is not child:
-            parent, _, leaf = name.rpartition(".")
-            holder = _own(bare, parent)
-            holder._modules[leaf] = bare_layer(child)
+    copies, replaced = {"": bare}, ()
+    for name, child in inner.named_modules():  # parents before children
+        if not name or name.startswith(replaced) or bare_layer(child) is child:
+            continue  # the root, a module inside a replaced wrapper, or a plain one
+        parent, _, leaf = name.rpartition(".")
+        _copied(copies, parent)._modules[leaf] = bare_layer(child)
+        replaced += (name + ".",)
     return bare
 
 
-def _own(root: Any, path: str) -> Any:
-    """``root``'s submodule at ``path``, replaced along the way by shallow copies of its own
-    (so that swapping a child never touches the model it was copied from)."""
-    node = root
-    for part in filter(None, path.split(".")):
-        child = node._modules[part]
-        if not getattr(child, "_pr1_own", False):
-            child = copy.copy(child)
-            child._modules, child._pr1_own = dict(child._modules), True
-            node._modules[part] = child
-        node = child
-    return node
+def _shallow(module: Any) -> Any:
+    """A copy of ``module`` that shares its parameters but has its own list of children."""
+    twin = copy.copy(module)
+    twin._modules = dict(module._modules)
+    return twin
+
+
+def _copied(copies: dict[str, Any], path: str) -> Any:
+    """The bare tree's module at ``path``, made a ``_shallow`` copy on first use (``copies``: the
+    ones made so far), so that swapping its child leaves the model it came from as it was."""
+    if path not in copies:
+        parent, _, leaf = path.rpartition(".")
+        holder = _copied(copies, parent)
+        copies[path] = holder._modules[leaf] = _shallow(holder._modules[leaf])
+    return copies[path]
 
 
 class MergedPolicy:
