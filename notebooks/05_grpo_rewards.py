@@ -221,6 +221,7 @@ fig = make_subplots(rows=1, cols=2, subplot_titles=("tiered steps per 10 (b = 0.
                                                     "bonus b (2 tiered steps per 10)"))
 for col, knob, rows in ((1, "tiered_steps", dose[dose.bonus == 0.2]),
                         (2, "bonus", dose[dose.tiered_steps == 2])):
+    rows = rows.sort_values(knob)  # the runs come in sweep order, not along this knob
     for key, colour in (("parallel_ratio", "#E69F00"), ("accuracy", "#0072B2")):
         fig.add_scatter(x=rows[knob], y=100 * rows[key], name=key, row=1, col=col,
                         marker_color=colour, showlegend=col == 1)
