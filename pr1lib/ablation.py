@@ -9,8 +9,8 @@ with alternating keeping the accuracy that parallel-only gives up; ``table4_verd
 with a bootstrap over problems, so a gap smaller than its noise does not count. A finished arm
 is reused while its config and start are the same; ``OUT/ablation.json`` keeps the results.
 
->>> data_tier("tinygsm-easy"), data_tier("dapo")
-('easy', 'hard')
+>>> data_tier("tinygsm-easy"), data_tier("tinyworld-easy"), data_tier("dapo")
+('easy', 'easy', 'hard')
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT,
                  **overrides: Any) -> list[dict]:
     """Stage 3 from one SFT checkpoint (default: the variant's SFT run), once per arm. An arm
     whose folder holds a finished run with this config and start is reused unless ``refresh``;
-    the start is evaluated once and shared by every arm."""
+    the start is evaluated once, on the tier of the training problems, and shared by every arm."""
     profile = check_profile(profile)
     init = init if init is not None else default_init(2, variant, profile, seed)
     out = Path(out) if out else ablation_dir(profile, variant, seed)
@@ -55,7 +55,8 @@ def run_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT,
         done = finished_run(out / arm, cfg, init)
         if done is None:
             before = next(iter(results.values()))["before"] if results else None
-            done = run_grpo(cfg, init, out / arm, before=before, preflight=False).result
+            done = run_grpo(cfg, init, out / arm, before=before, preflight=False,
+                            evaluate_tiers=(data_tier(cfg.source),)).result
         results[arm] = {**done, "arm": arm}
         out.mkdir(parents=True, exist_ok=True)
         (out / "ablation.json").write_text(json.dumps(results, indent=2, default=str))
@@ -71,7 +72,7 @@ def load_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT, s
 
 def data_tier(data: str) -> str:
     """The held-out tier that matches a training source: ``easy`` for GSM8K-like, else ``hard``."""
-    return "easy" if data in ("gsm8k", "tinygsm-easy") else "hard"
+    return "easy" if data == "gsm8k" or data.endswith("-easy") else "hard"
 
 
 def _pct(share: float | None) -> float | None:

@@ -27,6 +27,8 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     assert [r["arm"] for r in result["ablation"]] == list(ABLATION_ARMS)
     assert any(line.startswith("arm") and "paper_parallel_ratio_%" in line for line in first)
     assert result["variant"] == "unseen"  # Table 4 is the unseen variant's ablation
+    cached = ablation.load_ablation("smoke", out=tmp_path / "abl")
+    assert {tuple(r["before"]) + tuple(r["after"]) for r in cached} == {("hard", "hard")}
     monkeypatch.setattr(
         ablation, "run_grpo", lambda *a, **k: pytest.fail("the cached ablation was retrained")
     )
