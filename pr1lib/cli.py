@@ -191,7 +191,12 @@ def _grpo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dose-response", action="store_true", help="Stage-2 runs of the alternating "
                    "reward at 0/2/5/10 tiered steps per 10 and at b = 0/0.2/0.5/1 (easy problems)")
     p.add_argument("--ablation", action="store_true", help="run (or print) the reward ablation")
-    p.add_argument("--refresh", action="store_true", help="ablation: ignore cached results")
+    p.add_argument("--unseen-stage2", action="store_true", help="the unseen variant from its SFT "
+                   "two ways: Stage 3 directly (the paper) and Stage 2 then Stage 3")
+    p.add_argument("--notebook", action="store_true", help="notebook 06's sizes (smaller "
+                   "batches, a shorter Stage 3): the run its cell would make")
+    p.add_argument("--refresh", action="store_true", help="ablation, --unseen-stage2: ignore "
+                   "cached results")
 
 
 def _eval(p: argparse.ArgumentParser) -> None:

@@ -210,6 +210,8 @@ def _grpo_overrides(args: Any) -> dict[str, Any]:
     out = _with_flags(args, "reward", "variant", "world", config=GRPOStageConfig)
     if args.steps is not None:
         out["max_steps"] = args.steps
+    if getattr(args, "notebook", False):
+        out["notebook"] = True
     return out
 
 
@@ -297,6 +299,20 @@ def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
     return {"profile": profile, "world": world, "seed": seed, "rows": rows}
 
 
+def _grpo_unseen_stage2(args: Any, profile: str, seed: int) -> dict:
+    from pr1lib.studies import unseen_stage2_dir, unseen_stage2_effect, unseen_stage2_rows
+
+    overrides = {k: v for k, v in _grpo_overrides(args).items() if k not in ("reward", "variant")}
+    out = Path(args.out) if args.out else unseen_stage2_dir(profile, seed)
+    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    with _claim(args, out, "grpo"):
+        effect = unseen_stage2_effect(profile, args.init, seed, out, args.refresh, **overrides)
+    rows = unseen_stage2_rows(effect)
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    return {"profile": profile, "seed": seed, "init": effect["init"], "rows": rows}
+
+
 def _grpo_inputs(args: Any, profile: str) -> None:
     """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
     from pr1lib.grpo import check_config
@@ -321,6 +337,8 @@ def grpo(args: Any) -> int:
     seeds = args.seeds or [args.seed if args.seed is not None else 0]
     if args.dose_response:
         results = [_grpo_dose(args, profile, s) for s in seeds]
+    elif args.unseen_stage2:
+        results = [_grpo_unseen_stage2(args, profile, s) for s in seeds]
     elif args.stage is None or args.ablation:
         results = [_grpo_ablation(args, profile, s) for s in seeds]
     elif args.stage == "all":

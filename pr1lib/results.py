@@ -109,6 +109,24 @@ def write_card(name: str, result: Any, args: Any, argv: list[str] | None = None)
     return path
 
 
+def committed(name: str, **match: Any) -> dict | None:
+    """The card ``results/NAME.json`` when it exists and its numbers carry ``match`` (the profile
+    and seed a notebook runs, say), else ``None``: a long cell shows the committed run of itself
+    instead of training again.
+
+    >>> committed("no-such-card") is None
+    True
+    """
+    path = RESULTS / f"{check_name(name)}.json"
+    if not path.is_file():
+        return None
+    card = json.loads(path.read_text())
+    numbers = card.get("numbers")
+    if not isinstance(numbers, dict) or any(numbers.get(k) != v for k, v in match.items()):
+        return None
+    return card
+
+
 def lookup(card: dict, key: str) -> Any:
     """The value at a dotted ``key`` under the card's ``numbers`` (list items by index)."""
     value: Any = card["numbers"]

@@ -226,6 +226,13 @@ def dose_response(profile: str | None = None, init: str | Path | None = None, se
     return rows
 
 
+RECIPES = {"direct": "SFT → Stage 3 (paper)", "kept": "SFT → Stage 2 → Stage 3"}
+
+
+def unseen_stage2_dir(profile: str, seed: int) -> Path:
+    return runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
+
+
 def unseen_stage2_effect(
     profile: str | None = None,
     init: str | Path | None = None,
@@ -238,7 +245,7 @@ def unseen_stage2_effect(
     and Stage 2 then Stage 3 (the seen recipe kept). The result is cached in
     ``OUT/unseen_stage2.json`` and reused while the start and the overrides are the same."""
     profile = check_profile(profile)
-    out = Path(out) if out else runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
+    out = Path(out) if out else unseen_stage2_dir(profile, seed)
     path = out / "unseen_stage2.json"
     init = init if init is not None else default_init(2, "unseen", profile, seed)
     result: dict[str, Any] = {
@@ -265,6 +272,28 @@ def unseen_stage2_effect(
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2, default=str))
     return result
+
+
+def unseen_stage2_rows(effect: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per recipe of ``unseen_stage2_effect``: held-out accuracy (mean@k at T = 1, greedy
+    beside it) at the start and the end, and the end's parallel ratio.
+
+    >>> at = lambda a: {t: {"accuracy": a, "parallel_ratio": 0.5, "greedy": {"accuracy": a}}
+    ...                 for t in ("easy", "hard")}
+    >>> rows = unseen_stage2_rows({n: {"sft": at(0.1), "final": at(0.2)} for n in RECIPES})
+    >>> rows[1]["recipe"], rows[1]["hard_accuracy"], rows[1]["sft_hard_accuracy"]
+    ('SFT → Stage 2 → Stage 3', 0.2, 0.1)
+    """
+    rows = []
+    for name, recipe in RECIPES.items():
+        sft, final = effect[name]["sft"], effect[name]["final"]
+        rows.append({"recipe": recipe, "sft_hard_accuracy": sft["hard"]["accuracy"],
+                     "hard_accuracy": final["hard"]["accuracy"],
+                     "hard_greedy_accuracy": final["hard"]["greedy"]["accuracy"],
+                     "easy_accuracy": final["easy"]["accuracy"],
+                     "easy_greedy_accuracy": final["easy"]["greedy"]["accuracy"],
+                     "hard_parallel_ratio": final["hard"]["parallel_ratio"]})
+    return rows
 
 
 # ----------------------------------------------------------- the mid-training scaffold (Figure 4)

@@ -68,6 +68,35 @@ def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overr
     assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
 
 
+def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
+    tmp_path, capsys, monkeypatch
+):
+    """``grpo --unseen-stage2 --notebook`` hands notebook 06's sizes to every stage it trains, and
+    the card it writes is what the notebook's cell finds with ``results.committed``."""
+    from pr1lib import results
+    from pr1lib.config import GRPOStageConfig
+
+    seen_cfgs = []
+    metrics = {t: {"accuracy": 0.5, "parallel_ratio": 0.5, "greedy": {"accuracy": 0.5}}
+               for t in ("easy", "hard")}
+
+    def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
+        seen_cfgs.append(GRPOStageConfig.for_stage(3, profile, variant=variant, **overrides))
+        return {"stages": [], "sft": metrics, "final": metrics}
+
+    monkeypatch.setattr(studies, "run_curriculum", fake_curriculum)
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    argv = ["grpo", "--profile", "tiny", "--unseen-stage2", "--notebook", "--out",
+            str(tmp_path / "u"), "--card", "u-study"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["recipe"] for r in out["rows"]] == list(studies.RECIPES.values())
+    assert {c.per_device_train_batch_size for c in seen_cfgs} == {32}  # the notebook's size
+    assert {c.max_steps for c in seen_cfgs} == {30}
+    assert results.committed("u-study", profile="tiny", seed=0)["numbers"] == out
+    assert results.committed("u-study", profile="tiny", seed=1) is None  # another seed: rerun
+
+
 def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     tmp_path, monkeypatch
 ):
