@@ -23,6 +23,9 @@ PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
 SEED = 0
 # run folder (with merged/) to start Stage 2 from; None: the seen SFT run of notebook 04
 INIT = None
+# sections 6 and 7 train six runs (tiny: about 20 minutes). False: where results/ holds the
+# committed run of those cells for this profile and seed (tiny), show it; True: train them here
+LIVE = False
 
 # %% [markdown]
 # *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
@@ -250,14 +253,17 @@ pd.DataFrame({"base": plain["sft"]["hard"], "plain GRPO": plain["final"]["hard"]
 # Stage 2 then Stage 3. The results are cached in the run folder.
 
 # %%
-effect = studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)
-print("unseen start:", effect["init"])
-pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"],
-                     "final hard accuracy": effect[name]["final"]["hard"]["accuracy"],
-                     "final easy accuracy": effect[name]["final"]["easy"]["accuracy"],
-                     "final parallel ratio (hard)": effect[name]["final"]["hard"]["parallel_ratio"]}
-              for name in ("direct", "kept")}).rename(columns={"direct": "SFT → Stage 3 (paper)",
-                                                               "kept": "SFT → Stage 2 → Stage 3"})
+from pr1lib.results import committed
+
+card = None if LIVE else committed("tiny-notebook06-unseen-stage2", profile=PROFILE, seed=SEED)
+if card:
+    print("this cell's committed run:", card["command"])
+    study = card["numbers"]
+else:
+    effect = studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)
+    study = {"init": effect["init"], "rows": studies.unseen_stage2_rows(effect)}
+print("unseen start:", study["init"])
+pd.DataFrame(study["rows"]).set_index("recipe").T  # held-out, mean@k at T = 1 and greedy
 
 # %% [markdown]
 # ## 7. The reward ablation, next to the paper's Table 4
@@ -275,11 +281,17 @@ pd.DataFrame({name: {"SFT hard accuracy": effect[name]["sft"]["hard"]["accuracy"
 # %%
 from pr1lib import ablation
 
-results = ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation",
-                                notebook=True)
-print("start:", results[0]["init"])
-table4 = pd.DataFrame(ablation.ablation_table(results)).set_index("arm")
-print("the paper's order reproduced:", ablation.table4_verdict(results))
+card = None if LIVE else committed("tiny-notebook06-ablation", profile=PROFILE, seed=SEED)
+if card:
+    print("this cell's committed run:", card["command"])
+    rows, verdict = card["numbers"]["ablation"], card["numbers"]["verdict"]
+else:
+    results = ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation",
+                                    notebook=True)
+    print("start:", results[0]["init"])
+    rows, verdict = ablation.ablation_table(results), ablation.table4_verdict(results)
+table4 = pd.DataFrame(rows).set_index("arm")
+print("the paper's order reproduced:", verdict)
 table4
 
 # %% [markdown]
@@ -365,14 +377,14 @@ cards = {v: json.loads((REPO_ROOT / "results" / f"tinyworld-grpo-{v}.json").read
          for v in ("seen", "plain")}
 for v, card in cards.items():
     print(f"{v}: {card['command']}")
-committed = pd.concat({v: pd.DataFrame(studies.seed_rows(card["numbers"])).set_index("seed")
+long_runs = pd.concat({v: pd.DataFrame(studies.seed_rows(card["numbers"])).set_index("seed")
                        for v, card in cards.items()})
-committed  # hard tier: mean@8 at T = 1 on 300 held-out problems, greedy beside it
+long_runs  # hard tier: mean@8 at T = 1 on 300 held-out problems, greedy beside it
 
 # %% tags=["report"]
 fig = go.Figure(layout=dict(title="TinyWorld, hard tier: mean@8 at T = 1 (%), per seed",
                             barmode="group", height=340, xaxis_title="seed"))
-for v, rows in committed.groupby(level=0):
+for v, rows in long_runs.groupby(level=0):
     seeds = [f"seed {s}" for s in rows.index.get_level_values(1)]
     fig.add_bar(x=seeds, y=100 * rows["start"], name=f"{v}: start")
     fig.add_bar(x=seeds, y=100 * rows["end"], name=f"{v}: after Stage 2 + 3")
@@ -385,12 +397,49 @@ fig
 # steps, gains about 5 points sampled and loses about 3 greedy: without a block, RL can only
 # sharpen guesses. Stage 3's reward never paid for a block: the parallel ratio rose because blocks
 # win their groups. The price is on the easy tier (about 3 points, Stage 2 teaches blocks there
-# too) and in pass@8, which falls as RL concentrates the samples (`committed` has every number).
+# too) and in pass@8, which falls as RL concentrates the samples (`long_runs` has every number).
 
 # %% [markdown]
 # The README's results section quotes the full-length command-line runs of these studies (seeds,
 # steps, problems), each from a committed run card; this notebook's short runs show the same
 # machinery at a size that fits the tour.
+
+# %% [markdown]
+# ## 9. Table 4 where the reward decides: TinyWorld's easy items
+#
+# On a hard item a block pays, so every reward arm ends with blocks (the committed ablation on hard
+# items, in [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's
+# Table 4 lives in a different place: its accuracy-only arm keeps blocks in 13.6 % of answers, so
+# there a block barely pays for itself. TinyWorld's easy items are such a place: one addition
+# answers them, and a block costs a few tokens and helps little. Notebook 05's dose-response ran
+# there; the committed runs below are the ablation itself: Stage 3 from `data/tinyworld-sft` on easy
+# items, one reward per arm, 30 steps, scored on 300 held-out easy items × 8 samples at T = 1.
+# TinyWorld needs the seen variant (its second path must see the first), so these are seen runs.
+
+# %%
+easy = {s: json.loads((REPO_ROOT / "results" / f"tinyworld-easy-ablation{x}.json").read_text())
+        for s, x in ((0, ""), (1, "-s1"), (2, "-s2"))}
+print(easy[0]["command"])
+cols = ["parallel_ratio_%", "accuracy_%", "greedy_accuracy_%", "start_parallel_ratio_%"]
+easy_table = pd.concat({s: pd.DataFrame(c["numbers"]["ablation"]).set_index("arm")[cols]
+                        for s, c in easy.items()}, names=["seed", "arm"])
+easy_table.unstack("seed")  # held-out easy items: 300 x 8 at T = 1, greedy beside
+
+# %%
+pd.DataFrame({f"seed {s}": {"order and accuracy as the paper's": v["reproduced"],
+                            **{f"{gap}, 95 % interval (points)":
+                               f"{100 * g['low']:.1f} to {100 * g['high']:.1f}"
+                               for gap, g in v["gaps"].items()}}
+              for s, v in ((s, c["numbers"]["verdict"]) for s, c in easy.items())})
+
+# %% tags=["report"]
+fig = go.Figure(layout=dict(title="TinyWorld easy items: parallel ratio by reward arm (%, T = 1)",
+                            barmode="group", height=340))
+for s in easy:
+    fig.add_bar(x=easy_table.loc[s].index, y=easy_table.loc[s, "parallel_ratio_%"],
+                name=f"seed {s}")
+fig.add_bar(x=table4.index, y=table4["paper_parallel_ratio_%"], name="paper, Table 4")
+fig
 
 # %% [markdown]
 # ## Summary
