@@ -87,16 +87,17 @@ CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,), "plain"
 # Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
 STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
     2: {"smoke": dict(max_steps=3), "tiny": dict(max_steps=15), "colab": dict(max_steps=40),
-        "paper": dict(max_steps=35)}, 3: {}}
-# Notebook 06 (notebook=True): on tiny, smaller batches, a shorter Stage 3 and 100 held-out problems
-# (evaluating was half its time) keep `make tour` short; on colab, every run fits one T4 hour.
-TINY_NOTEBOOK = dict(per_device_train_batch_size=32, eval_n=100)
+        "paper": dict(max_steps=35)},
+    3: {},
+}
+# Notebook 06 (notebook=True): on tiny, smaller batches and a shorter Stage 3 keep `make tour`
+# short; on colab, every run of the notebook fits one T4 hour (pr1lib.budget shows the arithmetic).
 COLAB_NOTEBOOK = dict(per_device_train_batch_size=16, gradient_accumulation_steps=1,
                       max_completion_length=384, max_path_length=160, eval_n=16, eval_k=2,
                       eval_max_new_tokens=384, save_steps=2)
 NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
-    2: {"tiny": TINY_NOTEBOOK, "colab": dict(COLAB_NOTEBOOK, max_steps=4)},
-    3: {"tiny": dict(TINY_NOTEBOOK, max_steps=30),
+    2: {"tiny": dict(per_device_train_batch_size=32), "colab": dict(COLAB_NOTEBOOK, max_steps=4)},
+    3: {"tiny": dict(per_device_train_batch_size=32, max_steps=30),
         "colab": dict(COLAB_NOTEBOOK, max_steps=6)},
 }
 # The reward ablation (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward.

@@ -59,7 +59,7 @@ def test_stage2_is_short_and_the_notebook_preset_shorter_still():
     assert GRPOStageConfig.for_stage(2, "tiny").max_steps == 15
     assert GRPOStageConfig.for_stage(2, "paper").max_steps == 35
     short = GRPOStageConfig.for_stage(3, "tiny", notebook=True)
-    assert (short.per_device_train_batch_size, short.max_steps, short.eval_n) == (32, 30, 100)
+    assert (short.per_device_train_batch_size, short.max_steps) == (32, 30)
     assert GRPOStageConfig.for_stage(3, "smoke", notebook=True) == GRPOStageConfig.for_stage(
         3, "smoke"
     )
