@@ -24,7 +24,7 @@ PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
 SEED = 0
 # run folder (with merged/) to start Stage 2 from; None: the seen SFT run of notebook 04
 INIT = None
-# sections 6 and 7 train six runs (tiny: about 20 minutes). False: where results/ holds the
+# sections 6 and 7 train six runs (tiny: about 16 minutes). False: where results/ holds the
 # committed run of those cells for this profile and seed (tiny), show it; True: train them here
 LIVE = False
 
@@ -436,21 +436,22 @@ fig
 # ## 9. Table 4 where the reward decides: TinyWorld's easy items
 #
 # On a hard item a block pays, so every reward arm ends with blocks (the committed ablation on hard
-# items, in [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's
-# Table 4 lives in a different place: its accuracy-only arm keeps blocks in 13.6 % of answers, so
-# there a block barely pays for itself. TinyWorld's easy items are such a place: one addition
-# answers them, and a block costs a few tokens and helps little. Notebook 05's dose-response ran
-# there; the committed runs below are the ablation itself: Stage 3 from `data/tinyworld-sft` on easy
-# items, one reward per arm, 30 steps, scored on 300 held-out easy items × 8 samples at T = 1.
-# TinyWorld needs the seen variant (its second path must see the first), so these are seen runs.
+# items, in [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's Table 4 lives in another
+# place: its accuracy-only arm keeps blocks in 13.6 % of answers, so there a block barely pays for
+# itself. TinyWorld's easy items are such a place: one addition answers them, and a block costs a
+# few tokens and helps little. Notebook 05's dose-response ran there; the committed runs below are
+# the ablation itself: Stage 3 from `data/tinyworld-sft` on easy items, one reward per arm, 30
+# steps, scored on 300 held-out easy items × 8 samples at T = 1, greedy beside. TinyWorld needs
+# the seen variant (its second path must see the first), so these are seen runs.
 
 # %%
 easy = {s: json.loads((REPO_ROOT / "results" / f"tinyworld-easy-ablation{x}.json").read_text())
         for s, x in ((0, ""), (1, "-s1"), (2, "-s2"))}
 print(easy[0]["command"])
-cols = ["parallel_ratio_%", "accuracy_%", "greedy_accuracy_%", "start_parallel_ratio_%"]
+cols = ["parallel_ratio_%", "greedy_parallel_ratio_%", "accuracy_%", "greedy_accuracy_%"]
 easy_table = pd.concat({s: pd.DataFrame(c["numbers"]["ablation"]).set_index("arm")[cols]
                         for s, c in easy.items()}, names=["seed", "arm"])
+print("at the start:", easy[0]["numbers"]["ablation"][0]["start_parallel_ratio_%"], "% blocks")
 easy_table.unstack("seed")  # held-out easy items: 300 x 8 at T = 1, greedy beside
 
 # %%
