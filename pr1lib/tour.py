@@ -175,7 +175,7 @@ def declared_parameters(path: Path) -> set[str]:
     """The names a notebook's ``parameters`` cell sets (``PROFILE``, ``SEED``, ...).
 
     >>> sorted(declared_parameters(select_notebooks(["06"])[0]))
-    ['INIT', 'PROFILE', 'SEED']
+    ['INIT', 'LIVE', 'PROFILE', 'SEED']
     """
     text = Path(path).read_text(encoding="utf-8")
     cell = text.split('tags=["parameters"]', 1)[-1].split("# %%", 1)[0]
