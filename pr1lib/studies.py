@@ -230,6 +230,7 @@ RECIPES = {"direct": "SFT → Stage 3 (paper)", "kept": "SFT → Stage 2 → Sta
 
 
 def unseen_stage2_dir(profile: str, seed: int) -> Path:
+    """Where ``unseen_stage2_effect`` keeps its runs and result unless told otherwise."""
     return runs_dir() / f"grpo-unseen-stage2-{profile}-seed{seed}"
 
 
