@@ -266,15 +266,11 @@ before_after(r1_unseen["stages"][-1])
 # twin), which saves about four minutes; `LIVE = True` trains it here.
 
 # %%
-from pr1lib.results import committed
+from pr1lib.results import committed_or
 
-card = None if LIVE else committed("tiny-notebook06-unseen-stage2", profile=PROFILE, seed=SEED)
-if card:
-    print("this cell's committed run:", card["command"])
-    study = card["numbers"]
-else:
-    effect = studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)
-    study = {"init": effect["init"], "rows": studies.unseen_stage2_rows(effect)}
+study = committed_or("tiny-notebook06-unseen-stage2", lambda: studies.unseen_stage2_table(
+    studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)), LIVE, profile=PROFILE,
+    seed=SEED)
 print("unseen start:", study["init"])
 pd.DataFrame(study["rows"]).set_index("recipe").T  # held-out, mean@k at T = 1 and greedy
 
@@ -302,17 +298,11 @@ pd.DataFrame(study["rows"]).set_index("recipe").T  # held-out, mean@k at T = 1 a
 # %%
 from pr1lib import ablation
 
-card = None if LIVE else committed("tiny-notebook06-ablation", profile=PROFILE, seed=SEED)
-if card:
-    print("this cell's committed run:", card["command"])
-    rows, verdict = card["numbers"]["ablation"], card["numbers"]["verdict"]
-else:
-    results = ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation",
-                                    notebook=True)
-    print("start:", results[0]["init"])
-    rows, verdict = ablation.ablation_table(results), ablation.table4_verdict(results)
-table4 = pd.DataFrame(rows).set_index("arm")
-print("the paper's order reproduced:", verdict)
+summary = committed_or("tiny-notebook06-ablation", lambda: ablation.ablation_summary(
+    ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation", notebook=True)),
+    LIVE, profile=PROFILE, seed=SEED)
+table4 = pd.DataFrame(summary["ablation"]).set_index("arm")
+print("the paper's order reproduced:", summary["verdict"])
 table4
 
 # %% [markdown]
@@ -445,8 +435,9 @@ fig
 # the seen variant (its second path must see the first), so these are seen runs.
 
 # %%
-easy = {s: json.loads((REPO_ROOT / "results" / f"tinyworld-easy-ablation{x}.json").read_text())
-        for s, x in ((0, ""), (1, "-s1"), (2, "-s2"))}
+from pr1lib.results import committed
+
+easy = {s: committed(f"tinyworld-easy-ablation{x}") for s, x in ((0, ""), (1, "-s1"), (2, "-s2"))}
 print(easy[0]["command"])
 cols = ["parallel_ratio_%", "greedy_parallel_ratio_%", "accuracy_%", "greedy_accuracy_%"]
 easy_table = pd.concat({s: pd.DataFrame(c["numbers"]["ablation"]).set_index("arm")[cols]

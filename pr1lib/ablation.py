@@ -137,6 +137,12 @@ def table4_verdict(results: Sequence[dict]) -> dict[str, Any]:
             "gaps": {k: {key: round(v, 4) for key, v in g.items()} for k, g in gaps.items()}}
 
 
+def ablation_summary(results: Sequence[dict]) -> dict[str, Any]:
+    """What the command prints and its card keeps: ``ablation`` (``ablation_table``'s rows) and
+    ``verdict`` (``table4_verdict``)."""
+    return {"ablation": ablation_table(results), "verdict": table4_verdict(results)}
+
+
 def format_table(rows: Sequence[dict]) -> str:
     """Rows as an aligned text table (what the command prints).
 

@@ -240,11 +240,10 @@ def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
 def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
     from pr1lib.ablation import (
         ablation_dir,
-        ablation_table,
+        ablation_summary,
         format_table,
         load_ablation,
         run_ablation,
-        table4_verdict,
     )
     from pr1lib.config import ABLATION_VARIANT
 
@@ -259,13 +258,12 @@ def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
         with _claim(args, args.out or ablation_dir(profile, variant, seed), "grpo"):
             results = run_ablation(profile, variant, args.init, seed, args.out,
                                    refresh=args.refresh, **overrides)
-    rows = ablation_table(results)
-    verdict = table4_verdict(results)
-    print(format_table(rows), flush=True)
+    summary = ablation_summary(results)
+    print(format_table(summary["ablation"]), flush=True)
     print("the paper's order (parallel ratio accuracy < alternating < parallel, gaps beyond a 95 % "
-          f"bootstrap interval; alternating's accuracy >= parallel's) reproduced: {verdict}")
-    return {"profile": profile, "variant": variant, "seed": seed, "ablation": rows,
-            "verdict": verdict}
+          f"bootstrap interval; alternating's accuracy >= parallel's) reproduced: "
+          f"{summary['verdict']}")
+    return {"profile": profile, "variant": variant, "seed": seed, **summary}
 
 
 def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
@@ -290,8 +288,7 @@ def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
 
     overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
     world = overrides.pop("world", None)
-    out = Path(args.out) if args.out else dose_dir(profile, world, seed)
-    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    out = _study_out(args, dose_dir(profile, world, seed), seed)
     with _claim(args, out, "grpo"):
         rows = dose_response(profile, args.init, seed, out, world, **overrides)
     for row in rows:
@@ -300,17 +297,24 @@ def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
 
 
 def _grpo_unseen_stage2(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.studies import unseen_stage2_dir, unseen_stage2_effect, unseen_stage2_rows
+    from pr1lib.studies import unseen_stage2_dir, unseen_stage2_effect, unseen_stage2_table
 
     overrides = {k: v for k, v in _grpo_overrides(args).items() if k not in ("reward", "variant")}
-    out = Path(args.out) if args.out else unseen_stage2_dir(profile, seed)
-    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    out = _study_out(args, unseen_stage2_dir(profile, seed), seed)
     with _claim(args, out, "grpo"):
         effect = unseen_stage2_effect(profile, args.init, seed, out, args.refresh, **overrides)
-    rows = unseen_stage2_rows(effect)
-    for row in rows:
+    table = unseen_stage2_table(effect)
+    for row in table["rows"]:
         print(json.dumps(row), flush=True)
-    return {"profile": profile, "seed": seed, "init": effect["init"], "rows": rows}
+    return {"profile": profile, "seed": seed, **table}
+
+
+def _study_out(args: Any, default: Path, seed: int) -> Path:
+    """A study's folder: ``--out`` (one ``seedN`` folder per seed when there are several), else
+    ``default``."""
+    if not args.out:
+        return default
+    return Path(args.out) / f"seed{seed}" if len(args.seeds or ()) > 1 else Path(args.out)
 
 
 def _grpo_inputs(args: Any, profile: str) -> None:

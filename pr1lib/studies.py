@@ -275,13 +275,15 @@ def unseen_stage2_effect(
     return result
 
 
-def unseen_stage2_rows(effect: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per recipe of ``unseen_stage2_effect``: held-out accuracy (mean@k at T = 1, greedy
-    beside it) at the start and the end, and the end's parallel ratio.
+def unseen_stage2_table(effect: dict[str, Any]) -> dict[str, Any]:
+    """``unseen_stage2_effect``'s start and one row per recipe: held-out accuracy (mean@k at
+    T = 1, greedy beside it) at the start and the end, and the end's parallel ratio.
 
     >>> at = lambda a: {t: {"accuracy": a, "parallel_ratio": 0.5, "greedy": {"accuracy": a}}
     ...                 for t in ("easy", "hard")}
-    >>> rows = unseen_stage2_rows({n: {"sft": at(0.1), "final": at(0.2)} for n in RECIPES})
+    >>> table = unseen_stage2_table({"init": "runs/x", **{n: {"sft": at(0.1), "final": at(0.2)}
+    ...                                                   for n in RECIPES}})
+    >>> rows = table["rows"]
     >>> rows[1]["recipe"], rows[1]["hard_accuracy"], rows[1]["sft_hard_accuracy"]
     ('SFT → Stage 2 → Stage 3', 0.2, 0.1)
     """
@@ -294,7 +296,7 @@ def unseen_stage2_rows(effect: dict[str, Any]) -> list[dict[str, Any]]:
                      "easy_accuracy": final["easy"]["accuracy"],
                      "easy_greedy_accuracy": final["easy"]["greedy"]["accuracy"],
                      "hard_parallel_ratio": final["hard"]["parallel_ratio"]})
-    return rows
+    return {"init": effect["init"], "rows": rows}
 
 
 # ----------------------------------------------------------- the mid-training scaffold (Figure 4)
