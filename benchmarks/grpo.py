@@ -6,10 +6,11 @@
 For each variant (``seen``: re-read rollouts and the causal loss; ``unseen``: forked rollouts
 and the path-isolating loss) a fresh copy of the same policy trains ``--steps`` Stage-3 steps
 (accuracy reward, the tiny profile's batch and lengths, the same seed) twice: with the first
-settings (``before``: ``merge_rollout_lora=False, fast_cache=False, length_buckets=1``: LoRA
-layers in the rollout, a ``torch.cat`` KV cache and re-reads on every row, one padded loss batch)
-and with today's defaults (``after``). Repeats are interleaved so that load from other processes
-hits both alike; the first step of every run is a warm-up and is not counted.
+settings (``before``: ``merge_rollout_lora=False, fast_cache=False, length_buckets=1,
+share_prompts=False``: LoRA layers in the rollout, a ``torch.cat`` KV cache and re-reads on every
+row, one padded loss batch with every row's prompt) and with today's defaults (``after``).
+Repeats are interleaved so that load from other processes hits both alike; the first step of
+every run is a warm-up and is not counted.
 
 Reported per variant and path: seconds per step (wall) and CPU seconds of this process per step
 (other jobs on a shared machine disturb those less), completions per second, and the rollout's
@@ -41,7 +42,8 @@ from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import GRPOSession
 from pr1lib.models import load_training_policy, stage_model_config
 
-BEFORE = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1)  # the first path
+BEFORE = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1,
+              share_prompts=False)  # the first path
 VARIANTS = ("seen", "unseen")
 
 

@@ -1,4 +1,4 @@
-"""Length buckets: a padded batch run as length-sorted chunks, each cut to the columns it uses.
+"""Cheaper loss forwards: a padded batch run as length-sorted chunks, each distinct prompt once.
 
 TRL pads a GRPO batch to its longest prompt (on the left) and its longest completion (on the
 right), so one long completion makes every row of the batch pay for its length in the loss's
@@ -7,14 +7,20 @@ chunks, cuts each chunk to its own columns, runs ``forward`` on it and returns t
 the batch's order and width (zeros where the batch had padding). Attention never reads padding,
 so only the rounding changes: the positions shift by the padding removed, and rotary attention
 depends on differences of positions only.
+
+A GRPO batch also repeats each prompt ``num_generations`` times, and in the tiny profile a prompt
+is about a third of a row. ``by_prompt`` runs each distinct prompt once, keeps its KV cache, and
+runs the completions (in the same length buckets) on top of their rows' copies of it; gradients
+flow back through the copies into the one prompt forward.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
 Forward = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, torch.Tensor | None]]
 
@@ -47,3 +53,82 @@ def by_length(forward: Forward, input_ids: torch.Tensor, attention_mask: torch.T
     back = torch.argsort(torch.cat(rows))  # (B,) the batch's order
     entropy = None if entropies[0] is None else torch.cat(entropies)[back]
     return torch.cat(logps)[back], entropy
+
+
+Call = Callable[..., Any]  # model(**inputs): TRL's fused forward (log_probs, entropy) or a cache
+
+
+def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+              logits_to_keep: int, buckets: int,
+              extra: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, Any]:
+    """``by_length`` with each distinct prompt run once: a GRPO group repeats its prompt
+    ``num_generations`` times. The prompt columns but the last run once per distinct prompt and
+    leave a KV cache; each length-sorted chunk of completions continues from its rows' copies of
+    it (the last prompt token goes with the completion: its logits score the first token).
+
+    ``call(**inputs)`` is the model with TRL's ``add_fused_lm_head`` forward; ``extra`` holds the
+    unseen variant's 4D ``attention_mask`` ``(B, 1, L, L)`` and ``position_ids`` ``(B, L)``
+    (else the 2D mask is used). The same keys, positions and masks as the padded batch, so the
+    same numbers up to float rounding. Returns log-probs and entropies ``(B, logits_to_keep)``.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> from trl.trainer.utils import add_fused_lm_head
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1))
+    >>> add_fused_lm_head(model)
+    >>> ids = torch.tensor([[3, 4, 5, 6, 0], [3, 4, 7, 0, 0], [0, 9, 5, 8, 2]])  # 2 + 3 columns
+    >>> mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0], [0, 1, 1, 1, 1]])  # 2 prompts
+    >>> labels = ids.masked_fill(mask == 0, -100); labels[:, :2] = -100
+    >>> padded = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    >>> shared, _ = by_prompt(model, ids, mask, 3, buckets=2)
+    >>> torch.allclose(shared, padded.log_probs[:, -3:], atol=1e-6)
+    True
+    """
+    width = input_ids.size(1) - logits_to_keep  # prompt columns (left-padded)
+    head = width - 1  # the columns run once per prompt
+    kv, inverse = _prompt_cache(call, input_ids, attention_mask, extra, head)
+    completion = attention_mask[:, width:].sum(dim=1)  # (B,)
+    out = []
+    for chunk in torch.argsort(completion).tensor_split(buckets):  # shortest first
+        if len(chunk) == 0:
+            continue
+        c = max(int(completion[chunk].max()), 1)
+        cache, rows = DynamicCache(), inverse[chunk]  # (b,) their prompts
+        for layer, (keys, values) in enumerate(kv):
+            cache.update(keys[rows], values[rows], layer)  # (b, H, head, D) copies
+        inputs = _columns(input_ids, attention_mask, extra, chunk, head, width + c)
+        labels = inputs["input_ids"].masked_fill(attention_mask[chunk, head:width + c] == 0, -100)
+        res = call(**inputs, cache=cache, labels=labels, fused_lm_head=True)  # (b, c) each
+        pad = (0, logits_to_keep - c)
+        out.append((chunk, F.pad(res.log_probs, pad),
+                    None if res.entropy is None else F.pad(res.entropy, pad)))
+    back = torch.argsort(torch.cat([chunk for chunk, _, _ in out]))  # (B,) the batch's order
+    entropy = None if out[0][2] is None else torch.cat([e for _, _, e in out])[back]
+    return torch.cat([lp for _, lp, _ in out])[back], entropy
+
+
+def _prompt_cache(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  extra: dict | None, head: int) -> tuple[list[tuple[torch.Tensor, ...]], Any]:
+    """Keys and values ``(U, H, head, D)`` per layer of each distinct prompt's first ``head``
+    columns, and which prompt each row has ``(B,)``."""
+    width = head + 1
+    rows = torch.cat([input_ids[:, :width], attention_mask[:, :width]], dim=1)  # (B, 2 W)
+    _, inverse = torch.unique(rows, dim=0, return_inverse=True)  # (B,)
+    batch = torch.arange(len(inverse))
+    first = torch.full((int(inverse.max()) + 1,), len(inverse)).scatter_reduce(
+        0, inverse, batch, "amin")  # (U,) a row of each prompt
+    inputs = _columns(input_ids, attention_mask, extra, first, 0, head)
+    cache = call(**inputs, use_cache=True, logits_to_keep=1).cache
+    return [(layer.keys, layer.values) for layer in cache.layers], inverse
+
+
+def _columns(input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None,
+             rows: torch.Tensor, start: int, stop: int) -> dict[str, torch.Tensor]:
+    """The model's inputs for ``rows``: tokens ``start:stop``, attending to keys ``:stop``."""
+    ids = input_ids[rows, start:stop]
+    if extra is None:
+        return {"input_ids": ids, "attention_mask": attention_mask[rows, :stop]}
+    mask = extra["attention_mask"][rows][:, :, start:stop, :stop]  # (b, 1, stop - start, stop)
+    return {"input_ids": ids, "attention_mask": mask,
+            "position_ids": extra["position_ids"][rows, start:stop]}

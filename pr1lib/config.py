@@ -136,8 +136,7 @@ class ModelConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(name="random-tiny-qwen3", random_init=True),
-        "tiny": dict(),
+        "smoke": dict(name="random-tiny-qwen3", random_init=True), "tiny": dict(),
         "colab": dict(name="Qwen/Qwen3-0.6B-Base", load_in_4bit=True, dtype="float16",
                       use_lora=True, gradient_checkpointing=True, prompt_style="v3"),
         "paper": dict(name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False,
@@ -427,6 +426,7 @@ class GRPOStageConfig(Preset):
     merge_rollout_lora: bool = True  # sample from a copy with the LoRA merged in (sampling.py)
     fast_cache: bool = True  # RolloutConfig.fast_cache: in-place KV, re-reads on their rows only
     length_buckets: int = 8  # the loss runs in this many length-sorted chunks (less padding)
+    share_prompts: bool = True  # the loss runs each distinct prompt once (buckets.by_prompt)
     seed: int = 0
     profile: str = "tiny"
 

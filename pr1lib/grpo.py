@@ -13,7 +13,7 @@ The wiring, piece by piece (docs/recipe.md#8-grpo-hyper-parameters):
 * **log-probs**: ``ParallelGRPOTrainer`` overrides the one method all of TRL's log-prob calls go
   through. ``seen`` keeps TRL's causal forward; ``unseen`` adds the path-isolating 4D mask and the
   restarted positions of ``pr1lib.structure`` (labels come from the 2D mask, as the 4D one hides
-  the padding);
+  the padding); both run each group's prompt once (``buckets.by_prompt``);
 * **knobs**: ``GRPOStageConfig`` (group 8, clip 0.2 / 0.28 high for the alternating S2 run, no KL,
   T = 1.0) becomes TRL's ``GRPOConfig``, seeds fixed (``seed`` and ``data_seed``);
 * **checkpoints**: every ``save_steps`` into ``RUN/trainer/checkpoint-N``; a rerun of the same
@@ -41,7 +41,7 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
-from pr1lib.buckets import by_length
+from pr1lib.buckets import by_length, by_prompt
 from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
@@ -59,10 +59,7 @@ from pr1lib.models import (
 from pr1lib.paths import runs_dir
 from pr1lib.preflight import dry_run_groups, gold_completions
 from pr1lib.prompts import chat_prompt
-from pr1lib.rewards import (
-    REWARD_MODES,
-    reward_for,
-)
+from pr1lib.rewards import REWARD_MODES, reward_for
 from pr1lib.runs import (
     Run,
     claim_run_dir,
@@ -178,10 +175,11 @@ class ParallelGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
-                 length_buckets: int = 1, **kwargs: Any) -> None:
+                 length_buckets: int = 1, share_prompts: bool = False, **kwargs: Any) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.variant, self.sampler, self.length_buckets = variant, sampler, length_buckets
+        self.share_prompts = share_prompts
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
@@ -206,6 +204,13 @@ class ParallelGRPOTrainer(GRPOTrainer):
             return self._unseen_logps(model, ids, mask, keep, batch_size, compute_entropy)
 
         plain = not compute_aux_loss and all(v is None for v in kwargs.values())  # text only
+        if plain and self.shares_prompts(model, input_ids.size(1) - logits_to_keep):
+            extra = (None if self.variant != "unseen" else
+                     self._unseen_inputs(model, input_ids, attention_mask, logits_to_keep))
+            with self.accelerator.autocast():
+                lp, ent = by_prompt(model, input_ids, attention_mask, logits_to_keep,
+                                    self.length_buckets, extra)
+            return lp, ent if compute_entropy else None, None
         if self.length_buckets > 1 and plain:
             lp, ent = by_length(forward, input_ids, attention_mask, logits_to_keep,
                                 self.length_buckets)
@@ -222,24 +227,32 @@ class ParallelGRPOTrainer(GRPOTrainer):
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
-            # (b, L)
-            stop = start + batch_size
-            ids, mask2d = input_ids[start:stop], attention_mask[start:stop]
-            lp, ent = self._unseen_forward(model, ids, mask2d, logits_to_keep)
+            rows = slice(start, start + batch_size)
+            lp, ent = self._unseen_forward(model, input_ids[rows], attention_mask[rows],
+                                           logits_to_keep)  # (b, logits_to_keep) each
             logps.append(lp)
             entropies.append(ent)
         return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
+    def shares_prompts(self, model: Any, width: int) -> bool:
+        """Does the loss run each distinct prompt once (``by_prompt``)? Not under gradient
+        checkpointing (no cache) nor flex attention (its mask is no tensor to slice)."""
+        attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
+        return (self.share_prompts and width > 1 and attn != "flex_attention"
+                and not getattr(model, "is_activation_checkpointing", False))
+
+    def _unseen_inputs(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
+        """The unseen 4D ``attention_mask`` and ``position_ids`` of a left-padded TRL batch."""
+        start = torch.full((ids.size(0),), ids.size(1) - logits_to_keep)
+        attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
+        return attention_inputs(ids, self.processing_class, "unseen", start, attn,
+                                padding_mask=mask2d.bool(),
+                                dtype=model.dtype)  # eager's additive mask takes the compute dtype
+
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""
-        start = torch.full((ids.size(0),),
-                           ids.size(1) - logits_to_keep)  # prompts are left-padded to one width
-        attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        extra = attention_inputs(ids, self.processing_class, "unseen", start, attn,
-                                 padding_mask=mask2d.bool(),
-                                 dtype=model.dtype)  # eager's additive mask takes the compute dtype
-        labels = ids.masked_fill(mask2d == 0,
-                                 -100)  # (b, L) from the 2D mask: the 4D one hides padding
+        extra = self._unseen_inputs(model, ids, mask2d, logits_to_keep)
+        labels = ids.masked_fill(mask2d == 0, -100)  # (b, L) the 2D mask: the 4D one hides padding
         labels[:, :-logits_to_keep] = -100
         with self.accelerator.autocast():
             out = model(input_ids=ids, labels=labels, fused_lm_head=True, **extra)
@@ -262,7 +275,7 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
         train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
         callbacks=list(callbacks),
         rollout_func=rollout, variant=cfg.variant, sampler=sampler,
-        length_buckets=cfg.length_buckets,
+        length_buckets=cfg.length_buckets, share_prompts=cfg.share_prompts,
     )
     # the dashboard (or the CLI's one line per step) reports instead
     trainer.remove_callback(PrinterCallback)
@@ -284,8 +297,7 @@ class StopAt(TrainerCallback):
 
 
 class SaveAtEnd(TrainerCallback):
-    """Save a checkpoint on the last step too, so the next ``GRPOSession.run`` resumes exactly
-    there."""
+    """Save a checkpoint on the last step too: the next ``GRPOSession.run`` resumes there."""
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step >= state.max_steps:
@@ -311,8 +323,7 @@ def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
     return out
 
 
-# ----------------------------------------------------------------------------- a run, N steps at a
-# time
+# ----------------------------------------------------------------------------- N steps at a time
 def run_name(cfg: GRPOStageConfig) -> str:
     """``grpo-<profile>-<variant>-s<stage>-<reward>-seed<seed>``.
 

@@ -270,9 +270,11 @@ def test_fast_rollouts_train_like_the_first_path(base, tmp_path, variant):
 
 
 @pytest.mark.parametrize("variant", ["seen", "unseen"])
-def test_length_buckets_give_the_loss_and_gradient_of_the_padded_batch(base, tmp_path, variant):
-    """The loss run as length-sorted chunks without their padding columns equals the one padded
-    batch: same loss, same gradient up to float rounding."""
+def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(base, tmp_path,
+                                                                               variant):
+    """The loss run as length-sorted chunks without their padding columns, and with each distinct
+    prompt run once (``share_prompts``), equals the one padded batch: same loss, same gradient up
+    to float rounding."""
     cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant, max_steps=1)
     session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
     session.run()
@@ -280,16 +282,20 @@ def test_length_buckets_give_the_loss_and_gradient_of_the_padded_batch(base, tmp
     inputs, model = trainer._buffered_inputs[0], trainer.model
     lengths = inputs["completion_mask"].sum(dim=1)
     assert lengths.min() < lengths.max()  # there is padding to cut
+    prompts = torch.unique(inputs["prompt_ids"], dim=0)
+    assert 1 < len(prompts) < len(lengths)  # groups share a prompt
     grads = {}
-    for buckets in (1, 8):
-        trainer.length_buckets = buckets
+    for buckets, share in ((1, False), (8, False), (8, True), (1, True)):
+        trainer.length_buckets, trainer.share_prompts = buckets, share
         model.zero_grad()
         loss = trainer.compute_loss(model, inputs)
         loss.backward()
-        grads[buckets] = (loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()
-                                        if p.grad is not None})
-    (loss_one, one), (loss_cut, cut) = grads[1], grads[8]
-    assert loss_cut == pytest.approx(loss_one, abs=1e-7) and one.keys() == cut.keys()
-    for name in one:
-        assert torch.allclose(cut[name], one[name], rtol=1e-4, atol=1e-7), name
+        grads[buckets, share] = (loss.item(), {n: p.grad.clone() for n, p in
+                                               model.named_parameters() if p.grad is not None})
+    loss_one, one = grads[1, False]
     assert max(g.abs().max().item() for g in one.values()) > 0
+    for key in ((8, False), (8, True), (1, True)):
+        loss_cut, cut = grads[key]
+        assert loss_cut == pytest.approx(loss_one, abs=1e-6) and one.keys() == cut.keys(), key
+        for name in one:
+            assert torch.allclose(cut[name], one[name], rtol=1e-4, atol=1e-6), (key, name)
