@@ -245,7 +245,7 @@ def test_plain_baseline_trains_on_accuracy_with_the_baseline_prompt(base, tmp_pa
 
 
 # ----------------------------------------------------------------------------- the fast path
-FIRST_PATH = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1)
+FIRST_PATH = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1, share_prompts=False)
 
 
 @pytest.mark.parametrize("variant", ["seen", "unseen"])
