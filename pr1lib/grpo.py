@@ -71,7 +71,7 @@ from pr1lib.runs import (
 )
 from pr1lib.runtime import set_seed, set_threads
 from pr1lib.sampling import DynamicSampler, EngineRollout, prefilter
-from pr1lib.structure import attention_inputs
+from pr1lib.structure import attention_inputs, attn_implementation
 
 ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
@@ -171,15 +171,14 @@ class ParallelGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose log-prob forward sees the parallel structure when ``variant="unseen"``.
 
     TRL calls ``_get_per_token_logps_and_entropies`` for the old, reference and current log-probs,
-    so this one override makes every one of them path-isolated. ``seen`` is TRL's own forward.
-    """
+    so this one override makes every one of them path-isolated; ``seen`` is TRL's own forward."""
 
     def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
                  length_buckets: int = 1, share_prompts: bool = False, **kwargs: Any) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        self.variant, self.sampler, self.length_buckets = variant, sampler, length_buckets
-        self.share_prompts = share_prompts
+        self.variant, self.sampler = variant, sampler
+        self.length_buckets, self.share_prompts = length_buckets, share_prompts
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
@@ -237,17 +236,18 @@ class ParallelGRPOTrainer(GRPOTrainer):
     def shares_prompts(self, model: Any, width: int) -> bool:
         """Does the loss run each distinct prompt once (``by_prompt``)? Not under gradient
         checkpointing (no cache) nor flex attention (its mask is no tensor to slice)."""
-        attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        return (self.share_prompts and width > 1 and attn != "flex_attention"
-                and not getattr(model, "is_activation_checkpointing", False))
+        bare = self.accelerator.unwrap_model(model)  # DDP hides the config
+        flex = attn_implementation(bare) == "flex_attention"
+        return (self.share_prompts and width > 1 and not flex
+                and not getattr(bare, "is_activation_checkpointing", False))
 
     def _unseen_inputs(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """The unseen 4D ``attention_mask`` and ``position_ids`` of a left-padded TRL batch."""
-        start = torch.full((ids.size(0),), ids.size(1) - logits_to_keep)
-        attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        return attention_inputs(ids, self.processing_class, "unseen", start, attn,
-                                padding_mask=mask2d.bool(),
-                                dtype=model.dtype)  # eager's additive mask takes the compute dtype
+        bare, width = self.accelerator.unwrap_model(model), ids.size(1) - logits_to_keep
+        start = torch.full((len(ids),), width)  # every response starts after the padded prompt
+        return attention_inputs(ids, self.processing_class, "unseen", start,
+                                attn_implementation(bare), padding_mask=mask2d.bool(),
+                                dtype=bare.dtype)  # eager's additive mask takes the compute dtype
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""

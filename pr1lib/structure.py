@@ -320,7 +320,8 @@ def attention_inputs(
     return {"attention_mask": mask, "position_ids": st["position_ids"]}
 
 
-def _attn_implementation(model: Any) -> str:
+def attn_implementation(model: Any) -> str:
+    """The model's attention kernel name (``sdpa`` when unset)."""
     return getattr(model.config, "_attn_implementation", None) or "sdpa"
 
 
@@ -347,7 +348,7 @@ def structured_logprobs(
         tokenizer,
         mode,
         response_start,
-        _attn_implementation(model),
+        attn_implementation(model),
         padding_mask=padding_mask,
         dtype=dtype,
     )

@@ -299,3 +299,7 @@ def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(ba
         assert loss_cut == pytest.approx(loss_one, abs=1e-6) and one.keys() == cut.keys(), key
         for name in one:
             assert torch.allclose(cut[name], one[name], rtol=1e-4, atol=1e-6), (key, name)
+    width = inputs["prompt_ids"].size(1)
+    assert trainer.shares_prompts(model, width) and not trainer.shares_prompts(model, 1)
+    model.gradient_checkpointing_enable()  # no KV cache under checkpointing: the plain forward
+    assert not trainer.shares_prompts(model, width)
