@@ -40,19 +40,25 @@ def by_length(forward: Forward, input_ids: torch.Tensor, attention_mask: torch.T
     real = attention_mask.bool()  # (B, L)
     prompt, completion = real[:, :width].sum(dim=1), real[:, width:].sum(dim=1)  # (B,)
     order = torch.argsort(completion * (width + 1) + prompt)  # (B,) shortest first
-    rows, logps, entropies = [], [], []
+    parts = []
     for chunk in order.tensor_split(buckets):
         if len(chunk) == 0:
             continue
         a, c = int(prompt[chunk].max()), max(int(completion[chunk].max()), 1)
         cols = slice(width - a, width + c)  # the chunk's own columns
-        lp, ent = forward(input_ids[chunk, cols], attention_mask[chunk, cols], c)
-        rows.append(chunk)
-        logps.append(F.pad(lp, (0, logits_to_keep - c)))  # (b, logits_to_keep)
-        entropies.append(None if ent is None else F.pad(ent, (0, logits_to_keep - c)))
-    back = torch.argsort(torch.cat(rows))  # (B,) the batch's order
-    entropy = None if entropies[0] is None else torch.cat(entropies)[back]
-    return torch.cat(logps)[back], entropy
+        parts.append((chunk, *forward(input_ids[chunk, cols], attention_mask[chunk, cols], c)))
+    return _in_batch_order(parts, logits_to_keep)
+
+
+def _in_batch_order(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+                    width: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Chunks' ``(rows, logps, entropies or None)``, each ``(b, c)``, padded to ``width`` columns
+    and put back in the batch's row order: ``(B, width)`` each."""
+    back = torch.argsort(torch.cat([rows for rows, _, _ in parts]))  # (B,) the batch's order
+    logps = torch.cat([F.pad(lp, (0, width - lp.size(1))) for _, lp, _ in parts])[back]
+    if parts[0][2] is None:
+        return logps, None
+    return logps, torch.cat([F.pad(e, (0, width - e.size(1))) for _, _, e in parts])[back]
 
 
 Call = Callable[..., Any]  # model(**inputs): TRL's fused forward (log_probs, entropy) or a cache
@@ -89,7 +95,7 @@ def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     head = width - 1  # the columns run once per prompt
     kv, inverse = _prompt_cache(call, input_ids, attention_mask, extra, head)
     completion = attention_mask[:, width:].sum(dim=1)  # (B,)
-    out = []
+    parts = []
     for chunk in torch.argsort(completion).tensor_split(buckets):  # shortest first
         if len(chunk) == 0:
             continue
@@ -100,12 +106,8 @@ def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         inputs = _columns(input_ids, attention_mask, extra, chunk, head, width + c)
         labels = inputs["input_ids"].masked_fill(attention_mask[chunk, head:width + c] == 0, -100)
         res = call(**inputs, cache=cache, labels=labels, fused_lm_head=True)  # (b, c) each
-        pad = (0, logits_to_keep - c)
-        out.append((chunk, F.pad(res.log_probs, pad),
-                    None if res.entropy is None else F.pad(res.entropy, pad)))
-    back = torch.argsort(torch.cat([chunk for chunk, _, _ in out]))  # (B,) the batch's order
-    entropy = None if out[0][2] is None else torch.cat([e for _, _, e in out])[back]
-    return torch.cat([lp for _, lp, _ in out])[back], entropy
+        parts.append((chunk, res.log_probs, res.entropy))
+    return _in_batch_order(parts, logits_to_keep)
 
 
 def _prompt_cache(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -129,6 +131,6 @@ def _columns(input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict 
     ids = input_ids[rows, start:stop]
     if extra is None:
         return {"input_ids": ids, "attention_mask": attention_mask[rows, :stop]}
-    mask = extra["attention_mask"][rows][:, :, start:stop, :stop]  # (b, 1, stop - start, stop)
+    mask = extra["attention_mask"][:, :, start:stop, :stop][rows]  # (b, 1, stop - start, stop)
     return {"input_ids": ids, "attention_mask": mask,
             "position_ids": extra["position_ids"][rows, start:stop]}
