@@ -414,7 +414,8 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
 def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
     """Forked decoding (the RL rollout engine) of a batch of prompts with two paths per block."""
     from pr1lib.config import RolloutConfig
-    from pr1lib.rollout import generate, steer_logits
+    from pr1lib.rollout import generate
+    from pr1lib.steering import steer_logits
     from pr1lib.structure import tag_ids
 
     t, head = tag_ids(tok), model.lm_head

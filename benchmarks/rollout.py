@@ -39,7 +39,8 @@ import torch
 
 from pr1lib.config import RolloutConfig
 from pr1lib.paths import REPO_ROOT
-from pr1lib.rollout import generate, steer_logits
+from pr1lib.rollout import generate
+from pr1lib.steering import steer_logits
 from pr1lib.structure import attention_inputs, tag_ids
 
 PROMPT = "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\nAnswer:"

@@ -16,6 +16,7 @@ flow back through the copies into the one prompt forward.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -62,6 +63,48 @@ def _in_batch_order(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor |
 
 
 Call = Callable[..., Any]  # model(**inputs): TRL's fused forward (log_probs, entropy) or a cache
+SMALL_VOCAB = 8192  # up to this many tokens, ``full_logits_head``'s logits fit and are cheaper
+
+
+def full_logits_head(call: Call, temperature: float = 1.0, entropy_grad: bool = False) -> Call:
+    """``call`` whose ``fused_lm_head=True`` answer comes from the model's own full logits
+    ``(b, q, V)``: log-probs of the next labels and entropies at ``temperature``, as TRL's tiled
+    head gives them. For a small vocabulary (the tiny model's 512) this costs about half as much
+    on the CPU; the entropies carry a gradient only if ``entropy_grad`` (TRL's entropy bonus).
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> from trl.trainer.utils import add_fused_lm_head
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1))
+    >>> add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    >>> ids = torch.tensor([[3, 4, 5, 6]]); labels = torch.tensor([[-100, 4, 5, -100]])
+    >>> tiled = model(input_ids=ids, labels=labels, fused_lm_head=True)
+    >>> full = full_logits_head(model, 0.7)(input_ids=ids, labels=labels, fused_lm_head=True)
+    >>> [torch.allclose(a, b, atol=1e-6) for a, b in ((tiled.log_probs, full.log_probs),
+    ...                                                (tiled.entropy, full.entropy))]
+    [True, True]
+    """
+    def head(labels: torch.Tensor | None = None, fused_lm_head: bool = False, **inputs: Any) -> Any:
+        if not fused_lm_head:
+            return call(**inputs)
+        logits = call(**inputs, use_cache=False).logits[:, :-1].float() / temperature  # (b, q-1, V)
+        target, real = labels[:, 1:], labels[:, 1:] != -100  # (b, q-1) each
+        logp = torch.log_softmax(logits, dim=-1)  # (b, q-1, V)
+        lp = logp.gather(-1, target.clamp(min=0)[..., None]).squeeze(-1)  # (b, q-1)
+        with torch.enable_grad() if entropy_grad else torch.no_grad():
+            entropy = -(logp.exp() * logp).sum(dim=-1)  # (b, q-1)
+        return SimpleNamespace(log_probs=lp.masked_fill(~real, 0.0),
+                               entropy=entropy.masked_fill(~real, 0.0))
+    return head
+
+
+def loss_head(model: Any, temperature: float, entropy_grad: bool) -> Call:
+    """``model`` itself (TRL's tiled head), or ``full_logits_head`` over it when its vocabulary
+    has at most ``SMALL_VOCAB`` tokens. ``model`` may be wrapped (PEFT, DDP)."""
+    bare = getattr(model, "module", model)  # DDP
+    vocab = bare.get_output_embeddings().weight.shape[0]
+    return full_logits_head(model, temperature, entropy_grad) if vocab <= SMALL_VOCAB else model
 
 
 def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,

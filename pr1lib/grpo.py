@@ -11,9 +11,9 @@ The wiring, piece by piece (docs/recipe.md#8-grpo-hyper-parameters):
   (``forked``: every ``<Parallel>`` opens real independent paths; ``seen``: plain sampling), or
   TRL's own ``model.generate`` (``rollout="trl"``);
 * **log-probs**: ``ParallelGRPOTrainer`` overrides the one method all of TRL's log-prob calls go
-  through. ``seen`` keeps TRL's causal forward; ``unseen`` adds the path-isolating 4D mask and the
-  restarted positions of ``pr1lib.structure`` (labels come from the 2D mask, as the 4D one hides
-  the padding); both run each group's prompt once (``buckets.by_prompt``);
+  through. ``seen`` keeps TRL's causal forward; ``unseen`` adds ``pr1lib.structure``'s isolating 4D
+  mask and restarted positions (labels from the 2D mask: the 4D one hides the padding); both run
+  each group's prompt once (``buckets.by_prompt``; a small vocabulary: ``buckets.loss_head``);
 * **knobs**: ``GRPOStageConfig`` (group 8, clip 0.2 / 0.28 high for the alternating S2 run, no KL,
   T = 1.0) becomes TRL's ``GRPOConfig``, seeds fixed (``seed`` and ``data_seed``);
 * **checkpoints**: every ``save_steps`` into ``RUN/trainer/checkpoint-N``; a rerun of the same
@@ -41,7 +41,7 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainerState
 from trl import GRPOConfig, GRPOTrainer
 
-from pr1lib.buckets import by_length, by_prompt
+from pr1lib.buckets import by_length, by_prompt, loss_head
 from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.dashboard import Dashboard
 from pr1lib.data import load_source
@@ -111,9 +111,8 @@ def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) 
     cuda = torch.cuda.is_available()
     return GRPOConfig(
         output_dir=str(out_dir), learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
+        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
         max_steps=cfg.max_steps, per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         num_generations=cfg.num_generations,
@@ -170,8 +169,8 @@ def reward_weights(cfg: GRPOStageConfig) -> list[float]:
 class ParallelGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose log-prob forward sees the parallel structure when ``variant="unseen"``.
 
-    TRL calls ``_get_per_token_logps_and_entropies`` for the old, reference and current log-probs,
-    so this one override makes every one of them path-isolated; ``seen`` is TRL's own forward."""
+    TRL gets the old, reference and current log-probs from ``_get_per_token_logps_and_entropies``:
+    this one override makes them all path-isolated; ``seen`` is TRL's own forward."""
 
     def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
                  length_buckets: int = 1, share_prompts: bool = False, **kwargs: Any) -> None:
@@ -207,7 +206,8 @@ class ParallelGRPOTrainer(GRPOTrainer):
             extra = (None if self.variant != "unseen" else
                      self._unseen_inputs(model, input_ids, attention_mask, logits_to_keep))
             with self.accelerator.autocast():
-                lp, ent = by_prompt(model, input_ids, attention_mask, logits_to_keep,
+                head = loss_head(model, self.temperature, self._entropy_bonus_enabled)
+                lp, ent = by_prompt(head, input_ids, attention_mask, logits_to_keep,
                                     self.length_buckets, extra)
             return lp, ent if compute_entropy else None, None
         if self.length_buckets > 1 and plain:

@@ -11,63 +11,27 @@ step writes its column in place, where ``DynamicCache`` would copy the whole cac
 at every step, a cost that grows with the length of the rollout; ``extend_rows`` runs a few rows
 (a re-read) without running the idle ones; a regroup that only keeps, drops or repeats whole
 rows copies them block by block (holes and all, while they are few), any other one gathers the
-real keys in one ``index_select``, both into the memory the last cache left; the prefill runs
-each distinct prompt once; on the CPU a one-token step attends with two matmuls
-(``DECODE_ATTENTION``): PyTorch's CPU SDPA kernel was about 2x slower for one query over 300
-keys (``bench grpo`` measures the whole step). ``Streams(model, buffered=False)`` is the first
-engine: a plain ``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers,
+real keys in one ``index_select``, both into the memory the last cache left; a regroup that
+only drops rows moves the last rows into the freed places and keeps the memory; the prefill runs
+each distinct prompt once; a one-token step runs ``pr1lib.decode.step`` where it applies, else
+the model with ``pr1lib.decode``'s two-matmul attention and the key mask as its 4D mask.
+``bench grpo`` measures the whole step. ``Streams(model, buffered=False)`` is the first engine:
+a plain ``DynamicCache``, ``extend`` on every row, a row-by-row regroup (the same numbers,
 slower).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
-from typing import Any, Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any, Sequence
 
 import torch
-from transformers import AttentionInterface, DynamicCache
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-DECODE_ATTENTION = "pr1_sdpa"  # SDPA with SDPA's masks, but one-token CPU steps as two matmuls
-
-
-def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask: torch.Tensor | None, scaling: float | None = None,
-                     **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """Transformers' SDPA attention, except a single query token on the CPU: ``softmax(q kᵀ) v``
-    as two matmuls (the same numbers up to rounding). Registered as ``DECODE_ATTENTION``."""
-    if query.shape[2] != 1 or query.device.type != "cpu":
-        return sdpa_attention_forward(module, query, key, value, attention_mask,
-                                      scaling=scaling, **kwargs)
-    groups = getattr(module, "num_key_value_groups", 1)
-    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, T, D)
-    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(-1, -2)) * scale  # (B, H, 1, T)
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attention_mask, float("-inf"))
-    elif attention_mask is not None:
-        scores = scores + attention_mask  # additive
-    out = torch.matmul(torch.softmax(scores, dim=-1), value)  # (B, H, 1, D)
-    return out.transpose(1, 2).contiguous(), None  # (B, 1, H, D)
-
-
-AttentionInterface.register(DECODE_ATTENTION, decode_attention)
-AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
-
-
-@contextmanager
-def decoding(model: Any) -> Iterator[None]:
-    """While inside, a model that attends with ``sdpa`` attends with ``DECODE_ATTENTION``."""
-    config = model.config
-    before = getattr(config, "_attn_implementation", None)
-    if before == "sdpa":
-        config._attn_implementation = DECODE_ATTENTION
-    try:
-        yield
-    finally:
-        config._attn_implementation = before
+from pr1lib import decode
+from pr1lib.decode import decoding
+from pr1lib.structure import attn_implementation
 
 
 class BufferLayer(DynamicLayer):
@@ -193,6 +157,7 @@ class Streams:
 
     def __init__(self, model: Any, buffered: bool = True):
         self.model, self.cache, self.fed, self.buffered = model, None, 0, buffered
+        self.lean = buffered and decode.supported(model)  # one-token steps: decode.step
         self.spare: list[torch.Tensor] = []  # flat buffers of the last cache, for the next regroup
         self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
         self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
@@ -200,11 +165,18 @@ class Streams:
     def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor,
                  keep: Any = 1) -> torch.Tensor:
         mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
+        # one token under SDPA: every key is in its past, so the key mask is the 4D mask as it is
+        one = ids.shape[1] == 1 and self.buffered and attn_implementation(self.model) == "sdpa"
+        self.fed += int(live.sum())
+        if one and self.lean and len(self.cache.layers) == self.model.config.num_hidden_layers:
+            logits = decode.step(self.model, ids, positions, mask, self.cache)  # (R, V)
+            self.valid = mask
+            return logits[:, None]  # (R, 1, V)
+        attend = mask[:, None, None, :] if one else mask  # (R, 1, 1, T + 1): no mask building
         with decoding(self.model) if self.buffered else nullcontext():
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+            out = self.model(input_ids=ids, attention_mask=attend, position_ids=positions,
                              cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.cache, self.valid = out.cache, mask
-        self.fed += int(live.sum())
         return out.logits  # (R, q, V)
 
     def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
@@ -296,6 +268,9 @@ class Streams:
         """New row i is old row ``rows[i]`` as it is (holes too): one block copy per row and head,
         much cheaper than a key-by-key gather."""
         idx = torch.tensor(rows, dtype=torch.long, device=self.valid.device)  # (R',)
+        moved = [j for j, r in enumerate(rows) if r != j]
+        if len(set(rows)) == len(rows) and all(rows[j] >= len(rows) for j in moved):
+            return self._drop_rows(idx, moved)
         kv = []
         for layer in self.cache.layers:
             pair = []
@@ -308,6 +283,18 @@ class Streams:
                 pair.append(picked.view(len(rows), h, c, d))
             kv.append(pair)
         self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
+        self.cache, self.valid = new_cache(True, kv, self.valid.shape[1]), self.valid[idx]
+
+    def _drop_rows(self, idx: torch.Tensor, moved: list[int]) -> None:
+        """Rows dropped, the last ones moved into the freed places (``idx[j] == j`` but at
+        ``moved``): copy those rows in place and keep the first ``R'`` rows of every buffer."""
+        dst = torch.tensor(moved, dtype=torch.long, device=idx.device)  # (M,)
+        kv = []
+        for layer in self.cache.layers:
+            pair = storage(layer)  # (R, H, C, D) each
+            for t in pair if moved else ():
+                t.index_copy_(0, dst, t[idx[dst]])
+            kv.append([t[: len(idx)] for t in pair])  # views: no new memory
         self.cache, self.valid = new_cache(True, kv, self.valid.shape[1]), self.valid[idx]
 
     def _first_regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> None:

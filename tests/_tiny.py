@@ -12,7 +12,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pr1lib.rollout import steer_logits
+from pr1lib.steering import steer_logits
 from pr1lib.structure import TAGS
 
 EOS = "<|endoftext|>"

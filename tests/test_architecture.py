@@ -20,7 +20,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
-    ("models", "kvcache", "rollout", "teachers", "chat_teacher", "standin"),  # models and engines
+    # models and engines
+    ("models", "decode", "kvcache", "rollout", "steering", "teachers", "chat_teacher", "standin"),
     # the pieces a stage is made of
     ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling", "preflight"),
     ("sft", "grpo"),  # the training stages

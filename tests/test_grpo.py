@@ -14,6 +14,7 @@ from conftest import fresh
 
 import pr1lib.grpo
 import pr1lib.sampling
+from pr1lib.buckets import loss_head
 from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import (
     GRPOSession,
@@ -273,9 +274,10 @@ def test_fast_rollouts_train_like_the_first_path(base, tmp_path, variant):
 def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(base, tmp_path,
                                                                                variant):
     """The loss run as length-sorted chunks without their padding columns, and with each distinct
-    prompt run once (``share_prompts``), equals the one padded batch: same loss, same gradient up
-    to float rounding."""
-    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant, max_steps=1)
+    prompt run once (``share_prompts``; the small vocabulary's full-logits head), equals the one
+    padded batch (TRL's tiled head): same loss, entropies and gradient up to float rounding."""
+    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant, max_steps=1,
+                                    seed=4)  # a batch with padding: one row ends early
     session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
     session.run()
     trainer = session.trainer
@@ -284,7 +286,7 @@ def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(ba
     assert lengths.min() < lengths.max()  # there is padding to cut
     prompts = torch.unique(inputs["prompt_ids"], dim=0)
     assert 1 < len(prompts) < len(lengths)  # groups share a prompt
-    grads = {}
+    grads, entropies = {}, {}
     for buckets, share in ((1, False), (8, False), (8, True), (1, True)):
         trainer.length_buckets, trainer.share_prompts = buckets, share
         model.zero_grad()
@@ -292,6 +294,14 @@ def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(ba
         loss.backward()
         grads[buckets, share] = (loss.item(), {n: p.grad.clone() for n, p in
                                                model.named_parameters() if p.grad is not None})
+        with torch.no_grad():
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+            mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            entropies[buckets, share] = trainer._get_per_token_logps_and_entropies(
+                model, ids, mask, inputs["completion_ids"].size(1), compute_entropy=True)[1]
+    assert loss_head(model, 1.0, False) is not model  # the smoke model's vocabulary is small
+    for key, ent in entropies.items():
+        assert torch.allclose(ent, entropies[1, False], atol=1e-5), key
     loss_one, one = grads[1, False]
     assert max(g.abs().max().item() for g in one.values()) > 0
     for key in ((8, False), (8, True), (1, True)):

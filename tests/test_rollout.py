@@ -8,8 +8,8 @@ import torch
 from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
 from pr1lib.config import RolloutConfig
-from pr1lib.kvcache import Streams
-from pr1lib.rollout import Rollout, _Engine, as_columns, generate, rollout_logprobs
+from pr1lib.kvcache import Streams, new_cache
+from pr1lib.rollout import Rollout, _Engine, as_columns, generate, rollout_logprobs, sample_tokens
 from pr1lib.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
@@ -95,6 +95,33 @@ def test_fork_and_merge_equal_masked_forward(model):
         for i, tok in enumerate(tail):
             out = st.step(torch.tensor([tok, 6]), torch.tensor([True, True]))
             torch.testing.assert_close(out[0], full[at + i], atol=1e-5, rtol=0)
+
+
+def test_dropping_rows_moves_only_the_last_rows_into_the_gaps(model):
+    """A regroup that only drops rows (the engine puts the last rows into the freed places,
+    ``_from_tail``) copies those rows within the cache's own memory; the next step's logits are
+    the first engine's, which rebuilds the cache."""
+    from pr1lib.kvcache import storage
+    from pr1lib.rollout import _from_tail
+
+    keep = [(object(), [(old, 0, 9)], 0) for old in (0, 2, 5, 6)]  # rows 1, 3, 4 dropped
+    assert [p[0][0] for _, p, _ in _from_tail(keep)] == [0, 5, 2, 6]
+    forks = [(object(), [(0, 0, 9)], 0)] * 2
+    assert _from_tail(forks) == forks  # a fork repeats a row: no reordering
+    prompts = [tokens(f"Q: {t}") for t in ("one", "two", "six", "ten", "end")]  # no holes
+    fast, first = Streams(model), Streams(model, buffered=False)
+    with torch.no_grad():
+        for st in (fast, first):
+            st.prefill(prompts, T.pad)
+            st.step(torch.tensor([5, 6, 7, 8, 9]), torch.ones(5, dtype=torch.bool))
+        memory = storage(fast.cache.layers[0])[0].data_ptr()
+        rows = [0, 4, 2]  # rows 1 and 3 end; row 4 moves into place 1
+        for st in (fast, first):
+            st.regroup([[(r, 0, st.n_real(r))] for r in rows], st.pos[rows].tolist())
+        assert storage(fast.cache.layers[0])[0].data_ptr() == memory
+        feed, live = torch.tensor([10, 11, 12]), torch.ones(3, dtype=torch.bool)
+        torch.testing.assert_close(fast.step(feed, live), first.step(feed, live), atol=1e-5,
+                                   rtol=0)
 
 
 def test_recorded_logprobs_equal_recomputed_forked(steered):
@@ -406,6 +433,21 @@ def test_block_limit_stop_and_mask(mode):
         run(eager_blocks, at_block_limit="nope")
 
 
+@pytest.mark.parametrize("temperature, top_p, expected", [
+    (1.0, 1.0, torch.softmax(torch.tensor([0.0, 1.0, 2.0]), -1).tolist()),
+    (2.0, 1.0, torch.softmax(torch.tensor([0.0, 0.5, 1.0]), -1).tolist()),
+    (1.0, 0.7, [0.0, 0.2689, 0.7311]),  # top-p keeps 0.665 + 0.245, renormalised
+])
+def test_sampled_tokens_follow_the_tempered_softmax(temperature, top_p, expected):
+    """Inverting the CDF draws each token at its probability (40k draws: a 4-sigma band of about
+    0.01) and never a banned (-inf) or top-p-dropped token."""
+    logits = torch.tensor([[0.0, 1.0, 2.0, float("-inf")]]).repeat(40_000, 1)  # (N, 4)
+    draws = sample_tokens(logits, temperature, top_p, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=4).double() / len(draws)
+    assert freq[3] == 0 and (freq[0] == 0) == (expected[0] == 0)
+    assert (freq[:3] - torch.tensor(expected, dtype=freq.dtype)).abs().max() < 0.01
+
+
 @pytest.mark.parametrize("mode", ["forked", "reread", "seen"])
 def test_fast_cache_samples_what_the_first_engine_samples(steered, mode):
     """The in-place KV cache, the re-reads on their own rows, the cheaper regroups and the
@@ -429,7 +471,7 @@ def test_decode_attention_is_sdpa_for_one_query_token():
     key mask with holes (bool) and an additive mask; longer queries go to SDPA itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from pr1lib.kvcache import decode_attention
+    from pr1lib.decode import decode_attention
 
     torch.manual_seed(0)
     module = torch.nn.Module()
@@ -447,18 +489,58 @@ def test_decode_attention_is_sdpa_for_one_query_token():
 
 
 def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model, monkeypatch):
-    """While the fast engine decodes, the model attends with ``DECODE_ATTENTION`` (every step
-    after the prefill has one query token); afterwards it attends with SDPA again, as before."""
-    import pr1lib.kvcache as kvcache
+    """While the fast engine decodes, its one-token steps run ``decode.step`` (the toy model is a
+    plain float32 Qwen3) or, for a model it does not cover, the model with ``DECODE_ATTENTION``;
+    afterwards the model attends with SDPA again; the first engine runs plain SDPA throughout."""
+    import pr1lib.decode as decode
 
-    seen = []
-    real = kvcache.decode_attention
-    monkeypatch.setitem(kvcache.AttentionInterface._global_mapping, kvcache.DECODE_ATTENTION,
+    seen, lean = [], []
+    real_attention, real_step = decode.decode_attention, decode.step
+    monkeypatch.setitem(decode.AttentionInterface._global_mapping, decode.DECODE_ATTENTION,
                         lambda module, query, *a, **kw: seen.append(query.shape[2])
-                        or real(module, query, *a, **kw))
+                        or real_attention(module, query, *a, **kw))
+    monkeypatch.setattr(decode, "step", lambda *a: lean.append(1) or real_step(*a))
     run(model, seed=3, max_completion_length=6)
-    assert seen and seen.count(1) >= len(seen) // 2  # decoding steps: one query token each
+    assert lean and seen and 1 not in seen  # the prefill: the model; the steps: decode.step
     assert model.config._attn_implementation == "sdpa"
+    seen.clear(), lean.clear()
+    monkeypatch.setattr(decode, "supported", lambda model: False)
+    run(model, seed=3, max_completion_length=6)
+    assert not lean and seen.count(1) >= len(seen) // 2  # the model, one query token a step
     seen.clear()
     run(model, seed=3, max_completion_length=6, fast_cache=False)  # the first engine: plain SDPA
-    assert seen == []
+    assert seen == [] and lean == []
+
+
+def test_the_lean_step_gives_the_models_logits(model):
+    """``decode.step`` against the model's own forward on the same cache: rows at their own
+    positions, one idling (a hole), GQA; LoRA-wrapped or bfloat16 models are not covered."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from pr1lib import decode
+
+    assert decode.supported(model)
+    assert not decode.supported(copy.deepcopy(model).to(torch.bfloat16))
+    wrapped = get_peft_model(copy.deepcopy(model), LoraConfig(target_modules=["q_proj"]))
+    assert not decode.supported(wrapped) and not decode.supported(wrapped.get_base_model())
+    lean, plain = Streams(model), Streams(model)
+    plain.lean = False
+    prompts = [tokens("Q: hi"), tokens("a longer prompt"), tokens("x")]
+    with torch.no_grad():
+        for st in (lean, plain):
+            st.prefill(prompts, T.pad)
+        for t in range(4):
+            feed, live = torch.tensor([5 + t, 9, 12]), torch.tensor([True, t != 1, True])
+            torch.testing.assert_close(lean.step(feed, live), plain.step(feed, live), atol=1e-5,
+                                       rtol=0)
+    assert lean.pos.tolist() == plain.pos.tolist()
+    one = [Streams(model), Streams(model)]  # one-token prompts: the prefill is the model's own
+    one[1].lean = False
+    with torch.no_grad():
+        first = [st.prefill([[7], [8]], T.pad) for st in one]
+        torch.testing.assert_close(first[0], first[1], atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="run the model on the prompt first"):
+            decode.step(model, torch.tensor([[7]]), torch.tensor([[0]]),
+                        torch.ones(1, 1, dtype=torch.bool), new_cache())

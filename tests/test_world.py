@@ -216,7 +216,7 @@ def test_half_plain_start_uses_the_worlds_plain_solution():
 def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
     from pr1lib.blockcost import blockcost, paired_bootstrap
     from pr1lib.models import build_random_tiny
-    from pr1lib.rollout import steer_logits
+    from pr1lib.steering import steer_logits
     from pr1lib.structure import tag_ids
     from pr1lib.tokens import add_parallel_tags
 
