@@ -68,7 +68,6 @@ def decoding(model: Any) -> Iterator[None]:
         config._attn_implementation = before
 
 
-
 def supported(model: Any) -> bool:
     """Can ``step`` stand in for ``model``'s forward? (Qwen3, float32, CPU, plain layers.)
 
