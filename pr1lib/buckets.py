@@ -99,12 +99,11 @@ def full_logits_head(call: Call, temperature: float = 1.0, entropy_grad: bool = 
     return head
 
 
-def loss_head(model: Any, temperature: float, entropy_grad: bool) -> Call:
+def loss_head(model: Any, vocab_size: int, temperature: float, entropy_grad: bool) -> Call:
     """``model`` itself (TRL's tiled head), or ``full_logits_head`` over it when its vocabulary
-    has at most ``SMALL_VOCAB`` tokens. ``model`` may be wrapped (PEFT, DDP)."""
-    bare = getattr(model, "module", model)  # DDP
-    vocab = bare.get_output_embeddings().weight.shape[0]
-    return full_logits_head(model, temperature, entropy_grad) if vocab <= SMALL_VOCAB else model
+    has at most ``SMALL_VOCAB`` tokens."""
+    small = vocab_size <= SMALL_VOCAB
+    return full_logits_head(model, temperature, entropy_grad) if small else model
 
 
 def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -120,8 +120,7 @@ def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) 
         top_p=cfg.top_p,
         epsilon=cfg.epsilon, epsilon_high=cfg.clip_high, beta=cfg.beta, loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards, reward_weights=reward_weights(cfg), seed=cfg.seed,
-        data_seed=cfg.seed,
-        save_strategy="steps", save_steps=cfg.save_steps, save_only_model=False,
+        data_seed=cfg.seed, save_strategy="steps", save_steps=cfg.save_steps, save_only_model=False,
         logging_steps=cfg.logging_steps,
         report_to="none", disable_tqdm=True, use_cpu=not cuda,
         activation_checkpointing=model_cfg.gradient_checkpointing,
@@ -206,7 +205,8 @@ class ParallelGRPOTrainer(GRPOTrainer):
             extra = (None if self.variant != "unseen" else
                      self._unseen_inputs(model, input_ids, attention_mask, logits_to_keep))
             with self.accelerator.autocast():
-                head = loss_head(model, self.temperature, self._entropy_bonus_enabled)
+                vocab = self.accelerator.unwrap_model(model).get_output_embeddings().weight.size(0)
+                head = loss_head(model, vocab, self.temperature, self._entropy_bonus_enabled)
                 lp, ent = by_prompt(head, input_ids, attention_mask, logits_to_keep,
                                     self.length_buckets, extra)
             return lp, ent if compute_entropy else None, None

@@ -30,7 +30,6 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from pr1lib import decode
-from pr1lib.decode import decoding
 from pr1lib.structure import attn_implementation
 
 
@@ -168,12 +167,12 @@ class Streams:
         # one token under SDPA: every key is in its past, so the key mask is the 4D mask as it is
         one = ids.shape[1] == 1 and self.buffered and attn_implementation(self.model) == "sdpa"
         self.fed += int(live.sum())
-        if one and self.lean and len(self.cache.layers) == self.model.config.num_hidden_layers:
+        if one and self.lean and self.valid.shape[1]:  # after the prefill: every layer has keys
             logits = decode.step(self.model, ids, positions, mask, self.cache)  # (R, V)
             self.valid = mask
             return logits[:, None]  # (R, 1, V)
         attend = mask[:, None, None, :] if one else mask  # (R, 1, 1, T + 1): no mask building
-        with decoding(self.model) if self.buffered else nullcontext():
+        with decode.decoding(self.model) if self.buffered else nullcontext():
             out = self.model(input_ids=ids, attention_mask=attend, position_ids=positions,
                              cache=self.cache, use_cache=True, logits_to_keep=keep)
         self.cache, self.valid = out.cache, mask

@@ -403,9 +403,9 @@ class _Engine:
 
 
 def _from_tail(keep: list[tuple[_Row, list, int]]) -> list[tuple[_Row, list, int]]:
-    """If the regroup only drops rows (each kept row is one old row whole, none twice), survivors
-    keep their places and the last rows fill the freed ones, so that the cache moves those rows
-    alone (``Streams.regroup``); any other regroup keeps its order."""
+    """If the regroup only drops rows (each kept row continues one old row, none twice), the
+    survivors keep their places and the last rows fill the freed ones, so that the cache moves
+    those rows alone (``Streams.regroup``); any other regroup keeps its order."""
     old = [p[0][0] if len(p) == 1 else -1 for _, p, _ in keep]
     if -1 in old or len(set(old)) < len(old):
         return keep
