@@ -187,7 +187,8 @@ def _grpo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=count(0), nargs="+", default=None,
                    help="repeat for these seeds")
     p.add_argument("--world", choices=WORLDS, default=None, help="tinyworld: TinyWorld's problems "
-                   "and settings, from data/tinyworld-sft (plain: data/tinyworld-base)")
+                   "and settings, from data/tinyworld-sft (unseen: data/tinyworld-sft-unseen; "
+                   "plain: data/tinyworld-base)")
     p.add_argument("--dose-response", action="store_true", help="Stage-2 runs of the alternating "
                    "reward at 0/2/5/10 tiered steps per 10 and at b = 0/0.2/0.5/1 (easy problems)")
     p.add_argument("--ablation", action="store_true", help="run (or print) the reward ablation")

@@ -51,13 +51,14 @@ def sft_run(variant: str, profile: str) -> Path | None:
 
 
 def world_init(world: str | None, variant: str = "seen") -> str | None:
-    """The shipped start of a tiny world's RL (``WORLD_INITS``): its SFT, or for the plain baseline
-    its base model; ``None`` for the profile's own problems.
+    """The shipped start of a tiny world's RL (``WORLD_INITS``): the variant's SFT, or for the plain
+    baseline its base model; ``None`` for the profile's own problems.
 
-    >>> world_init("tinyworld"), world_init("tinyworld", "plain"), world_init(None)
-    ('data/tinyworld-sft', 'data/tinyworld-base', None)
+    >>> world_init("tinyworld"), world_init("tinyworld", "unseen"), world_init(None)
+    ('data/tinyworld-sft', 'data/tinyworld-sft-unseen', None)
     """
-    return WORLD_INITS.get(world or "", {}).get("plain" if variant == "plain" else "sft")
+    key = variant if variant in ("plain", "unseen") else "sft"
+    return WORLD_INITS.get(world or "", {}).get(key)
 
 
 def dose_dir(profile: str, world: str | None, seed: int) -> Path:

@@ -109,5 +109,7 @@ def test_tinyworld_stages_take_its_problems_rollout_and_held_out_sets():
     assert stage(3, "tiny", world="tinygsm") == stage(3, "tiny")
     with pytest.raises(ValueError, match="world must be one of"):
         GRPOStageConfig.for_stage(3, "tiny", world="mars")
-    with pytest.raises(ValueError, match="use --variant seen or plain"):
-        GRPOStageConfig.for_stage(3, "tiny", world="tinyworld", variant="unseen")
+    unseen = stage(3, "tiny", world="tinyworld", variant="unseen")  # independent forked probes
+    assert (unseen.rollout_mode, unseen.eval_rollout_mode, unseen.data) == (
+        "forked", "forked", "tinyworld-hard")
+    assert unseen.max_path_length == 128 and not unseen.use_lora
