@@ -293,3 +293,33 @@ def test_shipped_tinyworld_sft_gains_from_a_forced_block_on_hard_items():
                      max_path_length=128)["tinyworld-hard"]
     assert hard["parallel_ratio_block"] == 1.0 and hard["parallel_ratio_plain"] == 0.0
     assert hard["acc_block"] >= 0.45 and hard["diff"] > 0, hard
+
+
+SHIPPED_WORLD_SFT_UNSEEN = REPO_ROOT / "data" / "tinyworld-sft-unseen"
+
+
+@pytest.mark.skipif(not (SHIPPED_WORLD_SFT_UNSEEN / "model.safetensors").exists(),
+                    reason="data/tinyworld-sft-unseen not shipped")
+def test_shipped_unseen_tinyworld_sft_probes_with_independent_paths():
+    """The unseen SFT never sees a sibling path, so each forked path picks its cheap price on its
+    own: the two paths of a block fix different prices about half of the time (independent
+    probes: 0.49 measured), not never (the seen SFT forked: 0.01, copies) nor always (the seen SFT
+    sampled plainly: 1.0, the teacher's split). 80 blocks: one SD of the share is ~0.06, so
+    [0.2, 0.8] sits ~5 SD from 0.5 on each side."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pr1lib.blockcost import sample
+    from pr1lib.format import path_ranges
+    from pr1lib.prompts import chat_prompt
+
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN).eval()
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN)
+    prompts = [chat_prompt(r["question"], tokenizer, "tiny")
+               for r in load_benchmark("tinyworld-hard", 40)]
+    texts = [t for group in sample(model, tokenizer, prompts, 2, True, "forked",
+                                   max_completion_length=384, max_path_length=128) for t in group]
+    firsts = [[re.search(r"\d+", text[a:b]) for a, b in path_ranges(text)[:2]] for text in texts]
+    pairs = [(f[0].group(), f[1].group()) for f in firsts if len(f) == 2 and all(f)]
+    assert len(pairs) >= 0.9 * len(texts), len(pairs)  # nearly every block has two priced paths
+    differ = sum(p != q for p, q in pairs) / len(pairs)
+    assert 0.2 <= differ <= 0.8, differ
