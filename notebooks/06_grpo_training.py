@@ -481,9 +481,9 @@ fig
 # reward on every step puts one in 97-99 % of answers. The accuracy side holds as well, clearest on
 # the unseen variant: there alternating keeps 2-4 points more accuracy than parallel-only, because
 # an unseen block on an easy item costs more (a forced block: −3.3 points unseen, −0.6 seen, in
-# [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's alternating arm sits higher (63 %) and its
-# parallel arm lower (80.3 %); compare the order, not the values. Where a block neither costs nor
-# pays much, the reward mode decides how often the model opens one.
+# [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's alternating arm sits higher (63 %)
+# and its parallel arm lower (80.3 %); compare the order, not the values. Where a block neither
+# costs nor pays much, the reward mode decides how often the model opens one.
 #
 # The greedy accuracy of the block-heavy unseen arms reads low: greedy forked decoding opens path 2
 # with its second-best token (`distinct_greedy_paths`, so the two paths are not copies), which on
