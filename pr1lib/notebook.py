@@ -13,6 +13,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
+from typing import Any
 
 from pr1lib.expect import EXPECT_ENV, read_checks
 from pr1lib.paths import REPO_ROOT
@@ -80,6 +82,42 @@ class Executed:
 CELL_TIMEOUT = {"smoke": 600}  # seconds one cell may run headless; other profiles: 3600
 
 
+def one_second_polls(get_msg: Any) -> Any:
+    """An async ``get_msg(timeout)`` that polls one second at a time until ``timeout``.
+
+    nbclient's stand-in for an ``Output`` widget sends the widget's state to the kernel on the
+    shell socket while the client awaits the cell's reply on that socket, and now and then the
+    reply's wake-up is lost: the client then waits out the whole cell timeout with the reply
+    already there (jupyter/nbclient#312; 3 of 8 runs of tests/test_live.py's notebook here). A
+    poll that ends after a second and looks again costs a second instead."""
+
+    async def get(timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            try:
+                return await get_msg(timeout=max(left, 0.0))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    return get
+
+
+def notebook_client(nb: Any, **kwargs: Any) -> Any:
+    """nbclient's ``NotebookClient(nb, **kwargs)`` with the shell replies awaited in one-second
+    polls (``one_second_polls``)."""
+    import nbclient
+
+    class Client(nbclient.NotebookClient):
+        async def async_start_new_kernel_client(self) -> Any:
+            kc = await super().async_start_new_kernel_client()
+            kc.shell_channel.get_msg = one_second_polls(kc.shell_channel.get_msg)
+            return kc
+
+    return Client(nb, **kwargs)
+
+
 def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | None = None,
             params: dict | None = None) -> Executed:
     """Execute one notebook in ``profile`` with cwd = its folder (``params``: more parameters
@@ -92,7 +130,7 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | No
     nb = read(path)
     inject_parameters(nb, PROFILE=profile, SEED=seed, **(params or {}))
     timeout = timeout or CELL_TIMEOUT.get(profile, 3600)
-    client = nbclient.NotebookClient(
+    client = notebook_client(
         nb,
         timeout=timeout,
         kernel_name="python3",
