@@ -99,8 +99,6 @@ PROBES = [
     Probe("set-name-is-model", ("sft", "--set", "name=/models/x"), "goes in --model DIR"),
     Probe("blockcost-unknown-set", ("blockcost", "--set", "nope=1"), "blockcost --set nope"),
     Probe("blockcost-unknown-data", ("blockcost", "--data", "zz"), "--data 'zz': choose from"),
-    Probe("grpo-tinyworld-unseen", ("grpo", "--world", "tinyworld", "--stage", "3", "--variant",
-                                    "unseen"), "use --variant seen or plain"),
     Probe("set-limit-abc", ("coldstart", "--set", "limit=abc"),
           "--set limit=abc: limit must be None or a whole number, got 'abc'"),
     Probe("set-temperature-hot", ("coldstart", "--set", "temperature=hot"),
