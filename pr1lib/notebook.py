@@ -88,7 +88,7 @@ def one_second_polls(get_msg: Any) -> Any:
     nbclient's stand-in for an ``Output`` widget sends the widget's state to the kernel on the
     shell socket while the client awaits the cell's reply on that socket, and now and then the
     reply's wake-up is lost: the client then waits out the whole cell timeout with the reply
-    already there (jupyter/nbclient#312; 3 of 8 runs of tests/test_live.py's notebook here). A
+    already there (jupyter/nbclient#312; 5 of 12 runs of tests/test_live.py's notebook here). A
     poll that ends after a second and looks again costs a second instead."""
 
     async def get(timeout: float | None = None) -> dict:
