@@ -52,15 +52,16 @@ register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES,
 STAGE_SOURCES: dict[str, dict[int, str]] = {
     "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"}, "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
     "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"}}
-# TinyWorld's RL stages (docs/tinyworld.md#rl). Seen: path 2 takes the cheap price path 1 did not,
-# so it samples plainly ("seen"); unseen: the engine's forked paths, independent probes. Blocks
-# reach ~250 tokens. Full FT at lr 1e-4 learned in 60 steps where 3e-4 lost format (seed 0).
+# TinyWorld's RL stages (docs/tinyworld.md#rl): blocks reach ~250 tokens; full FT at lr 1e-4
+# learned in 60 steps where 3e-4 lost format (seed 0). The seen split block's path 2 takes the
+# cheap price path 1 did not, so it samples plainly; per variant: unseen keeps its forked probes.
 WORLD_SOURCES: dict[str, dict[int, str]] = {"tinyworld": {2: "tinyworld-easy", 3: "tinyworld-hard"}}
 WORLD_INITS = {"tinyworld": {"sft": "data/tinyworld-sft", "unseen": "data/tinyworld-sft-unseen",
                              "plain": "data/tinyworld-base"}}
 WORLD_PRESETS: dict[str, dict[str, Any]] = {"tinyworld": dict(
     rollout="seen", max_completion_length=384, max_path_length=128, eval_max_new_tokens=384,
     use_lora=False, learning_rate=1e-4, dynamic_sampling=True)}
+WORLD_VARIANT_PRESETS: dict[str, dict[str, dict]] = {"tinyworld": {"unseen": dict(rollout=None)}}
 # Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
 EVAL_SETS: dict[str, dict[str, str]] = {
     "smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
@@ -449,7 +450,7 @@ class GRPOStageConfig(Preset):
                   **overrides: Any) -> GRPOStageConfig:
         """The profile's config for ``stage``: the variant's reward (``RECIPES``) and its clip-high,
         the stage's problems and length, the notebook's sizes if asked, a tiny ``world``'s problems
-        and settings (``WORLD_PRESETS``; ``None``: the profile's), then ``overrides``.
+        and settings (``WORLD_*PRESETS``; ``None``: the profile's), then ``overrides``.
 
         >>> c = GRPOStageConfig.for_stage(2, "smoke"); c.reward, c.max_steps, c.epsilon_high
         ('parallel_correct', 3, None)
@@ -473,9 +474,8 @@ class GRPOStageConfig(Preset):
         world = None if world == "tinygsm" else world  # the profile's own problems
         if world not in (None, *WORLD_PRESETS):
             raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
-        tiny = {"data": WORLD_SOURCES[world][stage], **WORLD_PRESETS[world]} if world else {}
-        if variant == "unseen":  # its paths are the engine's forked ones, never plain sampling
-            tiny.pop("rollout", None)
+        tiny = {"data": WORLD_SOURCES[world][stage], **WORLD_PRESETS[world],
+                **WORLD_VARIANT_PRESETS[world].get(variant, {})} if world else {}
         return cls.for_profile(profile, **{**recipe, **short, **tiny, **overrides})
 
     @property
