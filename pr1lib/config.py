@@ -241,7 +241,7 @@ class SFTStageConfig(Preset):
     gradient_checkpointing: bool | None = None  # None: on with CUDA, off on CPU
     logging_steps: int = 5
     train_n: int = 2000  # cold-start examples built with the rule teacher without a data folder
-    source: str = "tinygsm-easy"  # their problems: a pr1lib.data source, or several joined by "+"
+    source: str = "tinygsm-easy+tinygsm-hard"  # "+"-joined sources; easy-only SFT erases hard skill
     plain_share: float = 0.0  # share of rows trained without their block (format.linearize):
     # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
     eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
