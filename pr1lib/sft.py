@@ -212,6 +212,40 @@ class ParallelCollator:
 
 
 # ----------------------------------------------------------------------------- trainer
+class LengthBatches(torch.utils.data.Sampler):
+    """One epoch's row order: rows shuffled, cut into chunks of 50 batches, sorted by length in
+    each chunk and cut into batches, then the full batches shuffled (a short one goes last). A
+    batch holds rows of similar length, so little padding, while easy and hard batches stay
+    mixed in time (transformers' ``group_by_length`` runs each chunk longest first).
+
+    >>> order = list(LengthBatches([5, 1, 4, 2, 3, 6], batch_size=2))  # lengths of rows 0..5
+    >>> sorted(sorted(order[i:i + 2]) for i in (0, 2, 4))  # row pairs of lengths 1-2, 3-4, 5-6
+    [[0, 5], [1, 3], [2, 4]]
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0):
+        self.lengths, self.batch_size, self.seed, self.epoch = list(lengths), batch_size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:  # called by the Trainer before each epoch
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+        order, size = torch.randperm(len(self.lengths), generator=g).tolist(), self.batch_size
+        batches = []
+        for i in range(0, len(order), 50 * size):
+            chunk = sorted(order[i:i + 50 * size], key=self.lengths.__getitem__)
+            batches += [chunk[j:j + size] for j in range(0, len(chunk), size)]
+        full, short = batches[:len(order) // size], batches[len(order) // size:]  # short: 0 or 1
+        for k in torch.randperm(len(full), generator=g).tolist():
+            yield from full[k]
+        for batch in short:
+            yield from batch
+
+
 class ParallelSFTTrainer(SFTTrainer):
     """``SFTTrainer`` whose loss is a per-sample token mean (``"sample"``) or TRL's token mean
     (``"token"``), computed from the fused LM head; works with a 4D mask (never sums it)."""
@@ -224,6 +258,14 @@ class ParallelSFTTrainer(SFTTrainer):
         self.loss_reduction = loss_reduction
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)
+
+    def _get_train_sampler(self, train_dataset=None):
+        """``LengthBatches`` when a batch holds several rows; the default sampler otherwise."""
+        data = self.train_dataset if train_dataset is None else train_dataset
+        size = self.args.per_device_train_batch_size
+        if size < 2 or "input_ids" not in getattr(data, "column_names", ()):
+            return super()._get_train_sampler(train_dataset)
+        return LengthBatches([len(ids) for ids in data["input_ids"]], size, self.args.seed)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs, use_cache=False, fused_lm_head=True)
