@@ -10,6 +10,8 @@ import sys
 import types
 import warnings
 
+import pytest
+
 from pr1lib import runtime
 
 
@@ -53,3 +55,16 @@ def test_colab_setup_turns_widgets_on_and_keeps_runs_on_drive(monkeypatch, tmp_p
     from pr1lib.paths import runs_dir
 
     assert runs_dir() == tmp_path / "MyDrive" / "pr1-runs"
+
+
+@pytest.mark.parametrize("profile, threads", [("tiny", 1), ("colab", None)])
+def test_start_notebook_runs_the_tiny_models_on_one_thread(monkeypatch, profile, threads):
+    import torch
+
+    from pr1lib.runtime import start_notebook
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr("pr1lib.runtime.environment_report", lambda *a: "")
+    start_notebook(profile, 0)
+    assert calls == ([threads] if threads else [])
