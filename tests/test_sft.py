@@ -289,7 +289,10 @@ def test_length_batches_pad_little_keep_every_row_and_reshuffle_each_epoch():
     # batch order is shuffled, not longest first within each chunk (transformers' group_by_length)
     batch_max = [max(lengths[i] for i in epochs[0][j:j + 16]) for j in range(0, 800, 16)]
     assert batch_max != sorted(batch_max) and batch_max != sorted(batch_max, reverse=True)
-    assert len(epochs[0]) % 16 == 5 and len(set(epochs[0][-5:])) == 5  # the short batch is last
+    # the 5-row batch goes last: every 16 rows the loader cuts before it are one sorted run
+    spreads = [max(lengths[i] for i in epochs[0][j:j + 16]) - min(lengths[i] for i in
+               epochs[0][j:j + 16]) for j in range(0, len(lengths) - 5, 16)]
+    assert max(spreads) < 30
 
 
 def test_sft_trainer_samples_length_batches_when_a_batch_holds_several_rows(base_dir, tmp_path):
