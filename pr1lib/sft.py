@@ -260,12 +260,15 @@ class ParallelSFTTrainer(SFTTrainer):
         expose_head_bias(self.model)
 
     def _get_train_sampler(self, train_dataset=None):
-        """``LengthBatches`` when a batch holds several rows; the default sampler otherwise."""
-        data = self.train_dataset if train_dataset is None else train_dataset
-        size = self.args.per_device_train_batch_size
-        if size < 2 or "input_ids" not in getattr(data, "column_names", ()):
+        """``LengthBatches`` when a batch holds several rows; the default sampler otherwise. Its
+        unit is one optimizer step's rows (all processes, all accumulation steps), so how a step
+        is split does not change which rows it trains on."""
+        data, args = self.train_dataset if train_dataset is None else train_dataset, self.args
+        columns = getattr(data, "column_names", ())
+        if args.per_device_train_batch_size < 2 or "input_ids" not in columns:
             return super()._get_train_sampler(train_dataset)
-        return LengthBatches([len(ids) for ids in data["input_ids"]], size, self.args.seed)
+        step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+        return LengthBatches([len(ids) for ids in data["input_ids"]], step, args.seed)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs, use_cache=False, fused_lm_head=True)
