@@ -45,7 +45,7 @@ from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, our_columns, side_by_side, to
 from pr1lib.paths import runs_dir
 from pr1lib.profiles import check_profile
 from pr1lib.runs import STAGE_RUNS, last_checkpoint
-from pr1lib.runtime import set_threads
+from pr1lib.runtime import profile_threads, set_threads
 
 CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio",
               "completions/mean_length", "reward_mode/tiered", "frac_reward_zero_std")
@@ -350,7 +350,7 @@ def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
     stage x benchmark x mode); a complete one for the same weights is read back without loading
     the model."""
     profile = check_profile(profile)
-    set_threads(1 if profile in ("smoke", "tiny") else None)  # tiny matmuls: one thread is fastest
+    set_threads(profile_threads(profile))
     out = Path(out) if out else runs_dir() / f"07_evaluation-{profile}" / "eval"
     results: dict[str, dict[str, dict]] = {}
     for key, source in found.items():

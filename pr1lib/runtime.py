@@ -53,6 +53,16 @@ def set_threads(num_threads: int | None) -> None:
         torch.set_num_threads(num_threads)
 
 
+def profile_threads(profile: str) -> int | None:
+    """The torch threads for ``profile``'s models: one for the ~1M-parameter ones (faster, and no
+    stall when another job holds a core), else torch's default.
+
+    >>> profile_threads("tiny"), profile_threads("colab")
+    (1, None)
+    """
+    return 1 if profile in ("smoke", "tiny") else None
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """Small record printed at the top of every notebook and saved with every run."""
@@ -114,8 +124,8 @@ def colab_setup() -> str | None:
 
 def start_notebook(profile: str | None = None, seed: int = 0) -> str:
     """First cell of every notebook: check the profile, silence known noise, set Colab up
-    (``colab_setup``), seed everything, one torch thread for the ~1M-parameter models (faster,
-    and no stall when another job holds a core), print the environment.
+    (``colab_setup``), seed everything, set the profile's torch threads (``profile_threads``),
+    print the environment.
 
     >>> start_notebook("smoke", 0)  # doctest: +ELLIPSIS
     RunInfo(profile='smoke', seed=0, versions={...})
@@ -127,6 +137,6 @@ def start_notebook(profile: str | None = None, seed: int = 0) -> str:
     if colab:
         print(colab)
     set_seed(seed)
-    set_threads(1 if profile in ("smoke", "tiny") else None)
+    set_threads(profile_threads(profile))
     print(environment_report(profile, seed))
     return profile
