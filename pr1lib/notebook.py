@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -54,17 +53,6 @@ def inject_parameters(nb, **params) -> int:
     cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
     nb.cells.insert(tagged[0] + 1, cell)
     return tagged[0] + 1
-
-
-@contextmanager
-def _env(**values: str):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 @dataclass
@@ -139,15 +127,16 @@ def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | No
     start, error = time.perf_counter(), None
     fd, record = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=".checks.jsonl")
     os.close(fd)
-    with _env(PR1_PROFILE=profile, PYTHONHASHSEED=str(seed), **{EXPECT_ENV: record}):
-        try:
-            client.execute()
-        except nbclient.exceptions.CellExecutionError as exc:
-            error = str(exc)
-        except nbclient.exceptions.CellTimeoutError:
-            error = f"{path.name}: a cell ran past {timeout} s (cell timeout); see its saved copy"
-        except nbclient.exceptions.DeadKernelError as exc:
-            error = f"{path.name}: the kernel died ({exc}); out of memory?"
+    # the kernel's own environment (not os.environ: the tour runs two notebooks at once)
+    env = dict(os.environ, PR1_PROFILE=profile, PYTHONHASHSEED=str(seed), **{EXPECT_ENV: record})
+    try:
+        client.execute(env=env)
+    except nbclient.exceptions.CellExecutionError as exc:
+        error = str(exc)
+    except nbclient.exceptions.CellTimeoutError:
+        error = f"{path.name}: a cell ran past {timeout} s (cell timeout); see its saved copy"
+    except nbclient.exceptions.DeadKernelError as exc:
+        error = f"{path.name}: the kernel died ({exc}); out of memory?"
     checks = read_checks(record)
     os.unlink(record)
     return Executed(path, nb, time.perf_counter() - start, error, checks)

@@ -207,25 +207,53 @@ def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, An
     return params
 
 
-def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0,
-                  params: dict[str, Any] | None = None) -> list[Executed]:
-    """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
-    save each executed copy under ``out``; each gets the ``params`` its parameters cell declares."""
+# Notebooks that load what notebook 04 trains (05's doctor, 06's Stage 2, 07's table) run in order
+# on one lane; the others (00-03) run beside them on a second one, each on its own kernel and core.
+CHAIN = ("04", "05", "06", "07")
+
+
+def lanes(paths: list[Path]) -> list[list[Path]]:
+    """The notebooks split into the training chain and the rest (empty lanes dropped).
+
+    >>> [[p.name[:2] for p in lane] for lane in lanes(select_notebooks(["01", "04", "06"]))]
+    [['04', '06'], ['01']]
+    """
+    chain = [p for p in paths if p.name[:2] in CHAIN]
+    return [lane for lane in (chain, [p for p in paths if p not in chain]) if lane]
+
+
+def _run_lane(lane: list[Path], profile: str, out: Path, seed: int,
+              params: dict[str, Any]) -> dict[Path, Executed]:
     import nbformat
 
-    out.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for path in select_notebooks(only):
+    runs = {}
+    for path in lane:
         print(f"[tour] {path.name} ({profile}) ...", flush=True)
-        mine = {k: v for k, v in (params or {}).items() if k in declared_parameters(path)}
+        mine = {k: v for k, v in params.items() if k in declared_parameters(path)}
         run = execute(path, profile=profile, seed=seed, params=mine)
         nbformat.write(run.nb, out / f"{path.stem}.ipynb")
         print(
             f"[tour] {path.name}: {'ok' if run.error is None else 'FAILED'} in {run.seconds:.0f} s",
             flush=True,
         )
-        runs.append(run)
+        runs[path] = run
     return runs
+
+
+def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0,
+                  params: dict[str, Any] | None = None, parallel: bool = True) -> list[Executed]:
+    """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
+    save each executed copy under ``out``; each gets the ``params`` its parameters cell declares.
+    ``parallel``: the ``lanes`` run at once (two kernels); the result keeps the notebooks' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = select_notebooks(only)
+    groups = lanes(paths) if parallel else [paths]
+    with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
+        futures = [pool.submit(_run_lane, g, profile, out, seed, params or {}) for g in groups]
+        done = {path: run for f in futures for path, run in f.result().items()}
+    return [done[path] for path in paths]
 
 
 def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | None = None,

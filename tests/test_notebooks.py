@@ -7,13 +7,14 @@ checks."""
 from __future__ import annotations
 
 import html
+import os
 from collections import Counter
 
 import pytest
 
-from pr1lib.expect import Seen
+from pr1lib.expect import EXPECT_ENV, Seen
 from pr1lib.notebook import cell_sources, list_notebooks, read
-from pr1lib.tour import build_report, report_outputs, run_notebooks
+from pr1lib.tour import CHAIN, build_report, lanes, report_outputs, run_notebooks
 from pr1lib.twins import KERNELSPEC, figures_by_cell
 
 NOISE = ("kernels-community", "is_gradient_checkpointing")  # pr1lib.runtime.quiet_known_noise
@@ -93,6 +94,20 @@ def test_tour_report_has_every_section(smoke_runs):
         for check in run.checks:
             line = Seen(*(check[k] for k in ("name", "value", "low", "high", "profile"))).line()
             assert html.escape(line) in page, line
+
+
+def test_lanes_keep_the_training_chain_in_order_and_lose_no_notebook():
+    chain, rest = lanes(NOTEBOOKS)
+    assert [p.name[:2] for p in chain] == list(CHAIN)  # 05-07 load what 04 trained
+    assert sorted(chain + rest) == sorted(NOTEBOOKS) and not set(chain) & set(rest)
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_runs_come_back_in_notebook_order_and_leave_the_environment_alone(smoke_runs):
+    # the lanes run at once, so a kernel's settings go to that kernel, not to os.environ
+    assert [r.path for r in smoke_runs] == NOTEBOOKS
+    assert EXPECT_ENV not in os.environ  # each kernel had its own record file
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
