@@ -224,13 +224,32 @@ def load_tinyworld(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = 
             for i, row in enumerate(world_generate(n, tier, split, seed))]
 
 
+def source_shares(source: str, n: int) -> dict[str, int]:
+    """``cfg.source`` split into its parts, ``n`` rows shared as evenly as possible.
+
+    >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
+    {'tinygsm-easy': 3, 'tinygsm-hard': 2}
+    """
+    parts = [p.strip() for p in source.split("+")]
+    unknown = [p for p in parts if p not in SOURCES]
+    if unknown or len(set(parts)) != len(parts):
+        raise ValueError(
+            f"source must be distinct names from {SOURCES} joined by '+', got {source!r}"
+        )
+    return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
+
+
 def load_source(name: str, split: str = "train", limit: int | None = None,
                 path: str | Path | None = None, seed: int = 0) -> list[dict]:
-    """Any of ``SOURCES`` by name (``limit`` caps the count; TinyGSM defaults to 2,000).
+    """Any of ``SOURCES`` by name (``limit`` caps the count; TinyGSM defaults to 2,000), or several
+    joined by "+" sharing ``limit`` (``source_shares``), one after the other.
 
-    >>> len(load_source("tinygsm-hard", limit=3))
-    3
+    >>> len(load_source("tinygsm-hard", limit=3)), len(load_source("tinygsm-easy+tinygsm-hard", 5))
+    (3, 5)
     """
+    if "+" in name:
+        shares = source_shares(name, limit or TINYGSM_DEFAULT_N)
+        return [r for part, n in shares.items() for r in load_source(part, split, n, path, seed)]
     check_split(name, split)
     if name == "gsm8k":
         return load_gsm8k(split, path, limit)

@@ -42,7 +42,7 @@ from trl import SFTConfig, SFTTrainer
 
 from pr1lib.coldstart import run_coldstart, save_dataset
 from pr1lib.config import PARALLEL_VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
-from pr1lib.data import SOURCES
+from pr1lib.data import source_shares
 from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.format import linearize
 from pr1lib.live import LiveFigure
@@ -87,21 +87,6 @@ def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: s
             )
         time.sleep(0.5)
     return load_from_disk(str(work_dir / "coldstart" / "dataset"))
-
-
-def source_shares(source: str, n: int) -> dict[str, int]:
-    """``cfg.source`` split into its parts, ``n`` rows shared as evenly as possible.
-
-    >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
-    {'tinygsm-easy': 3, 'tinygsm-hard': 2}
-    """
-    parts = [p.strip() for p in source.split("+")]
-    unknown = [p for p in parts if p not in SOURCES]
-    if unknown or len(set(parts)) != len(parts):
-        raise ValueError(
-            f"source must be distinct names from {SOURCES} joined by '+', got {source!r}"
-        )
-    return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
 
 
 def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
