@@ -287,7 +287,7 @@ class NotebookConfig(Preset):
     nll_n: int = 64  # held-out examples in notebook 04's loss comparison
     llm_teacher: str = "standin"  # notebook 02's LLM demo: standin (no model) | hf (a real one)
     benchmarks: tuple[str, ...] = ("tinygsm-hard",)  # notebook 07's table: sets, problems, k
-    table_n: int | None = 100  # as notebook 06 scores each stage; 40 swung rows by ±3 points
+    table_n: int | None = 100  # as notebook 06 scores each stage; at 40, a row moved by ±4 points
     table_k: int = 4
     switch: int = 10  # notebook 07's mid-training scaffold: switch and total steps ...
     total: int = 20

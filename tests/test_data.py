@@ -153,7 +153,7 @@ def test_tinygsm_tiers_are_gsm8k_shaped():
     assert data.load_source("tinygsm-easy", limit=5) == data.load_source("tinygsm-easy", limit=5)
 
 
-def test_joined_sources_share_the_limit_and_keep_each_part_as_alone():
+def test_joined_sources_share_the_limit_part_by_part():
     # GRPO's --set data=tinygsm-easy+tinygsm-hard reads its problems this way
     mixed = data.load_source("tinygsm-easy+tinygsm-hard", limit=9)
     assert data.source_counts(mixed) == {"tinygsm-easy": 5, "tinygsm-hard": 4}
