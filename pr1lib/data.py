@@ -244,8 +244,10 @@ def load_source(name: str, split: str = "train", limit: int | None = None,
     """Any of ``SOURCES`` by name (``limit`` caps the count; TinyGSM defaults to 2,000), or several
     joined by "+" sharing ``limit`` (``source_shares``), one after the other.
 
-    >>> len(load_source("tinygsm-hard", limit=3)), len(load_source("tinygsm-easy+tinygsm-hard", 5))
-    (3, 5)
+    >>> len(load_source("tinygsm-hard", limit=3))
+    3
+    >>> source_counts(load_source("tinygsm-easy+tinygsm-hard", limit=5))
+    {'tinygsm-easy': 3, 'tinygsm-hard': 2}
     """
     if "+" in name:
         shares = source_shares(name, limit or TINYGSM_DEFAULT_N)
