@@ -570,7 +570,7 @@ costs.T
 #   block and closes it validly. Accuracy is the price, and how big it is depends on the traces: the
 #   first teacher cost 45 points of easy accuracy (92 % → 47 %); letting the reference line open the
 #   block, the summary restate its calculation and the block sit on the rarest operator's step
-#   brought that to about 2 points (section 7; about 10 greedy since half the traces are hard).
+#   brought that to about 2 points (section 7), about 10 greedy once half the traces are hard.
 # - What SFT does not rehearse, a tiny model forgets: easy traces alone took hard accuracy from
 #   19 % to under 1 %, so the tiny cold start mixes in hard traces. Stage 2 (notebook 06) puts a
 #   reward on what is left.

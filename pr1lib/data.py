@@ -242,7 +242,7 @@ def source_shares(source: str, n: int) -> dict[str, int]:
 def load_source(name: str, split: str = "train", limit: int | None = None,
                 path: str | Path | None = None, seed: int = 0) -> list[dict]:
     """Any of ``SOURCES`` by name (``limit`` caps the count; TinyGSM defaults to 2,000), or several
-    joined by "+" sharing ``limit`` (``source_shares``), one after the other.
+    joined by "+" sharing ``limit`` (``source_shares``; no limit: each whole), one after the other.
 
     >>> len(load_source("tinygsm-hard", limit=3))
     3
@@ -250,8 +250,9 @@ def load_source(name: str, split: str = "train", limit: int | None = None,
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
     """
     if "+" in name:
-        shares = source_shares(name, limit or TINYGSM_DEFAULT_N)
-        return [r for part, n in shares.items() for r in load_source(part, split, n, path, seed)]
+        shares = source_shares(name, limit or 0)  # also checks the names
+        sizes = {part: n for part, n in shares.items() if n} if limit else dict.fromkeys(shares)
+        return [r for part, n in sizes.items() for r in load_source(part, split, n, path, seed)]
     check_split(name, split)
     if name == "gsm8k":
         return load_gsm8k(split, path, limit)

@@ -241,15 +241,15 @@ def _run_lane(lane: list[Path], profile: str, out: Path, seed: int,
 
 
 def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0,
-                  params: dict[str, Any] | None = None, parallel: bool = True) -> list[Executed]:
+                  params: dict[str, Any] | None = None) -> list[Executed]:
     """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
     save each executed copy under ``out``; each gets the ``params`` its parameters cell declares.
-    ``parallel``: the ``lanes`` run at once (two kernels); the result keeps the notebooks' order."""
+    The ``lanes`` run at once (two kernels); the result keeps the notebooks' order."""
     from concurrent.futures import ThreadPoolExecutor
 
     out.mkdir(parents=True, exist_ok=True)
     paths = select_notebooks(only)
-    groups = lanes(paths) if parallel else [paths]
+    groups = lanes(paths)
     with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
         futures = [pool.submit(_run_lane, g, profile, out, seed, params or {}) for g in groups]
         done = {path: run for f in futures for path, run in f.result().items()}

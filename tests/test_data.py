@@ -158,6 +158,10 @@ def test_joined_sources_share_the_limit_part_by_part():
     mixed = data.load_source("tinygsm-easy+tinygsm-hard", limit=9)
     assert data.source_counts(mixed) == {"tinygsm-easy": 5, "tinygsm-hard": 4}
     assert mixed[5:] == data.load_source("tinygsm-hard", limit=4)
+    assert data.source_counts(data.load_source("tinygsm-easy+tinygsm-hard", limit=1)) == {
+        "tinygsm-easy": 1}  # a part whose share is 0 adds nothing
+    whole = data.load_source("tinygsm-easy+tinygsm-hard")  # no limit: each part at its default
+    assert len(whole) == 2 * len(data.load_source("tinygsm-hard"))
     with pytest.raises(ValueError, match="joined by"):
         data.load_source("tinygsm-easy+mmlu", limit=4)
 
