@@ -312,8 +312,9 @@ samples.head(3).T
 # ### Why the tiny cold start has hard traces too
 #
 # This section measures easy problems, but Stage 3 trains on hard ones, and what SFT leaves there
-# decides whether RL has anything to reward. The committed runs (`results/sft-tiny*.json`), seed
-# 0, sampled at T = 1, mean@8 over 300 held-out hard problems:
+# decides whether RL has anything to reward. The committed runs (`results/sft-tiny*.json`, the
+# base model's `results/tiny-base-*.json`), seed 0, sampled at T = 1, mean@8 over 300 held-out
+# hard problems:
 #
 # | model | hard mean@8 | strictly valid | easy mean@4 |
 # |---|---|---|---|
