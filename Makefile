@@ -2,14 +2,21 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# CPU wheel where no CUDA driver is present (pip takes it from PyPI or a local wheel cache).
-TORCH_SPEC ?= torch==2.13.0
+# torch is pinned here and installed first (pip takes a CPU wheel from a local wheel cache where
+# there is one, else PyPI's build for the platform); everything else comes from the lock.
+TORCH_VERSION ?= 2.13.0
+TORCH_SPEC ?= torch==$(TORCH_VERSION)
+LOCK   := requirements.lock
 STAMP  := $(VENV)/.installed
+# LOCKED=0 installs the newest versions pyproject.toml allows instead (make test-latest)
+LOCKED ?= 1
 
-.PHONY: help venv test tour lab sync outputs repo-url bench clean
+.PHONY: help venv test test-latest lock tour lab sync outputs repo-url bench clean
 
 help:
-	@echo "make test   - create .venv if missing, install, lint (ruff), run every test (unit, property, notebooks in smoke)"
+	@echo "make test   - create .venv if missing, install from the lock, lint and format-check (ruff), run every test"
+	@echo "make test-latest - the same suite in .venv-latest on the newest versions pyproject.toml allows (drift report first)"
+	@echo "make lock   - re-resolve requirements.lock (and the colab extra's pins) on purpose; then make test"
 	@echo "make tour   - run the whole tutorial headless on the tiny profile and write runs/tour-*/report.html"
 	@echo "make lab    - open JupyterLab on notebooks/"
 	@echo "make sync   - regenerate the .ipynb twins from the jupytext .py sources (and vice versa)"
@@ -19,16 +26,33 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,notebooks]"
+	$(BIN)/python -c "import importlib.metadata as m, sys; sys.exit(m.version('torch').split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+ifeq ($(LOCKED),1)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+else
+	$(BIN)/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[dev,notebooks]"
+endif
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
 	PR1_PROFILE=smoke $(BIN)/python -m pytest
+
+# the newest allowed versions, in their own venv: an upstream release shows up here as a report,
+# not as a broken `make test` (tests/README.md)
+test-latest:
+	rm -f $(VENV)-latest/.installed
+	$(MAKE) --no-print-directory $(VENV)-latest/.installed VENV=$(VENV)-latest LOCKED=0
+	$(VENV)-latest/bin/python tools/lock.py drift
+	$(MAKE) --no-print-directory test VENV=$(VENV)-latest LOCKED=0
+
+lock:
+	$(PYTHON) tools/lock.py compile
 
 tour: $(STAMP)
 	$(BIN)/python -m pr1lib tour --profile tiny

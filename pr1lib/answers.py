@@ -18,6 +18,9 @@ _NOT_UNITS = frozenset({"or", "and", "nor", "not", "but", "plus", "minus", "time
                         "hundred", "thousand", "million", "billion", "dozen"})
 _AS_NUMBER_MAX_DIGITS = 4000  # below Python's int-string limit (4300): Fraction would raise past it
 _BRACES = re.compile(r"[{}]")
+# \left( ... \right) sizes a bracket and changes nothing: dropped before comparing, so the
+# verdict on "(3, \frac{\pi}{2})" is the project's own, whatever math-verify's version says
+_SIZED = re.compile(r"\\(?:left|right)(?![A-Za-z])")
 
 
 def _unbox(text: str) -> str:
@@ -33,7 +36,7 @@ def _unbox(text: str) -> str:
 
 
 def _clean(answer: str) -> str:
-    text = _unbox(answer.strip().strip("*").strip())
+    text = _unbox(_SIZED.sub("", answer).strip().strip("*").strip())
     text = re.sub(r"^\\?\$|\$$", "", text.replace("\\$", "$")).strip()
     return text[:-1].rstrip() if text.endswith(".") else text
 
@@ -80,6 +83,8 @@ def answers_match(pred: str | None, gold: str) -> bool:
     (True, False, False)
     >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("The answer is 12 or 11", "12")
     (True, False)
+    >>> answers_match("(3, \\\\frac{\\\\pi}{2})", "\\\\left( 3, \\\\frac{\\\\pi}{2} \\\\right)")
+    True
     """
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
         return False

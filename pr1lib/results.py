@@ -1,10 +1,11 @@
 """Result cards: the evidence behind every number the README quotes.
 
 A measuring command run with ``--card NAME`` writes ``results/NAME.json``: the command line, the
-date, the machine, the git commit, the seeds, the start checkpoint, the config (and its hash) and
-the numbers it printed. The README quotes a number as a link into its card,
-``[89.3 %](results/sft-tiny.json#seen.greedy.accuracy)``, and ``tests/test_readme.py`` checks
-every such link against the card (and that no measured number goes without one).
+date, the machine, the library versions and the lock's hash, the git commit, the seeds, the start
+checkpoint, the config (and its hash) and the numbers it printed. The README quotes a number as a
+link into its card, ``[89.3 %](results/sft-tiny.json#seen.greedy.accuracy)``, and
+``tests/test_readme.py`` checks every such link against the card (and that no measured number goes
+without one).
 
 >>> card = {"numbers": {"seen": {"accuracy": 0.8933}}}
 >>> lookup(card, "seen.accuracy"), quoted_matches("89.3 %", 0.8933)
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pr1lib.paths import REPO_ROOT
+from pr1lib.versions import library_versions
 
 RESULTS = REPO_ROOT / "results"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -95,7 +97,7 @@ def build_card(name: str, argv: list[str], result: Any, args: Any) -> dict[str, 
     start = getattr(args, "init", None) or getattr(args, "model", None)
     return {"name": check_name(name), "command": "python -m pr1lib " + shlex.join(argv),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git": git_commit(),
-            "machine": machine(),
+            "machine": machine(), "versions": library_versions(),
             "seeds": [s for s in seeds if s is not None], "start": start,
             "config_hash": config_hash(config), "numbers": slim(result)}
 

@@ -6,10 +6,8 @@ True
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import logging
 import os
-import platform
 import random
 import sys
 import warnings
@@ -20,6 +18,7 @@ import numpy as np
 import torch
 
 from pr1lib.profiles import check_profile
+from pr1lib.versions import library_versions
 
 # Known noise, silenced in one place (quiet_known_noise); every other warning stays visible.
 NOISE_WARNINGS = (  # (category, message regex)
@@ -28,10 +27,13 @@ NOISE_WARNINGS = (  # (category, message regex)
 )
 NOISE_LOGS = {  # logger -> message prefix dropped from it
     # bitsandbytes offers an optional hub kernel for CPU 4-bit and says so at import, offline too
+    # (no setting turns the lookup off: it runs whenever the CPU has AVX512-BF16)
     "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",
+    # ... and `kernels` (transformers >= 5.25 brings it) notes, offline, that it cannot check who
+    # published that kernel before it fails to find it
+    "kernels._internals.hf_hub": "Skipping publisher trust check for 'kernels-community/",
 }
 COLAB_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts Google Drive
-VERSIONED = ("pr1lib", "torch", "transformers", "trl", "peft", "bitsandbytes", "datasets")
 
 
 def is_main_process() -> bool:
@@ -73,13 +75,9 @@ class RunInfo:
 
 
 def environment_report(profile: str | None = None, seed: int = 0) -> RunInfo:
-    """Versions of the libraries that matter, the device, the profile and the seed."""
-    versions = {"python": platform.python_version()}
-    for pkg in VERSIONED:
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = "not installed"
+    """Versions of the libraries that matter and the lock's hash (``versions.library_versions``),
+    the device, the profile and the seed."""
+    versions = library_versions()
     versions["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return RunInfo(profile=check_profile(profile), seed=seed, versions=versions)
 

@@ -15,8 +15,8 @@ from pr1lib.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts", "tasks",
-     "world", "paper", "expect", "budget"),
+    ("paths", "versions", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts",
+     "tasks", "world", "paper", "expect", "budget"),
     ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
      "arithmetic", "buckets"),  # the core
     ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at

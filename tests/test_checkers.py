@@ -137,11 +137,14 @@ def test_raw_file_renderings_official_is_exact_project_is_numeric():
 
 # ----------------------------------------------------------------------------- curated renderings
 # (benchmark, gold exactly as in the file, what the model writes, official?, project?)
+HALF_OPEN = r"\left(\frac{3}{5},\frac{8}{3}\right]"
 RENDERINGS = [
     # spaces
     ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"\left(3,\frac{\pi}{2}\right)", True, True),
-    # keeps \left
+    # official keeps \left; the project drops \left / \right itself (not math-verify's version)
     ("math500", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", False, True),
+    ("math500", HALF_OPEN, r"(\frac{3}{5}, \frac{8}{3}]", False, True),
+    ("math500", HALF_OPEN, r"(\frac{3}{5},\frac{8}{3})", False, False),  # the bracket counts
     ("math500", r"\frac{14}{3}", r"\dfrac{14}{3}", False, True),  # official: no \dfrac rule
     ("math500", r"\frac{14}{3}", "14/3", False, True),  # math-verify: same value
     ("math500", r"\frac{3}{56}", r"\boxed{\frac{3}{56}}", True, True),  # boxed inside the line
