@@ -41,6 +41,7 @@ endif
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	PR1_PROFILE=smoke $(BIN)/python -m pytest
 
 # the newest allowed versions, in their own venv: an upstream release shows up here as a report,

@@ -27,13 +27,29 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     runs = {"--help": ["--help"], **{name: [name, "--help"] for name in COMMANDS}}
-    medians = {name: round(statistics.median(seconds_of([sys.executable, "-m", "pr1lib", *argv])
-                                             for _ in range(args.repeats)), 3)
-               for name, argv in runs.items()}
-    python = round(statistics.median(
-        seconds_of([sys.executable, "-c", "pass"]) for _ in range(args.repeats)), 3)
-    print(json.dumps({"median_seconds": medians, "max_seconds": max(medians.values()),
-                      "bare_python_seconds": python, "repeats": args.repeats}))
+    medians = {
+        name: round(
+            statistics.median(
+                seconds_of([sys.executable, "-m", "pr1lib", *argv]) for _ in range(args.repeats)
+            ),
+            3,
+        )
+        for name, argv in runs.items()
+    }
+    python = round(
+        statistics.median(seconds_of([sys.executable, "-c", "pass"]) for _ in range(args.repeats)),
+        3,
+    )
+    print(
+        json.dumps(
+            {
+                "median_seconds": medians,
+                "max_seconds": max(medians.values()),
+                "bare_python_seconds": python,
+                "repeats": args.repeats,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
 # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
 STARTED = time.monotonic()  # the budget counts from here, imports included
 
@@ -128,7 +128,7 @@ def guarded(name: str, fn: Callable[[], dict], budget: Budget, min_left: float) 
         }
     try:
         return fn()
-    except Exception as err:  # noqa: BLE001 - recorded, then the next measurement runs
+    except Exception as err:  # recorded, then the next measurement runs
         return {
             "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}",
             "where": traceback.format_exc(limit=-2).strip().splitlines()[-1][:200],
@@ -224,8 +224,9 @@ def quantize_in_place(model: Any, compute_dtype: torch.dtype) -> int:
                 quant_type="nf4",
                 device="meta",
             )
-            new.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, quant_type="nf4",
-                                           compress_statistics=True).to(device)
+            new.weight = bnb.nn.Params4bit(
+                child.weight.data, requires_grad=False, quant_type="nf4", compress_statistics=True
+            ).to(device)
             if child.bias is not None:
                 new.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
             setattr(parent, name, new)
@@ -262,7 +263,7 @@ def build_model(
         try:
             info["quantized_layers"] = quantize_in_place(model, dtype)
             info["four_bit"] = True
-        except Exception as err:  # noqa: BLE001 - no bitsandbytes / no kernel: measure unquantized, say so
+        except Exception as err:  # no bitsandbytes / no kernel: measure unquantized, say so
             info["quantization_error"] = f"{type(err).__name__}: {err}"[:300]
     free_memory()
     info["weights_gib"] = gib(torch.cuda.memory_allocated()) if cuda() else None
@@ -279,8 +280,9 @@ def add_lora(model: Any, r: int) -> tuple[Any, int]:
     add_fused_lm_head(model)  # before PEFT, as TRL requires
     model.config.use_cache = False
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear",
-                                             task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     model.train()
     return model, sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -298,16 +300,26 @@ def lora_param_count(shape: dict[str, int], r: int) -> int:
 
 
 # ---------------------------------------------------------------- inputs
-def parallel_sequences(tags: Any, rows: int, prompt: int, completion: int, vocab: int,
-                       seed: int = 0) -> torch.Tensor:
+def parallel_sequences(
+    tags: Any, rows: int, prompt: int, completion: int, vocab: int, seed: int = 0
+) -> torch.Tensor:
     """``(rows, prompt + completion)`` random ids whose completion holds two blocks of two paths,
     each path ``completion // 8`` tokens long, tags included."""
     g = torch.Generator().manual_seed(seed)
-    text = lambda n: torch.randint(1, vocab, (max(n, 0),), generator=g).tolist()  # noqa: E731
+
+    def text(n: int) -> list[int]:
+        return torch.randint(1, vocab, (max(n, 0),), generator=g).tolist()
+
     p = max(completion // 8, 3)
-    path = lambda: [tags.path, *text(p - 2), tags.end_path]  # noqa: E731
-    block = lambda: [tags.parallel, *path(), *path(), tags.end_parallel, tags.summary, *text(2),  # noqa: E731
-                     tags.end_summary]
+
+    def path() -> list[int]:
+        return [tags.path, *text(p - 2), tags.end_path]
+
+    def block() -> list[int]:
+        return [tags.parallel, *path(), *path(), tags.end_parallel, tags.summary, *text(2)] + [
+            tags.end_summary
+        ]
+
     out = []
     for _ in range(rows):
         body = text(p) + block() + text(p) + block()
@@ -383,8 +395,11 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
     ).to(device)
     labels = completion_labels(ids, prompt)
     adv = torch.randn(sizes.grpo_group, 1, generator=torch.Generator().manual_seed(0)).to(device)
-    extra = ({"attention_mask": torch.ones_like(ids)} if mode == "seen" else
-             attention_inputs(ids, tags, "unseen", [prompt] * ids.shape[0], "sdpa"))
+    extra = (
+        {"attention_mask": torch.ones_like(ids)}
+        if mode == "seen"
+        else attention_inputs(ids, tags, "unseen", [prompt] * ids.shape[0], "sdpa")
+    )
     opt = torch.optim.AdamW(trainable(model), lr=1e-6)
 
     def step() -> float:
@@ -423,8 +438,13 @@ def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
     bias[: len(tok)] = 0.0
     bias[t.parallel], bias[t.end_summary], bias[tok.eos_token_id] = 8.0, 4.0, -1e4
     undo = steer_logits(model, bias)
-    cfg = RolloutConfig(mode="forked", num_paths=2, max_blocks=4, max_path_length=sizes.path_len,
-                        max_completion_length=sizes.completion_len)
+    cfg = RolloutConfig(
+        mode="forked",
+        num_paths=2,
+        max_blocks=4,
+        max_path_length=sizes.path_len,
+        max_completion_length=sizes.completion_len,
+    )
     prompts = [
         tok.encode(
             f"Problem {i}: Tom has {i + 3} apples and buys 5 more. How many?\nSolution:\n",
@@ -461,8 +481,9 @@ def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- driver
-def check_model(name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget: Budget,
-                four_bit: bool = True) -> dict[str, Any]:
+def check_model(
+    name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget: Budget, four_bit: bool = True
+) -> dict[str, Any]:
     """Build one model and run every measurement on it; never raises."""
     from pr1lib.structure import tag_ids
 
@@ -489,10 +510,10 @@ def check_model(name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget
                 budget,
                 min_left,
             )
-    except Exception as err:  # noqa: BLE001 - building failed (e.g. out of memory): record it, go on
+    except Exception as err:  # building failed (e.g. out of memory): record it, go on
         entry["error"] = f"{type(err).__name__}: {str(err)[:300]}"
     finally:
-        model = None  # noqa: F841 - drop the last reference before freeing the memory
+        model = None  # drop the last reference before freeing the memory
         free_memory()
     return entry
 
@@ -500,8 +521,11 @@ def check_model(name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget
 def environment() -> dict[str, Any]:
     import importlib.metadata as md
 
-    env = {"torch": torch.__version__, "cuda": cuda(),
-           "device": torch.cuda.get_device_name(0) if cuda() else "cpu"}
+    env = {
+        "torch": torch.__version__,
+        "cuda": cuda(),
+        "device": torch.cuda.get_device_name(0) if cuda() else "cpu",
+    }
     for pkg in ("transformers", "peft", "bitsandbytes"):
         try:
             env[pkg] = md.version(pkg)
@@ -524,8 +548,11 @@ def run(
     (``time.monotonic()``; default: now)."""
     start = time.perf_counter()
     if not cuda() and not tiny:
-        return {"skipped": True, "reason": "no CUDA device (use --tiny-shapes for the CPU dry run)",
-                "environment": environment()}
+        return {
+            "skipped": True,
+            "reason": "no CUDA device (use --tiny-shapes for the CPU dry run)",
+            "environment": environment(),
+        }
     sizes = Sizes.tiny() if tiny else Sizes()
     budget = Budget(budget_s, start=start)
     budget.arm()

@@ -42,8 +42,9 @@ from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import GRPOSession
 from pr1lib.models import load_training_policy, stage_model_config
 
-BEFORE = dict(merge_rollout_lora=False, fast_cache=False, length_buckets=1,
-              share_prompts=False)  # the first path
+BEFORE = dict(
+    merge_rollout_lora=False, fast_cache=False, length_buckets=1, share_prompts=False
+)  # the first path
 VARIANTS = ("seen", "unseen")
 
 
@@ -59,8 +60,13 @@ class StepClock(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         wall, cpu, rollout = self.start
-        self.steps.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
-                           "rollout": self.session.trainer.rollout_func.seconds - rollout})
+        self.steps.append(
+            {
+                "wall": time.perf_counter() - wall,
+                "cpu": time.process_time() - cpu,
+                "rollout": self.session.trainer.rollout_func.seconds - rollout,
+            }
+        )
 
 
 def train(cfg: GRPOStageConfig, policy: tuple, folder: Path) -> dict[str, Any]:
@@ -78,10 +84,14 @@ def summary(runs: list[dict], batch: int) -> dict[str, float]:
     steps = [s for run in runs for s in run["steps"][1:]]
     wall, cpu = (statistics.median(s[k] for s in steps) for k in ("wall", "cpu"))
     rollout = statistics.median(s["rollout"] / s["wall"] for s in steps)
-    return {"seconds_per_step": round(wall, 3), "cpu_seconds_per_step": round(cpu, 3),
-            "completions_per_s": round(batch / wall, 2),
-            "cpu_completions_per_s": round(batch / cpu, 2), "rollout_share": round(rollout, 3),
-            "timed_steps": len(steps)}
+    return {
+        "seconds_per_step": round(wall, 3),
+        "cpu_seconds_per_step": round(cpu, 3),
+        "completions_per_s": round(batch / wall, 2),
+        "cpu_completions_per_s": round(batch / cpu, 2),
+        "rollout_share": round(rollout, 3),
+        "timed_steps": len(steps),
+    }
 
 
 def compare(before: list[dict], after: list[dict]) -> tuple[bool, float]:
@@ -92,8 +102,9 @@ def compare(before: list[dict], after: list[dict]) -> tuple[bool, float]:
     return same, max(abs(x["loss"] - y["loss"]) for x, y in pairs)
 
 
-def run(model: str | None = None, steps: int = 3, repeats: int = 2,
-        quick: bool = False) -> dict[str, Any]:
+def run(
+    model: str | None = None, steps: int = 3, repeats: int = 2, quick: bool = False
+) -> dict[str, Any]:
     """All measurements as one dict (``quick``: the smoke profile, 2 steps, one repeat)."""
     profile, steps, repeats = ("smoke", 2, 1) if quick else ("tiny", steps, repeats)
     base = GRPOStageConfig.for_stage(3, profile, reward="accuracy", max_steps=steps)
@@ -103,21 +114,35 @@ def run(model: str | None = None, steps: int = 3, repeats: int = 2,
         for r in range(repeats):
             for variant in VARIANTS:
                 for path, flags in (("before", BEFORE), ("after", {})):
-                    cfg = GRPOStageConfig.for_stage(3, profile, variant=variant, reward="accuracy",
-                                                    max_steps=steps, save_steps=10_000, **flags)
+                    cfg = GRPOStageConfig.for_stage(
+                        3,
+                        profile,
+                        variant=variant,
+                        reward="accuracy",
+                        max_steps=steps,
+                        save_steps=10_000,
+                        **flags,
+                    )
                     folder = Path(tmp) / f"{variant}-{path}-{r}"
                     results[variant][path].append(train(cfg, policy, folder))
     return report(results, base, model, steps, repeats)
 
 
-def report(results: dict, base: GRPOStageConfig, model: str | None, steps: int,
-           repeats: int) -> dict[str, Any]:
+def report(
+    results: dict, base: GRPOStageConfig, model: str | None, steps: int, repeats: int
+) -> dict[str, Any]:
     """The JSON: per variant and path, the ratios, and the equivalence checks."""
     batch = base.per_device_train_batch_size
     out: dict[str, Any] = {
-        "benchmark": "grpo", "model_source": model or stage_model_config(base).name,
-        "profile": base.profile, "threads": torch.get_num_threads(), "steps": steps,
-        "repeats": repeats, "completions_per_step": batch, "before_flags": BEFORE}
+        "benchmark": "grpo",
+        "model_source": model or stage_model_config(base).name,
+        "profile": base.profile,
+        "threads": torch.get_num_threads(),
+        "steps": steps,
+        "repeats": repeats,
+        "completions_per_step": batch,
+        "before_flags": BEFORE,
+    }
     same_all, diffs, speed, cpu_speed = True, [], [], []
     for variant, paths in results.items():
         before, after = summary(paths["before"], batch), summary(paths["after"], batch)

@@ -39,10 +39,15 @@ def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
             int(encode_batch(tokenizer, records)["attention_mask"].sum()) if step >= warmup else 0
         )
     per_step = (time.perf_counter() - start) / steps
-    return {"s_per_step": round(per_step, 4), "tokens_per_step": tokens / steps,
-            "parameters": model.num_parameters(), "max_steps": cfg.max_steps,
-            "projected_minutes": round(per_step * cfg.max_steps / 60, 2),
-            "threads": cfg.num_threads, "loss_last": round(loss, 4)}
+    return {
+        "s_per_step": round(per_step, 4),
+        "tokens_per_step": tokens / steps,
+        "parameters": model.num_parameters(),
+        "max_steps": cfg.max_steps,
+        "projected_minutes": round(per_step * cfg.max_steps / 60, 2),
+        "threads": cfg.num_threads,
+        "loss_last": round(loss, 4),
+    }
 
 
 def main() -> None:

@@ -136,8 +136,9 @@ def bench_forked(model: Any, tok: Any, n: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def bench_reread(model: Any, tok: Any, batch: int, n: int, repeats: int,
-                 k: int = 2) -> dict[str, Any]:
+def bench_reread(
+    model: Any, tok: Any, batch: int, n: int, repeats: int, k: int = 2
+) -> dict[str, Any]:
     """``reread`` versus ``forked``: ``batch`` prompts, one block of k paths of exactly ``n`` tokens
     each, then a summary that never closes, up to the same completion length in both modes."""
     t = tag_ids(tok)
@@ -145,15 +146,18 @@ def bench_reread(model: Any, tok: Any, batch: int, n: int, repeats: int,
     undo = steer_logits(model, {t.parallel: 30.0, **never})
     tail = 2 + len(tok.encode("\n", add_special_tokens=False))  # </Parallel> \n <Summary>
     length = 1 + k * n + tail + n  # the summary has n tokens too
-    prompts = [tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False)
-               for i in range(batch)]
+    prompts = [
+        tok.encode(f"Question {i}: " + PROMPT[: 30 + 7 * i], add_special_tokens=False)
+        for i in range(batch)
+    ]
     cfg = RolloutConfig(num_paths=k, max_blocks=1, max_path_length=n, max_completion_length=length)
     stats: dict[str, dict[str, int]] = {"forked": {}, "reread": {}}
 
     def one(mode: str) -> Callable[[], Any]:
         gen = torch.Generator(device=model.device)
-        return lambda: generate(model, tok, prompts, cfg, stats=stats[mode], mode=mode,
-                                generator=gen.manual_seed(0))
+        return lambda: generate(
+            model, tok, prompts, cfg, stats=stats[mode], mode=mode, generator=gen.manual_seed(0)
+        )
 
     try:
         timed = medians({mode: one(mode) for mode in stats}, repeats)
@@ -165,11 +169,18 @@ def bench_reread(model: Any, tok: Any, batch: int, n: int, repeats: int,
     per_block = stats["reread"]["reprefill_tokens"] / batch
     assert per_block == (k - 1) * n, per_block
     extra = stats["reread"]["fed_tokens"] - stats["forked"]["fed_tokens"]  # the re-read tokens
-    return {"batch": batch, "num_paths": k, "path_len": n, "summary_len": n,
-            "completion_len": length, "forked_tokens_per_s": round(tokens / forked_s, 1),
-            "reread_tokens_per_s": round(tokens / reread_s, 1),
-            "reread_over_forked": round(reread_s / forked_s, 3),
-            "reread_tokens_per_block": per_block, "reread_extra_fed_tokens": extra}
+    return {
+        "batch": batch,
+        "num_paths": k,
+        "path_len": n,
+        "summary_len": n,
+        "completion_len": length,
+        "forked_tokens_per_s": round(tokens / forked_s, 1),
+        "reread_tokens_per_s": round(tokens / reread_s, 1),
+        "reread_over_forked": round(reread_s / forked_s, 3),
+        "reread_tokens_per_block": per_block,
+        "reread_extra_fed_tokens": extra,
+    }
 
 
 def bench_seen(model: Any, tok: Any, batch: int, n: int, repeats: int) -> dict[str, Any]:
@@ -286,16 +297,23 @@ def run(
         reread = bench_reread(model, tok, 8, path_len, repeats)
         seen = bench_seen(model, tok, 8, 16 if quick else 64, repeats)
     train = bench_train(model, tok, 2 if quick else 8, 128 if quick else 512, repeats)
-    return {"benchmark": "rollout", "model_source": source, "threads": threads, "repeats": repeats,
-            "forked_over_single_path": forked["forked_over_single_path"],
-            "seen_engine_over_generate": seen["seen_engine_over_generate"],
-            "summary_reprefill_tokens": forked["summary_reprefill_tokens"],
-            "summary_merge_reprocessed_tokens": forked["summary_merge_reprocessed_tokens"],
-            "unseen_train_over_seen": train["unseen_train_over_seen"],
-            "reread_over_forked": reread["reread_over_forked"],
-            "reread_tokens_per_block": reread["reread_tokens_per_block"],
-            "forked_detail": forked, "seen_detail": seen, "train_detail": train,
-            "reread_detail": reread}
+    return {
+        "benchmark": "rollout",
+        "model_source": source,
+        "threads": threads,
+        "repeats": repeats,
+        "forked_over_single_path": forked["forked_over_single_path"],
+        "seen_engine_over_generate": seen["seen_engine_over_generate"],
+        "summary_reprefill_tokens": forked["summary_reprefill_tokens"],
+        "summary_merge_reprocessed_tokens": forked["summary_merge_reprocessed_tokens"],
+        "unseen_train_over_seen": train["unseen_train_over_seen"],
+        "reread_over_forked": reread["reread_over_forked"],
+        "reread_tokens_per_block": reread["reread_tokens_per_block"],
+        "forked_detail": forked,
+        "seen_detail": seen,
+        "train_detail": train,
+        "reread_detail": reread,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

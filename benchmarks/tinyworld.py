@@ -28,36 +28,81 @@ from pr1lib.sft import run_sft
 from pr1lib.tokens import add_parallel_tags, has_tags
 
 
-def eval_model(model_dir: str, data: str, n: int, k: int, temperature: float, mode: str,
-               max_len: int = 256, seed: int = 0, max_path: int = 96) -> dict:
+def eval_model(
+    model_dir: str,
+    data: str,
+    n: int,
+    k: int,
+    temperature: float,
+    mode: str,
+    max_len: int = 256,
+    seed: int = 0,
+    max_path: int = 96,
+) -> dict:
     """``run_eval`` of one folder (tags added when missing) at ``temperature``."""
     model, tok, _ = load_policy(config=ModelConfig(name=checkpoint_folder(model_dir)))
     if not has_tags(tok):
         add_parallel_tags(tok, model)
-    cfg = EvalConfig(benchmark=data, n=n, k=k, mode=mode, temperature=temperature,
-                     max_completion_length=max_len, max_path_length=max_path, prompt_style="tiny",
-                     seed=seed,
-                     batch_size=32)
+    cfg = EvalConfig(
+        benchmark=data,
+        n=n,
+        k=k,
+        mode=mode,
+        temperature=temperature,
+        max_completion_length=max_len,
+        max_path_length=max_path,
+        prompt_style="tiny",
+        seed=seed,
+        batch_size=32,
+    )
     out = run_eval(model.eval(), tok, config=cfg, tag=model_dir, progress=False)
-    keep = ("accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "answer_rate", "mean_length",
-            "n", "k")
-    return {"model": model_dir, "data": data, "temperature": temperature, "mode": mode,
-            **{key: out[key] for key in keep}}
+    keep = (
+        "accuracy",
+        "pass_at_k",
+        "valid_ratio",
+        "parallel_ratio",
+        "answer_rate",
+        "mean_length",
+        "n",
+        "k",
+    )
+    return {
+        "model": model_dir,
+        "data": data,
+        "temperature": temperature,
+        "mode": mode,
+        **{key: out[key] for key in keep},
+    }
 
 
 def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
     """Cold-start SFT of ``base`` on the TinyWorld rule-teacher set (full fine-tuning by
     default)."""
-    settings = {"source": "tinyworld-easy+tinyworld-hard", "use_lora": False, "learning_rate": 1e-3,
-                "variant": variant, **overrides}
+    settings = {
+        "source": "tinyworld-easy+tinyworld-hard",
+        "use_lora": False,
+        "learning_rate": 1e-3,
+        "variant": variant,
+        **overrides,
+    }
     cfg = SFTStageConfig.for_profile("tiny", **settings)
     model_cfg = stage_model_config(cfg, init=base)
     start = time.perf_counter()
     run = run_sft(cfg, out=out, evaluate=False, model_cfg=model_cfg, quiet=True)
-    keep = ("train_rows", "steps", "train_loss", "train_seconds", "use_lora", "data_hash",
-            "run_dir")
-    return {**{key: run.result[key] for key in keep}, "config": settings,
-            "seconds": round(time.perf_counter() - start, 1)}
+    keep = (
+        "train_rows",
+        "steps",
+        "train_loss",
+        "train_seconds",
+        "use_lora",
+        "data_hash",
+        "run_dir",
+    )
+    return {
+        **{key: run.result[key] for key in keep},
+        "config": settings,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def main() -> None:
@@ -81,8 +126,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "eval":
-        result = eval_model(args.model, args.data, args.n, args.k, args.t, args.mode, args.max_len,
-                            args.seed, args.max_path)
+        result = eval_model(
+            args.model,
+            args.data,
+            args.n,
+            args.k,
+            args.t,
+            args.mode,
+            args.max_len,
+            args.seed,
+            args.max_path,
+        )
     else:
         result = sft(args.base, args.out, args.variant, parse_overrides(args.overrides))
     print(json.dumps(result, default=str), flush=True)

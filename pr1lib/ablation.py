@@ -36,10 +36,16 @@ def ablation_dir(profile: str, variant: str, seed: int) -> Path:
     return runs_dir() / f"grpo-ablation-{profile}-{variant}-seed{seed}"
 
 
-def run_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT,
-                 init: str | Path | None = None, seed: int = 0, out: str | Path | None = None,
-                 arms: Sequence[str] = tuple(ABLATION_ARMS), refresh: bool = False,
-                 **overrides: Any) -> list[dict]:
+def run_ablation(
+    profile: str | None = None,
+    variant: str = ABLATION_VARIANT,
+    init: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    arms: Sequence[str] = tuple(ABLATION_ARMS),
+    refresh: bool = False,
+    **overrides: Any,
+) -> list[dict]:
     """Stage 3 from one SFT checkpoint (default: the variant's SFT run), once per arm. An arm
     whose folder holds a finished run with this config and start is reused unless ``refresh``;
     the start is evaluated once, on the tier of the training problems, and shared by every arm."""
@@ -48,23 +54,34 @@ def run_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT,
     out = Path(out) if out else ablation_dir(profile, variant, seed)
     results: dict[str, dict] = {}
     for arm in arms:
-        cfg = GRPOStageConfig.for_stage(3, profile, variant=variant, reward=ABLATION_ARMS[arm],
-                                        seed=seed, **overrides)
+        cfg = GRPOStageConfig.for_stage(
+            3, profile, variant=variant, reward=ABLATION_ARMS[arm], seed=seed, **overrides
+        )
         if refresh:  # a finished folder would only be re-evaluated: train this arm from scratch
             move_aside(out / arm, "refresh")
         done = finished_run(out / arm, cfg, init)
         if done is None:
             before = next(iter(results.values()))["before"] if results else None
-            done = run_grpo(cfg, init, out / arm, before=before, preflight=False,
-                            evaluate_tiers=(data_tier(cfg.source),)).result
+            done = run_grpo(
+                cfg,
+                init,
+                out / arm,
+                before=before,
+                preflight=False,
+                evaluate_tiers=(data_tier(cfg.source),),
+            ).result
         results[arm] = {**done, "arm": arm}
         out.mkdir(parents=True, exist_ok=True)
         (out / "ablation.json").write_text(json.dumps(results, indent=2, default=str))
     return list(results.values())
 
 
-def load_ablation(profile: str | None = None, variant: str = ABLATION_VARIANT, seed: int = 0,
-                  out: str | Path | None = None) -> list[dict]:
+def load_ablation(
+    profile: str | None = None,
+    variant: str = ABLATION_VARIANT,
+    seed: int = 0,
+    out: str | Path | None = None,
+) -> list[dict]:
     """Cached ablation results (``[]`` when the ablation has not run yet)."""
     path = Path(out or ablation_dir(check_profile(profile), variant, seed)) / "ablation.json"
     return list(json.loads(path.read_text()).values()) if path.exists() else []
@@ -127,14 +144,20 @@ def table4_verdict(results: Sequence[dict]) -> dict[str, Any]:
     arms = {r.get("arm", r["reward"]): _metrics(r, "after") for r in results}
     if any("per_problem" not in arms.get(a, {}) for a in ORDER):
         return {"reproduced": None, "why": f"needs the arms {ORDER} with per-problem results"}
-    gaps = {f"{a}<{b}": paired_bootstrap(arms[a]["per_problem"]["parallel"],
-                                         arms[b]["per_problem"]["parallel"])
-            for a, b in zip(ORDER, ORDER[1:])}
+    gaps = {
+        f"{a}<{b}": paired_bootstrap(
+            arms[a]["per_problem"]["parallel"], arms[b]["per_problem"]["parallel"]
+        )
+        for a, b in zip(ORDER, ORDER[1:])
+    }
     ordered = all(g["low"] > 0 for g in gaps.values())
     keeps = arms["alternating"]["accuracy"] >= arms["parallel"]["accuracy"]
-    return {"reproduced": ordered and keeps, "order_beyond_noise": ordered,
-            "alternating_accuracy_at_least_parallel": keeps,
-            "gaps": {k: {key: round(v, 4) for key, v in g.items()} for k, g in gaps.items()}}
+    return {
+        "reproduced": ordered and keeps,
+        "order_beyond_noise": ordered,
+        "alternating_accuracy_at_least_parallel": keeps,
+        "gaps": {k: {key: round(v, 4) for key, v in g.items()} for k, g in gaps.items()},
+    }
 
 
 def ablation_summary(results: Sequence[dict]) -> dict[str, Any]:

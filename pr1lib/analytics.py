@@ -47,8 +47,16 @@ from pr1lib.profiles import check_profile
 from pr1lib.runs import STAGE_RUNS, last_checkpoint
 from pr1lib.runtime import profile_threads, set_threads
 
-CURVE_KEYS = ("reward", "accuracy", "parallel_ratio", "block_position", "valid_ratio",
-              "completions/mean_length", "reward_mode/tiered", "frac_reward_zero_std")
+CURVE_KEYS = (
+    "reward",
+    "accuracy",
+    "parallel_ratio",
+    "block_position",
+    "valid_ratio",
+    "completions/mean_length",
+    "reward_mode/tiered",
+    "frac_reward_zero_std",
+)
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
@@ -123,10 +131,16 @@ def describe_trend(t: dict[str, Any], what: str) -> str:
     'slope +0.0010/step, ±0.04 noise): no clear trend (within noise).'
     """
     if t["early"] is None:
-        return (f"{what}: fewer than 2 of the {t['steps']} logged steps have a value, "
-                "so there is no trend to read.")
-    verdict = {"rising": "it rises", "falling": "it falls", "flat": "no clear trend (within noise)",
-               "too few steps": "too few steps to call a trend"}[t["direction"]]
+        return (
+            f"{what}: fewer than 2 of the {t['steps']} logged steps have a value, "
+            "so there is no trend to read."
+        )
+    verdict = {
+        "rising": "it rises",
+        "falling": "it falls",
+        "flat": "no clear trend (within noise)",
+        "too few steps": "too few steps to call a trend",
+    }[t["direction"]]
     noise = f", ±{2 * t['se']:.2f} noise" if math.isfinite(t.get("se", math.inf)) else ""
     return (
         f"{what}: {t['early']:.2f} over the first third of the {t['points']} steps with data, "
@@ -157,8 +171,10 @@ def figure3(
         ],
     )
     for i, (name, part) in enumerate(frame.groupby("run", sort=False)):
-        for row, (key, what) in enumerate((("parallel_ratio", "parallel ratio"),
-                                           ("block_position", "first-block position")), start=1):
+        for row, (key, what) in enumerate(
+            (("parallel_ratio", "parallel ratio"), ("block_position", "first-block position")),
+            start=1,
+        ):
             values = part[key].astype(float)
             fig.add_scatter(
                 x=part["step"],
@@ -183,7 +199,6 @@ def figure3(
     fig.update_xaxes(title_text="optimizer step", row=2, col=1)
     fig.update_layout(title=title, height=520, margin=dict(t=70, b=40, l=50, r=20))
     return fig
-
 
 
 # ----------------------------------------------------------------------------- the mid-training
@@ -272,6 +287,7 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
     >>> e["before"], e["after"], round(e["se"], 3)
     (0.9, 0.4, 0.141)
     """
+
     def values(rows: list[dict], key: str) -> list[float]:
         return [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
 
@@ -280,15 +296,20 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("accuracy", "parallel_ratio"):
         a, b = values(pre, key), values(post, key)
-        se = (math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-              if len(a) > 1 and len(b) > 1 else math.inf)
+        se = (
+            math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+            if len(a) > 1 and len(b) > 1
+            else math.inf
+        )
         out[key] = {
             "before": statistics.fmean(a) if a else None,
             "after": statistics.fmean(b) if b else None,
             "se": se,
         }
-    out["held_out"] = [{k: h.get(k) for k in ("step", "tier", "accuracy", "parallel_ratio")}
-                       for h in result["held_out"]]
+    out["held_out"] = [
+        {k: h.get(k) for k in ("step", "tier", "accuracy", "parallel_ratio")}
+        for h in result["held_out"]
+    ]
     return out
 
 
@@ -341,9 +362,14 @@ def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
     return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
 
 
-def evaluate_checkpoints(found: dict[str, str], profile: str | None = None,
-                         benchmarks: tuple[str, ...] = (), out: str | Path | None = None,
-                         progress: bool = False, **eval_overrides: Any):
+def evaluate_checkpoints(
+    found: dict[str, str],
+    profile: str | None = None,
+    benchmarks: tuple[str, ...] = (),
+    out: str | Path | None = None,
+    progress: bool = False,
+    **eval_overrides: Any,
+):
     """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``run_eval`` with the
     profile's ``EvalConfig`` + ``eval_overrides``), each rolled out and prompted as its variant
     was trained (``STAGE_RUNS``: the paper's protocol). Results files go to ``OUT`` (one per
@@ -397,12 +423,16 @@ def headline_table(ours: dict[str, dict[str, dict]], model: str):
     return frame[keep]
 
 
-def write_headline(frame, title: str, folder: str | Path | None = None,
-                   name: str = HEADLINE_FILE) -> list[Path]:
+def write_headline(
+    frame, title: str, folder: str | Path | None = None, name: str = HEADLINE_FILE
+) -> list[Path]:
     """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-<name>`` and, when
     ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``<name>`` there."""
-    payload = {"title": title, "markdown": to_markdown(frame),
-               "rows": json.loads(frame.reset_index().to_json(orient="records"))}
+    payload = {
+        "title": title,
+        "markdown": to_markdown(frame),
+        "rows": json.loads(frame.reset_index().to_json(orient="records")),
+    }
     targets = [runs_dir() / f"latest-{name}"]
     folder = folder or os.environ.get(HEADLINE_ENV)
     if folder:

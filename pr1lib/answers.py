@@ -14,8 +14,25 @@ from fractions import Fraction
 _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|[-+]?\.\d+")
 _UNIT_TAIL_RE = re.compile(r"\s*(?:%|[A-Za-z][A-Za-z .]*)?")  # "19 pets", "50%"
 # Words that make a tail more than a unit: "12 or eleven" hedges, "12 thousand" is another number.
-_NOT_UNITS = frozenset({"or", "and", "nor", "not", "but", "plus", "minus", "times", "over", "half",
-                        "hundred", "thousand", "million", "billion", "dozen"})
+_NOT_UNITS = frozenset(
+    {
+        "or",
+        "and",
+        "nor",
+        "not",
+        "but",
+        "plus",
+        "minus",
+        "times",
+        "over",
+        "half",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "dozen",
+    }
+)
 _AS_NUMBER_MAX_DIGITS = 4000  # below Python's int-string limit (4300): Fraction would raise past it
 _BRACES = re.compile(r"[{}]")
 # \left( ... \right) sizes a bracket and changes nothing: dropped before comparing, so the
@@ -32,7 +49,7 @@ def _unbox(text: str) -> str:
         depth += 1 if brace.group() == "{" else -1
         if depth < 0:  # "\\boxed{1}, \\boxed{2}": the first group closes early
             return text
-    return text[len("\\boxed{"):-1] if depth == 0 else text
+    return text[len("\\boxed{") : -1] if depth == 0 else text
 
 
 def _clean(answer: str) -> str:
@@ -52,7 +69,7 @@ def number_key(answer: str) -> tuple[str, str, str] | None:
     match = _NUMBER_RE.match(text)
     if match is None or not _UNIT_TAIL_RE.fullmatch(text, match.end()):
         return None
-    if set(text[match.end():].lower().split()) & _NOT_UNITS:
+    if set(text[match.end() :].lower().split()) & _NOT_UNITS:
         return None
     number = match.group().replace(",", "")
     whole, _, frac = number.lstrip("+-").partition(".")
@@ -128,8 +145,10 @@ def _prose_before_number(text: str) -> bool:
     """A word (not a function name) with a digit after it: math-verify would pick a number out of
     ``The answer is 12 or 11``, so such a prediction is a hedge, not an answer."""
     digits = [m.start() for m in _DIGIT_RE.finditer(text)]
-    return bool(digits) and any(word.group().lower() not in _MATH_WORDS and word.end() <= digits[-1]
-                                for word in _WORD_RE.finditer(text))
+    return bool(digits) and any(
+        word.group().lower() not in _MATH_WORDS and word.end() <= digits[-1]
+        for word in _WORD_RE.finditer(text)
+    )
 
 
 _MATH_VERIFY_MAX_CHARS = 200  # sympy gets slow on long inputs
@@ -163,5 +182,5 @@ def _math_verify(pred: str, gold: str) -> bool:
         # first_match: one reading of the prediction, not any number found anywhere in it
         pred_expr = mv_parse(f"${pred}$", parsing_timeout=timer, extraction_mode="first_match")
         return bool(gold_expr and pred_expr and verify(gold_expr, pred_expr, timeout_seconds=timer))
-    except Exception:  # noqa: BLE001 - a grader must never crash a training step
+    except Exception:  # a grader must never crash a training step
         return False

@@ -18,8 +18,13 @@ import operator
 import re
 from typing import Callable
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+}
 _SYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//"}
 _PREC = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2}
 
@@ -109,7 +114,8 @@ def unparse(node: ast.expr) -> str:
     if isinstance(node, ast.UnaryOp):
         inner = unparse(node.operand)
         return ("-" if isinstance(node.op, ast.USub) else "") + (
-            inner if isinstance(node.operand, ast.Constant) else f"({inner})")
+            inner if isinstance(node.operand, ast.Constant) else f"({inner})"
+        )
     prec = _PREC[type(node.op)]
     left, right = unparse(node.left), unparse(node.right)
     if _prec(node.left) < prec:
@@ -227,8 +233,10 @@ def _alt_repeat(node: ast.expr, result: str) -> str | None:
 def _alt_regroup(node: ast.expr, result: str) -> str | None:
     """A chain of one operation, later terms grouped first: ``a-b-c = a-(b+c)``, ``a+b+c =
     a+(b+c)``."""
-    for ops, join in (((ast.Add, ast.Sub), {ast.Add: "+", ast.Sub: "+"}),
-                      ((ast.Mult, ast.Div), {ast.Mult: "*", ast.Div: "*"})):
+    for ops, join in (
+        ((ast.Add, ast.Sub), {ast.Add: "+", ast.Sub: "+"}),
+        ((ast.Mult, ast.Div), {ast.Mult: "*", ast.Div: "*"}),
+    ):
         terms = _chain(node, ops)
         kinds = {op for op, _ in terms[1:]}
         if len(terms) < 3 or len(kinds) != 1 or any(_prec(t) < 3 for _, t in terms):
@@ -271,8 +279,12 @@ def _alt_distribute(node: ast.expr, result: str) -> str | None:
 
 
 ALTERNATIVES: dict[str, Callable[[ast.expr, str], str | None]] = {
-    "reorder": _alt_reorder, "inverse": _alt_inverse, "split": _alt_split,
-    "repeat": _alt_repeat, "regroup": _alt_regroup, "distribute": _alt_distribute,
+    "reorder": _alt_reorder,
+    "inverse": _alt_inverse,
+    "split": _alt_split,
+    "repeat": _alt_repeat,
+    "regroup": _alt_regroup,
+    "distribute": _alt_distribute,
 }
 
 

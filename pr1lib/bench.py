@@ -52,15 +52,23 @@ def run_pretrain_tiny() -> dict[str, Any]:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
-def run_benchmarks(which: str = "rollout", out: str | None = None, repeats: int | None = None,
-                   path_len: int = 48, threads: int = 1, quick: bool = False,
-                   model: str | None = None, steps: int = 3) -> dict[str, Any]:
+def run_benchmarks(
+    which: str = "rollout",
+    out: str | None = None,
+    repeats: int | None = None,
+    path_len: int = 48,
+    threads: int = 1,
+    quick: bool = False,
+    model: str | None = None,
+    steps: int = 3,
+) -> dict[str, Any]:
     """``rollout``, ``grpo`` or ``all`` (both, and ``pretrain_tiny``); each result also goes to
     ``OUT/<name>.json``. ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``."""
     results = {}
     if which in ("rollout", "all"):
-        results["rollout"] = load_bench_script("rollout").run(repeats or 5, path_len, threads,
-                                                              quick)
+        results["rollout"] = load_bench_script("rollout").run(
+            repeats or 5, path_len, threads, quick
+        )
     if which in ("grpo", "all"):
         repeats_grpo = repeats or GRPO_REPEATS
         results["grpo"] = load_bench_script("grpo").run(model, steps, repeats_grpo, quick)

@@ -35,8 +35,13 @@ from pr1lib.rollout import generate
 from pr1lib.structure import tag_ids
 
 # the sampling settings ``sample`` (and so ``blockcost --set``) takes
-SAMPLING_KEYS = ("temperature", "max_completion_length", "max_path_length", "max_blocks",
-                 "batch_size")
+SAMPLING_KEYS = (
+    "temperature",
+    "max_completion_length",
+    "max_path_length",
+    "max_blocks",
+    "batch_size",
+)
 CI_METHOD = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
 
 
@@ -78,30 +83,48 @@ def open_with_block(model: Any, token: int) -> Iterator[None]:
         model.lm_head = head
 
 
-def sample(model: Any, tokenizer: Any, prompts: Sequence[str], k: int, block: bool,
-           mode: str = "seen",
-           temperature: float = 1.0, max_completion_length: int = 256, max_path_length: int = 96,
-           max_blocks: int = 1, batch_size: int = 64, seed: int = 0) -> list[list[str]]:
+def sample(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    k: int,
+    block: bool,
+    mode: str = "seen",
+    temperature: float = 1.0,
+    max_completion_length: int = 256,
+    max_path_length: int = 96,
+    max_blocks: int = 1,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> list[list[str]]:
     """``k`` completions per prompt, forced to open with a block (``block=True``) or to have
     none."""
-    cfg = RolloutConfig(mode=mode, temperature=temperature,
-                        max_completion_length=max_completion_length,
-                        max_path_length=max_path_length, max_blocks=max_blocks if block else 0,
-                        at_block_limit="mask")  # after its block the answer still follows
+    cfg = RolloutConfig(
+        mode=mode,
+        temperature=temperature,
+        max_completion_length=max_completion_length,
+        max_path_length=max_path_length,
+        max_blocks=max_blocks if block else 0,
+        at_block_limit="mask",
+    )  # after its block the answer still follows
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)
     texts: list[str] = []
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
-        guard = open_with_block(model,
-                                tag_ids(tokenizer).parallel) if block else contextlib.nullcontext()
+        chunk = rows[start : start + batch_size]
+        guard = (
+            open_with_block(model, tag_ids(tokenizer).parallel)
+            if block
+            else contextlib.nullcontext()
+        )
         with guard, torch.no_grad():
             texts += [r.text for r in generate(model, tokenizer, chunk, cfg, generator=gen)]
-    return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
+    return [texts[i * k : (i + 1) * k] for i in range(len(prompts))]
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000,
-                     seed: int = 0) -> list[float]:
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0
+) -> list[float]:
     """95 % percentile interval of ``mean(a) - mean(b)`` resampling the pairs ``(a[i], b[i])``.
 
     >>> paired_bootstrap([1, 1, 1, 1], [0, 0, 0, 0])
@@ -110,8 +133,10 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = 2000,
     rng, n = random.Random(seed), len(a)
     diffs = [a[i] - b[i] for i in range(n)]
     means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
-    return [round(means[int(0.025 * iters)], 4),
-            round(means[min(iters - 1, int(0.975 * iters))], 4)]
+    return [
+        round(means[int(0.025 * iters)], 4),
+        round(means[min(iters - 1, int(0.975 * iters))], 4),
+    ]
 
 
 def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
@@ -119,34 +144,57 @@ def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
     parsed = [[terms(t, g) for t in row] for row, g in zip(texts, golds)]
     flat = [t for row in parsed for t in row]
     n = max(1, len(flat))
-    return {"per_problem": [sum(t.correct for t in row) / max(1, len(row)) for row in parsed],
-            "accuracy": sum(t.correct for t in flat) / n, "valid": sum(t.valid for t in flat) / n,
-            "parallel_ratio": sum(t.blocks > 0 for t in flat) / n}
+    return {
+        "per_problem": [sum(t.correct for t in row) / max(1, len(row)) for row in parsed],
+        "accuracy": sum(t.correct for t in flat) / n,
+        "valid": sum(t.valid for t in flat) / n,
+        "parallel_ratio": sum(t.blocks > 0 for t in flat) / n,
+    }
 
 
-def tier_cost(model: Any, tokenizer: Any, records: list[dict], k: int = 4, mode: str = "seen",
-              seed: int = 0, **sampling: Any) -> dict[str, Any]:
+def tier_cost(
+    model: Any,
+    tokenizer: Any,
+    records: list[dict],
+    k: int = 4,
+    mode: str = "seen",
+    seed: int = 0,
+    **sampling: Any,
+) -> dict[str, Any]:
     """Forced block vs forced plain on ``records``: accuracies, difference, its interval, rates."""
     prompts = [chat_prompt(r["question"], tokenizer, "tiny") for r in records]
     golds = [r["answer"] for r in records]
-    with_block = score(sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling),
-                       golds)
+    with_block = score(
+        sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling), golds
+    )
     plain = score(sample(model, tokenizer, prompts, k, False, mode, seed=seed, **sampling), golds)
     a, b = with_block.pop("per_problem"), plain.pop("per_problem")
-    return {"acc_block": round(with_block["accuracy"], 4), "acc_plain": round(plain["accuracy"], 4),
-            "diff": round(with_block["accuracy"] - plain["accuracy"], 4),
-            "ci95": paired_bootstrap(a, b, seed=seed), "ci_method": CI_METHOD, "n": len(records),
-            "k": k,
-            "mode": mode, "valid_block": round(with_block["valid"], 4),
-            "valid_plain": round(plain["valid"], 4),
-            "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
-            "parallel_ratio_plain": round(plain["parallel_ratio"], 4)}
+    return {
+        "acc_block": round(with_block["accuracy"], 4),
+        "acc_plain": round(plain["accuracy"], 4),
+        "diff": round(with_block["accuracy"] - plain["accuracy"], 4),
+        "ci95": paired_bootstrap(a, b, seed=seed),
+        "ci_method": CI_METHOD,
+        "n": len(records),
+        "k": k,
+        "mode": mode,
+        "valid_block": round(with_block["valid"], 4),
+        "valid_plain": round(plain["valid"], 4),
+        "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
+        "parallel_ratio_plain": round(plain["parallel_ratio"], 4),
+    }
 
 
-def blockcost(model: Any, tokenizer: Any,
-              tiers: Sequence[str] = ("tinyworld-easy", "tinyworld-hard"),
-              n: int = 200, k: int = 4, mode: str = "seen", seed: int = 0,
-              **sampling: Any) -> dict[str, dict]:
+def blockcost(
+    model: Any,
+    tokenizer: Any,
+    tiers: Sequence[str] = ("tinyworld-easy", "tinyworld-hard"),
+    n: int = 200,
+    k: int = 4,
+    mode: str = "seen",
+    seed: int = 0,
+    **sampling: Any,
+) -> dict[str, dict]:
     """``{tier: tier_cost(...)}`` on the first ``n`` held-out problems of each benchmark in
     ``tiers`` (``pr1lib.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths,
     ...).
@@ -162,8 +210,11 @@ def blockcost(model: Any, tokenizer: Any,
     was_training = model.training
     model.eval()
     try:
-        return {tier: tier_cost(model, tokenizer, load_benchmark(tier, n, seed=seed), k, mode,
-                                seed, **sampling)
-                for tier in tiers}
+        return {
+            tier: tier_cost(
+                model, tokenizer, load_benchmark(tier, n, seed=seed), k, mode, seed, **sampling
+            )
+            for tier in tiers
+        }
     finally:
         model.train(was_training)

@@ -26,8 +26,13 @@ from transformers import DynamicCache
 Forward = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, torch.Tensor | None]]
 
 
-def by_length(forward: Forward, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              logits_to_keep: int, buckets: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def by_length(
+    forward: Forward,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    buckets: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``forward(ids, mask, keep) -> (logps, entropies or None)``, each ``(b, keep)``, run on
     ``buckets`` length-sorted chunks of a TRL batch (prompts left-padded, completions right-padded,
     ``logits_to_keep`` completion columns); returns both as ``(B, logits_to_keep)``.
@@ -51,8 +56,9 @@ def by_length(forward: Forward, input_ids: torch.Tensor, attention_mask: torch.T
     return _in_batch_order(parts, logits_to_keep)
 
 
-def _in_batch_order(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
-                    width: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _in_batch_order(
+    parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]], width: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunks' ``(rows, logps, entropies or None)``, each ``(b, c)``, padded to ``width`` columns
     and put back in the batch's row order: ``(B, width)`` each."""
     back = torch.argsort(torch.cat([rows for rows, _, _ in parts]))  # (B,) the batch's order
@@ -85,6 +91,7 @@ def full_logits_head(call: Call, temperature: float = 1.0, entropy_grad: bool = 
     ...                                                (tiled.entropy, full.entropy))]
     [True, True]
     """
+
     def head(labels: torch.Tensor | None = None, fused_lm_head: bool = False, **inputs: Any) -> Any:
         if not fused_lm_head:
             return call(**inputs)
@@ -94,8 +101,10 @@ def full_logits_head(call: Call, temperature: float = 1.0, entropy_grad: bool = 
         lp = logp.gather(-1, target.clamp(min=0)[..., None]).squeeze(-1)  # (b, q-1)
         with torch.enable_grad() if entropy_grad else torch.no_grad():
             entropy = -(logp.exp() * logp).sum(dim=-1)  # (b, q-1)
-        return SimpleNamespace(log_probs=lp.masked_fill(~real, 0.0),
-                               entropy=entropy.masked_fill(~real, 0.0))
+        return SimpleNamespace(
+            log_probs=lp.masked_fill(~real, 0.0), entropy=entropy.masked_fill(~real, 0.0)
+        )
+
     return head
 
 
@@ -106,9 +115,14 @@ def loss_head(model: Any, vocab_size: int, temperature: float, entropy_grad: boo
     return full_logits_head(model, temperature, entropy_grad) if small else model
 
 
-def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              logits_to_keep: int, buckets: int,
-              extra: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, Any]:
+def by_prompt(
+    call: Call,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    buckets: int,
+    extra: dict[str, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, Any]:
     """``by_length`` with each distinct prompt run once: a GRPO group repeats its prompt
     ``num_generations`` times. The prompt columns but the last run once per distinct prompt and
     leave a KV cache; each length-sorted chunk of completions continues from its rows' copies of
@@ -146,14 +160,15 @@ def by_prompt(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         for layer, (keys, values) in enumerate(kv):
             cache.update(keys[rows], values[rows], layer)  # (b, H, head, D) copies
         inputs = _columns(input_ids, attention_mask, extra, chunk, head, width + c)
-        labels = inputs["input_ids"].masked_fill(attention_mask[chunk, head:width + c] == 0, -100)
+        labels = inputs["input_ids"].masked_fill(attention_mask[chunk, head : width + c] == 0, -100)
         res = call(**inputs, cache=cache, labels=labels, fused_lm_head=True)  # (b, c) each
         parts.append((chunk, res.log_probs, res.entropy))
     return _in_batch_order(parts, logits_to_keep)
 
 
-def _prompt_cache(call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  extra: dict | None, head: int) -> tuple[list[tuple[torch.Tensor, ...]], Any]:
+def _prompt_cache(
+    call: Call, input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None, head: int
+) -> tuple[list[tuple[torch.Tensor, ...]], Any]:
     """Keys and values ``(U, H, head, D)`` per layer of each distinct prompt's first ``head``
     columns, and which prompt each row has ``(B,)``."""
     width = head + 1
@@ -161,18 +176,28 @@ def _prompt_cache(call: Call, input_ids: torch.Tensor, attention_mask: torch.Ten
     _, inverse = torch.unique(rows, dim=0, return_inverse=True)  # (B,)
     batch = torch.arange(len(inverse))
     first = torch.full((int(inverse.max()) + 1,), len(inverse)).scatter_reduce(
-        0, inverse, batch, "amin")  # (U,) a row of each prompt
+        0, inverse, batch, "amin"
+    )  # (U,) a row of each prompt
     inputs = _columns(input_ids, attention_mask, extra, first, 0, head)
     cache = call(**inputs, use_cache=True, logits_to_keep=1).cache
     return [(layer.keys, layer.values) for layer in cache.layers], inverse
 
 
-def _columns(input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None,
-             rows: torch.Tensor, start: int, stop: int) -> dict[str, torch.Tensor]:
+def _columns(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    extra: dict | None,
+    rows: torch.Tensor,
+    start: int,
+    stop: int,
+) -> dict[str, torch.Tensor]:
     """The model's inputs for ``rows``: tokens ``start:stop``, attending to keys ``:stop``."""
     ids = input_ids[rows, start:stop]
     if extra is None:
         return {"input_ids": ids, "attention_mask": attention_mask[rows, :stop]}
     mask = extra["attention_mask"][:, :, start:stop, :stop][rows]  # (b, 1, stop - start, stop)
-    return {"input_ids": ids, "attention_mask": mask,
-            "position_ids": extra["position_ids"][rows, start:stop]}
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "position_ids": extra["position_ids"][rows, start:stop],
+    }

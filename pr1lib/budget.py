@@ -57,10 +57,15 @@ def grpo_seconds(cfg: GRPOStageConfig, evals: int, rates: Rates = T4) -> dict[st
     tokens = completions * (rates.prompt_tokens + cfg.max_completion_length)
     step = decode * rates.decode_step_s + tokens / rates.train_tokens_per_s
     judge = evals * eval_seconds(cfg.eval_n, cfg.eval_k, cfg.eval_max_new_tokens, 2, rates)
-    return {"steps": cfg.max_steps, "completions/step": completions,
-            "max tokens": cfg.max_completion_length, "s/step": round(step, 1),
-            "evaluations": evals, "eval s": round(judge),
-            "minutes": round((cfg.max_steps * step + judge + rates.run_overhead_s) / 60, 1)}
+    return {
+        "steps": cfg.max_steps,
+        "completions/step": completions,
+        "max tokens": cfg.max_completion_length,
+        "s/step": round(step, 1),
+        "evaluations": evals,
+        "eval s": round(judge),
+        "minutes": round((cfg.max_steps * step + judge + rates.run_overhead_s) / 60, 1),
+    }
 
 
 def sft_seconds(cfg: SFTStageConfig, evals: int, rates: Rates = T4) -> dict[str, Any]:
@@ -69,31 +74,41 @@ def sft_seconds(cfg: SFTStageConfig, evals: int, rates: Rates = T4) -> dict[str,
     rows = cfg.max_steps * batch if cfg.max_steps > 0 else cfg.train_n * cfg.num_train_epochs
     train = rows * rates.sft_row_tokens / rates.train_tokens_per_s
     judge = evals * eval_seconds(cfg.eval_n, cfg.eval_k, cfg.eval_max_new_tokens, 1, rates)
-    return {"steps": math.ceil(rows / batch), "rows": int(rows), "train s": round(train),
-            "evaluations": evals, "eval s": round(judge),
-            "minutes": round((train + judge + rates.run_overhead_s) / 60, 1)}
+    return {
+        "steps": math.ceil(rows / batch),
+        "rows": int(rows),
+        "train s": round(train),
+        "evaluations": evals,
+        "eval s": round(judge),
+        "minutes": round((train + judge + rates.run_overhead_s) / 60, 1),
+    }
 
 
 def sft_notebook_plan(profile: str = "colab", rates: Rates = T4) -> dict[str, dict[str, Any]]:
     """Notebook 04's runs: the base evaluated once, then seen and unseen SFT, each evaluated."""
     cfg = SFTStageConfig.for_profile(profile)
-    return {"SFT seen (and the base's evaluation)": sft_seconds(cfg.replace(variant="seen"), 2,
-                                                                 rates),
-            "SFT unseen": sft_seconds(cfg.replace(variant="unseen"), 1, rates)}
+    return {
+        "SFT seen (and the base's evaluation)": sft_seconds(cfg.replace(variant="seen"), 2, rates),
+        "SFT unseen": sft_seconds(cfg.replace(variant="unseen"), 1, rates),
+    }
 
 
 def grpo_notebook_plan(profile: str = "colab", rates: Rates = T4) -> dict[str, dict[str, Any]]:
     """Notebook 06's runs (``notebook=True`` sizes): the seen stages, the plain baseline, the
     unseen Stage-2 study and the reward ablation, with how often each evaluates."""
+
     def stage(number: int, variant: str, **changes: Any) -> GRPOStageConfig:
         return GRPOStageConfig.for_stage(number, profile, variant=variant, notebook=True, **changes)
 
-    plan = {"Stage 2, seen": (stage(2, "seen"), 2), "Stage 3, seen": (stage(3, "seen"), 1),
-            "plain baseline, Stage 2": (stage(2, "plain"), 2),
-            "plain baseline, Stage 3": (stage(3, "plain"), 1),
-            "unseen, Stage 3 only": (stage(3, "unseen"), 2),
-            "unseen, Stage 2 kept": (stage(2, "unseen"), 2),
-            "unseen, then Stage 3": (stage(3, "unseen"), 1)}
+    plan = {
+        "Stage 2, seen": (stage(2, "seen"), 2),
+        "Stage 3, seen": (stage(3, "seen"), 1),
+        "plain baseline, Stage 2": (stage(2, "plain"), 2),
+        "plain baseline, Stage 3": (stage(3, "plain"), 1),
+        "unseen, Stage 3 only": (stage(3, "unseen"), 2),
+        "unseen, Stage 2 kept": (stage(2, "unseen"), 2),
+        "unseen, then Stage 3": (stage(3, "unseen"), 1),
+    }
     for i, (arm, reward) in enumerate(ABLATION_ARMS.items()):
         cfg = stage(3, ABLATION_VARIANT, reward=reward)
         plan[f"ablation arm: {arm}"] = (cfg, 2 if i == 0 else 1)  # the start: evaluated once

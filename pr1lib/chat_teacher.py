@@ -78,8 +78,12 @@ class RateLimiter:
     0.0
     """
 
-    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        per_minute: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.interval = 60.0 / per_minute if per_minute else 0.0
         self.clock, self.sleep, self.next = clock, sleep, 0.0
         self.lock = threading.Lock()
@@ -252,8 +256,12 @@ class OpenAITeacher:
 
     def _client(self) -> Any:
         # Local servers take any key; the client refuses to start without one.
-        return _openai().AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or "not-needed",
-                                     timeout=self.timeout, max_retries=self.max_retries)
+        return _openai().AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key or "not-needed",
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
 
     async def _trace(self, client: Any, problem: dict, streak: _Streak) -> dict:
         """One problem's trace; a failure becomes its ``error`` and ``kind`` (a fatal status also
@@ -275,8 +283,11 @@ class OpenAITeacher:
         """The assistant's reply to the prompt for ``question`` (``ValueError`` when it has
         none)."""
         reply = await client.chat.completions.create(
-            model=self.model, max_tokens=self.max_tokens, temperature=self.temperature,
-            messages=[{"role": "user", "content": prompt_text(question, self.prompt_style)}])
+            model=self.model,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            messages=[{"role": "user", "content": prompt_text(question, self.prompt_style)}],
+        )
         choices = getattr(reply, "choices", None) or []
         content = (
             getattr(getattr(choices[0], "message", None), "content", None) if choices else None

@@ -63,8 +63,11 @@ class _NotATrace(Exception):
 
 
 def _trace_key(row: Any) -> Hashable:
-    if not isinstance(row, dict) or not isinstance(row.get("id"), (str, int)) or not isinstance(
-            row.get("teacher"), str):
+    if (
+        not isinstance(row, dict)
+        or not isinstance(row.get("id"), (str, int))
+        or not isinstance(row.get("teacher"), str)
+    ):
         raise _NotATrace
     return row["id"], row["teacher"]
 
@@ -116,8 +119,9 @@ class TraceCache(JsonlLog):
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
         """Write ``rows``, with any lone surrogate in their strings replaced (never a failed
         write)."""
-        super().append([{k: utf8_safe(v) if isinstance(v, str) else v for k,
-                         v in r.items()} for r in rows])
+        super().append(
+            [{k: utf8_safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+        )
 
     def done(self, problem_id: str, teacher: str) -> bool:
         """True when a trace without error is cached for this problem and teacher."""
@@ -125,9 +129,13 @@ class TraceCache(JsonlLog):
         return record is not None and not record.get("error")
 
 
-def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path,
-                    batch_size: int = 256,
-                    progress: bool = False) -> list[dict]:
+def generate_traces(
+    teacher: Any,
+    problems: list[dict],
+    cache_path: str | Path,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> list[dict]:
     """Traces for ``problems`` (same order), generating only those not yet in the cache.
 
     Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
@@ -142,14 +150,16 @@ def generate_traces(teacher: Any, problems: list[dict], cache_path: str | Path,
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
         try:
-            traces = teacher.generate(todo[start:start + batch_size])
+            traces = teacher.generate(todo[start : start + batch_size])
         except TeacherError as err:
             cache.append(err.traces)
             raise
         cache.append(traces)
         if progress:
-            print(f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",
-                  flush=True)
+            print(
+                f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",
+                flush=True,
+            )
     return [cache.records[(p["id"], teacher.name)] for p in problems]
 
 
@@ -187,7 +197,7 @@ def budget_tokenizer(profile: str | None = None):
             tokenizer = AutoTokenizer.from_pretrained(models.resolve_model_name(config.name))
         add_parallel_tags(tokenizer)
         return tokenizer
-    except Exception as err:  # noqa: BLE001 - the estimate is a fine fallback for a budget
+    except Exception as err:  # the estimate is a fine fallback for a budget
         print(
             f"token budget: no tokenizer for {config.name!r} ({type(err).__name__}); using chars/4"
         )
@@ -198,8 +208,9 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def check_trace(problem: dict, trace: dict, prompt_style: str, max_tokens: int,
-                tokenizer: Any = None) -> tuple[str | None, str]:
+def check_trace(
+    problem: dict, trace: dict, prompt_style: str, max_tokens: int, tokenizer: Any = None
+) -> tuple[str | None, str]:
     """``(reason, detail)`` for the first failed check, or ``(None, "")`` when the trace is kept."""
     text = trace.get("text") or ""
     if trace.get("error") or not text.strip():
@@ -218,8 +229,14 @@ def check_trace(problem: dict, trace: dict, prompt_style: str, max_tokens: int,
     return None, ""
 
 
-def filter_traces(problems: list[dict], traces: list[dict], prompt_style: str = "tiny",
-                  max_tokens: int = 1024, tokenizer: Any = None, dedupe: bool = True):
+def filter_traces(
+    problems: list[dict],
+    traces: list[dict],
+    prompt_style: str = "tiny",
+    max_tokens: int = 1024,
+    tokenizer: Any = None,
+    dedupe: bool = True,
+):
     """Split traces into ``(kept, rejected)`` rows: the problem's fields plus ``completion``,
     ``teacher`` and, for rejected rows, ``reason`` and ``detail``. Duplicate questions (after
     whitespace and case folding) keep their first passing trace."""
@@ -247,8 +264,12 @@ def summarize(kept: list[dict], rejected: list[dict]) -> dict[str, Any]:
     """
     total = len(kept) + len(rejected)
     counts = {r: sum(row["reason"] == r for row in rejected) for r in REASONS}
-    return {"total": total, "kept": len(kept), "yield": len(kept) / total if total else 0.0,
-            "rejected": counts}
+    return {
+        "total": total,
+        "kept": len(kept),
+        "yield": len(kept) / total if total else 0.0,
+        "rejected": counts,
+    }
 
 
 def yield_table(results: dict[str, tuple[list[dict], list[dict]]], paper: bool = True):
@@ -257,12 +278,27 @@ def yield_table(results: dict[str, tuple[list[dict], list[dict]]], paper: bool =
     rows = []
     for source, (kept, rejected) in results.items():
         s = summarize(kept, rejected)
-        rows.append({"source": source, "teacher": (kept or rejected or [{}])[0].get("teacher", ""),
-                     "total": s["total"], "kept": s["kept"], "yield": s["yield"],
-                     **{r: s["rejected"][r] / max(1, s["total"]) for r in REASONS}})
+        rows.append(
+            {
+                "source": source,
+                "teacher": (kept or rejected or [{}])[0].get("teacher", ""),
+                "total": s["total"],
+                "kept": s["kept"],
+                "yield": s["yield"],
+                **{r: s["rejected"][r] / max(1, s["total"]) for r in REASONS},
+            }
+        )
     if paper:
-        rows += [{"source": f"paper: {name}", "teacher": PAPER_TEACHER, "total": n, "kept": None,
-                  "yield": PAPER_YIELD[name]} for name, n in (("gsm8k", 7472), ("dapo", 17916))]
+        rows += [
+            {
+                "source": f"paper: {name}",
+                "teacher": PAPER_TEACHER,
+                "total": n,
+                "kept": None,
+                "yield": PAPER_YIELD[name],
+            }
+            for name, n in (("gsm8k", 7472), ("dapo", 17916))
+        ]
     return pd.DataFrame(rows).set_index("source")
 
 
@@ -273,24 +309,46 @@ def plot_yield(table):
     for reason in REASONS:
         if reason in table and table[reason].fillna(0).any():
             fig.add_bar(name=reason, x=table.index, y=table[reason])
-    fig.update_layout(barmode="stack", yaxis_title="share of problems", yaxis_tickformat=".0%",
-                      title="Cold-start yield per source (paper rows: format-valid share only)",
-                      legend_title="outcome", height=420)
+    fig.update_layout(
+        barmode="stack",
+        yaxis_title="share of problems",
+        yaxis_tickformat=".0%",
+        title="Cold-start yield per source (paper rows: format-valid share only)",
+        legend_title="outcome",
+        height=420,
+    )
     return fig
 
 
 # --------------------------------------------------------------------------- output
-SFT_COLUMNS = ("id", "prompt", "completion", "question", "answer", "source", "teacher",
-               "prompt_style")
+SFT_COLUMNS = (
+    "id",
+    "prompt",
+    "completion",
+    "question",
+    "answer",
+    "source",
+    "teacher",
+    "prompt_style",
+)
 
 
 def build_dataset(kept: list[dict], prompt_style: str = "tiny"):
     """A ``datasets.Dataset`` in prompt-completion form (``prompt`` is the user-turn text for
     ``prompt_style``; ``completion`` is the trace alone; the SFT stage appends eos)."""
-    rows = [{"id": r["id"], "prompt": prompt_text(r["question"], prompt_style),
-             "completion": r["completion"],
-             "question": r["question"], "answer": r["answer"], "source": r["source"],
-             "teacher": r["teacher"], "prompt_style": prompt_style} for r in kept]
+    rows = [
+        {
+            "id": r["id"],
+            "prompt": prompt_text(r["question"], prompt_style),
+            "completion": r["completion"],
+            "question": r["question"],
+            "answer": r["answer"],
+            "source": r["source"],
+            "teacher": r["teacher"],
+            "prompt_style": prompt_style,
+        }
+        for r in kept
+    ]
     return Dataset.from_dict({c: [r[c] for r in rows] for c in SFT_COLUMNS})
 
 
@@ -367,26 +425,41 @@ def make_teacher(config: ColdStartConfig, **kwargs: Any):
     if config.teacher == "hf":
         if not config.teacher_model:
             raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
-        return teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit,
-                                  seed=config.seed,
-                                  batch_size=config.llm_batch_size,
-                                  max_new_tokens=config.max_new_tokens,
-                                  temperature=config.temperature, **kwargs)
+        return teachers.HFTeacher(
+            config.teacher_model,
+            load_in_4bit=config.load_in_4bit,
+            seed=config.seed,
+            batch_size=config.llm_batch_size,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            **kwargs,
+        )
     if config.teacher == "openai":
-        return OpenAITeacher(base_url=config.base_url, model=config.teacher_model,
-                             timeout=config.timeout,
-                             deadline=config.deadline, max_retries=config.max_retries,
-                             requests_per_minute=config.requests_per_minute,
-                             concurrency=config.concurrency,
-                             max_consecutive_failures=config.max_consecutive_failures,
-                             max_tokens=config.max_new_tokens, temperature=config.temperature,
-                             **kwargs)
+        return OpenAITeacher(
+            base_url=config.base_url,
+            model=config.teacher_model,
+            timeout=config.timeout,
+            deadline=config.deadline,
+            max_retries=config.max_retries,
+            requests_per_minute=config.requests_per_minute,
+            concurrency=config.concurrency,
+            max_consecutive_failures=config.max_consecutive_failures,
+            max_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            **kwargs,
+        )
     raise ValueError(f"unknown teacher {config.teacher!r}; choose rule, hf or openai")
 
 
-def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict] | None = None,
-                  teacher: Any = None, tokenizer: Any = None, data_path: str | Path | None = None,
-                  progress: bool = False) -> ColdStartRun:
+def run_coldstart(
+    config: ColdStartConfig,
+    out: str | Path,
+    problems: list[dict] | None = None,
+    teacher: Any = None,
+    tokenizer: Any = None,
+    data_path: str | Path | None = None,
+    progress: bool = False,
+) -> ColdStartRun:
     """Load (or take) problems, generate traces through the cache in ``out/traces.jsonl``,
     filter, and save ``out/dataset`` (+ card), ``out/train.jsonl``, ``out/rejected.jsonl``,
     ``out/config.json`` and ``out/summary.json``. The summary counts the problems ``asked`` of the
@@ -399,18 +472,25 @@ def run_coldstart(config: ColdStartConfig, out: str | Path, problems: list[dict]
     cache = TraceCache(out / "traces.jsonl")
     asked = sum(not cache.done(p["id"], teacher.name) for p in problems)
     traces = generate_traces(teacher, problems, cache.path, batch, progress)
-    kept, rejected = filter_traces(problems, traces, config.prompt_style, config.max_tokens,
-                                   tokenizer,
-                                   config.dedupe)
+    kept, rejected = filter_traces(
+        problems, traces, config.prompt_style, config.max_tokens, tokenizer, config.dedupe
+    )
     summary = summarize(kept, rejected)
     dataset = build_dataset(kept, config.prompt_style)
     folder = save_dataset(dataset, out, dataset_card(summary, config, teacher.name))
     write_jsonl(rejected, out / "rejected.jsonl")
     config.save(out / "config.json")
-    result = {**summary, "source": config.source, "split": config.split, "teacher": teacher.name,
-              "asked": asked, "teacher_failures": failure_counts(traces),
-              "output": str(folder), "jsonl": str(out / "train.jsonl"),
-              "seconds": round(time.perf_counter() - start, 2)}
+    result = {
+        **summary,
+        "source": config.source,
+        "split": config.split,
+        "teacher": teacher.name,
+        "asked": asked,
+        "teacher_failures": failure_counts(traces),
+        "output": str(folder),
+        "jsonl": str(out / "train.jsonl"),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return ColdStartRun(result, kept, rejected, dataset)
 
@@ -422,9 +502,15 @@ def report_failures(result: dict[str, Any]) -> int:
         return 0
     kinds = ", ".join(f"{kind} {n}" for kind, n in result["teacher_failures"].items())
     if failed == asked:
-        print(f"error: every one of the {asked} teacher requests failed ({kinds}); check that the "
-              "server answers, then rerun the same command", flush=True)
+        print(
+            f"error: every one of the {asked} teacher requests failed ({kinds}); check that the "
+            "server answers, then rerun the same command",
+            flush=True,
+        )
         return 3
-    print(f"warning: {failed} of {asked} teacher requests failed ({kinds}); rerun the same command "
-          "to ask again for those only", flush=True)
+    print(
+        f"warning: {failed} of {asked} teacher requests failed ({kinds}); rerun the same command "
+        "to ask again for those only",
+        flush=True,
+    )
     return 0

@@ -55,8 +55,9 @@ def print_json(result: Any, args: Any = None) -> None:
         print(f"result card: {write_card(args.card, result, args)}", file=sys.stderr)
 
 
-def _with_flags(args: Any, *names: str, config: type | None = None,
-                **renamed: str) -> dict[str, Any]:
+def _with_flags(
+    args: Any, *names: str, config: type | None = None, **renamed: str
+) -> dict[str, Any]:
     """``--set`` overrides (typed and checked against ``config``'s fields when given) plus the
     command's own flags that were given (``None``: not given)."""
     sets = getattr(args, "overrides", [])
@@ -70,13 +71,20 @@ def _with_flags(args: Any, *names: str, config: type | None = None,
     return out
 
 
-def _claim(args: Any, folder: str | Path, command: str, config: Any = None,
-           resumable: tuple[str, ...] = ()):
+def _claim(
+    args: Any, folder: str | Path, command: str, config: Any = None, resumable: tuple[str, ...] = ()
+):
     """``pr1lib.runs.claim`` with the command's ``--overwrite`` / ``--resume``."""
     from pr1lib.runs import claim
 
-    return claim(folder, command, config, resumable, overwrite=getattr(args, "overwrite", False),
-                 resume=getattr(args, "resume", False))
+    return claim(
+        folder,
+        command,
+        config,
+        resumable,
+        overwrite=getattr(args, "overwrite", False),
+        resume=getattr(args, "resume", False),
+    )
 
 
 # ----------------------------------------------------------------------------- data and models
@@ -94,37 +102,71 @@ def tour(args: Any) -> int:
     for headline in read_headlines(report.parent):
         print(f"[tour] {headline['title']}\n{headline['markdown']}")
     print(f"[tour] report: {report}")
-    print_json({"report": str(report), "failed": failed,
-                "seconds": round(time.perf_counter() - start, 1)}, args)
+    print_json(
+        {"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)},
+        args,
+    )
     return 1 if failed else 0
 
 
 def pretrain_tiny(args: Any) -> int:
     from pr1lib.pretrain import pretrain
 
-    cfg = PretrainConfig.for_profile(args.profile, **_with_flags(args, "seed",
-                                                                 config=PretrainConfig))
+    cfg = PretrainConfig.for_profile(
+        args.profile, **_with_flags(args, "seed", config=PretrainConfig)
+    )
     with _claim(args, args.out, "pretrain-tiny", cfg):
         print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
         card = pretrain(cfg, args.out, progress=not args.no_progress)
-    print_json({"final_loss": card["final_loss"], "train_time_s": card["train_time_s"],
-                "steps": card["steps"], "parameters": card["parameters"], **card["accuracy"],
-                "out": str(args.out)}, args)
+    print_json(
+        {
+            "final_loss": card["final_loss"],
+            "train_time_s": card["train_time_s"],
+            "steps": card["steps"],
+            "parameters": card["parameters"],
+            **card["accuracy"],
+            "out": str(args.out),
+        },
+        args,
+    )
     return 0
 
 
-COLDSTART_FLAGS = ("teacher", "source", "split", "limit", "teacher_model", "base_url", "seed",
-                   "timeout", "deadline", "max_retries", "requests_per_minute", "concurrency")
+COLDSTART_FLAGS = (
+    "teacher",
+    "source",
+    "split",
+    "limit",
+    "teacher_model",
+    "base_url",
+    "seed",
+    "timeout",
+    "deadline",
+    "max_retries",
+    "requests_per_minute",
+    "concurrency",
+)
 # fields a rerun in the same --out may change: the cache keeps every trace, keyed by problem
-COLDSTART_RESUMABLE = ("limit", "llm_limit", "batch_size", "llm_batch_size", "timeout",
-                       "deadline", "max_retries", "requests_per_minute", "concurrency",
-                       "max_consecutive_failures", "base_url")
+COLDSTART_RESUMABLE = (
+    "limit",
+    "llm_limit",
+    "batch_size",
+    "llm_batch_size",
+    "timeout",
+    "deadline",
+    "max_retries",
+    "requests_per_minute",
+    "concurrency",
+    "max_consecutive_failures",
+    "base_url",
+)
 
 
 def coldstart_config(args: Any) -> ColdStartConfig:
     """The run's config: the profile's, then ``--set`` overrides, then the named flags."""
-    return ColdStartConfig.for_profile(args.profile, **_with_flags(args, *COLDSTART_FLAGS,
-                                                                   config=ColdStartConfig))
+    return ColdStartConfig.for_profile(
+        args.profile, **_with_flags(args, *COLDSTART_FLAGS, config=ColdStartConfig)
+    )
 
 
 def coldstart(args: Any) -> int:
@@ -134,8 +176,9 @@ def coldstart(args: Any) -> int:
 
     try:
         config = coldstart_config(args)  # then the problems: a data file's mistake is one line
-        problems = load_source(config.source, config.split, config.limit, args.data_path,
-                               config.seed)
+        problems = load_source(
+            config.source, config.split, config.limit, args.data_path, config.seed
+        )
         if config.teacher == "hf" and config.teacher_model:
             check_model(config.teacher_model)
         out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
@@ -143,8 +186,9 @@ def coldstart(args: Any) -> int:
         with _claim(args, out, "coldstart", config, COLDSTART_RESUMABLE):
             print(config, flush=True)
             tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
-            run = run_coldstart(config, out, problems, teacher=teacher, tokenizer=tokenizer,
-                                progress=True)
+            run = run_coldstart(
+                config, out, problems, teacher=teacher, tokenizer=tokenizer, progress=True
+            )
     except (DataNotFoundError, TeacherError, ValueError) as err:
         print(f"error: {' '.join(str(err).split())}", flush=True)
         return 2
@@ -170,8 +214,9 @@ def sft(args: Any) -> int:
     results, before = {}, None
     with ExitStack() as claims:  # every folder first: the second variant never fails late
         for variant in variants:
-            claims.enter_context(_claim(args, outs[variant], "sft", cfg.replace(variant=variant),
-                                        ("num_threads",)))
+            claims.enter_context(
+                _claim(args, outs[variant], "sft", cfg.replace(variant=variant), ("num_threads",))
+            )
         for variant in variants:
             cfg = cfg.replace(variant=variant)
             print(cfg, flush=True)
@@ -188,22 +233,37 @@ def _sft_out(args: Any, cfg: SFTStageConfig, several: bool, data: Path | None) -
     """A variant's run folder; never the ``--data`` folder or one holding it."""
     default = runs_dir() / f"sft-{cfg.profile}-{cfg.variant}"
     out = Path(args.out) / cfg.variant if args.out and several else Path(args.out or default)
-    if data is not None and (out.resolve() == data.resolve() or out.resolve() in
-                             data.resolve().parents):
-        raise ValueError(f"--out {out} would hold the --data set {data} (the run's files would "
-                         "overwrite it): pick another --out")
+    if data is not None and (
+        out.resolve() == data.resolve() or out.resolve() in data.resolve().parents
+    ):
+        raise ValueError(
+            f"--out {out} would hold the --data set {data} (the run's files would "
+            "overwrite it): pick another --out"
+        )
     return out
 
 
 def _print_row(row: dict) -> None:
-    keys = ("reward", "accuracy", "parallel_ratio", "valid_ratio", "completions/mean_length",
-            "reward_mode/tiered")
+    keys = (
+        "reward",
+        "accuracy",
+        "parallel_ratio",
+        "valid_ratio",
+        "completions/mean_length",
+        "reward_mode/tiered",
+    )
     parts = [f"{k.split('/')[-1]}={row[k]:.3g}" for k in keys if row.get(k) is not None]
     print(f"step {row['step']}: " + " ".join(parts), flush=True)
 
 
-GRPO_RESUMABLE = ("max_steps", "save_steps", "logging_steps", "num_threads", "eval_n",
-                  "eval_max_new_tokens")  # a rerun with more --steps continues the same run
+GRPO_RESUMABLE = (
+    "max_steps",
+    "save_steps",
+    "logging_steps",
+    "num_threads",
+    "eval_n",
+    "eval_max_new_tokens",
+)  # a rerun with more --steps continues the same run
 
 
 def _grpo_overrides(args: Any) -> dict[str, Any]:
@@ -230,8 +290,9 @@ def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
     out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
     with _claim(args, out, "grpo", cfg, GRPO_RESUMABLE):
         if cfg.variant == "unseen" and cfg.stage == 2:
-            print("note: the paper skips Stage 2 for the unseen variant (it overfits easy "
-                  "problems)")
+            print(
+                "note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)"
+            )
         print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
         dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
         return run_grpo(cfg, init, out, dashboard=dashboard).result
@@ -256,13 +317,16 @@ def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
     results = cached
     if not cached:
         with _claim(args, args.out or ablation_dir(profile, variant, seed), "grpo"):
-            results = run_ablation(profile, variant, args.init, seed, args.out,
-                                   refresh=args.refresh, **overrides)
+            results = run_ablation(
+                profile, variant, args.init, seed, args.out, refresh=args.refresh, **overrides
+            )
     summary = ablation_summary(results)
     print(format_table(summary["ablation"]), flush=True)
-    print("the paper's order (parallel ratio accuracy < alternating < parallel, gaps beyond a 95 % "
-          f"bootstrap interval; alternating's accuracy >= parallel's) reproduced: "
-          f"{summary['verdict']}")
+    print(
+        "the paper's order (parallel ratio accuracy < alternating < parallel, gaps beyond a 95 % "
+        f"bootstrap interval; alternating's accuracy >= parallel's) reproduced: "
+        f"{summary['verdict']}"
+    )
     return {"profile": profile, "variant": variant, "seed": seed, **summary}
 
 
@@ -276,8 +340,15 @@ def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
         with ExitStack() as held:
             if out:
                 held.enter_context(_claim(args, out, "grpo"))
-            run = run_curriculum(profile, variant, args.init, s, out,
-                                 sft_metrics=results[0]["sft"] if results else None, **overrides)
+            run = run_curriculum(
+                profile,
+                variant,
+                args.init,
+                s,
+                out,
+                sft_metrics=results[0]["sft"] if results else None,
+                **overrides,
+            )
         results.append(run)
         print(json.dumps({"seed": s, **{k: run.get(k) for k in ("sft", "final")}}, default=str))
     return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
@@ -354,7 +425,7 @@ def grpo(args: Any) -> int:
 
 
 # ----------------------------------------------------------------------------- measuring
-def eval(args: Any) -> int:  # noqa: A001 - the command's name
+def eval(args: Any) -> int:  # the command's name
     try:
         result = _eval(args)
     except (ValueError, OSError) as err:  # missing data or model, a refused resume, a bad mode
@@ -384,10 +455,20 @@ def blockcost(args: Any) -> int:
     model, tokenizer = load_for_eval(name, profile)  # after every check: no load for a typo
     result = measure(model, tokenizer, tiers, args.n, args.k, args.mode, args.seed or 0, **sampling)
     for tier, row in result.items():
-        print(f"{tier}: block {row['acc_block']:.1%} plain {row['acc_plain']:.1%} "
-              f"diff {row['diff']:+.1%} CI {row['ci95']}", flush=True)
-    config = {"model": name, "tiers": tiers, "n": args.n, "k": args.k, "mode": args.mode,
-              "seed": args.seed or 0, **sampling}
+        print(
+            f"{tier}: block {row['acc_block']:.1%} plain {row['acc_plain']:.1%} "
+            f"diff {row['diff']:+.1%} CI {row['ci95']}",
+            flush=True,
+        )
+    config = {
+        "model": name,
+        "tiers": tiers,
+        "n": args.n,
+        "k": args.k,
+        "mode": args.mode,
+        "seed": args.seed or 0,
+        **sampling,
+    }
     print_json({"model": name, **result, "config": config}, args)
     return 0
 
@@ -411,8 +492,9 @@ def _eval(args: Any) -> dict:
     say(f"profile={profile} model={name}\n{cfg}", flush=True)
     out = Path(args.out) if args.out else runs_dir() / "eval"
     with _claim(args, out, "eval"):
-        result = run_eval(model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name),
-                          progress=not args.json)
+        result = run_eval(
+            model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name), progress=not args.json
+        )
         return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
 
 
@@ -424,10 +506,20 @@ def bench(args: Any) -> int:
     with ExitStack() as held:
         if args.out:
             held.enter_context(_claim(args, args.out, "bench"))
-        result = run_benchmarks(args.which, args.out, args.repeats, args.path_len, args.threads,
-                                args.quick, args.model, args.steps)
-    config = {key: getattr(args, key, None) for key in ("which", "repeats", "path_len", "threads",
-                                                       "quick", "model", "steps")}
+        result = run_benchmarks(
+            args.which,
+            args.out,
+            args.repeats,
+            args.path_len,
+            args.threads,
+            args.quick,
+            args.model,
+            args.steps,
+        )
+    config = {
+        key: getattr(args, key, None)
+        for key in ("which", "repeats", "path_len", "threads", "quick", "model", "steps")
+    }
     print_json({**result, "config": {**config, "profile": os.environ.get("PR1_PROFILE")}}, args)
     return 0
 
@@ -436,13 +528,21 @@ def export_verl(args: Any) -> int:
     from pr1lib.verl import export_verl as export
 
     if not args.source and args.coldstart is None:
-        raise ValueError("nothing to export: give --source NAME (repeatable) and/or "
-                         "--coldstart DIR")
+        raise ValueError(
+            "nothing to export: give --source NAME (repeatable) and/or --coldstart DIR"
+        )
     if args.coldstart is not None:
         check_dataset(args.coldstart, "--coldstart")
     with _claim(args, args.out, "export-verl"):
-        result = export(args.out, args.source, args.coldstart, args.limit, args.reward_mode,
-                        args.data_dir, args.prompt_style)
+        result = export(
+            args.out,
+            args.source,
+            args.coldstart,
+            args.limit,
+            args.reward_mode,
+            args.data_dir,
+            args.prompt_style,
+        )
     for name, info in result["files"].items():
         print(f"{name}: {info['rows']} rows -> {info['path']}", flush=True)
     print_json(result, args)

@@ -43,24 +43,45 @@ STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO
 TIERS = ("easy", "hard")
 WORLDS = ("tinygsm", "tinyworld")  # the tiny problem worlds: pr1lib.tasks, pr1lib.world
 # the values these fields may take, checked in every config (pr1lib.validate.check_fields)
-register_choices(variant=VARIANTS, mode=ROLLOUT_MODES, eval_mode=ROLLOUT_MODES,
-                 rollout=(*ROLLOUT_MODES, "trl"), world=WORLDS)
+register_choices(
+    variant=VARIANTS,
+    mode=ROLLOUT_MODES,
+    eval_mode=ROLLOUT_MODES,
+    rollout=(*ROLLOUT_MODES, "trl"),
+    world=WORLDS,
+)
 
 
 # ----------------------------------------------------------------------------- the recipe's tables
 # Problems of each RL stage per profile: easy first (the paper's GSM8K stage), then hard (DAPO).
 STAGE_SOURCES: dict[str, dict[int, str]] = {
-    "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"}, "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
-    "colab": {2: "gsm8k", 3: "dapo"}, "paper": {2: "gsm8k", 3: "dapo"}}
+    "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"},
+    "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
+    "colab": {2: "gsm8k", 3: "dapo"},
+    "paper": {2: "gsm8k", 3: "dapo"},
+}
 # TinyWorld's RL stages (docs/tinyworld.md#rl): blocks reach ~250 tokens; full FT at lr 1e-4
 # learned in 60 steps where 3e-4 lost format (seed 0). The seen split block's path 2 takes the
 # cheap price path 1 did not, so it samples plainly; per variant: unseen keeps its forked probes.
 WORLD_SOURCES: dict[str, dict[int, str]] = {"tinyworld": {2: "tinyworld-easy", 3: "tinyworld-hard"}}
-WORLD_INITS = {"tinyworld": {"sft": "data/tinyworld-sft", "unseen": "data/tinyworld-sft-unseen",
-                             "plain": "data/tinyworld-base"}}
-WORLD_PRESETS: dict[str, dict[str, Any]] = {"tinyworld": dict(
-    rollout="seen", max_completion_length=384, max_path_length=128, eval_max_new_tokens=384,
-    use_lora=False, learning_rate=1e-4, dynamic_sampling=True)}
+WORLD_INITS = {
+    "tinyworld": {
+        "sft": "data/tinyworld-sft",
+        "unseen": "data/tinyworld-sft-unseen",
+        "plain": "data/tinyworld-base",
+    }
+}
+WORLD_PRESETS: dict[str, dict[str, Any]] = {
+    "tinyworld": dict(
+        rollout="seen",
+        max_completion_length=384,
+        max_path_length=128,
+        eval_max_new_tokens=384,
+        use_lora=False,
+        learning_rate=1e-4,
+        dynamic_sampling=True,
+    )
+}
 WORLD_VARIANT_PRESETS: dict[str, dict[str, dict]] = {"tinyworld": {"unseen": dict(rollout=None)}}
 # Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
 EVAL_SETS: dict[str, dict[str, str]] = {
@@ -86,25 +107,42 @@ CLIP_HIGH: dict[str, float] = {"alternating": 0.28}
 CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,), "plain": (2, 3)}
 # Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
 STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
-    2: {"smoke": dict(max_steps=3), "tiny": dict(max_steps=15), "colab": dict(max_steps=40),
-        "paper": dict(max_steps=35)},
+    2: {
+        "smoke": dict(max_steps=3),
+        "tiny": dict(max_steps=15),
+        "colab": dict(max_steps=40),
+        "paper": dict(max_steps=35),
+    },
     3: {},
 }
 # Notebook 06 (notebook=True): on tiny, smaller batches and a shorter Stage 3 keep `make tour`
 # short; on colab, every run of the notebook fits one T4 hour (pr1lib.budget shows the arithmetic).
-COLAB_NOTEBOOK = dict(per_device_train_batch_size=16, gradient_accumulation_steps=1,
-                      max_completion_length=384, max_path_length=160, eval_n=16, eval_k=2,
-                      eval_max_new_tokens=384, save_steps=2)
+COLAB_NOTEBOOK = dict(
+    per_device_train_batch_size=16,
+    gradient_accumulation_steps=1,
+    max_completion_length=384,
+    max_path_length=160,
+    eval_n=16,
+    eval_k=2,
+    eval_max_new_tokens=384,
+    save_steps=2,
+)
 NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
     2: {"tiny": dict(per_device_train_batch_size=32), "colab": dict(COLAB_NOTEBOOK, max_steps=4)},
-    3: {"tiny": dict(per_device_train_batch_size=32, max_steps=30),
-        "colab": dict(COLAB_NOTEBOOK, max_steps=6)},
+    3: {
+        "tiny": dict(per_device_train_batch_size=32, max_steps=30),
+        "colab": dict(COLAB_NOTEBOOK, max_steps=6),
+    },
 }
 # The reward ablation (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward.
 # The paper's "parallel only" arm is most likely the tiered reward on every step (80.3 % parallel,
 # not ~100 %); "structure" (blocks whatever the answer) is this project's extra arm.
-ABLATION_ARMS: dict[str, str] = {"accuracy": "accuracy", "alternating": "alternating",
-                                 "parallel": "tiered", "structure": "structure"}
+ABLATION_ARMS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "alternating": "alternating",
+    "parallel": "tiered",
+    "structure": "structure",
+}
 ABLATION_VARIANT = "unseen"
 # The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
 # unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
@@ -112,8 +150,12 @@ ABLATION_VARIANT = "unseen"
 # official answer check as ``accuracy`` (the paper's numbers) and both graders in the summary.
 DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
 # verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
-VERL_REWARDS: dict[str, str] = {"gsm8k": "parallel_correct", "dapo": "alternating",
-                                "tinygsm-easy": "alternating", "tinygsm-hard": "alternating"}
+VERL_REWARDS: dict[str, str] = {
+    "gsm8k": "parallel_correct",
+    "dapo": "alternating",
+    "tinygsm-easy": "alternating",
+    "tinygsm-hard": "alternating",
+}
 
 
 @dataclass(frozen=True)
@@ -136,11 +178,23 @@ class ModelConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(name="random-tiny-qwen3", random_init=True), "tiny": dict(),
-        "colab": dict(name="Qwen/Qwen3-0.6B-Base", load_in_4bit=True, dtype="float16",
-                      use_lora=True, gradient_checkpointing=True, prompt_style="v3"),
-        "paper": dict(name="Qwen/Qwen3-4B-Base", dtype="bfloat16", use_lora=False,
-                      gradient_checkpointing=True, prompt_style="v3"),
+        "smoke": dict(name="random-tiny-qwen3", random_init=True),
+        "tiny": dict(),
+        "colab": dict(
+            name="Qwen/Qwen3-0.6B-Base",
+            load_in_4bit=True,
+            dtype="float16",
+            use_lora=True,
+            gradient_checkpointing=True,
+            prompt_style="v3",
+        ),
+        "paper": dict(
+            name="Qwen/Qwen3-4B-Base",
+            dtype="bfloat16",
+            use_lora=False,
+            gradient_checkpointing=True,
+            prompt_style="v3",
+        ),
     }
 
 
@@ -174,8 +228,16 @@ class PretrainConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(max_steps=10, batch_size=8, warmup_steps=2, logging_steps=2, save_steps=5,
-                      eval_n=4, max_new_tokens=48, num_threads=1),
+        "smoke": dict(
+            max_steps=10,
+            batch_size=8,
+            warmup_steps=2,
+            logging_steps=2,
+            save_steps=5,
+            eval_n=4,
+            max_new_tokens=48,
+            num_threads=1,
+        ),
     }
 
 
@@ -209,10 +271,20 @@ class ColdStartConfig(Preset):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(limit=300, llm_limit=4),
-        "colab": dict(prompt_style="v3", max_tokens=4096, teacher_model="Qwen/Qwen3-1.7B",
-                      load_in_4bit=True, llm_limit=32),
-        "paper": dict(prompt_style="v3", max_tokens=4096, max_new_tokens=8192, llm_limit=512,
-                      teacher_model="deepseek-ai/DeepSeek-R1-0528-Qwen3-8B"),
+        "colab": dict(
+            prompt_style="v3",
+            max_tokens=4096,
+            teacher_model="Qwen/Qwen3-1.7B",
+            load_in_4bit=True,
+            llm_limit=32,
+        ),
+        "paper": dict(
+            prompt_style="v3",
+            max_tokens=4096,
+            max_new_tokens=8192,
+            llm_limit=512,
+            teacher_model="deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
+        ),
     }
 
 
@@ -255,16 +327,48 @@ class SFTStageConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(max_steps=4, per_device_train_batch_size=4, max_length=512, logging_steps=1,
-                      train_n=24, eval_n=4, eval_k=2, eval_max_new_tokens=24),
-        "colab": dict(learning_rate=2e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
-                      gradient_accumulation_steps=4, max_length=2048, train_n=2000, source="gsm8k",
-                      eval_n=50, eval_max_new_tokens=1024, budget_vram_gib=15.0,
-                      budget_minutes=30.0, num_threads=None, lora_r=None, lora_alpha=None),
-        "paper": dict(variant="unseen", learning_rate=1e-5, num_train_epochs=5.0,
-                      per_device_train_batch_size=1, gradient_accumulation_steps=128,
-                      max_length=4096, use_lora=False, train_n=7473, source="gsm8k", eval_n=500,
-                      eval_max_new_tokens=3000, num_threads=None, lora_r=None, lora_alpha=None),
+        "smoke": dict(
+            max_steps=4,
+            per_device_train_batch_size=4,
+            max_length=512,
+            logging_steps=1,
+            train_n=24,
+            eval_n=4,
+            eval_k=2,
+            eval_max_new_tokens=24,
+        ),
+        "colab": dict(
+            learning_rate=2e-4,
+            num_train_epochs=1.0,
+            per_device_train_batch_size=4,
+            gradient_accumulation_steps=4,
+            max_length=2048,
+            train_n=2000,
+            source="gsm8k",
+            eval_n=50,
+            eval_max_new_tokens=1024,
+            budget_vram_gib=15.0,
+            budget_minutes=30.0,
+            num_threads=None,
+            lora_r=None,
+            lora_alpha=None,
+        ),
+        "paper": dict(
+            variant="unseen",
+            learning_rate=1e-5,
+            num_train_epochs=5.0,
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=128,
+            max_length=4096,
+            use_lora=False,
+            train_n=7473,
+            source="gsm8k",
+            eval_n=500,
+            eval_max_new_tokens=3000,
+            num_threads=None,
+            lora_r=None,
+            lora_alpha=None,
+        ),
     }
 
     @property
@@ -297,15 +401,45 @@ class NotebookConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(model_profile="smoke", model_label="smoke (random weights)", show=2,
-                      max_new_tokens=48, eval_n=4, path_len=8, repeats=1, nll_n=16, table_n=4,
-                      benchmarks=("tinygsm-easy",), table_k=2, switch=2, total=4, window=2,
-                      scaffold_eval_n=4, scaffold_batch=8),
-        "colab": dict(model_label="Qwen3 small (colab)", llm_teacher="hf", table_n=100, switch=50,
-                      benchmarks=("gsm8k", "math500"), total=100, window=10, scaffold_eval_n=50),
-        "paper": dict(model_label="Qwen3-4B-Base (this repo)", llm_teacher="hf", table_n=None,
-                      benchmarks=("aime25", "aime24", "amc23", "math500"), table_k=16,
-                      switch=200, total=300, window=10, scaffold_eval_n=500),
+        "smoke": dict(
+            model_profile="smoke",
+            model_label="smoke (random weights)",
+            show=2,
+            max_new_tokens=48,
+            eval_n=4,
+            path_len=8,
+            repeats=1,
+            nll_n=16,
+            table_n=4,
+            benchmarks=("tinygsm-easy",),
+            table_k=2,
+            switch=2,
+            total=4,
+            window=2,
+            scaffold_eval_n=4,
+            scaffold_batch=8,
+        ),
+        "colab": dict(
+            model_label="Qwen3 small (colab)",
+            llm_teacher="hf",
+            table_n=100,
+            switch=50,
+            benchmarks=("gsm8k", "math500"),
+            total=100,
+            window=10,
+            scaffold_eval_n=50,
+        ),
+        "paper": dict(
+            model_label="Qwen3-4B-Base (this repo)",
+            llm_teacher="hf",
+            table_n=None,
+            benchmarks=("aime25", "aime24", "amc23", "math500"),
+            table_k=16,
+            switch=200,
+            total=300,
+            window=10,
+            scaffold_eval_n=500,
+        ),
     }
 
 
@@ -332,10 +466,22 @@ class EvalConfig(Preset):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": dict(n=4, k=2, max_completion_length=32, max_path_length=12, batch_size=4),
-        "colab": dict(benchmark="gsm8k", n=200, k=4, max_completion_length=1024,
-                      max_path_length=512, batch_size=8),
-        "paper": dict(benchmark="aime25", n=None, k=16, max_completion_length=3000,
-                      max_path_length=4096, batch_size=8),
+        "colab": dict(
+            benchmark="gsm8k",
+            n=200,
+            k=4,
+            max_completion_length=1024,
+            max_path_length=512,
+            batch_size=8,
+        ),
+        "paper": dict(
+            benchmark="aime25",
+            n=None,
+            k=16,
+            max_completion_length=3000,
+            max_path_length=4096,
+            batch_size=8,
+        ),
     }
 
 
@@ -431,23 +577,56 @@ class GRPOStageConfig(Preset):
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": dict(train_n=64, num_generations=4, per_device_train_batch_size=8,
-                      max_completion_length=48, max_path_length=16, max_steps=3, save_steps=2,
-                      eval_n=4, eval_k=2, eval_max_new_tokens=24),
-        "colab": dict(learning_rate=1e-5, per_device_train_batch_size=16,
-                      gradient_accumulation_steps=2, max_completion_length=1024,
-                      max_path_length=512, max_steps=100, eval_n=50, eval_max_new_tokens=1024,
-                      train_n=4000, num_threads=None),
-        "paper": dict(variant="unseen", learning_rate=1e-6, use_lora=False,
-                      per_device_train_batch_size=16, gradient_accumulation_steps=64,
-                      max_completion_length=3000, max_path_length=4096, max_steps=300,
-                      eval_n=500, eval_max_new_tokens=3000, train_n=17917, num_threads=None),
+        "smoke": dict(
+            train_n=64,
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=48,
+            max_path_length=16,
+            max_steps=3,
+            save_steps=2,
+            eval_n=4,
+            eval_k=2,
+            eval_max_new_tokens=24,
+        ),
+        "colab": dict(
+            learning_rate=1e-5,
+            per_device_train_batch_size=16,
+            gradient_accumulation_steps=2,
+            max_completion_length=1024,
+            max_path_length=512,
+            max_steps=100,
+            eval_n=50,
+            eval_max_new_tokens=1024,
+            train_n=4000,
+            num_threads=None,
+        ),
+        "paper": dict(
+            variant="unseen",
+            learning_rate=1e-6,
+            use_lora=False,
+            per_device_train_batch_size=16,
+            gradient_accumulation_steps=64,
+            max_completion_length=3000,
+            max_path_length=4096,
+            max_steps=300,
+            eval_n=500,
+            eval_max_new_tokens=3000,
+            train_n=17917,
+            num_threads=None,
+        ),
     }
 
     @classmethod
-    def for_stage(cls, stage: int, profile: str | None = None, variant: str | None = None,
-                  notebook: bool = False, world: str | None = None,
-                  **overrides: Any) -> GRPOStageConfig:
+    def for_stage(
+        cls,
+        stage: int,
+        profile: str | None = None,
+        variant: str | None = None,
+        notebook: bool = False,
+        world: str | None = None,
+        **overrides: Any,
+    ) -> GRPOStageConfig:
         """The profile's config for ``stage``: the variant's reward (``RECIPES``) and its clip-high,
         the stage's problems and length, the notebook's sizes if asked, a tiny ``world``'s problems
         and settings (``WORLD_*PRESETS``; ``None``: the profile's), then ``overrides``.
@@ -462,20 +641,35 @@ class GRPOStageConfig(Preset):
         if stage not in STAGES:
             raise ValueError(f"stage must be 2 (easy) or 3 (hard), got {stage!r}")
         profile = check_profile(profile)
-        variant = variant or overrides.pop("variant", None) or cls.PRESETS.get(profile, {}).get(
-            "variant", cls.variant)
+        variant = (
+            variant
+            or overrides.pop("variant", None)
+            or cls.PRESETS.get(profile, {}).get("variant", cls.variant)
+        )
         if variant not in RECIPES:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         reward = overrides.pop("reward", RECIPES[variant][stage])
-        recipe = {"stage": stage, "variant": variant, "reward": reward,
-                  "epsilon_high": CLIP_HIGH.get(reward), "data": STAGE_SOURCES[profile][stage],
-                  **STAGE_PRESETS[stage].get(profile, {})}
+        recipe = {
+            "stage": stage,
+            "variant": variant,
+            "reward": reward,
+            "epsilon_high": CLIP_HIGH.get(reward),
+            "data": STAGE_SOURCES[profile][stage],
+            **STAGE_PRESETS[stage].get(profile, {}),
+        }
         short = NOTEBOOK_PRESETS[stage].get(profile, {}) if notebook else {}
         world = None if world == "tinygsm" else world  # the profile's own problems
         if world not in (None, *WORLD_PRESETS):
             raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
-        tiny = {"data": WORLD_SOURCES[world][stage], **WORLD_PRESETS[world],
-                **WORLD_VARIANT_PRESETS[world].get(variant, {})} if world else {}
+        tiny = (
+            {
+                "data": WORLD_SOURCES[world][stage],
+                **WORLD_PRESETS[world],
+                **WORLD_VARIANT_PRESETS[world].get(variant, {}),
+            }
+            if world
+            else {}
+        )
         return cls.for_profile(profile, **{**recipe, **short, **tiny, **overrides})
 
     @property

@@ -33,23 +33,50 @@ from pr1lib.live import LiveFigure, widgets_available
 
 # (panel title, [(logged key, legend name)]) in plotting order; rows may lack any key.
 PANELS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("reward", [("reward", "reward"), ("term/accuracy", "accuracy term"),
-                ("term/tiered", "tiered term"), ("term/parallel_correct", "parallel∧correct term"),
-                ("term/structure", "structure term")]),
-    ("answers and structure", [("accuracy", "accuracy"), ("parallel_ratio", "parallel ratio"),
-                               ("valid_ratio", "tag validity"),
-                               ("block_position", "first block position")]),
-    ("is it learning?", [("frac_reward_zero_std", "zero-std groups"),
-                         ("completions/clipped_ratio", "truncated"),
-                         ("clip_ratio/region_mean", "PPO clipped"),
-                         ("reward_mode/tiered", "tiered step"),
-                         ("sampling/zero_std_before", "zero-std before refill"),
-                         ("sampling/refills", "refill rounds")]),
+    (
+        "reward",
+        [
+            ("reward", "reward"),
+            ("term/accuracy", "accuracy term"),
+            ("term/tiered", "tiered term"),
+            ("term/parallel_correct", "parallel∧correct term"),
+            ("term/structure", "structure term"),
+        ],
+    ),
+    (
+        "answers and structure",
+        [
+            ("accuracy", "accuracy"),
+            ("parallel_ratio", "parallel ratio"),
+            ("valid_ratio", "tag validity"),
+            ("block_position", "first block position"),
+        ],
+    ),
+    (
+        "is it learning?",
+        [
+            ("frac_reward_zero_std", "zero-std groups"),
+            ("completions/clipped_ratio", "truncated"),
+            ("clip_ratio/region_mean", "PPO clipped"),
+            ("reward_mode/tiered", "tiered step"),
+            ("sampling/zero_std_before", "zero-std before refill"),
+            ("sampling/refills", "refill rounds"),
+        ],
+    ),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
-KEEP = ("step", "epoch", "loss", "grad_norm", "learning_rate", "entropy", "reward", "reward_std",
-        "step_time",
-        *(key for _, series in PANELS for key, _ in series))
+KEEP = (
+    "step",
+    "epoch",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "entropy",
+    "reward",
+    "reward_std",
+    "step_time",
+    *(key for _, series in PANELS for key, _ in series),
+)
 
 
 def keep_row(step: int, logs: dict[str, Any]) -> dict[str, Any]:
@@ -91,25 +118,47 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         return []
     with path.open() as handle:
         rows = list(csv.DictReader(handle))
-    return [{k: int(float(v)) if k == "step" else float(v) for k, v in row.items()
-             if v not in ("", None)} for row in rows]
+    return [
+        {
+            k: int(float(v)) if k == "step" else float(v)
+            for k, v in row.items()
+            if v not in ("", None)
+        }
+        for row in rows
+    ]
 
 
 def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
     """A 2x2 plotly figure of ``PANELS`` against the optimizer step."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[name for name, _ in PANELS],
-                        horizontal_spacing=0.08, vertical_spacing=0.14)
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=[name for name, _ in PANELS],
+        horizontal_spacing=0.08,
+        vertical_spacing=0.14,
+    )
     steps = [r["step"] for r in rows]
     for i, (_, series) in enumerate(PANELS):
         for key, name in series:
             if not any(key in r for r in rows):
                 continue
-            fig.add_scatter(x=steps, y=[r.get(key) for r in rows], name=name, mode="lines+markers",
-                            row=i // 2 + 1, col=i % 2 + 1, connectgaps=False)
-    fig.update_layout(title=title, height=560, margin=dict(t=60, b=40, l=40, r=20),
-                      legend=dict(font=dict(size=10)))
+            fig.add_scatter(
+                x=steps,
+                y=[r.get(key) for r in rows],
+                name=name,
+                mode="lines+markers",
+                row=i // 2 + 1,
+                col=i % 2 + 1,
+                connectgaps=False,
+            )
+    fig.update_layout(
+        title=title,
+        height=560,
+        margin=dict(t=60, b=40, l=40, r=20),
+        legend=dict(font=dict(size=10)),
+    )
     fig.update_xaxes(title_text="optimizer step", row=2)
     return fig
 
@@ -135,9 +184,13 @@ class Dashboard(TrainerCallback):
     cover the whole run. ``on_row(row)`` is called after each row (tests, custom printing).
     """
 
-    def __init__(self, csv_path: str | Path | None = None, live: bool | None = None,
-                 title: str = "GRPO dashboard",
-                 on_row: Callable[[dict], None] | None = None) -> None:
+    def __init__(
+        self,
+        csv_path: str | Path | None = None,
+        live: bool | None = None,
+        title: str = "GRPO dashboard",
+        on_row: Callable[[dict], None] | None = None,
+    ) -> None:
         self.csv_path = Path(csv_path) if csv_path else None
         self.live = widgets_available() if live is None else live
         self.title, self.on_row = title, on_row
@@ -149,8 +202,9 @@ class Dashboard(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         earlier = read_metrics(self.csv_path) if self.csv_path else []
         known = {r["step"] for r in self.rows}
-        self.rows = sorted([*self.rows, *(r for r in earlier if r["step"] not in known)],
-                           key=lambda r: r["step"])
+        self.rows = sorted(
+            [*self.rows, *(r for r in earlier if r["step"] not in known)], key=lambda r: r["step"]
+        )
         self.rows = [r for r in self.rows if r["step"] <= state.global_step]
         self._clock = (time.perf_counter(), state.global_step)
         if self.live:

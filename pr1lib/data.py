@@ -38,8 +38,13 @@ FIELDS = {"gsm8k": ("question", "answer"), "dapo": ("problem|prompt", "answer|re
 TINYGSM_DEFAULT_N = 2000
 # name -> what makes a row distinct. The hub's DAPO-Math-17k holds each of its 17.9k prompts about
 # 100 times (1.79M rows); every loader keeps the first copy of each (local file or hub).
-DISTINCT = {"dapo": lambda row: row.get("index") or (row.get("extra_info") or {}).get("index")
-            or str(row.get("problem") or row.get("prompt"))}
+DISTINCT = {
+    "dapo": lambda row: (
+        row.get("index")
+        or (row.get("extra_info") or {}).get("index")
+        or str(row.get("problem") or row.get("prompt"))
+    )
+}
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -62,8 +67,9 @@ def check_split(name: str, split: str) -> None:
     ValueError: dapo has no 'test' split; choose one of ['train']
     """
     if name in LOCAL_FILES and split not in LOCAL_FILES[name]:
-        raise ValueError(f"{name} has no {split!r} split; choose one of "
-                         f"{sorted(LOCAL_FILES[name])}")
+        raise ValueError(
+            f"{name} has no {split!r} split; choose one of {sorted(LOCAL_FILES[name])}"
+        )
 
 
 def gsm8k_record(row: dict, index: int, split: str = "train", source: str = "gsm8k") -> dict:
@@ -74,8 +80,13 @@ def gsm8k_record(row: dict, index: int, split: str = "train", source: str = "gsm
      'answer': '2', 'source': 'gsm8k'}
     """
     _, final = split_gsm8k_answer(row["answer"])
-    return {"id": f"{source}-{split}-{index:05d}", "question": row["question"].strip(),
-            "answer_text": row["answer"], "answer": final, "source": source}
+    return {
+        "id": f"{source}-{split}-{index:05d}",
+        "question": row["question"].strip(),
+        "answer_text": row["answer"],
+        "answer": final,
+        "source": source,
+    }
 
 
 def dapo_problem(prompt: str) -> str:
@@ -104,8 +115,13 @@ def dapo_record(row: dict, index: int) -> dict:
             row["reward_model"]["ground_truth"],
             (row.get("extra_info") or {}).get("index"),
         )
-    return {"id": f"dapo-{uid or f'{index:05d}'}", "question": question.strip(), "answer_text": "",
-            "answer": str(answer).strip(), "source": "dapo"}
+    return {
+        "id": f"dapo-{uid or f'{index:05d}'}",
+        "question": question.strip(),
+        "answer_text": "",
+        "answer": str(answer).strip(),
+        "source": "dapo",
+    }
 
 
 def _local_file(name: str, split: str, path: str | Path | None) -> Path | None:
@@ -125,8 +141,10 @@ def _local_file(name: str, split: str, path: str | Path | None) -> Path | None:
 
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` asks for no network."""
-    return any(os.environ.get(k, "0").lower() not in ("", "0", "false", "no")
-               for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(
+        os.environ.get(k, "0").lower() not in ("", "0", "false", "no")
+        for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
 
 
 def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
@@ -170,13 +188,15 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
         if name in DISTINCT:  # the whole split: its first `limit` rows may be copies of a few
             return distinct(load_dataset(hub_id, config, split=split), DISTINCT[name], limit)
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
-    except Exception as err:  # noqa: BLE001 - turned into one clear message
-        raise _not_found(name, split,
-                         str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+    except Exception as err:  # turned into one clear message
+        raise _not_found(
+            name, split, str(err).splitlines()[0] if str(err) else type(err).__name__
+        ) from err
 
 
-def load_rows(name: str, split: str = "train", path: str | Path | None = None,
-              limit: int | None = None) -> list[dict]:
+def load_rows(
+    name: str, split: str = "train", path: str | Path | None = None, limit: int | None = None
+) -> list[dict]:
     """Raw rows of ``gsm8k`` or ``dapo`` (the first ``limit``): the local file if there is one, else
     the hub."""
     if name not in LOCAL_FILES:
@@ -188,8 +208,9 @@ def load_rows(name: str, split: str = "train", path: str | Path | None = None,
     return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
 
 
-def load_gsm8k(split: str = "train", path: str | Path | None = None,
-               limit: int | None = None) -> list[dict]:
+def load_gsm8k(
+    split: str = "train", path: str | Path | None = None, limit: int | None = None
+) -> list[dict]:
     """GSM8K ``train`` (7,473) or ``test`` (1,319) problems as common records."""
     rows = load_rows("gsm8k", split, path, limit)
     return [gsm8k_record(row, i, split) for i, row in enumerate(rows)]
@@ -202,26 +223,32 @@ def load_dapo(path: str | Path | None = None, limit: int | None = None) -> list[
     return [dapo_record(row, i) for i, row in enumerate(rows)]
 
 
-def load_tinygsm(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train",
-                 seed: int = 0) -> list[dict]:
+def load_tinygsm(
+    n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train", seed: int = 0
+) -> list[dict]:
     """``n`` TinyGSM problems from ``pr1lib.tasks`` as common records (source ``tinygsm-<tier>``).
 
     >>> load_tinygsm(2, "easy")[0]["id"]
     'tinygsm-easy-train-00000'
     """
-    return [gsm8k_record(row, i, split, source=f"tinygsm-{tier}")
-            for i, row in enumerate(generate(n, tier, split, seed))]
+    return [
+        gsm8k_record(row, i, split, source=f"tinygsm-{tier}")
+        for i, row in enumerate(generate(n, tier, split, seed))
+    ]
 
 
-def load_tinyworld(n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train",
-                   seed: int = 0) -> list[dict]:
+def load_tinyworld(
+    n: int = TINYGSM_DEFAULT_N, tier: str = "easy", split: str = "train", seed: int = 0
+) -> list[dict]:
     """``n`` TinyWorld problems (``pr1lib.world``) as common records (``tinyworld-<tier>``).
 
     >>> load_tinyworld(2, "hard")[0]["id"]
     'tinyworld-hard-train-00000'
     """
-    return [gsm8k_record(row, i, split, source=f"tinyworld-{tier}")
-            for i, row in enumerate(world_generate(n, tier, split, seed))]
+    return [
+        gsm8k_record(row, i, split, source=f"tinyworld-{tier}")
+        for i, row in enumerate(world_generate(n, tier, split, seed))
+    ]
 
 
 def source_shares(source: str, n: int) -> dict[str, int]:
@@ -239,8 +266,13 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
 
 
-def load_source(name: str, split: str = "train", limit: int | None = None,
-                path: str | Path | None = None, seed: int = 0) -> list[dict]:
+def load_source(
+    name: str,
+    split: str = "train",
+    limit: int | None = None,
+    path: str | Path | None = None,
+    seed: int = 0,
+) -> list[dict]:
     """Any of ``SOURCES`` by name (``limit`` caps the count; TinyGSM defaults to 2,000), or several
     joined by "+" sharing ``limit`` (``source_shares``; no limit: each whole), one after the other.
 

@@ -31,14 +31,21 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 DECODE_ATTENTION = "pr1_sdpa"  # SDPA with SDPA's masks, but one-token CPU steps as two matmuls
 
 
-def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask: torch.Tensor | None, scaling: float | None = None,
-                     **kwargs: Any) -> tuple[torch.Tensor, None]:
+def decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Transformers' SDPA attention, except a single query token on the CPU: ``softmax(q kᵀ) v``
     as two matmuls (the same numbers up to rounding). Registered as ``DECODE_ATTENTION``."""
     if query.shape[2] != 1 or query.device.type != "cpu":
-        return sdpa_attention_forward(module, query, key, value, attention_mask,
-                                      scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, **kwargs
+        )
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, T, D)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
@@ -88,14 +95,17 @@ def supported(model: Any) -> bool:
     layers = list(core.layers)
     linears = [getattr(layer.self_attn, f"{x}_proj") for layer in layers for x in "qkvo"]
     linears += [getattr(layer.mlp, f"{x}_proj") for layer in layers for x in ("gate", "up", "down")]
-    return (len(layers) == config.num_hidden_layers
-            and type(core.embed_tokens) is torch.nn.Embedding
-            and all(type(m) is torch.nn.Linear for m in linears))
+    return (
+        len(layers) == config.num_hidden_layers
+        and type(core.embed_tokens) is torch.nn.Embedding
+        and all(type(m) is torch.nn.Linear for m in linears)
+    )
 
 
 @torch.no_grad()
-def step(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-         cache: Any) -> torch.Tensor:
+def step(
+    model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any
+) -> torch.Tensor:
     """The logits ``(R, V)`` of one token per row: ``ids`` and ``positions`` ``(R, 1)``, ``mask``
     the key mask ``(R, T + 1)`` (bool, the new key last), ``cache`` a ``DynamicCache`` whose
     layers take the new keys and values (``update``), as in the model's forward.
@@ -114,8 +124,10 @@ def step(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Ten
     """
     core = model.model
     if len(cache.layers) != len(core.layers):
-        raise ValueError("decode.step continues a cache that holds every layer's keys: run the "
-                         f"model on the prompt first ({len(cache.layers)} of {len(core.layers)})")
+        raise ValueError(
+            "decode.step continues a cache that holds every layer's keys: run the "
+            f"model on the prompt first ({len(cache.layers)} of {len(core.layers)})"
+        )
     x = core.embed_tokens(ids)  # (R, 1, E)
     cos, sin = core.rotary_emb(x, positions)  # (R, 1, D) each
     cos, sin, keep = cos[:, None], sin[:, None], mask[:, None, None, :]  # (R, 1, 1, ·)
@@ -127,8 +139,9 @@ def step(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Ten
     return model.lm_head(_norm(core.norm, x))[:, -1]  # (R, V)
 
 
-def _attend(attn: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-            keep: torch.Tensor, layer: Any) -> torch.Tensor:
+def _attend(
+    attn: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keep: torch.Tensor, layer: Any
+) -> torch.Tensor:
     """One layer's attention output ``(R, 1, E)`` for the normed input ``h`` ``(R, 1, E)``."""
     rows, d = h.shape[0], attn.head_dim
     q = _norm(attn.q_norm, _linear(attn.q_proj, h).view(rows, 1, -1, d)).transpose(1, 2)

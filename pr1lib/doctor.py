@@ -53,13 +53,20 @@ class Check:
 def _call(reward: Callable, completions: list, answers: list, step: int) -> list:
     """Call a reward the way TRL does, with a stand-in ``trainer_state`` at ``step``."""
     noop = lambda *args, **kwargs: None  # noqa: E731
-    return reward(completions=completions, answer=answers, prompts=[""] * len(completions),
-                  trainer_state=SimpleNamespace(global_step=step), log_metric=noop, log_extra=noop)
+    return reward(
+        completions=completions,
+        answer=answers,
+        prompts=[""] * len(completions),
+        trainer_state=SimpleNamespace(global_step=step),
+        log_metric=noop,
+        log_extra=noop,
+    )
 
 
 # ---------------------------------------------------------------- the checks
-def check_gold(reward: Callable, gold_completions: Sequence[str], answers: Sequence[Any],
-               step: int = 0) -> Check:
+def check_gold(
+    reward: Callable, gold_completions: Sequence[str], answers: Sequence[Any], step: int = 0
+) -> Check:
     """Every gold completion must get the reward's top score (else the gold or the parser is off).
 
     >>> from pr1lib.rewards import accuracy_reward
@@ -99,7 +106,7 @@ def check_prefill(render: Callable[[str], str], tags: Sequence[str] = TAGS) -> C
         return Check(
             "prompt_prefill", False, "render() dropped the problem text", "render must include it"
         )
-    tail = prompt[prompt.rindex(PROBE) + len(PROBE):]
+    tail = prompt[prompt.rindex(PROBE) + len(PROBE) :]
     found = [t for t in tags if t in tail]
     if not found:
         return Check(
@@ -118,8 +125,9 @@ def _n_tokens(tokenizer: Any, text: str) -> int:
     return len(getattr(ids, "ids", ids))  # HF tokenizers return a list, `tokenizers` an Encoding
 
 
-def check_truncation(samples: Sequence[str], tokenizer: Any, max_completion_length: int,
-                     max_rate: float = 0.05) -> Check:
+def check_truncation(
+    samples: Sequence[str], tokenizer: Any, max_completion_length: int, max_rate: float = 0.05
+) -> Check:
     """Share of sample completions (+1 token for EOS) that would not fit
     ``max_completion_length``."""
     if not samples:
@@ -128,13 +136,21 @@ def check_truncation(samples: Sequence[str], tokenizer: Any, max_completion_leng
     cut = [n > max_completion_length for n in lengths]
     par = [c for c, s in zip(cut, samples) if parallel_stats(s)["blocks"]]
     rate = sum(cut) / len(cut)
-    detail = (f"{sum(cut)}/{len(cut)} samples ({rate:.0%}) exceed {max_completion_length} tokens"
-              f" (longest {max(lengths)})")
+    detail = (
+        f"{sum(cut)}/{len(cut)} samples ({rate:.0%}) exceed {max_completion_length} tokens"
+        f" (longest {max(lengths)})"
+    )
     if par:
         detail += f"; {sum(par)}/{len(par)} with a parallel block"
     ok = rate <= max_rate
-    hint = "" if ok else (f"raise max_completion_length to about {_quantile(lengths, 0.95)}: a cut "
-                          "completion has no Final Answer, so it scores -1 whatever it did")
+    hint = (
+        ""
+        if ok
+        else (
+            f"raise max_completion_length to about {_quantile(lengths, 0.95)}: a cut "
+            "completion has no Final Answer, so it scores -1 whatever it did"
+        )
+    )
     return Check("truncation", ok, detail, hint)
 
 
@@ -169,11 +185,20 @@ def check_batch(batch: Any) -> Check:
         f"{gen} = {per_device} per device x {world} process(es) x {steps} step(s) per generation"
     )
     if g is None or g < 2:
-        return Check("batch_groups", False, f"num_generations={g}",
-                     "GRPO needs at least 2 completions per prompt")
+        return Check(
+            "batch_groups",
+            False,
+            f"num_generations={g}",
+            "GRPO needs at least 2 completions per prompt",
+        )
     if gen % (per_device * world):
-        return Check("batch_groups", False, f"generation_batch_size {gen} is not a multiple of the "
-                     f"global batch {per_device} x {world}", "pick a generation_batch_size that is")
+        return Check(
+            "batch_groups",
+            False,
+            f"generation_batch_size {gen} is not a multiple of the "
+            f"global batch {per_device} x {world}",
+            "pick a generation_batch_size that is",
+        )
     if gen % g == 0:
         return Check(
             "batch_groups",
@@ -189,8 +214,13 @@ def check_batch(batch: Any) -> Check:
     )
 
 
-def check_group_variance(reward: Callable, groups: Sequence[Sequence[str]], answers: Sequence[Any],
-                         step: int = 0, max_zero_std: float = 0.5) -> Check:
+def check_group_variance(
+    reward: Callable,
+    groups: Sequence[Sequence[str]],
+    answers: Sequence[Any],
+    step: int = 0,
+    max_zero_std: float = 0.5,
+) -> Check:
     """Share of prompt groups whose completions all score the same (they give GRPO no gradient).
 
     >>> from pr1lib.rewards import accuracy_reward
@@ -206,8 +236,10 @@ def check_group_variance(reward: Callable, groups: Sequence[Sequence[str]], answ
     flat_groups = sum(1 for s in per_group if len(set(s)) <= 1)
     frac = flat_groups / len(per_group)
     mean = statistics.fmean(s for grp in per_group for s in grp)
-    detail = (f"frac_reward_zero_std = {frac:.2f} ({flat_groups}/{len(per_group)} groups), "
-              f"mean reward {mean:+.2f}")
+    detail = (
+        f"frac_reward_zero_std = {frac:.2f} ({flat_groups}/{len(per_group)} groups), "
+        f"mean reward {mean:+.2f}"
+    )
     ok = frac <= max_zero_std
     hint = (
         ""
@@ -261,18 +293,36 @@ def doctor(
     as 8 makes the gold check demand the parallel maximum). ``samples`` default to the gold ones.
     """
     samples = samples if samples is not None else gold_completions
-    given = dict(reward=reward, gold_completions=gold_completions, answers=answers, render=render,
-                 tokenizer=tokenizer, samples=samples, max_completion_length=max_completion_length,
-                 batch=batch, groups=groups, group_answers=group_answers)
+    given = dict(
+        reward=reward,
+        gold_completions=gold_completions,
+        answers=answers,
+        render=render,
+        tokenizer=tokenizer,
+        samples=samples,
+        max_completion_length=max_completion_length,
+        batch=batch,
+        groups=groups,
+        group_answers=group_answers,
+    )
     plan: list[tuple[str, tuple[str, ...], Callable[[], Check]]] = [
-        ("gold_max", ("reward", "gold_completions", "answers"),
-         lambda: check_gold(reward, gold_completions, answers, step)),
+        (
+            "gold_max",
+            ("reward", "gold_completions", "answers"),
+            lambda: check_gold(reward, gold_completions, answers, step),
+        ),
         ("prompt_prefill", ("render",), lambda: check_prefill(render)),
-        ("truncation", ("samples", "tokenizer", "max_completion_length"),
-         lambda: check_truncation(samples, tokenizer, max_completion_length)),
+        (
+            "truncation",
+            ("samples", "tokenizer", "max_completion_length"),
+            lambda: check_truncation(samples, tokenizer, max_completion_length),
+        ),
         ("batch_groups", ("batch",), lambda: check_batch(batch)),
-        ("group_variance", ("reward", "groups", "group_answers"),
-         lambda: check_group_variance(reward, groups, group_answers, step)),
+        (
+            "group_variance",
+            ("reward", "groups", "group_answers"),
+            lambda: check_group_variance(reward, groups, group_answers, step),
+        ),
         ("tags_survive_decoding", ("tokenizer",), lambda: check_tags_survive(tokenizer)),
     ]
     checks = []
@@ -282,8 +332,9 @@ def doctor(
     return checks
 
 
-def dry_run(generate: Callable[[str, int], Sequence[str]], prompts: Sequence[str],
-            num_generations: int) -> list[list[str]]:
+def dry_run(
+    generate: Callable[[str, int], Sequence[str]], prompts: Sequence[str], num_generations: int
+) -> list[list[str]]:
     """Groups for ``check_group_variance``: ``generate(prompt, n)`` returns n sampled
     completions."""
     return [list(generate(p, num_generations)) for p in prompts]

@@ -52,12 +52,15 @@ BENCHMARKS = {
     "tinyworld-easy": Benchmark("tinyworld-easy", None, None, None),
     "tinyworld-hard": Benchmark("tinyworld-hard", None, None, None),
     "gsm8k": Benchmark("gsm8k", "gsm8k/test.jsonl", ("openai/gsm8k", "main", "test"), None),
-    "math500": Benchmark("math500", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"),
-                         "MATH"),
-    "math500-int": Benchmark("math500-int", "eval/math500.jsonl",
-                             ("HuggingFaceH4/MATH-500", None, "test"), "MATH"),
-    "aime24": Benchmark("aime24", "eval/aime24.jsonl", ("HuggingFaceH4/aime_2024", None, "train"),
-                        "AIME24"),
+    "math500": Benchmark(
+        "math500", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"), "MATH"
+    ),
+    "math500-int": Benchmark(
+        "math500-int", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"), "MATH"
+    ),
+    "aime24": Benchmark(
+        "aime24", "eval/aime24.jsonl", ("HuggingFaceH4/aime_2024", None, "train"), "AIME24"
+    ),
     "aime25": Benchmark("aime25", "eval/aime25.jsonl", ("math-ai/aime25", None, "test"), "AIME25"),
     "amc23": Benchmark("amc23", "eval/amc23.jsonl", ("math-ai/amc23", None, "test"), "AMC23"),
 }
@@ -87,9 +90,13 @@ def _record(bench: str, row: dict, index: int) -> dict:
     question = row.get("problem") or row.get("question") or ""
     uid = row.get("unique_id", row.get("id", index))
     raw = row["answer"]
-    return {"id": f"{bench}-{uid}", "question": str(question).strip(),
-            "answer_text": row.get("solution") or str(raw), "answer": canonical_gold(raw),
-            "source": bench}
+    return {
+        "id": f"{bench}-{uid}",
+        "question": str(question).strip(),
+        "answer_text": row.get("solution") or str(raw),
+        "answer": canonical_gold(raw),
+        "source": bench,
+    }
 
 
 def _local_path(spec: Benchmark, path: str | Path | None) -> Path | None:
@@ -121,14 +128,19 @@ def _hub_rows(spec: Benchmark) -> list[dict]:
 
         hub_id, config, split = spec.hub
         return list(load_dataset(hub_id, config, split=split))
-    except Exception as err:  # noqa: BLE001 - one clear message instead of a deep stack trace
+    except Exception as err:  # one clear message instead of a deep stack trace
         raise _not_found(
             spec, str(err).splitlines()[0] if str(err) else type(err).__name__
         ) from err
 
 
-def load_benchmark(name: str, n: int | None = None, path: str | Path | None = None,
-                   seed: int = 0, integer_only: bool = False) -> list[dict]:
+def load_benchmark(
+    name: str,
+    n: int | None = None,
+    path: str | Path | None = None,
+    seed: int = 0,
+    integer_only: bool = False,
+) -> list[dict]:
     """The first ``n`` problems of a benchmark (all when ``None``) as common records.
 
     >>> [r["answer"] for r in load_benchmark("tinygsm-easy", n=2)] == [

@@ -123,7 +123,7 @@ def evaluate_records(
         total=len(records), initial=len(records) - len(todo), desc=benchmark, disable=not progress
     )
     for start in range(0, len(todo), batch_size):
-        batch = todo[start:start + batch_size]
+        batch = todo[start : start + batch_size]
         outputs = generate_fn([prompt_fn(r["question"]) for r in batch], k)
         if len(outputs) != len(batch) or any(len(o) != k for o in outputs):
             raise ValueError(
@@ -157,9 +157,11 @@ def decode_completion(ids: list[int], tokenizer: Any) -> str:
     return Completion(tokenizer.decode(kept, skip_special_tokens=False), kept)
 
 
-def hf_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float = 1.0,
-                   top_p: float = 1.0) -> GenerateFn:
+def hf_generate_fn(
+    model: Any, tokenizer: Any, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0
+) -> GenerateFn:
     """A ``GenerateFn`` over plain ``model.generate``: one causal stream per sample (``seen``)."""
+
     def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
         enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(
             model.device
@@ -179,7 +181,7 @@ def hf_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int, temperature:
             decode_completion(row, tokenizer)
             for row in out[:, enc["input_ids"].shape[1] :].tolist()
         ]
-        return [texts[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
+        return [texts[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
     return generate
 
@@ -187,18 +189,26 @@ def hf_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int, temperature:
 def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
     """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``,
     sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone)."""
-    rcfg = RolloutConfig(mode=cfg.mode, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
-                         max_completion_length=cfg.max_completion_length,
-                         max_path_length=cfg.max_path_length, temperature=cfg.temperature,
-                         top_p=cfg.top_p, profile=cfg.profile)
+    rcfg = RolloutConfig(
+        mode=cfg.mode,
+        num_paths=cfg.num_paths,
+        max_blocks=cfg.max_blocks,
+        max_completion_length=cfg.max_completion_length,
+        max_path_length=cfg.max_path_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        profile=cfg.profile,
+    )
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
 
     def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
         repeated = [p for p in prompts for _ in range(num_samples)]  # k rows per prompt
         drop = {tokenizer.eos_token_id, tokenizer.pad_token_id}  # as the engine's own decoding
-        texts = [Completion(r.text, [t for t in r.completion_ids if t not in drop])
-                 for r in rollout(model, tokenizer, repeated, rcfg, generator=gen)]
-        return [texts[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
+        texts = [
+            Completion(r.text, [t for t in r.completion_ids if t not in drop])
+            for r in rollout(model, tokenizer, repeated, rcfg, generator=gen)
+        ]
+        return [texts[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
     return generate
 
@@ -243,8 +253,10 @@ def save_run_config(cfg: EvalConfig, path: Path) -> None:
         old = json.loads(path.read_text())
         for key, value in cfg.to_dict().items():
             if key not in _RESUMABLE_FIELDS and key in old and old[key] != value:
-                raise ValueError(f"{path.with_suffix('').with_suffix('.jsonl')} was written with "
-                                 f"{key}={old[key]}, not {value}; use another --out or delete it")
+                raise ValueError(
+                    f"{path.with_suffix('').with_suffix('.jsonl')} was written with "
+                    f"{key}={old[key]}, not {value}; use another --out or delete it"
+                )
     cfg.save(path)
 
 
@@ -252,10 +264,18 @@ def _prompt_style(cfg: EvalConfig) -> str:
     return cfg.prompt_style or ModelConfig.for_profile(cfg.profile).prompt_style
 
 
-def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | None = None,
-             mode: str | None = None, config: EvalConfig | None = None,
-             out_dir: str | Path | None = None, tag: str = "model",
-             generate_fn: GenerateFn | None = None, progress: bool = True) -> dict:
+def run_eval(
+    model: Any,
+    tokenizer: Any,
+    benchmark: str | None = None,
+    k: int | None = None,
+    mode: str | None = None,
+    config: EvalConfig | None = None,
+    out_dir: str | Path | None = None,
+    tag: str = "model",
+    generate_fn: GenerateFn | None = None,
+    progress: bool = True,
+) -> dict:
     """Evaluate ``model`` on a benchmark: k samples per problem, results file under ``out_dir``
     (none when ``None``), and the ``summarize`` numbers plus ``model``/``benchmark``/``mode``."""
     given = {"benchmark": benchmark, "k": k, "mode": mode}
@@ -275,11 +295,25 @@ def run_eval(model: Any, tokenizer: Any, benchmark: str | None = None, k: int | 
             cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
         )
     set_seed(cfg.seed)
-    rows = evaluate_records(records, sample, cfg.k, cfg.benchmark, _prompter(tokenizer, cfg), path,
-                            cfg.batch_size, tokenizer, progress)
-    return {"model": tag, "benchmark": cfg.benchmark, "mode": cfg.mode,
-            **summarize(rows, cfg.grader), "results": str(path) if path is not None else None,
-            "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict()}
+    rows = evaluate_records(
+        records,
+        sample,
+        cfg.k,
+        cfg.benchmark,
+        _prompter(tokenizer, cfg),
+        path,
+        cfg.batch_size,
+        tokenizer,
+        progress,
+    )
+    return {
+        "model": tag,
+        "benchmark": cfg.benchmark,
+        "mode": cfg.mode,
+        **summarize(rows, cfg.grader),
+        "results": str(path) if path is not None else None,
+        "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict(),
+    }
 
 
 def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
@@ -302,9 +336,17 @@ def held_out_set(profile: str, tier: str, source: str | None = None) -> str:
     return EVAL_SETS[profile][tier]
 
 
-def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: int, k: int = 4,
-                    seed: int = 0, prompt_style: str | None = None,
-                    source: str | None = None) -> EvalConfig:
+def held_out_config(
+    profile: str,
+    tier: str,
+    n: int,
+    mode: str,
+    max_new_tokens: int,
+    k: int = 4,
+    seed: int = 0,
+    prompt_style: str | None = None,
+    source: str | None = None,
+) -> EvalConfig:
     """The training stages' held-out evaluation: the first ``n`` problems of the ``tier`` set
     (``held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
     ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
@@ -314,10 +356,19 @@ def held_out_config(profile: str, tier: str, n: int, mode: str, max_new_tokens: 
     """
     path_cap = RolloutConfig.for_profile(profile).max_path_length
     return EvalConfig.for_profile(
-        profile, benchmark=held_out_set(profile, tier, source), n=n, k=k, mode=mode,
-        temperature=1.0, max_completion_length=max_new_tokens,
+        profile,
+        benchmark=held_out_set(profile, tier, source),
+        n=n,
+        k=k,
+        mode=mode,
+        temperature=1.0,
+        max_completion_length=max_new_tokens,
         max_path_length=min(path_cap, max_new_tokens),
-        batch_size=32, engine="rollout", seed=seed, prompt_style=prompt_style)
+        batch_size=32,
+        engine="rollout",
+        seed=seed,
+        prompt_style=prompt_style,
+    )
 
 
 def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
@@ -327,13 +378,23 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, 
     was_training = model.training
     model.eval()
     try:
-        rows = evaluate_records(records, make_generate_fn(model, tokenizer, cfg), cfg.k,
-                                cfg.benchmark, _prompter(tokenizer, cfg), None, cfg.batch_size,
-                                tokenizer, progress=False)
+        rows = evaluate_records(
+            records,
+            make_generate_fn(model, tokenizer, cfg),
+            cfg.k,
+            cfg.benchmark,
+            _prompter(tokenizer, cfg),
+            None,
+            cfg.batch_size,
+            tokenizer,
+            progress=False,
+        )
     finally:
         model.train(was_training)
-    samples = [{"question": r["question"], "completion": r["samples"][0]["text"],
-                "gold": r["answer"]} for r in rows]
+    samples = [
+        {"question": r["question"], "completion": r["samples"][0]["text"], "gold": r["answer"]}
+        for r in rows
+    ]
     return summarize(rows, cfg.grader), samples
 
 

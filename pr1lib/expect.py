@@ -1,4 +1,4 @@
-""""You should see": one readable line per expected range, recorded so the tour can report it.
+""" "You should see": one readable line per expected range, recorded so the tour can report it.
 
 A notebook's "You should see" cell calls ``should_see(name, value, PROFILE)``. The range comes
 from ``EXPECTED[name]`` for that profile (the ``"*"`` entry holds for every profile), or from
@@ -92,7 +92,8 @@ class Seen:
         if math.isnan(self.value):
             return False
         return (self.low is None or self.value >= self.low) and (
-            self.high is None or self.value <= self.high)
+            self.high is None or self.value <= self.high
+        )
 
     def expected(self) -> str:
         """The range in words: ``0.9–1``, ``= 4``, ``≤ 0.0001``, ``≥ 0.001``."""
@@ -110,8 +111,13 @@ class Seen:
         return f"you should see {self.name} {self.expected()}: got {got} {mark}"
 
 
-def should_see(name: str, value: float, profile: str | None = None, low: float | None = None,
-               high: float | None = None) -> bool | None:
+def should_see(
+    name: str,
+    value: float,
+    profile: str | None = None,
+    low: float | None = None,
+    high: float | None = None,
+) -> bool | None:
     """Print whether ``value`` is in its range and record it for the tour; return ``Seen.ok``.
 
     ``low`` / ``high`` (either one) replace ``EXPECTED[name]`` for this call.

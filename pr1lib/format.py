@@ -132,9 +132,12 @@ class _Scanner:
         elif self.state == "summary":
             self.block.summary = self._close_segment(len(self.text), len(self.text))
         if self.state != "text":
-            what = {"block": f"unclosed {PARALLEL}", "path": f"unclosed {PATH}",
-                    "after": f"missing {SUMMARY} after the last {END_PARALLEL}",
-                    "summary": f"unclosed {SUMMARY}"}[self.state]
+            what = {
+                "block": f"unclosed {PARALLEL}",
+                "path": f"unclosed {PATH}",
+                "after": f"missing {SUMMARY} after the last {END_PARALLEL}",
+                "summary": f"unclosed {SUMMARY}",
+            }[self.state]
             self.error(len(self.text), what + " (truncated response?)")
         self.flush_text()
         return self.out
@@ -166,6 +169,7 @@ def _open_block(s: _Scanner, start: int, end: int) -> None:
 def _open_segment(state: str):
     def step(s: _Scanner, start: int, end: int) -> None:
         s.opened, s.state = start, state
+
     return step
 
 
@@ -277,8 +281,10 @@ def official_errors(text: str) -> list[str]:
         elif tag in (END_PATH, END_PARALLEL):
             opener = PATH if tag == END_PATH else PARALLEL
             if not stack or stack[-1] != opener:
-                errors.append(f"tag #{i}: {tag} but the innermost open tag is "
-                              f"{stack[-1] if stack else 'nothing'}")
+                errors.append(
+                    f"tag #{i}: {tag} but the innermost open tag is "
+                    f"{stack[-1] if stack else 'nothing'}"
+                )
                 continue
             stack.pop()
             if tag == END_PATH and path_counts:
@@ -286,8 +292,9 @@ def official_errors(text: str) -> list[str]:
             elif tag == END_PARALLEL:
                 count = path_counts.pop()
                 if count < 2:
-                    errors.append(f"tag #{i}: {tag} closes a block with only {count} path(s) "
-                                  "(needs 2)")
+                    errors.append(
+                        f"tag #{i}: {tag} closes a block with only {count} path(s) (needs 2)"
+                    )
                 summary_expected = True
         elif tag == SUMMARY:
             if not summary_expected:

@@ -146,7 +146,7 @@ def _first_math(line: str) -> str:
     """A line with two or more ``$`` becomes ``$x$``, x = what the first pair encloses."""
     first = line.find("$")
     second = line.find("$", first + 1) if first != -1 else -1
-    return line if second == -1 else "$" + line[first + 1:second] + "$"
+    return line if second == -1 else "$" + line[first + 1 : second] + "$"
 
 
 def _drop_to_first_close(text: str, marker: str) -> str:
@@ -175,7 +175,7 @@ def _unbox_greedy(line: str) -> str:
     start, close = line.find("\\boxed{"), line.rfind("}")
     if start == -1 or close < start + len("\\boxed{"):
         return line
-    return line[:start] + line[start + len("\\boxed{"):close] + line[close + 1:]
+    return line[:start] + line[start + len("\\boxed{") : close] + line[close + 1 :]
 
 
 def minerva_normalize(answer: Any) -> str:
@@ -260,8 +260,8 @@ def _braced(text: str, open_at: int) -> str:
     for brace in _BRACE.finditer(text, open_at):
         depth += 1 if brace.group() == "{" else -1
         if depth == 0:
-            return text[open_at + 1:brace.start()]
-    return text[open_at + 1:]
+            return text[open_at + 1 : brace.start()]
+    return text[open_at + 1 :]
 
 
 def last_boxed(text: Any) -> str | None:
@@ -349,7 +349,7 @@ GRADERS: dict[str, Grader] = {
         correct_fn=lambda c, g, source, boxed: official_correct(c, g, answer_style(source)),
         answer_fn=lambda c, source, boxed: official_answer(c, answer_style(source)),
         about="the official reward code: per-source answer check (DAPO: last Final Answer "
-              "in the last "
+        "in the last "
         "300 characters, Minerva-normalised, exact; GSM8K: first number, as a string) and the "
         "official tag checker",
     ),
@@ -360,7 +360,7 @@ GRADERS: dict[str, Grader] = {
         correct_fn=lambda c, g, source, boxed: project_correct(c, g, boxed),
         answer_fn=lambda c, source, boxed: project_answer(c, boxed),
         about="this project's: strict tag grammar, last Final Answer outside paths compared "
-              "by value "
+        "by value "
         "(math-verify for LaTeX, hedges refused), a lone \\boxed{} read in evaluation",
     ),
 }

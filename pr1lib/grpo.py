@@ -79,53 +79,83 @@ ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.gen
 # ----------------------------------------------------------------------------- config
 def check_config(cfg: GRPOStageConfig) -> None:
     """Refuse unknown modes and batch sizes TRL would reject later, with a message that says why."""
-    checks = (("reward", cfg.reward, tuple(REWARD_MODES)), ("variant", cfg.variant, VARIANTS),
-              ("rollout", cfg.rollout_mode, ROLLOUTS), ("grader", grader_of(cfg), tuple(GRADERS)))
+    checks = (
+        ("reward", cfg.reward, tuple(REWARD_MODES)),
+        ("variant", cfg.variant, VARIANTS),
+        ("rollout", cfg.rollout_mode, ROLLOUTS),
+        ("grader", grader_of(cfg), tuple(GRADERS)),
+    )
     for name, value, allowed in checks:
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if cfg.per_device_train_batch_size % cfg.num_generations:
-        raise ValueError(f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts "
-                         f"completions: it must be a multiple of num_generations="
-                         f"{cfg.num_generations}")
+        raise ValueError(
+            f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts "
+            f"completions: it must be a multiple of num_generations="
+            f"{cfg.num_generations}"
+        )
     if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
-        raise ValueError("the unseen variant trains on paths that never saw each other: "
-                         "use rollout='forked'")
+        raise ValueError(
+            "the unseen variant trains on paths that never saw each other: use rollout='forked'"
+        )
     if cfg.dynamic_sampling and cfg.rollout_mode == "trl":
-        raise ValueError("dynamic_sampling refills batches through the rollout engine: "
-                         "use rollout=None")
+        raise ValueError(
+            "dynamic_sampling refills batches through the rollout engine: use rollout=None"
+        )
     kept = cfg.prefilter_range
     if len(kept) != 2 or not 0 <= kept[0] <= kept[1] <= 1:
-        raise ValueError(f"prefilter_range={cfg.prefilter_range} must be two pass rates "
-                         "(lowest, highest) with 0 <= lowest <= highest <= 1")
+        raise ValueError(
+            f"prefilter_range={cfg.prefilter_range} must be two pass rates "
+            "(lowest, highest) with 0 <= lowest <= highest <= 1"
+        )
     if cfg.prefilter_k and cfg.rollout_mode == "trl":
-        raise ValueError("prefilter_k samples the prompts through the rollout engine: "
-                         "use rollout=None")
+        raise ValueError(
+            "prefilter_k samples the prompts through the rollout engine: use rollout=None"
+        )
     if cfg.variant == "plain" and cfg.reward != "accuracy":
-        raise ValueError(f"the plain variant writes no blocks, so the {cfg.reward} reward would "
-                         "pay it nothing: use reward='accuracy' (the paper's GRPO baseline)")
+        raise ValueError(
+            f"the plain variant writes no blocks, so the {cfg.reward} reward would "
+            "pay it nothing: use reward='accuracy' (the paper's GRPO baseline)"
+        )
 
 
 def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -> GRPOConfig:
     """TRL's ``GRPOConfig`` from the stage config (one generation per optimizer step)."""
     cuda = torch.cuda.is_available()
     return GRPOConfig(
-        output_dir=str(out_dir), learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_steps,
-        weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
-        max_steps=cfg.max_steps, per_device_train_batch_size=cfg.per_device_train_batch_size,
+        output_dir=str(out_dir),
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
         top_p=cfg.top_p,
-        epsilon=cfg.epsilon, epsilon_high=cfg.clip_high, beta=cfg.beta, loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards, reward_weights=reward_weights(cfg), seed=cfg.seed,
-        data_seed=cfg.seed, save_strategy="steps", save_steps=cfg.save_steps, save_only_model=False,
+        epsilon=cfg.epsilon,
+        epsilon_high=cfg.clip_high,
+        beta=cfg.beta,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        reward_weights=reward_weights(cfg),
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_only_model=False,
         logging_steps=cfg.logging_steps,
-        report_to="none", disable_tqdm=True, use_cpu=not cuda,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=not cuda,
         activation_checkpointing=model_cfg.gradient_checkpointing,
-        bf16=cuda and model_cfg.dtype == "bfloat16", fp16=cuda and model_cfg.dtype == "float16",
-        log_completions=False, shuffle_dataset=True,
+        bf16=cuda and model_cfg.dtype == "bfloat16",
+        fp16=cuda and model_cfg.dtype == "float16",
+        log_completions=False,
+        shuffle_dataset=True,
     )
 
 
@@ -134,10 +164,13 @@ def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str) -> D
     """``Dataset[prompt, answer, data_source]`` of the stage's training problems (``cfg.source``);
     TRL passes ``data_source`` to the rewards, which the official grader reads."""
     records = load_source(cfg.source, "train", cfg.train_n, seed=cfg.seed)
-    return Dataset.from_dict({
-        "prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
-        "answer": [str(r["answer"]) for r in records],
-        "data_source": [str(r.get("source", "")) for r in records]})
+    return Dataset.from_dict(
+        {
+            "prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
+            "answer": [str(r["answer"]) for r in records],
+            "data_source": [str(r.get("source", "")) for r in records],
+        }
+    )
 
 
 def grader_of(cfg: GRPOStageConfig) -> str:
@@ -150,8 +183,9 @@ def reward_funcs(cfg: GRPOStageConfig) -> list[Callable]:
     """The main reward (tracked) followed by the extra terms, in ``reward_weights`` order, all under
     the stage's grader (``grader_of``)."""
     grader = grader_of(cfg)
-    main = Tracked(reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader,
-                              cfg.tiered_bonus), grader)
+    main = Tracked(
+        reward_for(cfg.reward, cfg.window, cfg.parallel_steps, grader, cfg.tiered_bonus), grader
+    )
     return [main, *(reward_for(mode, grader=grader) for mode, _ in cfg.extra_rewards)]
 
 
@@ -171,8 +205,15 @@ class ParallelGRPOTrainer(GRPOTrainer):
     TRL gets the old, reference and current log-probs from ``_get_per_token_logps_and_entropies``:
     this one override makes them all path-isolated; ``seen`` is TRL's own forward."""
 
-    def __init__(self, *args: Any, variant: str = "seen", sampler: DynamicSampler | None = None,
-                 length_buckets: int = 1, share_prompts: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        variant: str = "seen",
+        sampler: DynamicSampler | None = None,
+        length_buckets: int = 1,
+        share_prompts: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.variant, self.sampler = variant, sampler
@@ -191,44 +232,67 @@ class ParallelGRPOTrainer(GRPOTrainer):
         finally:
             self.rollout_func = engine
 
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                           batch_size=None, compute_entropy=False,
-                                           compute_aux_loss=False, **kwargs):
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **kwargs,
+    ):
         def forward(ids, mask, keep):  # TRL's causal forward (seen, plain) or the unseen one
             if self.variant != "unseen":
                 return GRPOTrainer._get_per_token_logps_and_entropies(
-                    self, model, ids, mask, keep, batch_size, compute_entropy, **kwargs)[:2]
+                    self, model, ids, mask, keep, batch_size, compute_entropy, **kwargs
+                )[:2]
             return self._unseen_logps(model, ids, mask, keep, batch_size, compute_entropy)
 
         plain = not compute_aux_loss and all(v is None for v in kwargs.values())  # text only
         if plain and self.shares_prompts(model, input_ids.size(1) - logits_to_keep):
-            extra = (None if self.variant != "unseen" else
-                     self._unseen_inputs(model, input_ids, attention_mask, logits_to_keep))
+            extra = (
+                None
+                if self.variant != "unseen"
+                else self._unseen_inputs(model, input_ids, attention_mask, logits_to_keep)
+            )
             with self.accelerator.autocast():
                 vocab = self.accelerator.unwrap_model(model).get_output_embeddings().weight.size(0)
                 head = loss_head(model, vocab, self.temperature, self._entropy_bonus_enabled)
-                lp, ent = by_prompt(head, input_ids, attention_mask, logits_to_keep,
-                                    self.length_buckets, extra)
+                lp, ent = by_prompt(
+                    head, input_ids, attention_mask, logits_to_keep, self.length_buckets, extra
+                )
             return lp, ent if compute_entropy else None, None
         if self.length_buckets > 1 and plain:
-            lp, ent = by_length(forward, input_ids, attention_mask, logits_to_keep,
-                                self.length_buckets)
+            lp, ent = by_length(
+                forward, input_ids, attention_mask, logits_to_keep, self.length_buckets
+            )
             return lp, ent, None
         if self.variant != "unseen":
             return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
-                compute_aux_loss, **kwargs)
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **kwargs,
+            )
         return (*forward(input_ids, attention_mask, logits_to_keep), None)
 
-    def _unseen_logps(self, model, input_ids, attention_mask, logits_to_keep, batch_size,
-                      compute_entropy):
+    def _unseen_logps(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+    ):
         """Log-probs (and entropies) ``(B, logits_to_keep)`` under the unseen mask, in chunks."""
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
             rows = slice(start, start + batch_size)
-            lp, ent = self._unseen_forward(model, input_ids[rows], attention_mask[rows],
-                                           logits_to_keep)  # (b, logits_to_keep) each
+            lp, ent = self._unseen_forward(
+                model, input_ids[rows], attention_mask[rows], logits_to_keep
+            )  # (b, logits_to_keep) each
             logps.append(lp)
             entropies.append(ent)
         return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
@@ -238,16 +302,26 @@ class ParallelGRPOTrainer(GRPOTrainer):
         checkpointing (no cache) nor flex attention (its mask is no tensor to slice)."""
         bare = self.accelerator.unwrap_model(model)  # DDP hides the config
         flex = attn_implementation(bare) == "flex_attention"
-        return (self.share_prompts and width > 1 and not flex
-                and not getattr(bare, "is_activation_checkpointing", False))
+        return (
+            self.share_prompts
+            and width > 1
+            and not flex
+            and not getattr(bare, "is_activation_checkpointing", False)
+        )
 
     def _unseen_inputs(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """The unseen 4D ``attention_mask`` and ``position_ids`` of a left-padded TRL batch."""
         bare, width = self.accelerator.unwrap_model(model), ids.size(1) - logits_to_keep
         start = torch.full((len(ids),), width)  # every response starts after the padded prompt
-        return attention_inputs(ids, self.processing_class, "unseen", start,
-                                attn_implementation(bare), padding_mask=mask2d.bool(),
-                                dtype=bare.dtype)  # eager's additive mask takes the compute dtype
+        return attention_inputs(
+            ids,
+            self.processing_class,
+            "unseen",
+            start,
+            attn_implementation(bare),
+            padding_mask=mask2d.bool(),
+            dtype=bare.dtype,
+        )  # eager's additive mask takes the compute dtype
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
         """Log-probs and entropies ``(b, logits_to_keep)`` under the unseen mask and positions."""
@@ -259,10 +333,17 @@ class ParallelGRPOTrainer(GRPOTrainer):
         return out.log_probs[:, -logits_to_keep:], out.entropy[:, -logits_to_keep:]
 
 
-def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config: Any, dataset: Any,
-                  out_dir: str | Path, model_cfg: ModelConfig,
-                  callbacks: Sequence[TrainerCallback] = (),
-                  rewards: Sequence[Callable] | None = None) -> ParallelGRPOTrainer:
+def build_trainer(
+    cfg: GRPOStageConfig,
+    model: Any,
+    tokenizer: Any,
+    peft_config: Any,
+    dataset: Any,
+    out_dir: str | Path,
+    model_cfg: ModelConfig,
+    callbacks: Sequence[TrainerCallback] = (),
+    rewards: Sequence[Callable] | None = None,
+) -> ParallelGRPOTrainer:
     """The trainer: TRL's generation for ``rollout="trl"``, else ``EngineRollout`` (with a
     ``DynamicSampler`` when ``cfg.dynamic_sampling``)."""
     check_config(cfg)
@@ -270,12 +351,18 @@ def build_trainer(cfg: GRPOStageConfig, model: Any, tokenizer: Any, peft_config:
     rollout = None if cfg.rollout_mode == "trl" else EngineRollout(cfg, tokenizer)
     sampler = DynamicSampler(cfg.max_refills, cfg.seed) if cfg.dynamic_sampling else None
     trainer = ParallelGRPOTrainer(
-        model=model, reward_funcs=list(rewards or reward_funcs(cfg)),
+        model=model,
+        reward_funcs=list(rewards or reward_funcs(cfg)),
         args=trl_args(cfg, out_dir, model_cfg),
-        train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
         callbacks=list(callbacks),
-        rollout_func=rollout, variant=cfg.variant, sampler=sampler,
-        length_buckets=cfg.length_buckets, share_prompts=cfg.share_prompts,
+        rollout_func=rollout,
+        variant=cfg.variant,
+        sampler=sampler,
+        length_buckets=cfg.length_buckets,
+        share_prompts=cfg.share_prompts,
     )
     # the dashboard (or the CLI's one line per step) reports instead
     trainer.remove_callback(PrinterCallback)
@@ -312,8 +399,14 @@ def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
     >>> train_summary(rows, last=1)
     {'parallel_ratio': 0.5}
     """
-    keys = ("reward", "accuracy", "parallel_ratio", "valid_ratio", "block_position",
-            "completions/mean_length")
+    keys = (
+        "reward",
+        "accuracy",
+        "parallel_ratio",
+        "valid_ratio",
+        "block_position",
+        "completions/mean_length",
+    )
     tail = list(rows)[-last:]
     out = {}
     for key in keys:
@@ -347,10 +440,17 @@ class GRPOSession:
     ``rewards`` replaces the config's reward functions (tests use one with guaranteed variance).
     """
 
-    def __init__(self, cfg: GRPOStageConfig, init: str | Path | None = None,
-                 out: str | Path | None = None, callbacks: Sequence[TrainerCallback] = (),
-                 model_cfg: ModelConfig | None = None, dashboard: Any = None,
-                 policy: tuple | None = None, rewards: Sequence[Callable] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: GRPOStageConfig,
+        init: str | Path | None = None,
+        out: str | Path | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
+        model_cfg: ModelConfig | None = None,
+        dashboard: Any = None,
+        policy: tuple | None = None,
+        rewards: Sequence[Callable] | None = None,
+    ) -> None:
         check_config(cfg)
         self.cfg, self.init = cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg))
@@ -358,14 +458,14 @@ class GRPOSession:
         self.model_cfg = model_cfg or stage_model_config(cfg, init)
         set_threads(cfg.num_threads)
         set_seed(cfg.seed)
-        self.model, self.tokenizer, self.peft_config = (
-            policy or load_training_policy(self.model_cfg, cfg.train_tag_rows))
+        self.model, self.tokenizer, self.peft_config = policy or load_training_policy(
+            self.model_cfg, cfg.train_tag_rows
+        )
         # None: reward_funcs(cfg), rebuilt at every run (the mode may change)
         self.rewards = rewards
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
         if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
-            self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg,
-                                     grader_of(cfg))
+            self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg, grader_of(cfg))
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None
@@ -383,8 +483,9 @@ class GRPOSession:
         ckpt = last_checkpoint(self.run_dir / "trainer")
         return int(ckpt.name.split("-")[-1]) if ckpt else 0
 
-    def run(self, steps: int | None = None, callbacks: Sequence[TrainerCallback] = (),
-            **changes: Any) -> int:
+    def run(
+        self, steps: int | None = None, callbacks: Sequence[TrainerCallback] = (), **changes: Any
+    ) -> int:
         """Train ``steps`` more steps (default: up to ``cfg.max_steps``); ``changes`` update the
         config
         first (e.g. ``reward="structure"``). Returns the step reached."""
@@ -394,10 +495,17 @@ class GRPOSession:
         save_configs(self.run_dir, self.cfg, self.model_cfg)
         first = self.trainer is None
         model = self.model if first else self.trainer.model
-        self.trainer = build_trainer(cfg, model, self.tokenizer,
-                                     self.peft_config if first else None, self.dataset,
-                                     self.run_dir / "trainer", self.model_cfg,
-                                     [*self.callbacks, *callbacks, SaveAtEnd()], self.rewards)
+        self.trainer = build_trainer(
+            cfg,
+            model,
+            self.tokenizer,
+            self.peft_config if first else None,
+            self.dataset,
+            self.run_dir / "trainer",
+            self.model_cfg,
+            [*self.callbacks, *callbacks, SaveAtEnd()],
+            self.rewards,
+        )
         ckpt = last_checkpoint(self.run_dir / "trainer")
         # nothing left: load the checkpoint (Trainer would step once)
         if ckpt is not None and cfg.max_steps <= done:
@@ -435,16 +543,30 @@ class GRPOSession:
         metrics, samples = {}, {}
         for tier in tiers:
             cfg = self.cfg
-            judge = held_out_config(self.profile, tier, cfg.eval_n, cfg.eval_rollout_mode,
-                                    cfg.eval_max_new_tokens, cfg.eval_k,
-                                    prompt_style=self.model_cfg.prompt_style, source=cfg.source)
+            judge = held_out_config(
+                self.profile,
+                tier,
+                cfg.eval_n,
+                cfg.eval_rollout_mode,
+                cfg.eval_max_new_tokens,
+                cfg.eval_k,
+                prompt_style=self.model_cfg.prompt_style,
+                source=cfg.source,
+            )
             metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples
 
 
-def run_grpo(cfg: GRPOStageConfig, init: str | Path | None = None, out: str | Path | None = None,
-             callbacks: Sequence[TrainerCallback] = (), evaluate_tiers=("easy", "hard"),
-             before: dict | None = None, dashboard: Any = None, preflight: bool = True) -> Run:
+def run_grpo(
+    cfg: GRPOStageConfig,
+    init: str | Path | None = None,
+    out: str | Path | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+    evaluate_tiers=("easy", "hard"),
+    before: dict | None = None,
+    dashboard: Any = None,
+    preflight: bool = True,
+) -> Run:
     """Load ``init`` (or the profile's base), check, (evaluate), train to ``cfg.max_steps``
     (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card."""
     start = time.perf_counter()
@@ -459,9 +581,14 @@ def run_grpo(cfg: GRPOStageConfig, init: str | Path | None = None, out: str | Pa
     return finish(session, before, evaluate_tiers, checks, start, samples)
 
 
-def finish(session: GRPOSession, before: dict | None = None,
-           evaluate_tiers: Sequence[str] = ("easy", "hard"), checks: Sequence[Any] = (),
-           start: float | None = None, samples: dict | None = None) -> Run:
+def finish(
+    session: GRPOSession,
+    before: dict | None = None,
+    evaluate_tiers: Sequence[str] = ("easy", "hard"),
+    checks: Sequence[Any] = (),
+    start: float | None = None,
+    samples: dict | None = None,
+) -> Run:
     """Evaluate the trained policy, save ``adapter/`` + ``merged/`` and write ``run_card.json``."""
     cfg, samples = session.cfg, dict(samples or {})
     after = None
@@ -469,15 +596,26 @@ def finish(session: GRPOSession, before: dict | None = None,
         after, samples["after"] = session.evaluate(evaluate_tiers)
     rollout = session.trainer.rollout_func
     result = {
-        "profile": cfg.profile, "stage": cfg.stage, "variant": cfg.variant, "reward": cfg.reward,
-        "rollout": cfg.rollout_mode, "seed": cfg.seed,
-        "init": str(session.init or session.model_cfg.name), "start": start_id(session.init),
-        "data": cfg.source, "steps": session.step, "train_seconds": round(session.train_seconds, 1),
+        "profile": cfg.profile,
+        "stage": cfg.stage,
+        "variant": cfg.variant,
+        "reward": cfg.reward,
+        "rollout": cfg.rollout_mode,
+        "seed": cfg.seed,
+        "init": str(session.init or session.model_cfg.name),
+        "start": start_id(session.init),
+        "data": cfg.source,
+        "steps": session.step,
+        "train_seconds": round(session.train_seconds, 1),
         "rollout_seconds": round(rollout.seconds, 1) if rollout is not None else None,
         "seconds": round(time.perf_counter() - (start or session.started), 1),
-        "threads": torch.get_num_threads(), "doctor": {c.name: c.status for c in checks},
-        "train": train_summary(session.rows), "before": before, "after": after,
-        "run_dir": str(session.run_dir), **session.save(),
+        "threads": torch.get_num_threads(),
+        "doctor": {c.name: c.status for c in checks},
+        "train": train_summary(session.rows),
+        "before": before,
+        "after": after,
+        "run_dir": str(session.run_dir),
+        **session.save(),
     }
     write_run_card(session.run_dir, result, cfg, session.model_cfg)
     return Run(result, session.run_dir, session.policy, session.tokenizer, session.rows, samples)
@@ -493,8 +631,16 @@ def doctor_checks(session: GRPOSession, n: int = 8) -> list:
     groups = dry_run_groups(session, n=2)
     reward = reward_funcs(cfg)[0]
     step = cfg.window - 1 if REWARD_MODES[cfg.reward].scheduled else 0  # tiered: gold reaches 1.2
-    return doctor(reward, gold_completions=golds, answers=answers,
-                  render=lambda p: chat_prompt(p, tok, session.model_cfg.prompt_style),
-                  tokenizer=tok, samples=golds, max_completion_length=cfg.max_completion_length,
-                  batch=trl_args(cfg, session.run_dir / "trainer", session.model_cfg),
-                  groups=groups["groups"], group_answers=groups["answers"], step=step)
+    return doctor(
+        reward,
+        gold_completions=golds,
+        answers=answers,
+        render=lambda p: chat_prompt(p, tok, session.model_cfg.prompt_style),
+        tokenizer=tok,
+        samples=golds,
+        max_completion_length=cfg.max_completion_length,
+        batch=trl_args(cfg, session.run_dir / "trainer", session.model_cfg),
+        groups=groups["groups"],
+        group_answers=groups["answers"],
+        step=step,
+    )

@@ -54,8 +54,9 @@ def _row(path: str | Path, number: int, line: str, required: list[str]) -> dict:
     for field in required:
         if not any(name in row for name in field.split("|")):
             wanted = " or ".join(f'"{name}"' for name in field.split("|"))
-            raise JsonlError(f"{path} line {number}: no {wanted} field (each row needs "
-                             f"{', '.join(required)})")
+            raise JsonlError(
+                f"{path} line {number}: no {wanted} field (each row needs {', '.join(required)})"
+            )
     return row
 
 
@@ -100,15 +101,23 @@ class JsonlLog:
             return self.key(row)
         except (KeyError, TypeError, IndexError) as err:
             number = data.count(b"\n", 0, offset) + 1
-            what = (f"has no {err.args[0]!r} field" if isinstance(err, KeyError)
-                    and isinstance(row, dict) else "is not a row of this file")
-            raise JsonlError(f"{self.path} line {number} {what}; delete that line, or pick "
-                             "another --out") from None
+            what = (
+                f"has no {err.args[0]!r} field"
+                if isinstance(err, KeyError) and isinstance(row, dict)
+                else "is not a row of this file"
+            )
+            raise JsonlError(
+                f"{self.path} line {number} {what}; delete that line, or pick another --out"
+            ) from None
 
     def note(self) -> str:
         """One line saying how many unreadable lines were dropped, and where ("" when none)."""
-        return (f"note: {self.path}: dropped {self.dropped} unreadable line(s) (a write cut "
-                "short); their rows are made again" if self.dropped else "")
+        return (
+            f"note: {self.path}: dropped {self.dropped} unreadable line(s) (a write cut "
+            "short); their rows are made again"
+            if self.dropped
+            else ""
+        )
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
         """Write ``rows`` as whole lines, flush and fsync (after cutting a torn tail)."""

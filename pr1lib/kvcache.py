@@ -48,15 +48,16 @@ class BufferLayer(DynamicLayer):
         super().__init__(**kwargs)
         self.length, self.capacity = 0, 0
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n = key_states.shape[-2]
         if self.length + n > self.capacity:
             self._grow(key_states, value_states, 2 * (self.length + n))
-        self._keys[:, :, self.length:self.length + n] = key_states  # (B, H, n, D)
-        self._values[:, :, self.length:self.length + n] = value_states
+        self._keys[:, :, self.length : self.length + n] = key_states  # (B, H, n, D)
+        self._values[:, :, self.length : self.length + n] = value_states
         self.length += n
-        self.keys, self.values = self._keys[:, :, :self.length], self._values[:, :, :self.length]
+        self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
         return self.keys, self.values
 
     @classmethod
@@ -74,7 +75,7 @@ class BufferLayer(DynamicLayer):
         keys = key_states.new_empty(b, h, capacity, d)  # (B, H, C, D)
         values = value_states.new_empty(b, h, capacity, value_states.shape[-1])
         if self.length:
-            keys[:, :, :self.length], values[:, :, :self.length] = self.keys, self.values
+            keys[:, :, : self.length], values[:, :, : self.length] = self.keys, self.values
         self._keys, self._values, self.capacity = keys, values, capacity
         self.is_initialized, self.device = True, key_states.device
 
@@ -86,8 +87,12 @@ def storage(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
     return layer.keys.contiguous(), layer.values.contiguous()
 
 
-def gather_keys(tensor: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
-                spare: list[torch.Tensor] | None = None) -> torch.Tensor:
+def gather_keys(
+    tensor: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    spare: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
     """``out[i, :, j] = tensor[rows[i, j], :, cols[i, j]]`` for a contiguous ``(B, H, T, D)``
     tensor: one flat ``index_select``, several times faster than advanced indexing. ``out`` takes
     the memory of a large enough flat tensor of ``spare`` if there is one (and removes it):
@@ -117,12 +122,18 @@ def _take(spare: list[torch.Tensor] | None, n: int, d: int, like: torch.Tensor) 
 
 def _roots(cache: DynamicCache) -> list[torch.Tensor]:
     """The flat tensors under a buffered cache's keys and values (the next regroup's memory)."""
-    return [(t if t._base is None else t._base).view(-1) for layer in cache.layers
-            for t in storage(layer)]
+    return [
+        (t if t._base is None else t._base).view(-1)
+        for layer in cache.layers
+        for t in storage(layer)
+    ]
 
 
-def new_cache(buffered: bool = True, kv: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
-              length: int | None = None) -> DynamicCache:
+def new_cache(
+    buffered: bool = True,
+    kv: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
+    length: int | None = None,
+) -> DynamicCache:
     """A ``DynamicCache`` of ``BufferLayer`` (``buffered``: ``kv`` become its buffers, the first
     ``length`` columns in use) or of plain layers holding ``kv``."""
     cache = DynamicCache()
@@ -131,8 +142,9 @@ def new_cache(buffered: bool = True, kv: Sequence[tuple[torch.Tensor, torch.Tens
             cache.update(keys, values, i)
         return cache
     cache.layer_class_to_replicate = BufferLayer
-    cache.layers = [BufferLayer.holding(k, v, k.shape[2] if length is None else length)
-                    for k, v in kv]
+    cache.layers = [
+        BufferLayer.holding(k, v, k.shape[2] if length is None else length) for k, v in kv
+    ]
     return cache
 
 
@@ -161,8 +173,9 @@ class Streams:
         self.valid = torch.zeros(0, 0, dtype=torch.bool)  # (R, T)
         self.pos = torch.zeros(0, dtype=torch.long)  # (R,) position of each row's next token
 
-    def _forward(self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor,
-                 keep: Any = 1) -> torch.Tensor:
+    def _forward(
+        self, ids: torch.Tensor, live: torch.Tensor, positions: torch.Tensor, keep: Any = 1
+    ) -> torch.Tensor:
         mask = torch.cat([self.valid, live], dim=1)  # (R, T + q)
         # one token under SDPA: every key is in its past, so the key mask is the 4D mask as it is
         one = ids.shape[1] == 1 and self.buffered and attn_implementation(self.model) == "sdpa"
@@ -173,8 +186,14 @@ class Streams:
             return logits[:, None]  # (R, 1, V)
         attend = mask[:, None, None, :] if one else mask  # (R, 1, 1, T + 1): no mask building
         with decode.decoding(self.model) if self.buffered else nullcontext():
-            out = self.model(input_ids=ids, attention_mask=attend, position_ids=positions,
-                             cache=self.cache, use_cache=True, logits_to_keep=keep)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=attend,
+                position_ids=positions,
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=keep,
+            )
         self.cache, self.valid = out.cache, mask
         return out.logits  # (R, q, V)
 
@@ -214,15 +233,17 @@ class Streams:
         self.pos = self.pos + live.long().sum(dim=1)  # (R,)
         return logits
 
-    def extend_rows(self, rows: Sequence[int], ids: torch.Tensor,
-                    live: torch.Tensor) -> torch.Tensor:
+    def extend_rows(
+        self, rows: Sequence[int], ids: torch.Tensor, live: torch.Tensor
+    ) -> torch.Tensor:
         """``extend`` on ``rows`` only (``ids``, ``live``: ``(G, q)``): their forward runs on a copy
         of their cache and the other rows get ``q`` holes at no cost. Returns ``(G, q, V)``: what
         ``extend`` on every row gives these rows, without the idle rows' work."""
         idx = torch.tensor(list(rows), device=self.valid.device)  # (G,)
         part = Streams(self.model, self.buffered)
-        part.cache = new_cache(self.buffered, [(layer.keys[idx], layer.values[idx])
-                                               for layer in self.cache.layers])
+        part.cache = new_cache(
+            self.buffered, [(layer.keys[idx], layer.values[idx]) for layer in self.cache.layers]
+        )
         part.valid, part.pos = self.valid[idx], self.pos[idx]
         logits = part.extend(ids, live)  # (G, q, V)
         q = ids.shape[1]
@@ -258,8 +279,10 @@ class Streams:
         rows, cols, valid = self._sources(plan)  # each (R', T')
         room = torch.zeros(len(plan), valid.shape[1] // 4 + 16, dtype=torch.long, device=dev)
         rows, cols = torch.cat([rows, room], dim=1), torch.cat([cols, room], dim=1)  # spare columns
-        kv = [(gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
-              for k, v in map(storage, self.cache.layers)]  # each (R', H, T' + room, D)
+        kv = [
+            (gather_keys(k, rows, cols, self.spare), gather_keys(v, rows, cols, self.spare))
+            for k, v in map(storage, self.cache.layers)
+        ]  # each (R', H, T' + room, D)
         self.spare = _roots(self.cache)  # the old buffers: the next regroup's memory
         self.cache, self.valid = new_cache(self.buffered, kv, valid.shape[1]), valid
 
@@ -308,17 +331,24 @@ class Streams:
             n = sum(len(c) for _, c in row)
             rows[i, :n] = torch.cat([torch.full_like(c, r) for r, c in row])
             cols[i, :n], valid[i, :n] = torch.cat([c for _, c in row]), True
-        kv = [(layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
-               layer.values[rows, :, cols].transpose(1, 2).contiguous())
-              for layer in self.cache.layers]  # each (R', H, T', D)
+        kv = [
+            (
+                layer.keys[rows, :, cols].transpose(1, 2).contiguous(),
+                layer.values[rows, :, cols].transpose(1, 2).contiguous(),
+            )
+            for layer in self.cache.layers
+        ]  # each (R', H, T', D)
         self.cache, self.valid = DynamicCache(kv), valid
 
     def _sources(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> tuple[torch.Tensor, ...]:
         """``(rows, cols, valid)``, each ``(R', T')``: the old row and column of every new key (all
         segments at once, so the cost does not grow with the number of rows)."""
         dev = self.valid.device
-        segs = torch.tensor([(i, r, a, b - a) for i, row in enumerate(plan) for r, a, b in row],
-                            dtype=torch.long, device=dev).reshape(-1, 4)  # (S, 4)
+        segs = torch.tensor(
+            [(i, r, a, b - a) for i, row in enumerate(plan) for r, a, b in row],
+            dtype=torch.long,
+            device=dev,
+        ).reshape(-1, 4)  # (S, 4)
         new, old, start, length = segs.unbind(1)  # each (S,)
         counts = self.valid.sum(dim=1)  # (R,) real keys per old row
         real_cols = self.valid.nonzero()[:, 1]  # (N,) row by row, in column order

@@ -53,7 +53,7 @@ def pass_curve(counts: list[tuple[int, int]], k: int) -> dict[int, float]:
     >>> pass_curve([(4, 1), (4, 0)], 4)
     {1: 0.125, 2: 0.25, 4: 0.5}
     """
-    js = sorted({j for j in (2 ** p for p in range(k.bit_length())) if j <= k} | {k})
+    js = sorted({j for j in (2**p for p in range(k.bit_length())) if j <= k} | {k})
     return (
         {j: sum(pass_at_k(n, c, j) for n, c in counts) / len(counts) for j in js} if counts else {}
     )
@@ -158,10 +158,15 @@ def score_problem(
         {"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
         for text in completions
     ]
-    return {"id": record["id"], "question": record["question"], "answer": record["answer"],
-            "k": len(samples), "length_unit": "tokens" if tokenizer is not None else "chars",
-            **{f"correct_{name}": [s.pop(name) for s in samples] for name in GRADERS},
-            "samples": samples}
+    return {
+        "id": record["id"],
+        "question": record["question"],
+        "answer": record["answer"],
+        "k": len(samples),
+        "length_unit": "tokens" if tokenizer is not None else "chars",
+        **{f"correct_{name}": [s.pop(name) for s in samples] for name in GRADERS},
+        "samples": samples,
+    }
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -214,16 +219,22 @@ def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
     out = _grader_columns(rows, k)
     overlap = _mean(s["path_overlap"] for s in samples)
     return {
-        "accuracy": out[f"accuracy_{grader}"], "pass_at_k": out[f"pass_at_k_{grader}"],
+        "accuracy": out[f"accuracy_{grader}"],
+        "pass_at_k": out[f"pass_at_k_{grader}"],
         **(ratios(samples) if samples else dict.fromkeys(RATIOS)),
-        "n": len(rows), "k": k, "grader": grader, "checker": grader, **out,
+        "n": len(rows),
+        "k": k,
+        "grader": grader,
+        "checker": grader,
+        **out,
         "valid_official_ratio": _mean(s["valid_official"] for s in samples),
         "answer_rate": _mean(s["has_answer"] for s in samples),
         "blocks_per_response": _mean(s["blocks"] for s in samples),
         "first_block_position": _mean(s["first_block_position"] for s in samples),
         "mean_length": _mean(s["length"] for s in samples),
         "length_unit": rows[0]["length_unit"] if rows else None,
-        "path_overlap": overlap, "path_diversity": None if overlap is None else 1.0 - overlap,
+        "path_overlap": overlap,
+        "path_diversity": None if overlap is None else 1.0 - overlap,
         "per_problem": per_problem(rows, grader),
     }
 
@@ -236,13 +247,15 @@ def per_problem(rows: list[dict], grader: str) -> dict[str, list[float]]:
     ...               "samples": [{"blocks": 1}, {"blocks": 0}]}], "official")
     {'accuracy': [0.5], 'parallel': [0.5]}
     """
-    return {"accuracy": [round(sum(_correct(r, grader)) / r["k"], 4) for r in rows],
-            "parallel": [round(sum(s["blocks"] > 0 for s in r["samples"]) / r["k"], 4)
-                         for r in rows]}
+    return {
+        "accuracy": [round(sum(_correct(r, grader)) / r["k"], 4) for r in rows],
+        "parallel": [round(sum(s["blocks"] > 0 for s in r["samples"]) / r["k"], 4) for r in rows],
+    }
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000,
-                     seed: int = 0) -> dict[str, float]:
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0
+) -> dict[str, float]:
     """Mean of ``b - a`` over problems measured both ways, with a 95 % interval from resampling
     problems (``n_boot`` times, percentile method).
 
@@ -255,8 +268,11 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000,
     diffs = [y - x for x, y in zip(a, b)]
     rng = random.Random(seed)
     means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(n_boot))
-    return {"diff": statistics.fmean(diffs), "low": means[int(0.025 * n_boot)],
-            "high": means[int(0.975 * n_boot) - 1]}
+    return {
+        "diff": statistics.fmean(diffs),
+        "low": means[int(0.025 * n_boot)],
+        "high": means[int(0.975 * n_boot) - 1],
+    }
 
 
 # ----------------------------------------------------------------------------- the scorer
@@ -272,9 +288,11 @@ def ratios(samples: Sequence[Any]) -> dict[str, float]:
     """
     facts = [s if isinstance(s, dict) else {"blocks": s.blocks, "valid": s.valid} for s in samples]
     n = max(len(facts), 1)
-    return {"parallel_ratio": sum(f["blocks"] > 0 for f in facts) / n,
-            "valid_ratio": sum(bool(f["valid"]) for f in facts) / n,
-            "valid_block_rate": sum(bool(f["valid"]) and f["blocks"] > 0 for f in facts) / n}
+    return {
+        "parallel_ratio": sum(f["blocks"] > 0 for f in facts) / n,
+        "valid_ratio": sum(bool(f["valid"]) for f in facts) / n,
+        "valid_block_rate": sum(bool(f["valid"]) and f["blocks"] > 0 for f in facts) / n,
+    }
 
 
 def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str, float]:
@@ -298,8 +316,12 @@ def completion_metrics(texts: Sequence[Any], answers: Sequence[Any]) -> dict[str
 
 
 # ----------------------------------------------------------------------------- what training logs
-def batch_metrics(completions: Sequence[Any], answer: Sequence[Any], grader: str = "project",
-                  sources: Sequence[Any] | None = None) -> dict[str, float]:
+def batch_metrics(
+    completions: Sequence[Any],
+    answer: Sequence[Any],
+    grader: str = "project",
+    sources: Sequence[Any] | None = None,
+) -> dict[str, float]:
     """What the dashboard plots for one batch, parsed exactly as the rewards parse it (same
     grader; ``sources``: each completion's data source, for the official grader).
 
@@ -311,8 +333,10 @@ def batch_metrics(completions: Sequence[Any], answer: Sequence[Any], grader: str
     sources = sources if sources is not None else [None] * len(completions)
     parsed = [terms(c, a, grader, src) for c, a, src in zip(completions, answer, sources)]
     n = max(len(parsed), 1)
-    out = {"accuracy": sum(t.correct for t in parsed) / n,
-           **{k: v for k, v in ratios(parsed).items() if k != "valid_block_rate"}}
+    out = {
+        "accuracy": sum(t.correct for t in parsed) / n,
+        **{k: v for k, v in ratios(parsed).items() if k != "valid_block_rate"},
+    }
     positions = [parallel_stats(completion_text(c))["first_block_position"] for c in completions]
     positions = [p for p in positions if p is not None]
     if positions:
@@ -334,8 +358,9 @@ class Tracked:
     def range_at(self, global_step: int = 0):
         return reward_range(self.reward, global_step)
 
-    def __call__(self, completions: list, answer: list, log_metric: Callable | None = None,
-                 **kwargs: Any) -> list:
+    def __call__(
+        self, completions: list, answer: list, log_metric: Callable | None = None, **kwargs: Any
+    ) -> list:
         if log_metric is not None:
             sources = kwargs.get("data_source")
             sources = (

@@ -67,8 +67,9 @@ def base_model_dir(world: str = "tinygsm") -> str:
     ('data/tiny-base', 'data/tinyworld-base')
     """
     if world not in BASE_MODEL_DIRS:
-        raise ValueError(f"no shipped base model for world {world!r}; known: "
-                         f"{sorted(BASE_MODEL_DIRS)}")
+        raise ValueError(
+            f"no shipped base model for world {world!r}; known: {sorted(BASE_MODEL_DIRS)}"
+        )
     return BASE_MODEL_DIRS[world]
 
 
@@ -124,18 +125,26 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 512):
     'Tom has 123 pears!'
     """
     tok = Tokenizer(BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[EOS_TOKEN], show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=[EOS_TOKEN],
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=EOS_TOKEN,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def tiny_tokenizer_corpus(seed: int = 0, n: int = 4000, world: str = "tinygsm") -> list[str]:
@@ -157,13 +166,19 @@ def tiny_qwen3_config(cfg: PretrainConfig, tokenizer):
     'qwen3'
     """
     return Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size,
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.hidden_size // cfg.num_heads,
-        max_position_embeddings=cfg.max_position_embeddings, rope_theta=10000.0,
-        tie_word_embeddings=True, bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.hidden_size // cfg.num_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
 
 
@@ -200,9 +215,13 @@ def lora_config(config: ModelConfig):
         return None
     targets = config.lora_target_modules
     targets = targets[0] if tuple(targets) == ("all-linear",) else list(targets)
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
-                      lora_dropout=config.lora_dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
 
 
 def model_kwargs(config: ModelConfig) -> dict[str, Any]:
@@ -215,7 +234,9 @@ def model_kwargs(config: ModelConfig) -> dict[str, Any]:
         kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
     if config.load_in_4bit:
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=dtype,
             bnb_4bit_use_double_quant=True,
         )
     return kwargs
@@ -257,8 +278,11 @@ def gpu_dtype(dtype: str) -> str:
     >>> gpu_dtype("float32")
     'float32'
     """
-    if dtype == "float16" and torch.cuda.is_available() and torch.cuda.is_bf16_supported(
-            including_emulation=False):
+    if (
+        dtype == "float16"
+        and torch.cuda.is_available()
+        and torch.cuda.is_bf16_supported(including_emulation=False)
+    ):
         return "bfloat16"
     return dtype
 
@@ -281,9 +305,14 @@ def stage_model_config(cfg: Any, init: str | Path | None = None) -> ModelConfig:
     four_bit = base.load_in_4bit if cfg.load_in_4bit is None else cfg.load_in_4bit
     ckpt = cfg.gradient_checkpointing
     lora = {k: getattr(cfg, k) for k in ("lora_r", "lora_alpha") if getattr(cfg, k) is not None}
-    return base.replace(use_lora=cfg.use_lora, load_in_4bit=four_bit, seed=cfg.seed, **lora,
-                        dtype=gpu_dtype(base.dtype),
-                        gradient_checkpointing=torch.cuda.is_available() if ckpt is None else ckpt)
+    return base.replace(
+        use_lora=cfg.use_lora,
+        load_in_4bit=four_bit,
+        seed=cfg.seed,
+        **lora,
+        dtype=gpu_dtype(base.dtype),
+        gradient_checkpointing=torch.cuda.is_available() if ckpt is None else ckpt,
+    )
 
 
 def quantize_4bit(model, model_cfg: ModelConfig):
@@ -312,8 +341,9 @@ def keep_4bit_differentiable(model) -> int:
             module.support_avx512bf16_for_cpu = False
             w = module.weight
             if getattr(w.quant_state, "packing_format_for_cpu", False):
-                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(w.data,
-                                                                               w.quant_state)
+                w.data, w.quant_state = _convert_weight_packed_for_cpu_inverse(
+                    w.data, w.quant_state
+                )
                 undone += 1
     return undone
 
@@ -342,8 +372,9 @@ def load_training_policy(model_cfg: ModelConfig, train_tag_rows: bool = True):
     if model_cfg.load_in_4bit and lora is None:
         raise ValueError("4-bit weights cannot be trained directly: set use_lora=True (QLoRA)")
     if lora is not None and train_tag_rows:
-        lora.trainable_token_indices = lora_kwargs_for_tags(tokenizer,
-                                                            model)["trainable_token_indices"]
+        lora.trainable_token_indices = lora_kwargs_for_tags(tokenizer, model)[
+            "trainable_token_indices"
+        ]
     return model, tokenizer, lora
 
 
@@ -358,22 +389,29 @@ def expose_head_bias(model) -> None:
         object.__setattr__(head, "bias", head.original_module.bias)
 
 
-
 # ----------------------------------------------------------------------------- memory budget
 # Shapes of the Qwen3 base models the GPU profiles use (their config.json files).
 QWEN3_SHAPES = {
-    "Qwen/Qwen3-0.6B-Base": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
-                                 mlp=3072, vocab=151936),
-    "Qwen/Qwen3-1.7B-Base": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128,
-                                 mlp=6144, vocab=151936),
-    "Qwen/Qwen3-4B-Base": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128,
-                               mlp=9728, vocab=151936),
+    "Qwen/Qwen3-0.6B-Base": dict(
+        hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=3072, vocab=151936
+    ),
+    "Qwen/Qwen3-1.7B-Base": dict(
+        hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, mlp=6144, vocab=151936
+    ),
+    "Qwen/Qwen3-4B-Base": dict(
+        hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, mlp=9728, vocab=151936
+    ),
 }
 
 
-def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bool,
-                    lora_r: int | None,
-                    checkpointing: bool = True) -> dict[str, float]:
+def memory_estimate(
+    shape: dict[str, int],
+    batch: int,
+    length: int,
+    four_bit: bool,
+    lora_r: int | None,
+    checkpointing: bool = True,
+) -> dict[str, float]:
     """A computed (not measured) GPU memory budget in GiB for one SFT micro-batch.
 
     Weights (NF4 ~0.53 byte/param with double quantization, else 2 bytes), trainable parameters at
@@ -387,23 +425,37 @@ def memory_estimate(shape: dict[str, int], batch: int, length: int, four_bit: bo
     """
     h, n_layers = shape["hidden"], shape["layers"]
     q, kv = shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
-    shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, shape["mlp"]), (h, shape["mlp"]),
-              (shape["mlp"], h)]
+    shapes = [
+        (h, q),
+        (h, kv),
+        (h, kv),
+        (q, h),
+        (h, shape["mlp"]),
+        (h, shape["mlp"]),
+        (shape["mlp"], h),
+    ]
     linear = n_layers * sum(a * b for a, b in shapes)
     embed = shape["vocab"] * h  # tied: one matrix
     weights = linear * (0.53 if four_bit else 2.0) + embed * 2.0
-    trainable = n_layers * sum(lora_r * (a + b) for a,
-                               b in shapes) + 6 * h if lora_r else linear + embed
+    trainable = (
+        n_layers * sum(lora_r * (a + b) for a, b in shapes) + 6 * h if lora_r else linear + embed
+    )
     tokens = batch * length
     acts = (
         (n_layers * tokens * h * 2 + 34 * tokens * h)
         if checkpointing
         else n_layers * 34 * tokens * h
     )
-    gib = 2.0 ** 30
-    parts = {"weights_gib": weights / gib, "trainable_gib": 16 * trainable / gib,
-             "activations_gib": acts / gib,
-             "mask_gib": batch * length * length / gib, "context_gib": 0.6}
-    return {**{k: round(v, 2) for k, v in parts.items()},
-            "total_gib": round(sum(parts.values()), 2),
-            "trainable_params_m": round(trainable / 1e6, 1)}
+    gib = 2.0**30
+    parts = {
+        "weights_gib": weights / gib,
+        "trainable_gib": 16 * trainable / gib,
+        "activations_gib": acts / gib,
+        "mask_gib": batch * length * length / gib,
+        "context_gib": 0.6,
+    }
+    return {
+        **{k: round(v, 2) for k, v in parts.items()},
+        "total_gib": round(sum(parts.values()), 2),
+        "trainable_params_m": round(trainable / 1e6, 1),
+    }

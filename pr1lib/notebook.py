@@ -106,8 +106,13 @@ def notebook_client(nb: Any, **kwargs: Any) -> Any:
     return Client(nb, **kwargs)
 
 
-def execute(path: Path, profile: str = "smoke", seed: int = 0, timeout: int | None = None,
-            params: dict | None = None) -> Executed:
+def execute(
+    path: Path,
+    profile: str = "smoke",
+    seed: int = 0,
+    timeout: int | None = None,
+    params: dict | None = None,
+) -> Executed:
     """Execute one notebook in ``profile`` with cwd = its folder (``params``: more parameters
     to set, e.g. ``INIT``); never raises on a failed, timed-out or dead cell: ``error`` says which.
     The kernel records its ``should_see`` checks in a temporary file; they come back as

@@ -18,8 +18,10 @@ import math
 from typing import Any
 
 PAPER_MODEL = "Qwen3-4B-Base"
-SOURCE = ("Parallel-R1 (Zheng et al., arXiv 2509.07980); numbers as in the official README "
-          "(zhengkid/Parallel-R1); docs/recipe.md#11-results")
+SOURCE = (
+    "Parallel-R1 (Zheng et al., arXiv 2509.07980); numbers as in the official README "
+    "(zhengkid/Parallel-R1); docs/recipe.md#11-results"
+)
 TABLE2_SOURCE = SOURCE + ", Table 2. Avg = mean of the four mean@ columns."
 TABLE4_SOURCE = SOURCE + ", Table 4 (Unseen, from Parallel-SFT-Unseen). 'parallel' Avg computed."
 TABLE2_COLUMNS = (
@@ -46,8 +48,10 @@ TABLE4_COLUMNS = (
 def _rows(
     columns: tuple[str, ...], rows: dict[str, tuple[str, tuple[float, ...]]]
 ) -> dict[str, dict]:
-    return {key: {"method": name, **dict(zip(columns, values, strict=True))}
-            for key, (name, values) in rows.items()}
+    return {
+        key: {"method": name, **dict(zip(columns, values, strict=True))}
+        for key, (name, values) in rows.items()
+    }
 
 
 TABLE2 = _rows(
@@ -159,6 +163,7 @@ def to_markdown(frame, nan: str = "–") -> str:
     |---|---|---|
     | Accuracy only (= Unseen S1) | 13.6 | 17.7 |
     """
+
     def cell(value: Any) -> str:
         if isinstance(value, float) and math.isnan(value):
             return nan
@@ -166,6 +171,8 @@ def to_markdown(frame, nan: str = "–") -> str:
 
     header = [frame.index.name or ""] + list(frame.columns)
     lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in [idx, *row]) + " |" for idx, row in
-              zip(frame.index, frame.itertuples(index=False))]
+    lines += [
+        "| " + " | ".join(cell(v) for v in [idx, *row]) + " |"
+        for idx, row in zip(frame.index, frame.itertuples(index=False))
+    ]
     return "\n".join(lines)

@@ -55,8 +55,13 @@ def _discrete(colors: Sequence[str]) -> list[list[Any]]:
 def _legend(fig: go.Figure, entries: Mapping[str, str]) -> None:
     """Square legend markers for a heatmap's colours (heatmaps have no legend of their own)."""
     for name, color in entries.items():
-        fig.add_scatter(x=[None], y=[None], mode="markers", name=name,
-                        marker=dict(symbol="square", size=12, color=color))
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            marker=dict(symbol="square", size=12, color=color),
+        )
 
 
 def mask_heatmap(
@@ -109,8 +114,12 @@ def mask_heatmap(
     return fig
 
 
-def positions_figure(positions: Mapping[str, Sequence[int]], labels: Sequence[str],
-                     path: Sequence[int] | None = None, title: str = "Position ids") -> go.Figure:
+def positions_figure(
+    positions: Mapping[str, Sequence[int]],
+    labels: Sequence[str],
+    path: Sequence[int] | None = None,
+    title: str = "Position ids",
+) -> go.Figure:
     """One line per entry of ``positions`` (e.g. ``{"seen": …, "unseen": …}``): position id per
     token.
 
@@ -130,10 +139,15 @@ def positions_figure(positions: Mapping[str, Sequence[int]], labels: Sequence[st
     )
     fig = go.Figure()
     for i, (name, pos) in enumerate(positions.items()):
-        fig.add_scatter(x=axis, y=list(pos), name=name, mode="lines+markers",
-                        line=dict(dash="dot" if i == 0 else "solid", width=1.5),
-                        marker=dict(size=7, color=colors if i > 0 else None),
-                        hovertemplate="%{x}<br>position %{y}<extra>" + name + "</extra>")
+        fig.add_scatter(
+            x=axis,
+            y=list(pos),
+            name=name,
+            mode="lines+markers",
+            line=dict(dash="dot" if i == 0 else "solid", width=1.5),
+            marker=dict(size=7, color=colors if i > 0 else None),
+            hovertemplate="%{x}<br>position %{y}<extra>" + name + "</extra>",
+        )
     fig.update_xaxes(title="token", tickfont_size=9, tickangle=-90)
     fig.update_yaxes(title="position id")
     fig.update_layout(
@@ -142,8 +156,9 @@ def positions_figure(positions: Mapping[str, Sequence[int]], labels: Sequence[st
     return fig
 
 
-def attends_to_figure(mask: Any, labels: Sequence[str], index: int, width: int = 16,
-                      title: str | None = None) -> go.Figure:
+def attends_to_figure(
+    mask: Any, labels: Sequence[str], index: int, width: int = 16, title: str | None = None
+) -> go.Figure:
     """What token ``index`` sees: the tokens laid out like text, ``width`` per line, coloured by
     3 = the query itself, 1 = it attends, 2 = an earlier token it may not see, 0 = a later token.
 
@@ -156,7 +171,7 @@ def attends_to_figure(mask: Any, labels: Sequence[str], index: int, width: int =
     lines = range(0, n, width)
 
     def pad(xs: Sequence[Any], fill: Any = None) -> list[list[Any]]:  # wrap into lines of ``width``
-        return [list(xs[s:s + width]) + [fill] * (s + width - min(n, s + width)) for s in lines]
+        return [list(xs[s : s + width]) + [fill] * (s + width - min(n, s + width)) for s in lines]
 
     names = {
         "later (causal)": BLOCKED,
@@ -252,8 +267,14 @@ def attention_explorer(
     from IPython.display import display
 
     pick = widgets.Dropdown(options=list(masks), description="mask")
-    token = widgets.IntSlider(value=index, min=0, max=len(labels) - 1, description="token",
-                              continuous_update=False, layout=widgets.Layout(width="80%"))
+    token = widgets.IntSlider(
+        value=index,
+        min=0,
+        max=len(labels) - 1,
+        description="token",
+        continuous_update=False,
+        layout=widgets.Layout(width="80%"),
+    )
     out = widgets.Output()
     box = widgets.VBox([widgets.HBox([pick, token]), out])
 

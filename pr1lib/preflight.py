@@ -40,5 +40,5 @@ def dry_run_groups(session: Any, n: int = 2) -> dict[str, list]:
     finally:
         model.train(was_training)
     texts = [r.text for r in rollouts]
-    groups = [texts[i:i + cfg.num_generations] for i in range(0, len(texts), cfg.num_generations)]
+    groups = [texts[i : i + cfg.num_generations] for i in range(0, len(texts), cfg.num_generations)]
     return {"groups": groups, "answers": list(rows["answer"])}

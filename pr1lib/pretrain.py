@@ -62,8 +62,9 @@ def encode_batch(tokenizer, records: list[dict]) -> dict:
     for record in records:
         prompt, completion = training_pair(record)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        c_ids = tokenizer(completion,
-                          add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        c_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [
+            tokenizer.eos_token_id
+        ]
         rows.append((p_ids + c_ids, [-100] * len(p_ids) + c_ids))
     width = max(len(ids) for ids, _ in rows)
     pad = tokenizer.pad_token_id
@@ -82,7 +83,7 @@ def accumulate_loss(model, tokenizer, records: list[dict], buckets: int = 2) -> 
     """
     records = sorted(records, key=lambda r: len(r["question"]) + len(r["answer"]))
     size = math.ceil(len(records) / buckets)
-    batches = [encode_batch(tokenizer, records[i:i + size]) for i in range(0, len(records), size)]
+    batches = [encode_batch(tokenizer, records[i : i + size]) for i in range(0, len(records), size)]
     counts = [int((b["labels"][:, 1:] != -100).sum()) for b in batches]  # labelled next tokens
     total = 0.0
     for batch, count in zip(batches, counts):
@@ -102,8 +103,9 @@ def step_records(cfg: PretrainConfig, step: int) -> list[dict]:
     n_hard = round(cfg.batch_size * cfg.hard_fraction)
     seed = cfg.seed * 1_000_003 + step
     make = task_generator(cfg.world)
-    return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(n_hard, "hard", "train",
-                                                                       seed)
+    return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(
+        n_hard, "hard", "train", seed
+    )
 
 
 def lr_at(cfg: PretrainConfig, step: int) -> float:
@@ -161,8 +163,13 @@ def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool 
         opt.load_state_dict(state["optimizer"])
     model.train()
     start, window = time.perf_counter() - state["elapsed_s"], []
-    bar = tqdm(range(state["step"], cfg.max_steps), initial=state["step"], total=cfg.max_steps,
-               disable=not progress, desc="pretrain-tiny")
+    bar = tqdm(
+        range(state["step"], cfg.max_steps),
+        initial=state["step"],
+        total=cfg.max_steps,
+        disable=not progress,
+        desc="pretrain-tiny",
+    )
     for step in bar:
         for group in opt.param_groups:  # Stage 1: learning rate of this step
             group["lr"] = lr_at(cfg, step)
@@ -176,41 +183,67 @@ def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool 
         window.append(loss)
         if (step + 1) % cfg.logging_steps == 0 or step + 1 == cfg.max_steps:  # Stage 5: log
             elapsed = time.perf_counter() - start
-            state["rows"].append({"step": step + 1, "loss": sum(window) / len(window),
-                                  "lr": lr_at(cfg, step), "elapsed_s": round(elapsed, 2)})
+            state["rows"].append(
+                {
+                    "step": step + 1,
+                    "loss": sum(window) / len(window),
+                    "lr": lr_at(cfg, step),
+                    "elapsed_s": round(elapsed, 2),
+                }
+            )
             bar.set_postfix(loss=f"{state['rows'][-1]['loss']:.3f}")
             window = []
         if (step + 1) % cfg.save_steps == 0 and step + 1 < cfg.max_steps:  # Stage 6: checkpoint
-            state.update(step=step + 1, elapsed_s=time.perf_counter() - start, config=cfg.to_dict(),
-                         model=model.state_dict(), optimizer=opt.state_dict())
+            state.update(
+                step=step + 1,
+                elapsed_s=time.perf_counter() - start,
+                config=cfg.to_dict(),
+                model=model.state_dict(),
+                optimizer=opt.state_dict(),
+            )
             _save_checkpoint(out / "checkpoint", state)
     model.eval()
     return {"rows": state["rows"], "train_time_s": round(time.perf_counter() - start, 1)}
 
 
-def generate_solutions(model, tokenizer, questions: list[str], temperature: float = 0.0,
-                       max_new_tokens: int = 256, batch_size: int = 64, seed: int = 0) -> list[str]:
+def generate_solutions(
+    model,
+    tokenizer,
+    questions: list[str],
+    temperature: float = 0.0,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> list[str]:
     """The model's solutions (decoded completions) to ``questions`` with the tiny prompt.
 
     Greedy when ``temperature == 0``; otherwise plain sampling (no top-k / top-p) at that
     temperature, seeded. Prompts are left-padded so a batch generates together.
     """
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} \
-        if temperature > 0 else {"do_sample": False}
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     outputs: list[str] = []
     torch.manual_seed(seed)
     try:
         for i in range(0, len(questions), batch_size):
-            prompts = [prompt_text(q, "tiny") for q in questions[i:i + batch_size]]
+            prompts = [prompt_text(q, "tiny") for q in questions[i : i + batch_size]]
             enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
             enc = enc.to(model.device)
             with torch.no_grad():
-                ids = model.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
-                                     pad_token_id=tokenizer.pad_token_id,
-                                     eos_token_id=tokenizer.eos_token_id)  # (b, P + T)
-            outputs += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:],
-                                              skip_special_tokens=True)
+                ids = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    **sampling,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )  # (b, P + T)
+            outputs += tokenizer.batch_decode(
+                ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+            )
     finally:
         tokenizer.padding_side = side
     return outputs
@@ -225,11 +258,18 @@ def score(completions: list[str], records: list[dict]) -> list[bool]:
     return [terms(c, r["answer"]).correct for c, r in zip(completions, records)]
 
 
-def evaluate_accuracy(model, tokenizer, records: list[dict], temperature: float = 0.0,
-                      max_new_tokens: int = 256, seed: int = 0) -> float:
+def evaluate_accuracy(
+    model,
+    tokenizer,
+    records: list[dict],
+    temperature: float = 0.0,
+    max_new_tokens: int = 256,
+    seed: int = 0,
+) -> float:
     """Fraction of ``records`` the model solves (greedy by default; sampled at ``temperature``)."""
-    completions = generate_solutions(model, tokenizer, [r["question"] for r in records],
-                                     temperature, max_new_tokens, seed=seed)
+    completions = generate_solutions(
+        model, tokenizer, [r["question"] for r in records], temperature, max_new_tokens, seed=seed
+    )
     return completion_metrics(completions, [r["answer"] for r in records])["accuracy"]
 
 
@@ -257,10 +297,15 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
     acc, cfg = card["accuracy"], card["config"]
     world = cfg.get("world", "tinygsm")
     folder, name = base_model_dir(world), {"tinygsm": "TinyGSM", "tinyworld": "TinyWorld"}[world]
-    labels = {"tinygsm": ("1-2 steps", "3-5 steps"),
-              "tinyworld": ("forward, 1-2 steps", "search for the one pair of prices")}[world]
-    load = ("(or `pr1lib.models.load_policy(\"tiny\")`)." if world == "tinygsm" else
-            f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`).")
+    labels = {
+        "tinygsm": ("1-2 steps", "3-5 steps"),
+        "tinyworld": ("forward, 1-2 steps", "search for the one pair of prices"),
+    }[world]
+    load = (
+        "(or `pr1lib.models.load_policy(\"tiny\")`)."
+        if world == "tinygsm"
+        else f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`)."
+    )
     lines = [
         f"# {Path(folder).name}: the embedded {name} model",
         "",
@@ -318,13 +363,17 @@ def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:
     'python -m pr1lib pretrain-tiny --out runs/x --seed 0 --set max_steps=5'
     """
     defaults = PretrainConfig().to_dict()
-    sets = [f" --set {k}={v}" for k, v in cfg.to_dict().items()
-            if k not in ("seed", "profile") and v != defaults[k]]
+    sets = [
+        f" --set {k}={v}"
+        for k, v in cfg.to_dict().items()
+        if k not in ("seed", "profile") and v != defaults[k]
+    ]
     return f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}" + "".join(sets)
 
 
-def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True,
-             evaluate: bool = True) -> dict:
+def pretrain(
+    cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True
+) -> dict:
     """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -339,10 +388,14 @@ def pretrain(cfg: PretrainConfig, out: str | Path, progress: bool = True,
     cfg.save(out / "pretrain_config.json")
     write_loss_csv(trained["rows"], out / "loss.csv")
     card = {
-        "config": cfg.to_dict(), "steps": cfg.max_steps, "train_time_s": trained["train_time_s"],
+        "config": cfg.to_dict(),
+        "steps": cfg.max_steps,
+        "train_time_s": trained["train_time_s"],
         "s_per_step": trained["train_time_s"] / max(1, cfg.max_steps),
-        "final_loss": trained["rows"][-1]["loss"], "parameters": model.num_parameters(),
-        "vocab_size": len(tokenizer), "machine": f"{platform.machine()} CPU",
+        "final_loss": trained["rows"][-1]["loss"],
+        "parameters": model.num_parameters(),
+        "vocab_size": len(tokenizer),
+        "machine": f"{platform.machine()} CPU",
         "command": reproduce_command(cfg, out),
         "accuracy": measure(model, tokenizer, cfg) if evaluate else {},
     }

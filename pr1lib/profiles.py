@@ -71,8 +71,9 @@ class Preset:
     def load(cls, path: str | Path):
         """A config saved by ``save`` (JSON lists become tuples again)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: _tuples(v) for k, v in json.loads(Path(path).read_text()).items()
-                      if k in known})
+        return cls(
+            **{k: _tuples(v) for k, v in json.loads(Path(path).read_text()).items() if k in known}
+        )
 
 
 def _tuples(value: Any) -> Any:

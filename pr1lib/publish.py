@@ -75,8 +75,10 @@ def install_cell(url: str) -> str:
 
 def colab_badge(url: str, stem: str) -> str:
     """The README's "Open in Colab" link for notebook ``stem``."""
-    return (f"https://colab.research.google.com/github/{owner_name(url)}/blob/main/notebooks/"
-            f"{stem}.ipynb")
+    return (
+        f"https://colab.research.google.com/github/{owner_name(url)}/blob/main/notebooks/"
+        f"{stem}.ipynb"
+    )
 
 
 def binder_badge(url: str, stem: str | None = None) -> str:
@@ -88,9 +90,12 @@ def binder_badge(url: str, stem: str | None = None) -> str:
 def published_files(root: Path = REPO_ROOT) -> list[Path]:
     """The files that carry the URL: pyproject, README, every notebook source and twin."""
     root = Path(root)
-    return [root / "pyproject.toml", root / "README.md",
-            *sorted((root / "notebooks").glob("[0-9][0-9]_*.py")),
-            *sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    return [
+        root / "pyproject.toml",
+        root / "README.md",
+        *sorted((root / "notebooks").glob("[0-9][0-9]_*.py")),
+        *sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")),
+    ]
 
 
 def set_repo_url(url: str, root: Path = REPO_ROOT) -> list[Path]:

@@ -52,8 +52,9 @@ def slim(value: Any) -> Any:
     [{'seed': 0}]
     """
     if isinstance(value, dict):
-        return {k: slim(v) for k, v in value.items()
-                if not (isinstance(v, list) and len(v) > MAX_LIST)}
+        return {
+            k: slim(v) for k, v in value.items() if not (isinstance(v, list) and len(v) > MAX_LIST)
+        }
     if isinstance(value, list):
         return [slim(v) for v in value]
     return value
@@ -62,10 +63,16 @@ def slim(value: Any) -> Any:
 def git_commit() -> str:
     """The checkout's commit, ``+dirty`` when files differ from it, ``unknown`` outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head + ("+dirty" if dirty.strip() else "")) if head else "unknown"
@@ -76,9 +83,13 @@ def machine() -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.is_available()
-    return {"platform": platform.platform(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+    }
 
 
 def config_hash(config: Any) -> str | None:
@@ -95,11 +106,18 @@ def build_card(name: str, argv: list[str], result: Any, args: Any) -> dict[str, 
     if seeds == [None] and isinstance(config, dict):  # the config's own seed when none was given
         seeds = [config.get("seed")]
     start = getattr(args, "init", None) or getattr(args, "model", None)
-    return {"name": check_name(name), "command": "python -m pr1lib " + shlex.join(argv),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git": git_commit(),
-            "machine": machine(), "versions": library_versions(),
-            "seeds": [s for s in seeds if s is not None], "start": start,
-            "config_hash": config_hash(config), "numbers": slim(result)}
+    return {
+        "name": check_name(name),
+        "command": "python -m pr1lib " + shlex.join(argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "git": git_commit(),
+        "machine": machine(),
+        "versions": library_versions(),
+        "seeds": [s for s in seeds if s is not None],
+        "start": start,
+        "config_hash": config_hash(config),
+        "numbers": slim(result),
+    }
 
 
 def write_card(name: str, result: Any, args: Any, argv: list[str] | None = None) -> Path:

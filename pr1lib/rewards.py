@@ -58,8 +58,12 @@ from pr1lib.graders import get_grader, gold_string
 
 BASE_MODES = ("accuracy", "parallel_correct", "tiered", "structure")  # each scores one completion
 TIERED_BONUS = 0.2  # b: the tiered reward pays 1 + b for a correct answer with a valid block
-RANGES = {"accuracy": (-1.0, 1.0), "parallel_correct": (-1.0, 1.0),
-          "tiered": (-1.0, 1.0 + TIERED_BONUS), "structure": (-1.0, 1.0)}
+RANGES = {
+    "accuracy": (-1.0, 1.0),
+    "parallel_correct": (-1.0, 1.0),
+    "tiered": (-1.0, 1.0 + TIERED_BONUS),
+    "structure": (-1.0, 1.0),
+}
 RewardFn = Callable[..., list]
 
 
@@ -102,8 +106,11 @@ def completion_text(completion: Any) -> str:
         completion = [completion]
     if not isinstance(completion, (list, tuple)):
         return ""
-    parts = [_content_text(m.get("content")) for m in completion
-             if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
+    parts = [
+        _content_text(m.get("content"))
+        for m in completion
+        if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
+    ]
     return "\n".join(p for p in parts if p)
 
 
@@ -122,8 +129,12 @@ def terms(
     """Parse one completion once under ``grader``: correctness (``False`` without a gold), validity,
     blocks. ``source`` (a data-source name) picks the official grader's per-source answer check."""
     g, text = get_grader(grader), completion_text(completion)
-    return Terms(correct=_correct(g, text, answer, source), valid=g.valid(text),
-                 blocks=text.count(PARALLEL), plain_needs_valid=g.plain_needs_valid)
+    return Terms(
+        correct=_correct(g, text, answer, source),
+        valid=g.valid(text),
+        blocks=text.count(PARALLEL),
+        plain_needs_valid=g.plain_needs_valid,
+    )
 
 
 def _correct(g: Any, text: str, answer: Any, source: Any) -> bool:
@@ -150,8 +161,14 @@ def score_terms(t: Terms, mode: str, bonus: float = TIERED_BONUS) -> float:
     raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(BASE_MODES)}")
 
 
-def score(completion: Any, answer: Any, mode: str, grader: Any = "project", source: Any = None,
-          bonus: float = TIERED_BONUS) -> float:
+def score(
+    completion: Any,
+    answer: Any,
+    mode: str,
+    grader: Any = "project",
+    source: Any = None,
+    bonus: float = TIERED_BONUS,
+) -> float:
     """The reward of one completion against one gold answer under ``mode`` and ``grader``.
 
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
@@ -174,23 +191,33 @@ def _sources(kwargs: Mapping[str, Any], n: int) -> list[Any]:
     return [value if isinstance(value, str) else None] * n
 
 
-def _batch(completions: Any, answer: Any, mode: str, grader: Any, kwargs: Mapping[str, Any],
-           bonus: float = TIERED_BONUS) -> list[float]:
+def _batch(
+    completions: Any,
+    answer: Any,
+    mode: str,
+    grader: Any,
+    kwargs: Mapping[str, Any],
+    bonus: float = TIERED_BONUS,
+) -> list[float]:
     if not isinstance(completions, (list, tuple)):
-        raise TypeError("completions must be a list (one per sample), got "
-                        f"{type(completions).__name__}")
+        raise TypeError(
+            f"completions must be a list (one per sample), got {type(completions).__name__}"
+        )
     if answer is None or isinstance(answer, (str, bytes, int, float)):
-        raise TypeError("answer must be a list with one gold answer per completion (a dataset "
-                        "column)")
+        raise TypeError(
+            "answer must be a list with one gold answer per completion (a dataset column)"
+        )
     if len(completions) != len(answer):
         raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
     sources = _sources(kwargs, len(completions))
-    return [score(c, a, mode, grader, src, bonus)
-            for c, a, src in zip(completions, answer, sources)]
+    return [
+        score(c, a, mode, grader, src, bonus) for c, a, src in zip(completions, answer, sources)
+    ]
 
 
-def accuracy_reward(completions: list, answer: list, grader: Any = "project",
-                    **kwargs: Any) -> list[float]:
+def accuracy_reward(
+    completions: list, answer: list, grader: Any = "project", **kwargs: Any
+) -> list[float]:
     """+1 if the final answer is correct, else −1; tags are ignored.
 
     >>> accuracy_reward(["Final Answer: 12", "Final Answer: 13", "no answer"], ["12", 12, "12"])
@@ -202,8 +229,9 @@ def accuracy_reward(completions: list, answer: list, grader: Any = "project",
     return _batch(completions, answer, "accuracy", grader, kwargs)
 
 
-def parallel_correct_reward(completions: list, answer: list, grader: Any = "project",
-                            **kwargs: Any) -> list[float]:
+def parallel_correct_reward(
+    completions: list, answer: list, grader: Any = "project", **kwargs: Any
+) -> list[float]:
     """+1 iff the answer is correct and the text has ≥1 valid ``<Parallel>`` block, else −1.
 
     >>> block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
@@ -214,8 +242,13 @@ def parallel_correct_reward(completions: list, answer: list, grader: Any = "proj
     return _batch(completions, answer, "parallel_correct", grader, kwargs)
 
 
-def tiered_reward(completions: list, answer: list, grader: Any = "project",
-                  bonus: float = TIERED_BONUS, **kwargs: Any) -> list[float]:
+def tiered_reward(
+    completions: list,
+    answer: list,
+    grader: Any = "project",
+    bonus: float = TIERED_BONUS,
+    **kwargs: Any,
+) -> list[float]:
     """+1 + b (``bonus``, the paper's 0.2) correct with a valid block, +1.0 correct with no block
     (project: and valid tags), −1 otherwise.
 
@@ -229,8 +262,9 @@ def tiered_reward(completions: list, answer: list, grader: Any = "project",
     return _batch(completions, answer, "tiered", grader, kwargs, bonus)
 
 
-def structure_reward(completions: list, answer: list | None = None, grader: Any = "project",
-                     **kwargs: Any) -> list[float]:
+def structure_reward(
+    completions: list, answer: list | None = None, grader: Any = "project", **kwargs: Any
+) -> list[float]:
     """+1 iff the text has ≥1 block and valid tags, whatever the answer; else −1.
 
     >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel><Summary>s</Summary>\\n"
@@ -238,8 +272,9 @@ def structure_reward(completions: list, answer: list | None = None, grader: Any 
     [1.0, -1.0]
     """
     if not isinstance(completions, (list, tuple)):
-        raise TypeError("completions must be a list (one per sample), got "
-                        f"{type(completions).__name__}")
+        raise TypeError(
+            f"completions must be a list (one per sample), got {type(completions).__name__}"
+        )
     return [score_terms(terms(c, None, grader), "structure") for c in completions]
 
 
@@ -269,8 +304,10 @@ def mode_range(mode: str, bonus: float = TIERED_BONUS) -> tuple[float, float]:
 
 
 REWARDS: dict[str, RewardFn] = {
-    "accuracy": accuracy_reward, "parallel_correct": parallel_correct_reward,
-    "tiered": tiered_reward, "structure": structure_reward,
+    "accuracy": accuracy_reward,
+    "parallel_correct": parallel_correct_reward,
+    "tiered": tiered_reward,
+    "structure": structure_reward,
 }
 for _mode, _fn in REWARDS.items():
     _fn.reward_range = RANGES[_mode]  # type: ignore[attr-defined]  # read by reward_range()
@@ -288,8 +325,9 @@ def mode_at(global_step: int, window: int = 10, parallel_steps: int = 2) -> str:
     ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 't', 't', 'a', 'a']
     """
     if window < 1 or not 0 <= parallel_steps <= window:
-        raise ValueError("need window >= 1 and 0 <= parallel_steps <= window, got "
-                         f"{window}, {parallel_steps}")
+        raise ValueError(
+            f"need window >= 1 and 0 <= parallel_steps <= window, got {window}, {parallel_steps}"
+        )
     return "tiered" if global_step % window >= window - parallel_steps else "accuracy"
 
 
@@ -316,8 +354,13 @@ class AlternatingReward:
 
     __name__ = "alternating_reward"  # the column name TRL gives this reward in its logs
 
-    def __init__(self, window: int = 10, parallel_steps: int = 2, grader: Any = "project",
-                 bonus: float = TIERED_BONUS) -> None:
+    def __init__(
+        self,
+        window: int = 10,
+        parallel_steps: int = 2,
+        grader: Any = "project",
+        bonus: float = TIERED_BONUS,
+    ) -> None:
         mode_at(0, window, parallel_steps)  # validates the arguments
         self.window, self.parallel_steps, self.bonus = window, parallel_steps, float(bonus)
         self.grader = get_grader(grader).name
@@ -352,12 +395,15 @@ class AlternatingReward:
         return _batch(completions, answer, self.last_mode, self.grader, kwargs, self.bonus)
 
     def __repr__(self) -> str:
-        return (f"AlternatingReward(window={self.window}, parallel_steps={self.parallel_steps}, "
-                f"grader={self.grader!r})")
+        return (
+            f"AlternatingReward(window={self.window}, parallel_steps={self.parallel_steps}, "
+            f"grader={self.grader!r})"
+        )
 
 
-def alternating_reward(window: int = 10, parallel_steps: int = 2, grader: Any = "project",
-                       bonus: float = TIERED_BONUS) -> AlternatingReward:
+def alternating_reward(
+    window: int = 10, parallel_steps: int = 2, grader: Any = "project", bonus: float = TIERED_BONUS
+) -> AlternatingReward:
     """The paper's S2 reward: ``tiered_reward`` on ``parallel_steps`` of every ``window`` steps.
 
     >>> from types import SimpleNamespace
@@ -403,8 +449,9 @@ class Combined:
         return (lo, hi)
 
 
-def combine(weights: Mapping[RewardFn, float] | Iterable[tuple[RewardFn, float]],
-            name: str | None = None) -> Combined:
+def combine(
+    weights: Mapping[RewardFn, float] | Iterable[tuple[RewardFn, float]], name: str | None = None
+) -> Combined:
     """One reward function = Σ weight × reward. Same effect as TRL's ``reward_funcs=[...]`` with
     ``GRPOConfig(reward_weights=[...])``, except TRL also logs each part as its own column.
 
@@ -443,30 +490,56 @@ class RewardMode:
 def _graded(mode: str) -> Callable[..., RewardFn]:
     """The base mode's function under a grader and b (the project grader and the paper's b: the
     plain module function)."""
+
     def build(w: int, p: int, grader: Any, bonus: float = TIERED_BONUS) -> RewardFn:
         plain = get_grader(grader).name == "project" and (mode != "tiered" or bonus == TIERED_BONUS)
         return REWARDS[mode] if plain else GradedReward(mode, grader, bonus)
+
     return build
 
 
 REWARD_MODES: dict[str, RewardMode] = {
-    "accuracy": RewardMode("accuracy", _graded("accuracy"), RANGES["accuracy"],
-                           "a correct final answer (S1); tags ignored"),
-    "parallel_correct": RewardMode("parallel_correct", _graded("parallel_correct"),
-                                   RANGES["parallel_correct"],
-                                   "a correct answer inside a valid parallel response (Stage 2)"),
-    "tiered": RewardMode("tiered", _graded("tiered"), RANGES["tiered"],
-                         "correct with a valid block 1.2, correct without 1.0, else -1"),
-    "structure": RewardMode("structure", _graded("structure"), RANGES["structure"],
-                            "a valid block, whatever the answer (this project's arm)"),
-    "alternating": RewardMode("alternating", alternating_reward, RANGES["tiered"],
-                              "accuracy, with tiered on the last steps of each window (S2)",
-                              scheduled=True),
+    "accuracy": RewardMode(
+        "accuracy",
+        _graded("accuracy"),
+        RANGES["accuracy"],
+        "a correct final answer (S1); tags ignored",
+    ),
+    "parallel_correct": RewardMode(
+        "parallel_correct",
+        _graded("parallel_correct"),
+        RANGES["parallel_correct"],
+        "a correct answer inside a valid parallel response (Stage 2)",
+    ),
+    "tiered": RewardMode(
+        "tiered",
+        _graded("tiered"),
+        RANGES["tiered"],
+        "correct with a valid block 1.2, correct without 1.0, else -1",
+    ),
+    "structure": RewardMode(
+        "structure",
+        _graded("structure"),
+        RANGES["structure"],
+        "a valid block, whatever the answer (this project's arm)",
+    ),
+    "alternating": RewardMode(
+        "alternating",
+        alternating_reward,
+        RANGES["tiered"],
+        "accuracy, with tiered on the last steps of each window (S2)",
+        scheduled=True,
+    ),
 }  # the registry: the panel, training, the verl export, the doctor and the CLI read it
 
 
-def reward_for(mode: str, window: int = 10, parallel_steps: int = 2, grader: Any = "project",
-               bonus: float = TIERED_BONUS) -> RewardFn:
+def reward_for(
+    mode: str,
+    window: int = 10,
+    parallel_steps: int = 2,
+    grader: Any = "project",
+    bonus: float = TIERED_BONUS,
+) -> RewardFn:
     """The reward function of a ``REWARD_MODES`` name under ``grader``, the tiered steps paying
     1 + ``bonus`` for a correct answer with a block.
 

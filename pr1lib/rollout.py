@@ -99,14 +99,21 @@ def as_columns(rollouts: Sequence[Rollout]) -> dict[str, list]:
     >>> as_columns([Rollout([1], [5, 6], [-0.1, -0.2], [0, 1])])["env_mask"]
     [[1, 0]]
     """
-    return {"prompt_ids": [r.prompt_ids for r in rollouts],
-            "completion_ids": [r.completion_ids for r in rollouts],
-            "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
-            "text": [r.text for r in rollouts]}
+    return {
+        "prompt_ids": [r.prompt_ids for r in rollouts],
+        "completion_ids": [r.completion_ids for r in rollouts],
+        "logprobs": [r.logprobs for r in rollouts],
+        "env_mask": [r.env_mask for r in rollouts],
+        "text": [r.text for r in rollouts],
+    }
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_tokens(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """One token per row from ``(R, V)`` logits: greedy at ``temperature == 0``, else top-p, by
     inverting each row's CDF at one uniform draw (``torch.multinomial`` draws V numbers a row:
     about 15x slower for the tiny model's 512 tokens, the same distribution).
@@ -153,13 +160,15 @@ class _Row:
 class _Engine:
     """The decision loop over ``Streams``: sample, apply the rules, fork, merge, drop."""
 
-    def __init__(self, model: Any, tokenizer: Any, config: RolloutConfig,
-                 generator: torch.Generator | None):
+    def __init__(
+        self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None
+    ):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
         if config.at_block_limit not in BLOCK_LIMITS:
-            raise ValueError(f"at_block_limit must be one of {BLOCK_LIMITS}, "
-                             f"got {config.at_block_limit!r}")
+            raise ValueError(
+                f"at_block_limit must be one of {BLOCK_LIMITS}, got {config.at_block_limit!r}"
+            )
         self.model, self.tok, self.cfg, self.gen = model, tokenizer, config, generator
         self.tags: TagIds = tag_ids(tokenizer)
         self.eos = tokenizer.eos_token_id
@@ -210,8 +219,12 @@ class _Engine:
         """Greedy forked decoding: path j (j > 0) opens with the (j+1)-th most likely token that
         does not close it. Siblings share their context exactly: plain argmax makes k copies."""
         for i, row in enumerate(self.rows):
-            if (row.kind != "path" or row.index == 0 or len(row.buf.completion_ids) != 1
-                    or row.closing):
+            if (
+                row.kind != "path"
+                or row.index == 0
+                or len(row.buf.completion_ids) != 1
+                or row.closing
+            ):
                 continue
             # best first
             ranked = logits[i].topk(min(row.index + 3, logits.shape[-1])).indices.tolist()
@@ -266,8 +279,18 @@ class _Engine:
         s, k = self.samples[row.sample], self.cfg.num_paths
         room = self.cfg.max_completion_length - len(s.completion_ids)
         cap = max(2, min(self.cfg.max_path_length, room // k))
-        group = [_Row(sample=row.sample, kind="path", feed=self.tags.path, index=j, cap=cap,
-                      n_prefix=self.streams.n_real(i), buf=Rollout([])) for j in range(k)]
+        group = [
+            _Row(
+                sample=row.sample,
+                kind="path",
+                feed=self.tags.path,
+                index=j,
+                cap=cap,
+                n_prefix=self.streams.n_real(i),
+                buf=Rollout([]),
+            )
+            for j in range(k)
+        ]
         for j, r in enumerate(group):
             r.group = group
             r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
@@ -295,8 +318,12 @@ class _Engine:
                 s.add(tok, lp, f)
         s.path_lengths.append([len(r.buf.completion_ids) for r in group])
         s.add(self.tags.end_parallel, group[-1].after_lp, 1)
-        row = _Row(sample=group[0].sample, kind="summary", feed=self.tags.end_parallel,
-                   queue=self.newline + [self.tags.summary])
+        row = _Row(
+            sample=group[0].sample,
+            kind="summary",
+            feed=self.tags.end_parallel,
+            queue=self.newline + [self.tags.summary],
+        )
         if len(s.completion_ids) >= self.cfg.max_completion_length:
             self.finish(row, "length")
         return row
@@ -338,8 +365,9 @@ class _Engine:
         if self.rows:
             self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
 
-    def merge_plan(self, group: list[_Row], where: dict[int, int], real: list[int],
-                   old_pos: list[int]) -> tuple[list[tuple[int, int, int]], int]:
+    def merge_plan(
+        self, group: list[_Row], where: dict[int, int], real: list[int], old_pos: list[int]
+    ) -> tuple[list[tuple[int, int, int]], int]:
         """The summary row's cache segments and next position, for ``Streams.regroup``."""
         idx = [where[id(r)] for r in group]
         first = [(idx[0], 0, real[idx[0]])]  # the prefix and path 1 (and, re-read, paths 2..k)
@@ -353,8 +381,11 @@ class _Engine:
         """Feed paths 2..k of every completed group onto its path 1 row (which holds the prefix
         and path 1), causally at sequential positions, and record their causal log-probs: the
         seen trainer's view. The paths were *sampled* apart; only the summary reads them so."""
-        groups = [r.group for r in self.rows
-                  if r.kind == "path" and r is r.group[0] and all(x.waiting for x in r.group)]
+        groups = [
+            r.group
+            for r in self.rows
+            if r.kind == "path" and r is r.group[0] and all(x.waiting for x in r.group)
+        ]
         if not groups:
             return
         rows = [self.rows.index(g[0]) for g in groups]
@@ -363,7 +394,7 @@ class _Engine:
             at = 0
             for r in g[1:]:  # lp[c] is the log-prob of the token after re-read token c
                 n = len(r.buf.completion_ids)
-                r.buf.logprobs[1:] = lp[at: at + n - 1]  # its <Path>'s: the previous after_lp
+                r.buf.logprobs[1:] = lp[at : at + n - 1]  # its <Path>'s: the previous after_lp
                 r.after_lp = lp[at + n - 1]  # the next <Path>, or </Parallel>
                 at += n
 
@@ -414,13 +445,21 @@ def _from_tail(keep: list[tuple[_Row, list, int]]) -> list[tuple[_Row, list, int
 
 
 def _encode_prompts(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
-    return [tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p)
-            for p in prompts]
+    return [
+        tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p)
+        for p in prompts
+    ]
 
 
-def generate(model: Any, tokenizer: Any, prompts: Sequence[Any],
-             config: RolloutConfig | None = None, generator: torch.Generator | None = None,
-             stats: dict | None = None, **overrides: Any) -> list[Rollout]:
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    config: RolloutConfig | None = None,
+    generator: torch.Generator | None = None,
+    stats: dict | None = None,
+    **overrides: Any,
+) -> list[Rollout]:
     """Sample one completion per prompt (token ids or strings); see the module docstring.
 
     ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
@@ -449,13 +488,19 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any],
     engine = _Engine(model, tokenizer, config, generator)
     rollouts = engine.run(_encode_prompts(tokenizer, prompts))
     if stats is not None:
-        stats.update(fed_tokens=engine.streams.fed, steps=engine.steps,
-                     reprefill_tokens=engine.reread_tokens)
+        stats.update(
+            fed_tokens=engine.streams.fed, steps=engine.steps, reprefill_tokens=engine.reread_tokens
+        )
     return rollouts
 
 
-def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mode: str = "forked",
-                     temperature: float = 1.0) -> list[list[float]]:
+def rollout_logprobs(
+    model: Any,
+    tokenizer: Any,
+    rollouts: Sequence[Rollout],
+    mode: str = "forked",
+    temperature: float = 1.0,
+) -> list[list[float]]:
     """Each completion token's log-prob, recomputed with one structure-masked forward (the
     trainer's view).
 
@@ -473,6 +518,13 @@ def rollout_logprobs(model: Any, tokenizer: Any, rollouts: Sequence[Rollout], mo
     real = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=model.device)
     starts = [len(r.prompt_ids) for r in rollouts]
     with torch.no_grad():
-        lp = structured_logprobs(model, ids, tokenizer, "unseen" if mode == "forked" else "seen",
-                                 starts, padding_mask=real, temperature=temperature)  # (B, L)
-    return [lp[b, starts[b]: len(seqs[b])].tolist() for b in range(len(rollouts))]
+        lp = structured_logprobs(
+            model,
+            ids,
+            tokenizer,
+            "unseen" if mode == "forked" else "seen",
+            starts,
+            padding_mask=real,
+            temperature=temperature,
+        )  # (B, L)
+    return [lp[b, starts[b] : len(seqs[b])].tolist() for b in range(len(rollouts))]

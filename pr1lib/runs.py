@@ -32,23 +32,46 @@ STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "base": ("seen", ()),
     "sft-seen": ("seen", ("sft-{p}-seen", "04_sft_lora-{p}/seen")),
     "sft-unseen": ("unseen", ("sft-{p}-unseen", "04_sft_lora-{p}/unseen")),
-    "grpo-gsm8k": ("plain", ("06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
-                             "grpo-{p}-plain-s3-accuracy-seed{s}",
-                             "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}")),
-    "rl-seen": ("seen", ("06_grpo_training-{p}/stage3", "grpo-{p}-seen-s3-accuracy-seed{s}",
-                         "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}")),
-    "rl-unseen-s1": ("unseen", ("grpo-{p}-unseen-s3-accuracy-seed{s}",
-                                "grpo-ablation-{p}-unseen-seed{s}/accuracy")),
-    "rl-unseen-s2": ("unseen", ("grpo-{p}-unseen-s3-alternating-seed{s}",
-                                "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
-                                "grpo-ablation-{p}-unseen-seed{s}/alternating")),
+    "grpo-gsm8k": (
+        "plain",
+        (
+            "06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
+            "grpo-{p}-plain-s3-accuracy-seed{s}",
+            "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}",
+        ),
+    ),
+    "rl-seen": (
+        "seen",
+        (
+            "06_grpo_training-{p}/stage3",
+            "grpo-{p}-seen-s3-accuracy-seed{s}",
+            "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}",
+        ),
+    ),
+    "rl-unseen-s1": (
+        "unseen",
+        ("grpo-{p}-unseen-s3-accuracy-seed{s}", "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
+    ),
+    "rl-unseen-s2": (
+        "unseen",
+        (
+            "grpo-{p}-unseen-s3-alternating-seed{s}",
+            "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+            "grpo-ablation-{p}-unseen-seed{s}/alternating",
+        ),
+    ),
 }
 
 CARD = "run_card.json"
 OWNER, LOCK = "pr1-run.json", "pr1-run.lock"  # which run a folder holds; who writes it now
 # a config.json "type" (folders from before OWNER existed) -> the command that wrote it
-COMMAND_OF = {"ColdStartConfig": "coldstart", "SFTStageConfig": "sft", "GRPOStageConfig": "grpo",
-              "PretrainConfig": "pretrain-tiny", "EvalConfig": "eval"}
+COMMAND_OF = {
+    "ColdStartConfig": "coldstart",
+    "SFTStageConfig": "sft",
+    "GRPOStageConfig": "grpo",
+    "PretrainConfig": "pretrain-tiny",
+    "EvalConfig": "eval",
+}
 SIGNS = {"traces.jsonl": "coldstart", "start.json": "grpo"}  # files a run writes before config.json
 HELD: list[Path] = []  # folders claimed by this process, newest last (the CLI's interrupt line)
 
@@ -96,8 +119,11 @@ def is_run_folder(init: str | Path | None) -> bool:
 
 def last_checkpoint(folder: str | Path) -> Path | None:
     """The ``checkpoint-N`` with the largest N under ``folder`` (``None`` if there is none)."""
-    found = [p for p in Path(folder).glob("checkpoint-*")
-             if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    found = [
+        p
+        for p in Path(folder).glob("checkpoint-*")
+        if p.is_dir() and p.name.split("-")[-1].isdigit()
+    ]
     return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
 
 
@@ -153,15 +179,20 @@ class FolderLock:
                 os.close(fd)
                 if made:  # the holder's lock file keeps its folder: this only goes if empty
                     _rmdir(folder)
-                raise FolderError(f"{folder} is in use by another run (pid {holder or '?'}): wait "
-                                  "for it to finish, stop it, or pick another --out")
+                raise FolderError(
+                    f"{folder} is in use by another run (pid {holder or '?'}): wait "
+                    "for it to finish, stop it, or pick another --out"
+                )
             if path.exists() and path.stat().st_ino == os.fstat(fd).st_ino:
                 break
             os.close(fd)  # its holder deleted the file as we opened it: take the new one
         old = _pid_in(fd)
         if old and old != os.getpid():
-            print(f"note: {path} was left by pid {old}, which no longer runs: taking it over",
-                  file=sys.stderr, flush=True)
+            print(
+                f"note: {path} was left by pid {old}, which no longer runs: taking it over",
+                file=sys.stderr,
+                flush=True,
+            )
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{os.getpid()}\n".encode())
@@ -220,14 +251,17 @@ def _as_json(config: Any) -> dict | None:
     return None if config is None else json.loads(json.dumps(config.to_dict(), default=str))
 
 
-def _check_owner(folder: Path, command: str, config: Any, resumable: Iterable[str],
-                 resume: bool) -> None:
+def _check_owner(
+    folder: Path, command: str, config: Any, resumable: Iterable[str], resume: bool
+) -> None:
     owner = folder_owner(folder)
     if owner is None or resume:
         return
     theirs, their_config = owner
-    again = (f"pick another --out, pass --resume to write into it anyway, or --overwrite to start "
-             f"over (the old files move to {folder.name}.prev)")
+    again = (
+        f"pick another --out, pass --resume to write into it anyway, or --overwrite to start "
+        f"over (the old files move to {folder.name}.prev)"
+    )
     if theirs is None and config is not None:
         raise FolderError(f"{folder} holds files that are not a pr1 run: {again}")
     if theirs is not None and theirs != command:
@@ -236,13 +270,21 @@ def _check_owner(folder: Path, command: str, config: Any, resumable: Iterable[st
         return
     for key, value in _as_json(config).items():
         if key in their_config and key not in resumable and their_config[key] != value:
-            raise FolderError(f"{folder} holds another {command} run ({key}={their_config[key]!r}, "
-                              f"not {value!r}): {again}")
+            raise FolderError(
+                f"{folder} holds another {command} run ({key}={their_config[key]!r}, "
+                f"not {value!r}): {again}"
+            )
 
 
 @contextmanager
-def claim(folder: str | Path, command: str, config: Any = None, resumable: Iterable[str] = (),
-          overwrite: bool = False, resume: bool = False) -> Iterator[Path]:
+def claim(
+    folder: str | Path,
+    command: str,
+    config: Any = None,
+    resumable: Iterable[str] = (),
+    overwrite: bool = False,
+    resume: bool = False,
+) -> Iterator[Path]:
     """Hold ``folder`` for one run of ``command`` (``config``: its config; ``None``: a folder
     that collects outputs, e.g. ``eval``'s): take its lock, refuse a folder holding another
     command's run or another config (fields in ``resumable`` may differ) unless ``resume``,
@@ -269,8 +311,9 @@ def claim(folder: str | Path, command: str, config: Any = None, resumable: Itera
             lock, created, before = _start_over(folder, lock), True, {}
         _check_owner(folder, command, config, resumable, resume)
         fresh = not (folder / OWNER).exists()
-        (folder / OWNER).write_text(json.dumps({"command": command, "config": _as_json(config)},
-                                               indent=2))
+        (folder / OWNER).write_text(
+            json.dumps({"command": command, "config": _as_json(config)}, indent=2)
+        )
         HELD.append(folder)
         yield folder
     finally:
@@ -289,8 +332,15 @@ def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
 
 def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
     """Size and time of each entry of ``folder`` but the marks (did a run write anything?)."""
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()
-            if p.name not in (LOCK, OWNER)} if folder.is_dir() else {}
+    return (
+        {
+            p.name: (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.iterdir()
+            if p.name not in (LOCK, OWNER)
+        }
+        if folder.is_dir()
+        else {}
+    )
 
 
 def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
@@ -316,8 +366,11 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     if not path.is_file() or not (Path(run_dir) / "merged").is_dir():
         return None
     card = json.loads(path.read_text())
-    same = (card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str))
-            and card.get("start") == start_id(init) and card.get("steps") == cfg.max_steps)
+    same = (
+        card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str))
+        and card.get("start") == start_id(init)
+        and card.get("steps") == cfg.max_steps
+    )
     if not same:
         return None
     print(f"reusing the finished run {run_dir}", flush=True)
@@ -364,9 +417,11 @@ def load_run(run_dir: str | Path, merged: bool = True):
 
     run_dir = Path(run_dir)
     if not ((run_dir / "merged").is_dir() or (run_dir / "adapter").is_dir()):
-        raise FileNotFoundError(f"{run_dir} is not a finished run folder: it has neither merged/ "
-                                "nor adapter/ (pass the folder `sft` or `grpo` wrote, e.g. "
-                                "runs/sft-tiny-seen)")
+        raise FileNotFoundError(
+            f"{run_dir} is not a finished run folder: it has neither merged/ "
+            "nor adapter/ (pass the folder `sft` or `grpo` wrote, e.g. "
+            "runs/sft-tiny-seen)"
+        )
     if merged or not (run_dir / "adapter").is_dir():
         folder = run_dir / "merged"
         return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
@@ -383,15 +438,21 @@ def save_configs(run_dir: Path, cfg: Any, model_cfg: ModelConfig) -> None:
         model_cfg.save(run_dir / "model_config.json")
 
 
-def write_run_card(run_dir: Path, result: dict, cfg: Any, model_cfg: ModelConfig,
-                   **extra: Any) -> None:
+def write_run_card(
+    run_dir: Path, result: dict, cfg: Any, model_cfg: ModelConfig, **extra: Any
+) -> None:
     """``run_card.json``: the result plus both configs, library versions and ``extra`` logs."""
     if not is_main_process():
         return
     from pr1lib.runtime import environment_report
 
-    card = {**result, "config": cfg.to_dict(), "model_config": model_cfg.to_dict(),
-            "environment": environment_report(cfg.profile, cfg.seed).versions, **extra}
+    card = {
+        **result,
+        "config": cfg.to_dict(),
+        "model_config": model_cfg.to_dict(),
+        "environment": environment_report(cfg.profile, cfg.seed).versions,
+        **extra,
+    }
     (run_dir / CARD).write_text(json.dumps(card, indent=2, default=str))
 
 

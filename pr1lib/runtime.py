@@ -116,8 +116,10 @@ def colab_setup() -> str | None:
         os.environ["PR1_RUNS_DIR"] = str(COLAB_DRIVE / "pr1-runs")
     if "PR1_RUNS_DIR" in os.environ:
         return f"runs go to {os.environ['PR1_RUNS_DIR']} (kept when the VM is recycled)"
-    return ("runs go to the VM's disk and are lost when it is recycled: mount Google Drive "
-            "(Files > Mount Drive) and rerun this cell to keep them in MyDrive/pr1-runs")
+    return (
+        "runs go to the VM's disk and are lost when it is recycled: mount Google Drive "
+        "(Files > Mount Drive) and rerun this cell to keep them in MyDrive/pr1-runs"
+    )
 
 
 def start_notebook(profile: str | None = None, seed: int = 0) -> str:

@@ -44,17 +44,25 @@ from pr1lib.rollout import as_columns, generate
 
 def rollout_config(cfg: GRPOStageConfig) -> RolloutConfig:
     """The engine's settings for this stage's rollouts (mode, paths, blocks, lengths, sampling)."""
-    return RolloutConfig(mode=cfg.rollout_mode, num_paths=cfg.num_paths, max_blocks=cfg.max_blocks,
-                         max_completion_length=cfg.max_completion_length,
-                         max_path_length=cfg.max_path_length, temperature=cfg.temperature,
-                         top_p=cfg.top_p, fast_cache=cfg.fast_cache, profile=cfg.profile)
+    return RolloutConfig(
+        mode=cfg.rollout_mode,
+        num_paths=cfg.num_paths,
+        max_blocks=cfg.max_blocks,
+        max_completion_length=cfg.max_completion_length,
+        max_path_length=cfg.max_path_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        fast_cache=cfg.fast_cache,
+        profile=cfg.profile,
+    )
 
 
 # ----------------------------------------------------------------------- the policy to sample from
 def mergeable(model: Any) -> bool:
     """A PEFT model whose adapters can be folded in exactly enough (not 4-bit: that would round)."""
     return hasattr(model, "merge_adapter") and not any(
-        type(m).__name__ == "Linear4bit" for m in model.modules())
+        type(m).__name__ == "Linear4bit" for m in model.modules()
+    )
 
 
 def bare_layer(module: Any) -> Any:
@@ -178,8 +186,9 @@ def zero_spread(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
     return torch.isclose(std, torch.zeros_like(std))
 
 
-def score(trainer: Any, rows: list[dict], completions: list[str],
-          completion_ids: list) -> torch.Tensor:
+def score(
+    trainer: Any, rows: list[dict], completions: list[str], completion_ids: list
+) -> torch.Tensor:
     """``(N,)``: the trainer's reward functions, weighted and summed as TRL sums them (a ``None``
     reward counts 0; a row with no reward at all is NaN). Nothing is logged."""
     skip = ("prompt", "completion", "completion_ids")
@@ -187,8 +196,13 @@ def score(trainer: Any, rows: list[dict], completions: list[str],
     prompts = [r["prompt"] for r in rows]
     columns = []
     for fn in trainer.reward_funcs:
-        out = fn(prompts=prompts, completions=completions, completion_ids=completion_ids,
-                 trainer_state=trainer.state, **kwargs)
+        out = fn(
+            prompts=prompts,
+            completions=completions,
+            completion_ids=completion_ids,
+            trainer_state=trainer.state,
+            **kwargs,
+        )
         columns.append([math.nan if x is None else float(x) for x in out])
     per_func = torch.tensor(columns, dtype=torch.float32).T  # (N, F)
     total = (per_func * trainer.reward_weights.cpu()[None, :]).nansum(dim=1)  # (N,)
@@ -244,8 +258,14 @@ class DynamicSampler:
         ids = columns["completion_ids"]
         texts = trainer.processing_class.batch_decode(ids, skip_special_tokens=True)
         flat = zero_spread(score(trainer, rows, texts, ids), size).tolist()
-        return [Group(rows[i:i + size], {k: v[i:i + size] for k, v in columns.items()},
-                      not flat[i // size]) for i in range(0, len(rows), size)]
+        return [
+            Group(
+                rows[i : i + size],
+                {k: v[i : i + size] for k, v in columns.items()},
+                not flat[i // size],
+            )
+            for i in range(0, len(rows), size)
+        ]
 
     def fresh(self, trainer: Any, inputs: list[dict], groups: int, refill: int) -> list[dict]:
         """``groups`` training prompts not in ``inputs`` (fewer if the set runs out), each repeated
@@ -259,8 +279,9 @@ class DynamicSampler:
 
 
 # ----------------------------------------------------------------------------- prompt pre-filter
-def prefilter(dataset: Any, model: Any, tokenizer: Any, cfg: GRPOStageConfig, grader: str,
-              scorer: Any = None) -> Any:
+def prefilter(
+    dataset: Any, model: Any, tokenizer: Any, cfg: GRPOStageConfig, grader: str, scorer: Any = None
+) -> Any:
     """The rows of ``dataset`` whose pass rate over ``cfg.prefilter_k`` samples of ``model`` lies
     in ``cfg.prefilter_range`` (both ends included); ``scorer`` (default: the accuracy reward
     under ``grader``) marks a completion right when it scores above 0."""
@@ -270,17 +291,22 @@ def prefilter(dataset: Any, model: Any, tokenizer: Any, cfg: GRPOStageConfig, gr
     model.eval()
     try:
         for start in range(0, len(dataset), chunk):
-            rows = dataset[start:start + chunk]  # columns of up to `chunk` prompts
+            rows = dataset[start : start + chunk]  # columns of up to `chunk` prompts
             many = {key: [v for v in values for _ in range(k)] for key, values in rows.items()}
             with torch.no_grad():
                 out = generate(model, tokenizer, many["prompt"], rollout_config(cfg))
-            scores = scorer(completions=[r.text for r in out], answer=many["answer"],
-                            data_source=many["data_source"])
-            rates = [sum(s > 0 for s in scores[i:i + k]) / k for i in range(0, len(scores), k)]
+            scores = scorer(
+                completions=[r.text for r in out],
+                answer=many["answer"],
+                data_source=many["data_source"],
+            )
+            rates = [sum(s > 0 for s in scores[i : i + k]) / k for i in range(0, len(scores), k)]
             keep += [start + i for i, rate in enumerate(rates) if low <= rate <= high]
     finally:
         model.train(was_training)
     if not keep:
-        raise ValueError(f"prefilter kept no prompt: none of {len(dataset)} has a pass rate in "
-                         f"{cfg.prefilter_range} over {k} samples (widen prefilter_range)")
+        raise ValueError(
+            f"prefilter kept no prompt: none of {len(dataset)} has a pass rate in "
+            f"{cfg.prefilter_range} over {k} samples (widen prefilter_range)"
+        )
     return dataset.select(keep)

@@ -95,10 +95,12 @@ def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     shares = source_shares(cfg.source, cfg.train_n)
     config = ColdStartConfig(prompt_style=prompt_style, seed=cfg.seed)
     if len(shares) == 1:
-        (name, n), = shares.items()
+        ((name, n),) = shares.items()
         return run_coldstart(config.replace(source=name, limit=n), folder).dataset
-    parts = [run_coldstart(config.replace(source=name, limit=n), folder / name).dataset for name,
-             n in shares.items()]
+    parts = [
+        run_coldstart(config.replace(source=name, limit=n), folder / name).dataset
+        for name, n in shares.items()
+    ]
     dataset = concatenate_datasets(parts).shuffle(seed=cfg.seed)
     save_dataset(dataset, folder)
     return dataset
@@ -125,8 +127,10 @@ def with_plain_share(dataset, share: float, seed: int = 0):
         if index not in plain:
             return {"completion": row["completion"], "parallel": True}
         if str(row.get("source", "")).startswith("tinyworld-"):  # a first path may be a miss
-            return {"completion": plain_completion(row["question"], row["completion"]),
-                    "parallel": False}
+            return {
+                "completion": plain_completion(row["question"], row["completion"]),
+                "parallel": False,
+            }
         return {"completion": linearize(row["completion"]), "parallel": False}
 
     return dataset.map(convert, with_indices=True, keep_in_memory=True)
@@ -190,8 +194,15 @@ class ParallelCollator:
         labels = pad_sequence(labels, batch_first=True, padding_value=-100)  # (B, L)
         # (B, L)
         real = pad_sequence([torch.ones(len(i), dtype=torch.bool) for i in ids], batch_first=True)
-        extra = attention_inputs(input_ids, self.tokenizer, self.mode, response_starts(labels),
-                                 self.attn_implementation, padding_mask=real, dtype=self.dtype)
+        extra = attention_inputs(
+            input_ids,
+            self.tokenizer,
+            self.mode,
+            response_starts(labels),
+            self.attn_implementation,
+            padding_mask=real,
+            dtype=self.dtype,
+        )
         # mask (B, 1, L, L), positions (B, L)
         return {"input_ids": input_ids, "labels": labels, **extra}
 
@@ -222,9 +233,9 @@ class LengthBatches(torch.utils.data.Sampler):
         order, size = torch.randperm(len(self.lengths), generator=g).tolist(), self.batch_size
         batches = []
         for i in range(0, len(order), 50 * size):
-            chunk = sorted(order[i:i + 50 * size], key=self.lengths.__getitem__)
-            batches += [chunk[j:j + size] for j in range(0, len(chunk), size)]
-        full, short = batches[:len(order) // size], batches[len(order) // size:]  # short: 0 or 1
+            chunk = sorted(order[i : i + 50 * size], key=self.lengths.__getitem__)
+            batches += [chunk[j : j + size] for j in range(0, len(chunk), size)]
+        full, short = batches[: len(order) // size], batches[len(order) // size :]  # short: 0 or 1
         for k in torch.randperm(len(full), generator=g).tolist():
             yield from full[k]
         for batch in short:
@@ -275,38 +286,65 @@ def trl_args(cfg: SFTStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -
     """TRL's ``SFTConfig`` from the stage config: no packing, no padding-free, completion-only."""
     cuda = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=str(out_dir), learning_rate=cfg.learning_rate,
+        output_dir=str(out_dir),
+        learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=cfg.warmup_ratio, num_train_epochs=cfg.num_train_epochs,
+        warmup_steps=cfg.warmup_ratio,
+        num_train_epochs=cfg.num_train_epochs,
         max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps, max_length=cfg.max_length,
-        weight_decay=cfg.weight_decay, adam_beta2=cfg.adam_beta2, max_grad_norm=cfg.max_grad_norm,
-        logging_steps=cfg.logging_steps, seed=cfg.seed, data_seed=cfg.seed, save_strategy="no",
-        report_to="none", completion_only_loss=True, packing=False, padding_free=False,
-        remove_unused_columns=True, activation_checkpointing=model_cfg.gradient_checkpointing,
-        bf16=cuda and model_cfg.dtype == "bfloat16", fp16=cuda and model_cfg.dtype == "float16",
-        use_cpu=not cuda, disable_tqdm=True,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        max_length=cfg.max_length,
+        weight_decay=cfg.weight_decay,
+        adam_beta2=cfg.adam_beta2,
+        max_grad_norm=cfg.max_grad_norm,
+        logging_steps=cfg.logging_steps,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="no",
+        report_to="none",
+        completion_only_loss=True,
+        packing=False,
+        padding_free=False,
+        remove_unused_columns=True,
+        activation_checkpointing=model_cfg.gradient_checkpointing,
+        bf16=cuda and model_cfg.dtype == "bfloat16",
+        fp16=cuda and model_cfg.dtype == "float16",
+        use_cpu=not cuda,
+        disable_tqdm=True,
     )
 
 
-def build_trainer(cfg: SFTStageConfig, model, tokenizer, peft_config, dataset, out_dir: str | Path,
-                  model_cfg: ModelConfig,
-                  callbacks: Sequence[TrainerCallback] = ()) -> ParallelSFTTrainer:
+def build_trainer(
+    cfg: SFTStageConfig,
+    model,
+    tokenizer,
+    peft_config,
+    dataset,
+    out_dir: str | Path,
+    model_cfg: ModelConfig,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> ParallelSFTTrainer:
     """The trainer for ``cfg.variant``: TRL's collator for ``seen``, ``ParallelCollator`` for
     ``unseen``."""
     if cfg.variant not in PARALLEL_VARIANTS:
-        raise ValueError(f"variant must be one of {PARALLEL_VARIANTS}, got {cfg.variant!r} "
-                         "(the plain GRPO baseline has no cold-start SFT)")
+        raise ValueError(
+            f"variant must be one of {PARALLEL_VARIANTS}, got {cfg.variant!r} "
+            "(the plain GRPO baseline has no cold-start SFT)"
+        )
     keep_4bit_differentiable(model)
     collator = None
     if cfg.variant == "unseen":
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
         collator = ParallelCollator(tokenizer, "unseen", attn, getattr(torch, model_cfg.dtype))
     trainer = ParallelSFTTrainer(
-        model=model, args=trl_args(cfg, out_dir, model_cfg), data_collator=collator,
+        model=model,
+        args=trl_args(cfg, out_dir, model_cfg),
+        data_collator=collator,
         train_dataset=dataset,
-        processing_class=tokenizer, peft_config=peft_config, callbacks=list(callbacks),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=list(callbacks),
         loss_reduction=cfg.loss_reduction,
     )
     trainable_precision(trainer.model, model_cfg.dtype)  # float16 (a T4): float32 adapters
@@ -333,8 +371,12 @@ def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completio
     """A plotly line per run: training loss against the optimizer step."""
     fig = go.Figure(layout=dict(title=title, height=320, margin=dict(t=40, b=40)))
     for name, rows in curves.items():
-        fig.add_scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows],
-                        mode="lines+markers", name=name)
+        fig.add_scatter(
+            x=[r["step"] for r in rows],
+            y=[r["loss"] for r in rows],
+            mode="lines+markers",
+            name=name,
+        )
     fig.update_xaxes(title="optimizer step")
     fig.update_yaxes(title="loss")
     return fig
@@ -376,8 +418,15 @@ def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
     fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
     for col, batch in enumerate(batches.values(), 1):
         allowed = batch["attention_mask"][0, 0, start:, start:].int().tolist()  # (L', L')
-        fig.add_heatmap(z=allowed, x=labels, y=labels, colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
-                        showscale=False, row=1, col=col)
+        fig.add_heatmap(
+            z=allowed,
+            x=labels,
+            y=labels,
+            colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
+            showscale=False,
+            row=1,
+            col=col,
+        )
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
     fig.update_layout(height=420, width=880, margin=dict(t=40, b=10, l=10, r=10))
@@ -397,10 +446,16 @@ def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
-def run_sft(cfg: SFTStageConfig, data: str | Path | None = None, out: str | Path | None = None,
-            evaluate: bool = True, callbacks: Sequence[TrainerCallback] = (),
-            before: dict | None = None, model_cfg: ModelConfig | None = None,
-            quiet: bool = False) -> Run:
+def run_sft(
+    cfg: SFTStageConfig,
+    data: str | Path | None = None,
+    out: str | Path | None = None,
+    evaluate: bool = True,
+    callbacks: Sequence[TrainerCallback] = (),
+    before: dict | None = None,
+    model_cfg: ModelConfig | None = None,
+    quiet: bool = False,
+) -> Run:
     """Load, (evaluate), train, evaluate, save adapter + merged copy + run card. ``before`` reuses
     an earlier base-model evaluation (the base is the same for seen and unseen); ``model_cfg``
     replaces the profile's model (e.g. a local folder); ``quiet`` drops the printed log lines."""
@@ -412,30 +467,49 @@ def run_sft(cfg: SFTStageConfig, data: str | Path | None = None, out: str | Path
     save_configs(run_dir, cfg, model_cfg)
     model, tokenizer, peft_config = load_training_policy(model_cfg, cfg.train_tag_rows)
     coldstart = load_coldstart(data, cfg, model_cfg.prompt_style, run_dir)
-    rows, dropped = sft_rows(with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer,
-                             cfg.max_length)
-    judge = held_out_config(cfg.profile, "easy", cfg.eval_n, cfg.rollout_mode,
-                            cfg.eval_max_new_tokens, cfg.eval_k, cfg.seed, model_cfg.prompt_style,
-                            cfg.source)
+    rows, dropped = sft_rows(
+        with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer, cfg.max_length
+    )
+    judge = held_out_config(
+        cfg.profile,
+        "easy",
+        cfg.eval_n,
+        cfg.rollout_mode,
+        cfg.eval_max_new_tokens,
+        cfg.eval_k,
+        cfg.seed,
+        model_cfg.prompt_style,
+        cfg.source,
+    )
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:
         before, samples["before"] = evaluate_stage(model, tokenizer, judge)
     log = LossLog()
-    trainer = build_trainer(cfg, model, tokenizer, peft_config, rows, run_dir / "trainer",
-                            model_cfg, [log, *callbacks])
+    trainer = build_trainer(
+        cfg, model, tokenizer, peft_config, rows, run_dir / "trainer", model_cfg, [log, *callbacks]
+    )
     train_out, train_seconds = train_timed(trainer, quiet)
     after = None
     if evaluate:
         after, samples["after"] = evaluate_stage(trainer.model, tokenizer, judge)
     result = {
-        "profile": cfg.profile, "variant": cfg.variant, "model": model_cfg.name,
-        "load_in_4bit": model_cfg.load_in_4bit, "use_lora": model_cfg.use_lora,
-        "train_rows": len(rows), "dropped_too_long": dropped, "data_hash": data_hash(rows),
-        "steps": trainer.state.global_step, "train_loss": train_out.training_loss,
+        "profile": cfg.profile,
+        "variant": cfg.variant,
+        "model": model_cfg.name,
+        "load_in_4bit": model_cfg.load_in_4bit,
+        "use_lora": model_cfg.use_lora,
+        "train_rows": len(rows),
+        "dropped_too_long": dropped,
+        "data_hash": data_hash(rows),
+        "steps": trainer.state.global_step,
+        "train_loss": train_out.training_loss,
         "train_seconds": round(train_seconds, 1),
         "train_cpu_seconds": round(train_out.metrics["train_cpu_seconds"], 1),
-        "seconds": round(time.perf_counter() - start, 1), "threads": torch.get_num_threads(),
-        "before": before, "after": after, "run_dir": str(run_dir),
+        "seconds": round(time.perf_counter() - start, 1),
+        "threads": torch.get_num_threads(),
+        "before": before,
+        "after": after,
+        "run_dir": str(run_dir),
         **save_run(trainer, tokenizer, run_dir, model_cfg),
     }
     write_run_card(run_dir, result, cfg, model_cfg, loss=log.rows)

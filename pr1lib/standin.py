@@ -183,7 +183,7 @@ class _StandInHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
             pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         standin: StandInServer = self.server.standin
         length = min(int(self.headers.get("Content-Length", 0)), 1 << 20)
         try:
@@ -241,7 +241,7 @@ class _StandInHandler(BaseHTTPRequestHandler):
         try:
             self._head(200, len(body))
             for i in range(len(body)):
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
                 if not standin.pause(standin.trickle_s):
                     return

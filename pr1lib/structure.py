@@ -198,8 +198,12 @@ def _valid_mask(input_ids: torch.Tensor, pad: int | None) -> torch.Tensor:
 
 
 def structure_tensors(
-    input_ids: torch.Tensor, tags: Any, mode: str = "unseen", response_start: Any = None,
-    padding_mask: torch.Tensor | None = None, strict: bool = False,
+    input_ids: torch.Tensor,
+    tags: Any,
+    mode: str = "unseen",
+    response_start: Any = None,
+    padding_mask: torch.Tensor | None = None,
+    strict: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Per-token ``position_ids``, ``block``, ``path`` and ``valid`` tensors, all ``(B, L)``.
 
@@ -274,8 +278,9 @@ def _block_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) ->
     return create_block_mask(mask_mod, B, None, L, L, device=block.device)
 
 
-def to_model_mask(allowed: torch.Tensor, attn_implementation: str = "sdpa",
-                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def to_model_mask(
+    allowed: torch.Tensor, attn_implementation: str = "sdpa", dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``(B, L, L)`` bool -> ``(B, 1, L, L)`` in the form the implementation needs.
 
     >>> a = torch.ones(1, 2, 2, dtype=torch.bool).tril()
@@ -293,9 +298,15 @@ def to_model_mask(allowed: torch.Tensor, attn_implementation: str = "sdpa",
 
 
 def attention_inputs(
-    input_ids: torch.Tensor, tokenizer: Any, mode: str = "unseen", response_start: Any = None,
-    attn_implementation: str = "sdpa", *, padding_mask: torch.Tensor | None = None,
-    dtype: torch.dtype = torch.float32, strict: bool = False,
+    input_ids: torch.Tensor,
+    tokenizer: Any,
+    mode: str = "unseen",
+    response_start: Any = None,
+    attn_implementation: str = "sdpa",
+    *,
+    padding_mask: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    strict: bool = False,
 ) -> dict[str, Any]:
     """``attention_mask`` (4D, or a ``BlockMask`` for flex) and ``position_ids`` for a causal LM.
 
@@ -356,7 +367,7 @@ def structured_logprobs(
     # (B, K, V)
     logits = model(input_ids=input_ids, use_cache=False, logits_to_keep=keep, **inputs).logits
     logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, K-1, V)
-    target = input_ids[:, -logp.shape[1]:]  # (B, K-1)
+    target = input_ids[:, -logp.shape[1] :]  # (B, K-1)
     out = logp.gather(-1, target[..., None]).squeeze(-1)  # (B, K-1)
     # (B, L)
     return out if logits_to_keep else torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)

@@ -97,16 +97,27 @@ def run_curriculum(
     root = Path(out) if out else runs_dir()
     results, before = [], sft_metrics
     for stage in curriculum(variant, keep_stage2):
-        cfg = GRPOStageConfig.for_stage(stage, profile, variant=variant, seed=seed,
-                                        **{**overrides, **(stage_overrides or {}).get(stage, {})})
+        cfg = GRPOStageConfig.for_stage(
+            stage,
+            profile,
+            variant=variant,
+            seed=seed,
+            **{**overrides, **(stage_overrides or {}).get(stage, {})},
+        )
         out = root / run_name(cfg)
         done = finished_run(out, cfg, init)
         if done is None:
             done = run_grpo(cfg, init, out, before=before, preflight=False).result
         results.append(done)
         init, before = out, done["after"]
-    return {"profile": profile, "variant": variant, "seed": seed, "stages": results,
-            "sft": results[0]["before"], "final": results[-1]["after"]}
+    return {
+        "profile": profile,
+        "variant": variant,
+        "seed": seed,
+        "stages": results,
+        "sft": results[0]["before"],
+        "final": results[-1]["after"],
+    }
 
 
 def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
@@ -119,13 +130,15 @@ def seeds_summary(runs: Sequence[dict], tier: str = "hard") -> dict[str, Any]:
     >>> s["final_mean"], s["gain_mean"], s["greedy"]["gain_mean"]
     (0.25, 0.15, 0.025)
     """
+
     def accuracy(metrics: dict, greedy: bool) -> float:
         return metrics[tier]["greedy"]["accuracy"] if greedy else metrics[tier]["accuracy"]
 
     out = {"tier": tier, "n_seeds": len(runs)}
     for greedy in (False, True):
-        gains = _gains([accuracy(r["sft"], greedy) for r in runs],
-                       [accuracy(r["final"], greedy) for r in runs])
+        gains = _gains(
+            [accuracy(r["sft"], greedy) for r in runs], [accuracy(r["final"], greedy) for r in runs]
+        )
         out.update({"greedy": gains} if greedy else gains)
     return out
 
@@ -142,22 +155,34 @@ def seed_rows(result: dict, tier: str = "hard") -> list[dict]:
     rows = []
     for run in result.get("runs", [result]):
         start, end = run["sft"][tier], run["final"][tier]
-        rows.append({"seed": run["seed"], "start": start["accuracy"], "end": end["accuracy"],
-                     "gain": round(end["accuracy"] - start["accuracy"], 4),
-                     "greedy start": start["greedy"]["accuracy"],
-                     "greedy end": end["greedy"]["accuracy"],
-                     "parallel start": start["parallel_ratio"],
-                     "parallel end": end["parallel_ratio"]})
+        rows.append(
+            {
+                "seed": run["seed"],
+                "start": start["accuracy"],
+                "end": end["accuracy"],
+                "gain": round(end["accuracy"] - start["accuracy"], 4),
+                "greedy start": start["greedy"]["accuracy"],
+                "greedy end": end["greedy"]["accuracy"],
+                "parallel start": start["parallel_ratio"],
+                "parallel end": end["parallel_ratio"],
+            }
+        )
     return rows
 
 
 def _gains(sft: list[float], final: list[float]) -> dict[str, Any]:
     gain = [f - s for s, f in zip(sft, final)]
-    spread = (lambda xs: round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0)  # noqa: E731
-    return {"sft": sft, "final": final, "sft_mean": round(statistics.fmean(sft), 4),
-            "final_mean": round(statistics.fmean(final), 4), "final_std": spread(final),
-            "gain_mean": round(statistics.fmean(gain), 4), "gain_std": spread(gain),
-            "improved_seeds": sum(g > 0 for g in gain)}
+    spread = lambda xs: round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0  # noqa: E731
+    return {
+        "sft": sft,
+        "final": final,
+        "sft_mean": round(statistics.fmean(sft), 4),
+        "final_mean": round(statistics.fmean(final), 4),
+        "final_std": spread(final),
+        "gain_mean": round(statistics.fmean(gain), 4),
+        "gain_std": spread(gain),
+        "improved_seeds": sum(g > 0 for g in gain),
+    }
 
 
 # ----------------------------------------------------------------------------- dose-response
@@ -181,9 +206,14 @@ def world_headline(result: dict, model: str, world: str = "tinyworld"):
         row = {}
         for tier, m in result[when].items():
             col = f"ours: {model} | {world}-{tier}"
-            row.update({f"{col} mean@{m['k']}": m["accuracy"], f"{col} pass@{m['k']}":
-                        m["pass_at_k"], f"{col} parallel %": m["parallel_ratio"],
-                        f"{col} greedy": m["greedy"]["accuracy"]})
+            row.update(
+                {
+                    f"{col} mean@{m['k']}": m["accuracy"],
+                    f"{col} pass@{m['k']}": m["pass_at_k"],
+                    f"{col} parallel %": m["parallel_ratio"],
+                    f"{col} greedy": m["greedy"]["accuracy"],
+                }
+            )
         rows[name] = row
     frame = (pd.DataFrame(rows).T * 100).round(1)
     frame.index.name = "method"
@@ -200,9 +230,15 @@ def dose_arms(doses: Sequence[int] = DOSES, bonuses: Sequence[float] = BONUSES) 
     return list(dict.fromkeys(arms))
 
 
-def dose_response(profile: str | None = None, init: str | Path | None = None, seed: int = 0,
-                  out: str | Path | None = None, world: str | None = "tinyworld",
-                  arms: Sequence[tuple] | None = None, **overrides: Any) -> list[dict]:
+def dose_response(
+    profile: str | None = None,
+    init: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    world: str | None = "tinyworld",
+    arms: Sequence[tuple] | None = None,
+    **overrides: Any,
+) -> list[dict]:
     """Stage-2 runs (easy problems, where a block costs almost nothing) with the alternating
     reward, one per ``arms`` (tiered steps per window of 10, bonus b); one row per run with the
     held-out easy tier's parallel ratio and accuracy (mean@k at T = 1, greedy beside it) and the
@@ -212,18 +248,37 @@ def dose_response(profile: str | None = None, init: str | Path | None = None, se
     root = Path(out) if out else dose_dir(profile, world, seed)
     rows, before = [], None
     for tiered, bonus in arms or dose_arms():
-        cfg = GRPOStageConfig.for_stage(2, profile, world=world, reward="alternating", window=10,
-                                        parallel_steps=tiered, tiered_bonus=bonus, seed=seed,
-                                        **overrides)
+        cfg = GRPOStageConfig.for_stage(
+            2,
+            profile,
+            world=world,
+            reward="alternating",
+            window=10,
+            parallel_steps=tiered,
+            tiered_bonus=bonus,
+            seed=seed,
+            **overrides,
+        )
         folder = root / f"tiered{tiered}-b{bonus:g}"
-        done = finished_run(folder, cfg, init) or run_grpo(
-            cfg, init, folder, before=before, preflight=False, evaluate_tiers=("easy",)).result
+        done = (
+            finished_run(folder, cfg, init)
+            or run_grpo(
+                cfg, init, folder, before=before, preflight=False, evaluate_tiers=("easy",)
+            ).result
+        )
         before, easy = done["before"], done["after"]["easy"]
-        rows.append({"tiered_steps": tiered, "bonus": bonus, "steps": done["steps"],
-                     "start_parallel_ratio": before["easy"]["parallel_ratio"],
-                     "parallel_ratio": easy["parallel_ratio"], "accuracy": easy["accuracy"],
-                     "greedy_accuracy": easy["greedy"]["accuracy"],
-                     "train_parallel_ratio": done["train"].get("parallel_ratio")})
+        rows.append(
+            {
+                "tiered_steps": tiered,
+                "bonus": bonus,
+                "steps": done["steps"],
+                "start_parallel_ratio": before["easy"]["parallel_ratio"],
+                "parallel_ratio": easy["parallel_ratio"],
+                "accuracy": easy["accuracy"],
+                "greedy_accuracy": easy["greedy"]["accuracy"],
+                "train_parallel_ratio": done["train"].get("parallel_ratio"),
+            }
+        )
     return rows
 
 
@@ -291,18 +346,29 @@ def unseen_stage2_table(effect: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for name, recipe in RECIPES.items():
         sft, final = effect[name]["sft"], effect[name]["final"]
-        rows.append({"recipe": recipe, "sft_hard_accuracy": sft["hard"]["accuracy"],
-                     "hard_accuracy": final["hard"]["accuracy"],
-                     "hard_greedy_accuracy": final["hard"]["greedy"]["accuracy"],
-                     "easy_accuracy": final["easy"]["accuracy"],
-                     "easy_greedy_accuracy": final["easy"]["greedy"]["accuracy"],
-                     "hard_parallel_ratio": final["hard"]["parallel_ratio"]})
+        rows.append(
+            {
+                "recipe": recipe,
+                "sft_hard_accuracy": sft["hard"]["accuracy"],
+                "hard_accuracy": final["hard"]["accuracy"],
+                "hard_greedy_accuracy": final["hard"]["greedy"]["accuracy"],
+                "easy_accuracy": final["easy"]["accuracy"],
+                "easy_greedy_accuracy": final["easy"]["greedy"]["accuracy"],
+                "hard_parallel_ratio": final["hard"]["parallel_ratio"],
+            }
+        )
     return {"init": effect["init"], "rows": rows}
 
 
 # ----------------------------------------------------------- the mid-training scaffold (Figure 4)
-def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: int, variant: str,
-                      overrides: dict[str, Any]):
+def _scaffold_configs(
+    profile: str,
+    switch_step: int,
+    total_steps: int,
+    seed: int,
+    variant: str,
+    overrides: dict[str, Any],
+):
     if not 0 < switch_step < total_steps:
         raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
     common = {"variant": variant, "save_steps": total_steps, **overrides}
@@ -319,11 +385,18 @@ def _scaffold_configs(profile: str, switch_step: int, total_steps: int, seed: in
     )
 
 
-def mid_training(profile: str | None = None, init: str | Path | None = None,
-                 switch_step: int = 10, total_steps: int = 20, seed: int = 0,
-                 variant: str = "unseen", out: str | Path | None = None,
-                 tiers: tuple[str, ...] = ("hard",), refresh: bool = False,
-                 **overrides: Any) -> dict[str, Any]:
+def mid_training(
+    profile: str | None = None,
+    init: str | Path | None = None,
+    switch_step: int = 10,
+    total_steps: int = 20,
+    seed: int = 0,
+    variant: str = "unseen",
+    out: str | Path | None = None,
+    tiers: tuple[str, ...] = ("hard",),
+    refresh: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
     """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint
     with the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
     ``seed + 1`` so its prompts are new ones). Returns ``curve`` (training rows, steps counted from
@@ -346,8 +419,14 @@ def mid_training(profile: str | None = None, init: str | Path | None = None,
             shutil.rmtree(out / phase, ignore_errors=True)
         cache.unlink()
     run1 = run_grpo(first, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
-    run2 = run_grpo(second, run1.run_dir, out / "accuracy", evaluate_tiers=tiers,
-                    before=run1.result["after"], preflight=False)
+    run2 = run_grpo(
+        second,
+        run1.run_dir,
+        out / "accuracy",
+        evaluate_tiers=tiers,
+        before=run1.result["after"],
+        preflight=False,
+    )
     curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
     curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
     held = [

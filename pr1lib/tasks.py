@@ -29,12 +29,38 @@ TIERS = ("easy", "hard")
 SPLITS = ("train", "test")
 TEST_BUCKETS = 5  # a question is held out iff hash(question) % 25 < TEST_BUCKETS (20%)
 
-NAMES = (("Tom", "He"), ("Ben", "He"), ("Sam", "He"), ("Leo", "He"), ("Max", "He"),
-         ("Jack", "He"), ("Omar", "He"), ("Ravi", "He"), ("Ann", "She"), ("Mia", "She"),
-         ("Eva", "She"), ("Lily", "She"), ("Zoe", "She"), ("Sara", "She"), ("Nina", "She"),
-         ("Rosa", "She"))
-ITEMS = ("apples", "pens", "books", "cards", "shells", "stamps", "eggs", "cookies", "marbles",
-         "stickers", "coins", "flowers")
+NAMES = (
+    ("Tom", "He"),
+    ("Ben", "He"),
+    ("Sam", "He"),
+    ("Leo", "He"),
+    ("Max", "He"),
+    ("Jack", "He"),
+    ("Omar", "He"),
+    ("Ravi", "He"),
+    ("Ann", "She"),
+    ("Mia", "She"),
+    ("Eva", "She"),
+    ("Lily", "She"),
+    ("Zoe", "She"),
+    ("Sara", "She"),
+    ("Nina", "She"),
+    ("Rosa", "She"),
+)
+ITEMS = (
+    "apples",
+    "pens",
+    "books",
+    "cards",
+    "shells",
+    "stamps",
+    "eggs",
+    "cookies",
+    "marbles",
+    "stickers",
+    "coins",
+    "flowers",
+)
 FRIENDS = ("a friend", "a neighbor", "a cousin", "the teacher", "the class")
 
 
@@ -51,10 +77,12 @@ class TierSpec:
 
 
 SPECS = {
-    "easy": TierSpec(steps=(1, 2), start=(2, 40), delta=(1, 30), factor=(2, 5), per_bag=(2, 12),
-                     cap=200),
-    "hard": TierSpec(steps=(3, 5), start=(10, 150), delta=(5, 99), factor=(2, 9), per_bag=(3, 25),
-                     cap=999),
+    "easy": TierSpec(
+        steps=(1, 2), start=(2, 40), delta=(1, 30), factor=(2, 5), per_bag=(2, 12), cap=200
+    ),
+    "hard": TierSpec(
+        steps=(3, 5), start=(10, 150), delta=(5, 99), factor=(2, 9), per_bag=(3, 25), cap=999
+    ),
 }
 
 
@@ -107,8 +135,10 @@ def _event(rng: random.Random, spec: TierSpec, pron: str, item: str, x: int, roo
         return sentence, [_line("Each pile has", x, "/", k, x // k, item)], x // k
     bags, each = rng.randint(*spec.factor), rng.randint(*spec.per_bag)
     sentence = f"{pron} buys {bags} bags with {each} {item} in each bag."
-    lines = [_line("The bags hold", bags, "*", each, bags * each, item),
-             _line(f"{pron} has", x, "+", bags * each, x + bags * each, item)]
+    lines = [
+        _line("The bags hold", bags, "*", each, bags * each, item),
+        _line(f"{pron} has", x, "+", bags * each, x + bags * each, item),
+    ]
     return sentence, lines, x + bags * each
 
 

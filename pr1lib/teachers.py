@@ -78,8 +78,9 @@ def utf8_safe(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = None,
-               kind: str | None = None) -> dict:
+def make_trace(
+    problem: dict, teacher: str, text: str = "", error: str | None = None, kind: str | None = None
+) -> dict:
     """One trace record, the shape every teacher returns (text and error made writable as UTF-8);
     ``kind`` classifies a failed request (``pr1lib.chat_teacher.FAILURE_KINDS``).
 
@@ -90,8 +91,12 @@ def make_trace(problem: dict, teacher: str, text: str = "", error: str | None = 
     ... ]
     'timeout'
     """
-    trace = {"id": problem["id"], "teacher": teacher, "text": utf8_safe(text),
-             "error": None if error is None else utf8_safe(error)}
+    trace = {
+        "id": problem["id"],
+        "teacher": teacher,
+        "text": utf8_safe(text),
+        "error": None if error is None else utf8_safe(error),
+    }
     if kind:
         trace["kind"] = kind
     return trace
@@ -198,8 +203,10 @@ class RuleTeacher:
             "calculation",
             "value",
         ):
-            raise ValueError(f"original_path must be first|last|any and summary calculation|value, "
-                             f"got {self.original_path!r} and {self.summary!r}")
+            raise ValueError(
+                f"original_path must be first|last|any and summary calculation|value, "
+                f"got {self.original_path!r} and {self.summary!r}"
+            )
         if self.step_choice not in ("any", "rare_op"):
             raise ValueError(f"step_choice must be any|rare_op, got {self.step_choice!r}")
         if not self.kinds or set(self.kinds) - set(ALTERNATIVES):
@@ -306,7 +313,7 @@ class HFTeacher:
     def generate(self, problems: list[dict]) -> list[dict]:
         traces = []
         for start in range(0, len(problems), self.batch_size):
-            batch = problems[start:start + self.batch_size]
+            batch = problems[start : start + self.batch_size]
             for problem, text in zip(
                 batch, self.sample([p["question"] for p in batch], batch[0]["id"])
             ):
@@ -329,9 +336,14 @@ class HFTeacher:
         torch.manual_seed(zlib.crc32(f"{self.seed}:{key}".encode()))
         with torch.no_grad():
             out = self.model.generate(
-                **enc, do_sample=self.temperature > 0, temperature=self.temperature or None,
-                top_p=self.top_p, max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id)
-        return [self._decode(row.tolist()) for row in out[:, enc["input_ids"].shape[1]:]]
+                **enc,
+                do_sample=self.temperature > 0,
+                temperature=self.temperature or None,
+                top_p=self.top_p,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=tok.pad_token_id,
+            )
+        return [self._decode(row.tolist()) for row in out[:, enc["input_ids"].shape[1] :]]
 
     def _decode(self, ids: list[int]) -> str:
         eos = self.model.generation_config.eos_token_id

@@ -138,12 +138,14 @@ def build_report(runs: list[Executed], profile: str, headlines: Sequence[dict] =
         f"<td>{r.seconds:.0f}</td><td>{html.escape(checks_summary(r.checks))}</td></tr>"
         for r in runs
     )
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-             ".meta{color:#555}.err{background:#fee;white-space:pre-wrap}"
-             ".checks{list-style:none;padding-left:0}.checks li{padding:2px 6px;margin:2px 0}"
-             ".checks .in{background:#eef8ee}.checks .out{background:#fcc;font-weight:bold}"
-             ".checks .unranged{color:#555}")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
+        ".meta{color:#555}.err{background:#fee;white-space:pre-wrap}"
+        ".checks{list-style:none;padding-left:0}.checks li{padding:2px 6px;margin:2px 0}"
+        ".checks .in{background:#eef8ee}.checks .out{background:#fcc;font-weight:bold}"
+        ".checks .unranged{color:#555}"
+    )
     sections = "\n".join(_section(r, i) for i, r in enumerate(runs))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>pr1 tour ({profile})</title>"
@@ -198,8 +200,10 @@ def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, An
             raise ValueError(f"{key} comes from --{key.lower()}, not --set")
         if not sep or key not in declared:
             valid = ", ".join(sorted(declared)) or "none"
-            raise ValueError(f"--set {item}: the notebooks run here declare no parameter {key!r} "
-                             f"(settable: {valid})")
+            raise ValueError(
+                f"--set {item}: the notebooks run here declare no parameter {key!r} "
+                f"(settable: {valid})"
+            )
         try:
             params[key] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -222,8 +226,9 @@ def lanes(paths: list[Path]) -> list[list[Path]]:
     return [lane for lane in (chain, [p for p in paths if p not in chain]) if lane]
 
 
-def _run_lane(lane: list[Path], profile: str, out: Path, seed: int,
-              params: dict[str, Any]) -> dict[Path, Executed]:
+def _run_lane(
+    lane: list[Path], profile: str, out: Path, seed: int, params: dict[str, Any]
+) -> dict[Path, Executed]:
     import nbformat
 
     runs = {}
@@ -240,8 +245,13 @@ def _run_lane(lane: list[Path], profile: str, out: Path, seed: int,
     return runs
 
 
-def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: int = 0,
-                  params: dict[str, Any] | None = None) -> list[Executed]:
+def run_notebooks(
+    profile: str,
+    out: Path,
+    only: list[str] | None = None,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+) -> list[Executed]:
     """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
     save each executed copy under ``out``; each gets the ``params`` its parameters cell declares.
     The ``lanes`` run at once (two kernels); the result keeps the notebooks' order."""
@@ -256,8 +266,13 @@ def run_notebooks(profile: str, out: Path, only: list[str] | None = None, seed: 
     return [done[path] for path in paths]
 
 
-def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | None = None,
-             seed: int = 0, params: dict[str, Any] | None = None) -> tuple[Path, list[Executed]]:
+def run_tour(
+    profile: str = "tiny",
+    out: Path | None = None,
+    only: list[str] | None = None,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+) -> tuple[Path, list[Executed]]:
     """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
     profile = check_profile(profile)
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -270,6 +285,7 @@ def run_tour(profile: str = "tiny", out: Path | None = None, only: list[str] | N
     report = out / "report.html"
     report.write_text(build_report(runs, profile, read_headlines(out)), encoding="utf-8")
     checks = {r.path.stem: r.checks for r in runs}
-    (out / "checks.json").write_text(json.dumps(checks, indent=2, ensure_ascii=False),
-                                     encoding="utf-8")
+    (out / "checks.json").write_text(
+        json.dumps(checks, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
     return report, runs

@@ -86,8 +86,11 @@ def figures_by_cell(nb) -> list[list[str]]:
     """Per code cell, the titles of the plotly figures it shows, widgets' contents included: a
     figure that redraws in place counts once."""
     flat = inline_widgets(nb)
-    return [[t for o in c.outputs for t in figure_titles(o)] for c in flat.cells
-            if c.cell_type == "code"]
+    return [
+        [t for o in c.outputs for t in figure_titles(o)]
+        for c in flat.cells
+        if c.cell_type == "code"
+    ]
 
 
 def plotly_png(figure: dict) -> bytes:
@@ -141,27 +144,38 @@ def twin_bytes(nb) -> bytes:
     return (nbformat.writes(nb) + "\n").encode("utf-8")
 
 
-def write_twins(runs: list, dest: Path = NOTEBOOK_DIR, to_png: Callable[[dict], bytes] = plotly_png,
-                max_bytes: int = MAX_BYTES) -> dict[str, int]:
+def write_twins(
+    runs: list,
+    dest: Path = NOTEBOOK_DIR,
+    to_png: Callable[[dict], bytes] = plotly_png,
+    max_bytes: int = MAX_BYTES,
+) -> dict[str, int]:
     """Write each executed run's static twin to ``dest/<stem>.ipynb``; ``{name: bytes}``. A failed
     run or a twin over ``max_bytes`` is a ``RuntimeError`` (nothing of that notebook written)."""
     sizes = {}
     for run in runs:
         if run.error is not None:
-            raise RuntimeError(f"{run.path.name} failed, its twin is left as it was: "
-                               f"{run.error[-400:]}")
+            raise RuntimeError(
+                f"{run.path.name} failed, its twin is left as it was: {run.error[-400:]}"
+            )
         twin = Path(dest) / f"{run.path.stem}.ipynb"
         data = twin_bytes(keep_ids(static_twin(run.nb, to_png), twin))
         if len(data) > max_bytes:
-            raise RuntimeError(f"{run.path.stem}.ipynb would be {len(data) / 1e6:.1f} MB "
-                               f"(limit {max_bytes / 1e6:.1f} MB): shrink its figures or outputs")
+            raise RuntimeError(
+                f"{run.path.stem}.ipynb would be {len(data) / 1e6:.1f} MB "
+                f"(limit {max_bytes / 1e6:.1f} MB): shrink its figures or outputs"
+            )
         twin.write_bytes(data)
         sizes[f"{run.path.stem}.ipynb"] = len(data)
     return sizes
 
 
-def make_outputs(profile: str = "tiny", only: list[str] | None = None, work: Path | None = None,
-                 dest: Path = NOTEBOOK_DIR) -> dict[str, int]:
+def make_outputs(
+    profile: str = "tiny",
+    only: list[str] | None = None,
+    work: Path | None = None,
+    dest: Path = NOTEBOOK_DIR,
+) -> dict[str, int]:
     """Execute the notebooks (``only``: name prefixes) and write their twins with outputs."""
     import tempfile
 

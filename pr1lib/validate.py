@@ -35,37 +35,59 @@ _ABOVE_0 = (lambda v: v > 0, "above 0")
 _AT_LEAST_0 = (lambda v: v >= 0, "0 or more")
 _FRACTION = (lambda v: 0 <= v <= 1, "from 0 to 1")
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    **{name: _ABOVE_0 for name in (
-        "batch_size per_device_train_batch_size gradient_accumulation_steps llm_batch_size k "
-        "num_paths concurrency logging_steps save_steps max_steps train_n vocab_size hidden_size "
-        "num_layers num_heads num_kv_heads intermediate_size max_position_embeddings "
-        "length_buckets max_new_tokens max_completion_length max_path_length max_length "
-        "max_tokens eval_max_new_tokens lora_r lora_alpha window num_threads limit n path_len "
-        "repeats nll_n sft_steps sft_train_n table_n table_k switch total scaffold_eval_n "
-        "scaffold_batch learning_rate timeout deadline num_train_epochs max_grad_norm "
-        "budget_vram_gib budget_minutes").split()},
-    **{name: _AT_LEAST_0 for name in (
-        "seed warmup_steps weight_decay max_retries requests_per_minute max_consecutive_failures "
-        "llm_limit temperature epsilon epsilon_high beta parallel_steps max_blocks eval_n "
-        "show max_refills prefilter_k").split()},
-    **{name: _FRACTION for name in
-       "hard_fraction min_lr_ratio plain_share warmup_ratio lora_dropout adam_beta2".split()},
+    **{
+        name: _ABOVE_0
+        for name in (
+            "batch_size per_device_train_batch_size gradient_accumulation_steps llm_batch_size k "
+            "num_paths concurrency logging_steps save_steps max_steps train_n vocab_size "
+            "hidden_size num_layers num_heads num_kv_heads intermediate_size "
+            "max_position_embeddings length_buckets max_new_tokens max_completion_length "
+            "max_path_length max_length max_tokens eval_max_new_tokens lora_r lora_alpha window "
+            "num_threads limit n path_len repeats nll_n sft_steps sft_train_n table_n table_k "
+            "switch total scaffold_eval_n scaffold_batch learning_rate timeout deadline "
+            "num_train_epochs max_grad_norm budget_vram_gib budget_minutes"
+        ).split()
+    },
+    **{
+        name: _AT_LEAST_0
+        for name in (
+            "seed warmup_steps weight_decay max_retries requests_per_minute "
+            "max_consecutive_failures llm_limit temperature epsilon epsilon_high beta "
+            "parallel_steps max_blocks eval_n show max_refills prefilter_k"
+        ).split()
+    },
+    **{
+        name: _FRACTION
+        for name in (
+            "hard_fraction min_lr_ratio plain_share warmup_ratio lora_dropout adam_beta2"
+        ).split()
+    },
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
     "num_generations": (lambda v: v >= 2, "of 2 or more"),  # GRPO compares a group's samples
-    "SFTStageConfig.max_steps": (lambda v: v == -1 or v > 0,
-                                 "above 0, or -1 (train num_train_epochs)"),
+    "SFTStageConfig.max_steps": (
+        lambda v: v == -1 or v > 0,
+        "above 0, or -1 (train num_train_epochs)",
+    ),
 }
 # name -> the allowed values (config.py and profiles.py add theirs through register_choices)
 CHOICES: dict[str, tuple] = {
-    "split": ("train", "test"), "teacher": ("rule", "hf", "openai"),
-    "loss_reduction": ("sample", "token"), "engine": ("rollout", "generate", "auto"),
+    "split": ("train", "test"),
+    "teacher": ("rule", "hf", "openai"),
+    "loss_reduction": ("sample", "token"),
+    "engine": ("rollout", "generate", "auto"),
     "dtype": ("float32", "bfloat16", "float16"),
-    "attn_implementation": ("sdpa", "eager", "flex_attention"), "stage": (2, 3),
+    "attn_implementation": ("sdpa", "eager", "flex_attention"),
+    "stage": (2, 3),
 }
 FLAG_FIELDS = {"profile": "--profile", "stage": "--stage"}  # set by a flag, never by --set
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-_WORDS = {"int": "a whole number", "float": "a number", "bool": "True or False", "str": "text",
-          "tuple": "a tuple such as ('a', 'b')"}
+_WORDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "True or False",
+    "str": "text",
+    "tuple": "a tuple such as ('a', 'b')",
+}
 
 
 def register_choices(**choices: Iterable) -> None:
@@ -101,8 +123,11 @@ def _matches(value: Any, base: str) -> bool:
         return isinstance(value, bool)
     if base in ("int", "float"):
         number = numbers.Integral if base == "int" else numbers.Real
-        return isinstance(value, number) and not isinstance(value, bool) and (
-            base == "int" or math.isfinite(value))
+        return (
+            isinstance(value, number)
+            and not isinstance(value, bool)
+            and (base == "int" or math.isfinite(value))
+        )
     return isinstance(value, {"str": str, "tuple": tuple}.get(base, object))
 
 
@@ -164,8 +189,9 @@ def unknown_key(cls: type, key: str, hint: str = "") -> ValueError:
         return ValueError(f"{key} is set with {FLAG_FIELDS[key]}, not --set")
     if key in ("name", "model", "model_name", "init") and not hint:
         hint = " (a model folder or hub id goes in --model DIR)"
-    return ValueError(f"unknown key {key!r} for {cls.__name__}{hint}; valid keys: "
-                      f"{', '.join(ordered)}")
+    return ValueError(
+        f"unknown key {key!r} for {cls.__name__}{hint}; valid keys: {', '.join(ordered)}"
+    )
 
 
 def parse_sets(cls: type, items: Iterable[str], hint: str = "") -> dict[str, Any]:
@@ -272,18 +298,25 @@ def check_model(name: str | Path) -> str:
     folder = found / "merged" if (found / "merged").is_dir() else found
     if not folder.is_dir():
         raise ValueError(f"model {name} is a file: pass a model folder or a run folder")
-    missing = [what for what, files in (("config.json", ("config.json",)),
-                                        ("tokenizer files", TOKENIZER_FILES))
-               if not any((folder / f).is_file() for f in files)]
+    missing = [
+        what
+        for what, files in (("config.json", ("config.json",)), ("tokenizer files", TOKENIZER_FILES))
+        if not any((folder / f).is_file() for f in files)
+    ]
     if missing:
-        raise ValueError(f"{name} is not a model folder: it has no {' and no '.join(missing)} "
-                         "(pass a folder saved with save_pretrained, or a finished sft/grpo run "
-                         "folder with merged/)")
+        raise ValueError(
+            f"{name} is not a model folder: it has no {' and no '.join(missing)} "
+            "(pass a folder saved with save_pretrained, or a finished sft/grpo run "
+            "folder with merged/)"
+        )
     return str(name)
 
 
-def check_dataset(path: str | Path, flag: str = "--data",
-                  columns: tuple[str, ...] = ("question", "completion", "answer")) -> Path:
+def check_dataset(
+    path: str | Path,
+    flag: str = "--data",
+    columns: tuple[str, ...] = ("question", "completion", "answer"),
+) -> Path:
     """The folder of a saved cold-start set (``coldstart``'s ``--out``, or its ``dataset/``),
     after checking it exists, is not empty, is a saved data set and has ``columns``.
 
@@ -301,10 +334,14 @@ def check_dataset(path: str | Path, flag: str = "--data",
     try:
         features = json.loads((data / "dataset_info.json").read_text())["features"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(f"{flag} {path} is not a saved data set (no dataset_info.json in it or "
-                         f"in its dataset/): {hint}") from None
+        raise ValueError(
+            f"{flag} {path} is not a saved data set (no dataset_info.json in it or "
+            f"in its dataset/): {hint}"
+        ) from None
     missing = [c for c in columns if c not in features]
     if missing:
-        raise ValueError(f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
-                         f"set has {', '.join(columns)})")
+        raise ValueError(
+            f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
+            f"set has {', '.join(columns)})"
+        )
     return folder

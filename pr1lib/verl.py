@@ -79,8 +79,12 @@ def verl_step(extra_info: Mapping[str, Any] | None) -> int | None:
     return None
 
 
-def resolve_mode(extra_info: Mapping[str, Any] | None, mode: str | None = None, window: int = 10,
-                 parallel_steps: int = 2) -> str:
+def resolve_mode(
+    extra_info: Mapping[str, Any] | None,
+    mode: str | None = None,
+    window: int = 10,
+    parallel_steps: int = 2,
+) -> str:
     """The concrete reward mode (one of ``BASE_MODES``) for one row.
 
     ``mode`` (from ``reward_kwargs``) wins over ``extra_info["reward_mode"]``; ``alternating``
@@ -158,8 +162,13 @@ def _scored_text(solution_str: str, with_special: str | None) -> str:
     return with_special if with_special is not None else solution_str
 
 
-def compute_score_detailed(data_source: str, solution_str: str, ground_truth: Any,
-                           extra_info: Mapping | None = None, **kwargs: Any) -> dict[str, Any]:
+def compute_score_detailed(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """``compute_score`` as a dict verl logs per key: ``score`` plus ``acc``, ``valid``, ``blocks``
     and ``tiered`` (1.0 when the tiered rule was used), so accuracy stays visible while alternating.
 
@@ -171,8 +180,13 @@ def compute_score_detailed(data_source: str, solution_str: str, ground_truth: An
         extra_info, kwargs.get("mode"), kwargs.get("window", 10), kwargs.get("parallel_steps", 2)
     )
     t = terms(text, ground_truth, kwargs.get("grader", "project"), data_source)
-    return {"score": score_terms(t, mode), "acc": float(t.correct), "valid": float(t.valid),
-            "blocks": t.blocks, "tiered": float(mode == "tiered")}
+    return {
+        "score": score_terms(t, mode),
+        "acc": float(t.correct),
+        "valid": float(t.valid),
+        "blocks": t.blocks,
+        "tiered": float(mode == "tiered"),
+    }
 
 
 def reward_file() -> str:
@@ -190,9 +204,19 @@ def chat_prompt(problem: str, style: str = "v3") -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt_text(problem, style)}]
 
 
-def verl_row(source: str, problem: str, ground_truth: Any, index: int, *, split: str = "train",
-             stage: str = "rl", response: str = "", reward_mode: str = "accuracy", uid: str = "",
-             style: str = "v3") -> dict[str, Any]:
+def verl_row(
+    source: str,
+    problem: str,
+    ground_truth: Any,
+    index: int,
+    *,
+    split: str = "train",
+    stage: str = "rl",
+    response: str = "",
+    reward_mode: str = "accuracy",
+    uid: str = "",
+    style: str = "v3",
+) -> dict[str, Any]:
     """One row in verl's layout (see the module docstring for every field).
 
     >>> row = verl_row("gsm8k", "1+1?", "2", 0)
@@ -223,8 +247,13 @@ def verl_row(source: str, problem: str, ground_truth: Any, index: int, *, split:
     }
 
 
-def rl_rows(records: Iterable[Mapping[str, Any]], source: str, split: str = "train",
-            reward_mode: str | None = None, style: str = "v3") -> list[dict[str, Any]]:
+def rl_rows(
+    records: Iterable[Mapping[str, Any]],
+    source: str,
+    split: str = "train",
+    reward_mode: str | None = None,
+    style: str = "v3",
+) -> list[dict[str, Any]]:
     """verl RL rows from ``pr1lib.data`` records (``id, question, answer_text, answer``).
     Test splits are scored with ``accuracy`` (the paper's validation metric).
 
@@ -330,8 +359,9 @@ def export_source(
     return written
 
 
-def export_coldstart(folder: str | Path, out: str | Path, limit: int | None = None,
-                     style: str = "v3") -> dict[str, dict[str, Any]]:
+def export_coldstart(
+    folder: str | Path, out: str | Path, limit: int | None = None, style: str = "v3"
+) -> dict[str, dict[str, Any]]:
     """The cold-start set saved by ``coldstart`` (``folder`` or ``folder/dataset``) as
     ``out/coldstart/train.parquet`` for verl's SFT trainer."""
     folder = Path(folder)
@@ -342,9 +372,15 @@ def export_coldstart(folder: str | Path, out: str | Path, limit: int | None = No
     return {"coldstart/train": {"path": str(path), "rows": len(dataset)}}
 
 
-def export_verl(out: str | Path, sources: Iterable[str] = (), coldstart: str | Path | None = None,
-                limit: int | None = None, reward_mode: str | None = None,
-                data_path: str | Path | None = None, style: str = "v3") -> dict[str, Any]:
+def export_verl(
+    out: str | Path,
+    sources: Iterable[str] = (),
+    coldstart: str | Path | None = None,
+    limit: int | None = None,
+    reward_mode: str | None = None,
+    data_path: str | Path | None = None,
+    style: str = "v3",
+) -> dict[str, Any]:
     """Every requested set plus the verl config values that go with them (printed by the CLI)."""
     files: dict[str, dict[str, Any]] = {}
     for source in sources:

@@ -17,8 +17,18 @@ import platform
 from pr1lib.paths import REPO_ROOT
 
 LOCK = REPO_ROOT / "requirements.lock"  # `make lock` writes it; every install path reads it
-VERSIONED = ("pr1lib", "torch", "transformers", "trl", "peft", "bitsandbytes", "datasets",
-             "math-verify", "kernels", "accelerate")
+VERSIONED = (
+    "pr1lib",
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "bitsandbytes",
+    "datasets",
+    "math-verify",
+    "kernels",
+    "accelerate",
+)
 
 
 def lock_hash() -> str:

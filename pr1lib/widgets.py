@@ -36,8 +36,14 @@ from pr1lib.rewards import REWARD_MODES, schedule
 
 TIERED_MODES = ("tiered", "alternating")  # the modes whose value the bonus b changes
 # One colour per reward (Okabe-Ito, safe for colour-blind readers), whatever comes first.
-MODE_COLORS = {"accuracy": "#0072B2", "tiered": "#E69F00", "parallel_correct": "#009E73",
-               "structure": "#CC79A7", "alternating": "#56B4E9", "structure bonus": "#999999"}
+MODE_COLORS = {
+    "accuracy": "#0072B2",
+    "tiered": "#E69F00",
+    "parallel_correct": "#009E73",
+    "structure": "#CC79A7",
+    "alternating": "#56B4E9",
+    "structure bonus": "#999999",
+}
 
 
 @dataclass(frozen=True)
@@ -66,17 +72,21 @@ def config_changes(state: PanelState) -> dict[str, Any]:
     0.5
     """
     extra = (("structure", float(state.structure_weight)),) if state.structure_weight else ()
-    return {"reward": state.reward, "window": int(state.window),
-            "parallel_steps": int(state.parallel_steps),
-            "reward_weight": float(state.reward_weight), "extra_rewards": extra,
-            "tiered_bonus": float(state.tiered_bonus)}
+    return {
+        "reward": state.reward,
+        "window": int(state.window),
+        "parallel_steps": int(state.parallel_steps),
+        "reward_weight": float(state.reward_weight),
+        "extra_rewards": extra,
+        "tiered_bonus": float(state.tiered_bonus),
+    }
 
 
 def active_modes(state: PanelState) -> list[str]:
     """The reward used at each of the next ``state.steps`` steps (from global step ``start``)."""
     if not REWARD_MODES[state.reward].scheduled:
         return [state.reward] * state.steps
-    return schedule(state.start + state.steps, state.window, state.parallel_steps)[state.start:]
+    return schedule(state.start + state.steps, state.window, state.parallel_steps)[state.start :]
 
 
 def schedule_figure(state: PanelState, title: str | None = None):
@@ -85,18 +95,35 @@ def schedule_figure(state: PanelState, title: str | None = None):
 
     modes = active_modes(state)
     steps = list(range(state.start + 1, state.start + len(modes) + 1))
-    fig = go.Figure(layout=dict(height=220, margin=dict(t=40, b=40, l=40, r=20), barmode="stack",
-                                title=title or f"reward schedule: {state.reward}"
-                                + (f" (window {state.window}, {state.parallel_steps} tiered)"
-                                   if REWARD_MODES[state.reward].scheduled else "")
-                                + (f", tiered pays 1 + {state.tiered_bonus:g}"
-                                   if state.reward in TIERED_MODES else "")))
+    fig = go.Figure(
+        layout=dict(
+            height=220,
+            margin=dict(t=40, b=40, l=40, r=20),
+            barmode="stack",
+            title=title
+            or f"reward schedule: {state.reward}"
+            + (
+                f" (window {state.window}, {state.parallel_steps} tiered)"
+                if REWARD_MODES[state.reward].scheduled
+                else ""
+            )
+            + (f", tiered pays 1 + {state.tiered_bonus:g}" if state.reward in TIERED_MODES else ""),
+        )
+    )
     for mode in dict.fromkeys(modes):
-        fig.add_bar(x=steps, y=[state.reward_weight if m == mode else 0 for m in modes], name=mode,
-                    marker_color=MODE_COLORS.get(mode))
+        fig.add_bar(
+            x=steps,
+            y=[state.reward_weight if m == mode else 0 for m in modes],
+            name=mode,
+            marker_color=MODE_COLORS.get(mode),
+        )
     if state.structure_weight:
-        fig.add_bar(x=steps, y=[state.structure_weight] * len(steps), name="structure bonus",
-                    marker_color=MODE_COLORS["structure bonus"])
+        fig.add_bar(
+            x=steps,
+            y=[state.structure_weight] * len(steps),
+            name="structure bonus",
+            marker_color=MODE_COLORS["structure bonus"],
+        )
     fig.update_xaxes(title="optimizer step (log row)")
     fig.update_yaxes(title="weight")
     return fig
@@ -109,10 +136,14 @@ def run_next(session: Any, state: PanelState) -> int:
 
 
 # GRPO's advantage is (r - group mean) / group std: a lone reward's weight scales both and cancels.
-BONUS_NOTE = ("b: a correct answer with a block scores 1 + b on tiered steps; a block survives "
-              "the accuracy steps only if it costs less than p f b / (2 + f b) (notebook 05)")
-WEIGHT_NOTE = ("weight of the main reward: it changes training only next to a structure bonus "
-               "(group normalisation cancels a lone reward's scale)")
+BONUS_NOTE = (
+    "b: a correct answer with a block scores 1 + b on tiered steps; a block survives "
+    "the accuracy steps only if it costs less than p f b / (2 + f b) (notebook 05)"
+)
+WEIGHT_NOTE = (
+    "weight of the main reward: it changes training only next to a structure bonus "
+    "(group normalisation cancels a lone reward's scale)"
+)
 
 
 class _Follow(TrainerCallback):
@@ -141,47 +172,81 @@ class ControlPanel:
         knobs = ("reward", "window", "parallel_steps", "reward_weight", "tiered_bonus")
         base = state or PanelState(**({k: getattr(cfg, k) for k in knobs} if cfg else {}))
         base = base.replace(start=start)
-        self.reward = w.Dropdown(options=tuple(REWARD_MODES), value=base.reward,
-                                 description="reward")
+        self.reward = w.Dropdown(
+            options=tuple(REWARD_MODES), value=base.reward, description="reward"
+        )
         self.window = w.IntSlider(value=base.window, min=1, max=20, description="window")
-        self.parallel_steps = w.IntSlider(value=base.parallel_steps, min=0, max=20,
-                                          description="tiered steps")
-        self.reward_weight = w.FloatSlider(value=base.reward_weight, min=0, max=2, step=0.1,
-                                           description="weight", tooltip=WEIGHT_NOTE)
-        self.tiered_bonus = w.FloatSlider(value=base.tiered_bonus, min=0, max=1, step=0.05,
-                                          description="bonus b", tooltip=BONUS_NOTE)
-        self.structure_weight = w.FloatSlider(value=base.structure_weight, min=0, max=1, step=0.05,
-                                              description="structure +")
+        self.parallel_steps = w.IntSlider(
+            value=base.parallel_steps, min=0, max=20, description="tiered steps"
+        )
+        self.reward_weight = w.FloatSlider(
+            value=base.reward_weight,
+            min=0,
+            max=2,
+            step=0.1,
+            description="weight",
+            tooltip=WEIGHT_NOTE,
+        )
+        self.tiered_bonus = w.FloatSlider(
+            value=base.tiered_bonus,
+            min=0,
+            max=1,
+            step=0.05,
+            description="bonus b",
+            tooltip=BONUS_NOTE,
+        )
+        self.structure_weight = w.FloatSlider(
+            value=base.structure_weight, min=0, max=1, step=0.05, description="structure +"
+        )
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
-        self.button = w.Button(description="run next steps", button_style="primary",
-                               disabled=session is None)
+        self.button = w.Button(
+            description="run next steps", button_style="primary", disabled=session is None
+        )
         self.status = w.Label(value=f"at step {start}")
         self.preview, self.messages = LiveFigure(live=True), w.Output()
         for control in self.controls:
             control.observe(lambda _change: self.redraw(), names="value")
         self.button.on_click(lambda _button: self.run())
-        self.widget = w.VBox([w.HBox([self.reward, self.steps]),
-                              w.HBox([self.window, self.parallel_steps, self.tiered_bonus]),
-                              w.HBox([self.reward_weight, self.structure_weight]),
-                              w.HBox([self.button, self.status]), self.preview.widget,
-                              self.messages])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.reward, self.steps]),
+                w.HBox([self.window, self.parallel_steps, self.tiered_bonus]),
+                w.HBox([self.reward_weight, self.structure_weight]),
+                w.HBox([self.button, self.status]),
+                self.preview.widget,
+                self.messages,
+            ]
+        )
         if session is not None and hasattr(session, "callbacks"):
             session.callbacks.append(_Follow(self))
         self.redraw()
 
     @property
     def controls(self) -> list:
-        return [self.reward, self.window, self.parallel_steps, self.tiered_bonus,
-                self.reward_weight, self.structure_weight, self.steps]
+        return [
+            self.reward,
+            self.window,
+            self.parallel_steps,
+            self.tiered_bonus,
+            self.reward_weight,
+            self.structure_weight,
+            self.steps,
+        ]
 
     @property
     def state(self) -> PanelState:
         self.parallel_steps.max = self.window.value
         start = self.session.step if self.session is not None else 0
-        return PanelState(self.reward.value, self.window.value,
-                          min(self.parallel_steps.value, self.window.value),
-                          self.reward_weight.value, self.structure_weight.value, self.steps.value,
-                          start, self.tiered_bonus.value)
+        return PanelState(
+            self.reward.value,
+            self.window.value,
+            min(self.parallel_steps.value, self.window.value),
+            self.reward_weight.value,
+            self.structure_weight.value,
+            self.steps.value,
+            start,
+            self.tiered_bonus.value,
+        )
 
     def redraw(self) -> None:
         """The preview, and each knob live only where it changes the reward: window and tiered

@@ -50,8 +50,12 @@ from pr1lib.tasks import generate as tinygsm_generate
 TIERS = ("easy", "hard")
 SOURCES = ("tinyworld-easy", "tinyworld-hard")
 # (singular, plural) of the two lists; the first list is cheap, the second dearer
-GOODS = ((("toy", "toys"), ("book", "books")), (("cake", "cakes"), ("drink", "drinks")),
-         (("pen", "pens"), ("bag", "bags")), (("hat", "hats"), ("scarf", "scarves")))
+GOODS = (
+    (("toy", "toys"), ("book", "books")),
+    (("cake", "cakes"), ("drink", "drinks")),
+    (("pen", "pens"), ("bag", "bags")),
+    (("hat", "hats"), ("scarf", "scarves")),
+)
 LOW, HIGH = (2, 25), (30, 70)  # price ranges of the two lists: every book is dearer than every toy
 LIST_SIZE = 2  # prices per list: 2 x 2 pairs, one of which makes the total
 OK, NO = "✓", "✗"
@@ -66,8 +70,10 @@ class Shop:
 
     def header(self) -> str:
         """``Toys cost 7 or 12 coins. Books cost 40 or 46 coins.``"""
-        parts = [f"{plural.capitalize()} cost {_listing(p)} coins."
-                 for (_, plural), p in zip(self.names, self.prices)]
+        parts = [
+            f"{plural.capitalize()} cost {_listing(p)} coins."
+            for (_, plural), p in zip(self.names, self.prices)
+        ]
         return " ".join(parts)
 
 
@@ -85,8 +91,10 @@ def _unique(lists: list[list[int]], pair: tuple[int, int]) -> bool:
     """Only ``pair`` makes its sum, and no other pair has its difference (one answer, and a wrong
     pair never lands on it by luck)."""
     pairs = [(a, b) for a in lists[0] for b in lists[1]]
-    return (sum(a + b == sum(pair) for a, b in pairs) == 1
-            and sum(b - a == pair[1] - pair[0] for a, b in pairs) == 1)
+    return (
+        sum(a + b == sum(pair) for a, b in pairs) == 1
+        and sum(b - a == pair[1] - pair[0] for a, b in pairs) == 1
+    )
 
 
 def _shop(rng: random.Random, pair: tuple[int, int] | None = None) -> Shop:
@@ -96,8 +104,10 @@ def _shop(rng: random.Random, pair: tuple[int, int] | None = None) -> Shop:
     while True:
         lists = [_draw_prices(rng, span, LIST_SIZE, set()) for span in (LOW, HIGH)]
         if pair is not None:
-            lists = [[x] + _draw_prices(rng, span, LIST_SIZE - 1, {x}) for x,
-                     span in zip(pair, (LOW, HIGH))]
+            lists = [
+                [x] + _draw_prices(rng, span, LIST_SIZE - 1, {x})
+                for x, span in zip(pair, (LOW, HIGH))
+            ]
             if not _unique(lists, pair):
                 continue
         for prices in lists:
@@ -156,8 +166,10 @@ def hard_problem(rng: random.Random) -> dict:
     a, b = rng.randint(*LOW), rng.randint(*HIGH)
     shop, (who, _) = _shop(rng, (a, b)), _who(rng)
     (one, _), (other, _) = shop.names
-    question = (f"{shop.header()} {who} buys one {one} and one {other} and pays {a + b} coins. "
-                f"How much more does the {other} cost than the {one}?")
+    question = (
+        f"{shop.header()} {who} buys one {one} and one {other} and pays {a + b} coins. "
+        f"How much more does the {other} cost than the {one}?"
+    )
     return {"question": question, "answer": hard_answer(question)}
 
 
@@ -208,8 +220,10 @@ def easy_problem(rng: random.Random) -> dict:
         total = a + b + (0 if rng.random() < 0.5 else miss)
         question = f"{buys}. Does {pron} pay exactly {total} coins (1 for yes, 0 for no)?"
         lines, final = [f"{_ann(a, '+', b)}. {check_line(a + b, total)}"], int(a + b == total)
-    return {"question": f"{shop.header()} {question}",
-            "answer": "\n".join([*lines, f"#### {final}"])}
+    return {
+        "question": f"{shop.header()} {question}",
+        "answer": "\n".join([*lines, f"#### {final}"]),
+    }
 
 
 def make_problem(rng: random.Random, tier: str = "easy") -> dict:
@@ -228,8 +242,9 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     (True, 3)
     """
     if tier not in TIERS or split not in SPLITS:
-        raise ValueError(f"tier must be one of {TIERS} and split one of {SPLITS}; "
-                         f"got {tier!r}, {split!r}")
+        raise ValueError(
+            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
+        )
     rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
     records, seen = [], set()
     while len(records) < n:
@@ -243,8 +258,10 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
 
 # ------------------------------------------------------------------- reading a question back
 _LIST_RE = re.compile(r"(\w+) cost ((?:\d+, )*\d+ or \d+) coins\.")
-_HARD_RE = re.compile(r"buys one (\w+) and one (\w+) and pays (\d+) coins\. "
-                      r"How much more does the \w+ cost")
+_HARD_RE = re.compile(
+    r"buys one (\w+) and one (\w+) and pays (\d+) coins\. "
+    r"How much more does the \w+ cost"
+)
 
 
 def parse_shop(question: str) -> Shop | None:
@@ -304,8 +321,9 @@ def split_paths(shop: Shop) -> list[list[tuple[int, int]]]:
     return [[(a, b) for b in shop.prices[1]] for a in shop.prices[0]]
 
 
-def search_block(shop: Shop, total: int, rng: random.Random | None = None,
-                 both_good_rate: float = 0.0) -> str:
+def search_block(
+    shop: Shop, total: int, rng: random.Random | None = None, both_good_rate: float = 0.0
+) -> str:
     """A hard item's trace that SPLITS the search: each path fixes one cheap price (the
     question's order) and checks it against both dear prices, one ``try_line`` each; together the
     two paths cover all four pairs and exactly one path finds the pair that checks out (3 of the 4
@@ -325,13 +343,17 @@ def search_block(shop: Shop, total: int, rng: random.Random | None = None,
     Final Answer: 28
     """
     good = solve_pair(shop, total)
-    paths = "".join("<Path>" + "\n".join(try_line(shop, total, pair) for pair in pairs) + "</Path>"
-                    for pairs in split_paths(shop))
+    paths = "".join(
+        "<Path>" + "\n".join(try_line(shop, total, pair) for pair in pairs) + "</Path>"
+        for pairs in split_paths(shop)
+    )
     (one, _), (other, _) = shop.names
     a, b = good
     summary = f"{one.capitalize()} {a} and {other} {b}: {_ann(a, '+', b)}."
-    return (f"<Parallel>{paths}</Parallel>\n<Summary>{summary}</Summary>\n{more_line(good)}\n"
-            f"Final Answer: {b - a}")
+    return (
+        f"<Parallel>{paths}</Parallel>\n<Summary>{summary}</Summary>\n{more_line(good)}\n"
+        f"Final Answer: {b - a}"
+    )
 
 
 _SUM_RE = re.compile(r"(\d+)\+(\d+)=<<\1\+\2=")
@@ -353,10 +375,12 @@ def overhead_block(answer_text: str) -> str:
     steps, final = split_gsm8k_answer(answer_text)
     match = _SUM_RE.match(steps[0])
     swapped = f"{match[2]}+{match[1]}=<<{match[2]}+{match[1]}=" if match else ""
-    first = swapped + steps[0][match.end():] if match else steps[0]
+    first = swapped + steps[0][match.end() :] if match else steps[0]
     paths = "".join(f"<Path>{chr(10).join(lines)}</Path>" for lines in (steps, [first, *steps[1:]]))
-    return (f"<Parallel>{paths}</Parallel>\n<Summary>Both paths give {final}.</Summary>\n"
-            f"Final Answer: {final}")
+    return (
+        f"<Parallel>{paths}</Parallel>\n<Summary>Both paths give {final}.</Summary>\n"
+        f"Final Answer: {final}"
+    )
 
 
 def plain_completion(question: str, completion: str) -> str:

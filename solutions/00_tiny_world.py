@@ -60,14 +60,18 @@ def exercise_1(profile: str = "smoke", n: int = 1000) -> dict:
             by_kind[kind].append(finals[-1])
         if kinds & {"times", "bags"}:
             with_product.add(i)
-    top = sorted(range(n), key=finals.__getitem__)[-n // 10:]  # the largest tenth
-    return {"finals": finals,
-            "median by kind": {k: statistics.median(v) for k, v in by_kind.items()},
-            "median without a product": statistics.median(f for i, f in enumerate(finals)
-                                                      if i not in with_product),
-            "top tenth with a product": sum(i in with_product for i in top) / len(top),
-            "max": max(finals), "cap": SPECS["hard"].cap,
-            "histogram": Counter(100 * (f // 100) for f in finals)}
+    top = sorted(range(n), key=finals.__getitem__)[-n // 10 :]  # the largest tenth
+    return {
+        "finals": finals,
+        "median by kind": {k: statistics.median(v) for k, v in by_kind.items()},
+        "median without a product": statistics.median(
+            f for i, f in enumerate(finals) if i not in with_product
+        ),
+        "top tenth with a product": sum(i in with_product for i in top) / len(top),
+        "max": max(finals),
+        "cap": SPECS["hard"].cap,
+        "histogram": Counter(100 * (f // 100) for f in finals),
+    }
 
 
 def check_exercise_1(found: dict) -> None:
@@ -81,7 +85,7 @@ def check_exercise_1(found: dict) -> None:
 # ----------------------------------------------------------------------------- exercise 2
 def mixed_share(p: float, g: int) -> float:
     """Share of GRPO groups of ``g`` samples with both right and wrong ones, at accuracy ``p``."""
-    return 1 - p ** g - (1 - p) ** g
+    return 1 - p**g - (1 - p) ** g
 
 
 def exercise_2(profile: str = "smoke") -> dict:
@@ -105,13 +109,22 @@ def exercise_2(profile: str = "smoke") -> dict:
         records = generate(n, tier, "test", seed=0)
         for temperature in (0.5, 1.5):
             repeated = [r for r in records for _ in range(g)]
-            outs = generate_solutions(model.eval(), tok, [r["question"] for r in repeated],
-                                      temperature, max_new_tokens=160, seed=0)
+            outs = generate_solutions(
+                model.eval(),
+                tok,
+                [r["question"] for r in repeated],
+                temperature,
+                max_new_tokens=160,
+                seed=0,
+            )
             right = score(outs, repeated)
-            groups = [right[i:i + g] for i in range(0, len(right), g)]
+            groups = [right[i : i + g] for i in range(0, len(right), g)]
             p = sum(right) / len(right)
-            found[(tier, temperature)] = {"accuracy": p, "expected mixed": mixed_share(p, g),
-                                          "mixed": sum(0 < sum(x) < g for x in groups) / n}
+            found[(tier, temperature)] = {
+                "accuracy": p,
+                "expected mixed": mixed_share(p, g),
+                "mixed": sum(0 < sum(x) < g for x in groups) / n,
+            }
     return found
 
 
@@ -129,8 +142,10 @@ def held_out_loss(folder, n: int = 32) -> dict[str, float]:
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tok = AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
-        return {tier: model(**encode_batch(tok, generate(n, tier, "test", 0))).loss.item()
-                for tier in ("easy", "hard")}
+        return {
+            tier: model(**encode_batch(tok, generate(n, tier, "test", 0))).loss.item()
+            for tier in ("easy", "hard")
+        }
 
 
 def exercise_3(profile: str = "smoke", steps: int | None = None) -> dict:
@@ -148,16 +163,24 @@ def exercise_3(profile: str = "smoke", steps: int | None = None) -> dict:
     """
     smoke, runs = profile == "smoke", {}
     for share in (0.2, 0.5):
-        cfg = PretrainConfig.for_profile("smoke" if smoke else "tiny", hard_fraction=share,
-                                         max_steps=steps or (20 if smoke else 300))
+        cfg = PretrainConfig.for_profile(
+            "smoke" if smoke else "tiny",
+            hard_fraction=share,
+            max_steps=steps or (20 if smoke else 300),
+        )
         out = runs_dir() / f"00_tiny_world-{profile}" / f"pretrain-hard{int(share * 100)}"
         shutil.rmtree(out, ignore_errors=True)
         card = pretrain(cfg, out, progress=False, evaluate=not smoke)
         loss = held_out_loss(out)
         hard = sum(r["answer"].count("<<") >= 3 for r in step_records(cfg, 0))  # 3-5 steps
-        runs[share] = {"hard per batch": hard,
-                       "batch": cfg.batch_size, "steps": card["steps"], "loss": loss,
-                       "gap": loss["hard"] - loss["easy"], "accuracy": card["accuracy"]}
+        runs[share] = {
+            "hard per batch": hard,
+            "batch": cfg.batch_size,
+            "steps": card["steps"],
+            "loss": loss,
+            "gap": loss["hard"] - loss["easy"],
+            "accuracy": card["accuracy"],
+        }
     return runs
 
 

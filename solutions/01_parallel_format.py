@@ -21,9 +21,9 @@ CASES = {
     "path outside a block": "<Path>just me</Path> Final Answer: 4",
     "unclosed summary": P + "<Summary>s ... Final Answer: 4",
     "nested block": "<Parallel><Path>" + P + "<Summary>s</Summary></Path>"
-                    "<Path>c</Path></Parallel><Summary>t</Summary>",
+    "<Path>c</Path></Parallel><Summary>t</Summary>",
     "text between paths": P.replace("</Path><Path>", "</Path> then <Path>")
-                          + "<Summary>s</Summary>",
+    + "<Summary>s</Summary>",
     "only one path": "<Parallel><Path>a</Path></Parallel><Summary>s</Summary>",
     "missing summary": P + "\nFinal Answer: 4",
     "two summaries": P + "<Summary>s</Summary><Summary>t</Summary>",
@@ -46,14 +46,20 @@ def exercise_1(profile: str = "smoke") -> dict:
     """
     found = {
         "empty path": "<Parallel><Path></Path><Path>b</Path></Parallel>"
-                      "<Summary>s</Summary>\nFinal Answer: 4",
+        "<Summary>s</Summary>\nFinal Answer: 4",
         "text before the summary": P + " so <Summary>s</Summary>\nFinal Answer: 4",
         "text before the first path": "<Parallel>hmm<Path>a</Path><Path>b</Path></Parallel>"
-                                      "<Summary>s</Summary>\nFinal Answer: 4",
+        "<Summary>s</Summary>\nFinal Answer: 4",
         "stray </Summary>": "2 + 2 = 4 </Summary>\nFinal Answer: 4",
     }
-    return {name: {"text": text, "official": fmt.validate(text, strict=False),
-                   "strict": fmt.validate(text)} for name, text in found.items()}
+    return {
+        name: {
+            "text": text,
+            "official": fmt.validate(text, strict=False),
+            "strict": fmt.validate(text),
+        }
+        for name, text in found.items()
+    }
 
 
 def check_exercise_1(found: dict) -> None:
@@ -109,15 +115,25 @@ def exercise_2(profile: str = "smoke", seed: int = 0) -> dict:
     rng = random.Random(seed)
     alphabet = list(fmt.TAGS) + ["x", " "]
     soups = ["".join(rng.choices(alphabet, k=rng.randint(0, 10))) for _ in range(3000)]
-    changed = [name for name, text in CASES.items()
-               if tiny_checker(text) != tiny_checker(text, lone_paths_ok=False)]
+    changed = [
+        name
+        for name, text in CASES.items()
+        if tiny_checker(text) != tiny_checker(text, lone_paths_ok=False)
+    ]
     texts = list(CASES.values()) + soups
     official = [not fmt.validate(t, strict=False) for t in texts]
     disagree = sum(tiny_checker(t, lone_paths_ok=False) != o for t, o in zip(texts, official))
-    still_lenient = [name for name, text in CASES.items()
-                     if tiny_checker(text, lone_paths_ok=False) and fmt.validate(text)]
-    return {"changed_rows": changed, "section6_assert_holds": disagree == 0,
-            "disagreements_with_official": disagree, "accepted_but_strict_rejects": still_lenient}
+    still_lenient = [
+        name
+        for name, text in CASES.items()
+        if tiny_checker(text, lone_paths_ok=False) and fmt.validate(text)
+    ]
+    return {
+        "changed_rows": changed,
+        "section6_assert_holds": disagree == 0,
+        "disagreements_with_official": disagree,
+        "accepted_but_strict_rejects": still_lenient,
+    }
 
 
 def check_exercise_2(found: dict) -> None:
@@ -148,10 +164,13 @@ def exercise_3(profile: str = "smoke") -> dict:
 
     _, tokenizer, _ = load_policy(profile)
     special = copy.deepcopy(tokenizer)
-    special.add_tokens([AddedToken(t, special=True, normalized=False) for t in fmt.TAGS],
-                       special_tokens=True)
-    answer = ("<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path></Parallel>\n"
-              "<Summary>Both give 12.</Summary>\nFinal Answer: 12")
+    special.add_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in fmt.TAGS], special_tokens=True
+    )
+    answer = (
+        "<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path></Parallel>\n"
+        "<Summary>Both give 12.</Summary>\nFinal Answer: 12"
+    )
     out = {}
     for text in ("so <Path>12</Path>", answer):
         ids = special.encode(text, add_special_tokens=False)
@@ -162,10 +181,14 @@ def exercise_3(profile: str = "smoke") -> dict:
         "answer_decoded": received,
         "strict_errors": fmt.validate(received),
         "blocks_seen": fmt.parallel_stats(received)["blocks"],
-        "tiered": {"tags kept": tiered_reward([answer], ["12"])[0],
-                   "tags dropped": tiered_reward([received], ["12"])[0]},
-        "parallel_correct": {"tags kept": parallel_correct_reward([answer], ["12"])[0],
-                             "tags dropped": parallel_correct_reward([received], ["12"])[0]},
+        "tiered": {
+            "tags kept": tiered_reward([answer], ["12"])[0],
+            "tags dropped": tiered_reward([received], ["12"])[0],
+        },
+        "parallel_correct": {
+            "tags kept": parallel_correct_reward([answer], ["12"])[0],
+            "tags dropped": parallel_correct_reward([received], ["12"])[0],
+        },
         "doctor": check_tags_survive(special).status,
     }
 

@@ -27,8 +27,9 @@ from pr1lib.tokens import add_parallel_tags
 def sources(profile: str, n: int | None = None) -> dict[str, list[dict]]:
     """GSM8K (when a copy is found) and both TinyGSM tiers, ``n`` problems each."""
     n = n or (100 if profile == "smoke" else ColdStartConfig.for_profile(profile).limit or 2000)
-    found = {f"tinygsm-{t}": data.load_source(f"tinygsm-{t}", limit=n, seed=0)
-             for t in ("easy", "hard")}
+    found = {
+        f"tinygsm-{t}": data.load_source(f"tinygsm-{t}", limit=n, seed=0) for t in ("easy", "hard")
+    }
     try:
         return {"gsm8k": data.load_gsm8k("train", limit=n), **found}
     except data.DataNotFoundError:
@@ -87,13 +88,19 @@ def exercise_2(profile: str = "smoke") -> dict:
     for name, problems in sources(profile).items():
         traces = rule.generate(problems)
         texts = [t["text"] for t in traces if t["text"]]
-        row = {"chars/4 per token": sum(map(len, texts)) / 4 / sum(
-            coldstart.count_tokens(t, tok) for t in texts)}
+        row = {
+            "chars/4 per token": sum(map(len, texts))
+            / 4
+            / sum(coldstart.count_tokens(t, tok) for t in texts)
+        }
         for budget in (config.max_tokens, 256):
-            kept, rejected = coldstart.filter_traces(problems, traces, config.prompt_style,
-                                                     budget, tok)
-            row[budget] = {"kept": len(kept), "too_long": sum(r["reason"] == "too_long"
-                                                              for r in rejected)}
+            kept, rejected = coldstart.filter_traces(
+                problems, traces, config.prompt_style, budget, tok
+            )
+            row[budget] = {
+                "kept": len(kept),
+                "too_long": sum(r["reason"] == "too_long" for r in rejected),
+            }
         found[name] = row
     return {"budget": config.max_tokens, "by source": found}
 
@@ -125,17 +132,22 @@ def exercise_3(profile: str = "smoke", n: int = 4) -> dict:
     cache = runs_dir() / f"02_cold_start_data-{profile}" / "exercise-3" / "traces.jsonl"
     cache.unlink(missing_ok=True)
     with StandInServer(problems, faults=["malformed", "timeout"]) as server:
-        client = OpenAITeacher(base_url=server.base_url, model="stand-in", timeout=0.5,
-                               concurrency=1)
+        client = OpenAITeacher(
+            base_url=server.base_url, model="stand-in", timeout=0.5, concurrency=1
+        )
         first = coldstart.generate_traces(client, problems, cache)
         requests = server.requests
     with StandInServer(problems) as server:
         client = OpenAITeacher(base_url=server.base_url, model="stand-in", concurrency=1)
         second = coldstart.generate_traces(client, problems, cache)
         asked_again = list(server.asked)
-    return {"ids": [p["id"] for p in problems], "first requests": requests,
-            "first": [(t["error"] and t.get("kind")) or "ok" for t in first],
-            "asked again": asked_again, "second": [t["error"] or "ok" for t in second]}
+    return {
+        "ids": [p["id"] for p in problems],
+        "first requests": requests,
+        "first": [(t["error"] and t.get("kind")) or "ok" for t in first],
+        "asked again": asked_again,
+        "second": [t["error"] or "ok" for t in second],
+    }
 
 
 def check_exercise_3(found: dict) -> None:
@@ -167,12 +179,16 @@ def exercise_4(profile: str = "smoke") -> dict:
         add_parallel_tags(tok, model)
         llm = HFTeacher(model, tok, max_new_tokens=32, prompt_style=config.prompt_style)
     else:
-        llm = HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit,
-                        max_new_tokens=config.max_new_tokens)
+        llm = HFTeacher(
+            config.teacher_model,
+            load_in_4bit=config.load_in_4bit,
+            max_new_tokens=config.max_new_tokens,
+        )
     found = {"n": len(problems)}
     for name, teacher in (("rule", RuleTeacher(seed=0)), ("hf", llm)):
-        _, rejected = coldstart.filter_traces(problems, teacher.generate(problems),
-                                              config.prompt_style, config.max_tokens)
+        _, rejected = coldstart.filter_traces(
+            problems, teacher.generate(problems), config.prompt_style, config.max_tokens
+        )
         found[name] = dict(Counter(r["reason"] for r in rejected).most_common())
     return found
 

@@ -16,10 +16,14 @@ from pr1lib.structure import allowed_mask, attention_inputs, parse, structure_te
 from pr1lib.tokens import add_parallel_tags
 
 QUESTION = "Tom has 3 boxes of 4 apples. How many apples does he have?"
-TWO_PATHS = ("Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
-             "</Parallel>\n<Summary>Both give 12.</Summary>\nFinal Answer: 12")
-THREE_PATHS = ("Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
-               "<Path>12</Path></Parallel>\n<Summary>All give 12.</Summary>\nFinal Answer: 12")
+TWO_PATHS = (
+    "Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
+    "</Parallel>\n<Summary>Both give 12.</Summary>\nFinal Answer: 12"
+)
+THREE_PATHS = (
+    "Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
+    "<Path>12</Path></Parallel>\n<Summary>All give 12.</Summary>\nFinal Answer: 12"
+)
 
 
 def setup(profile: str):
@@ -83,25 +87,39 @@ def exercise_1(profile: str = "smoke") -> dict:
     mine_mask, mine_pos = by_hand(tok.convert_ids_to_tokens(ids), start)
     hidden = seen & ~unseen  # (L, L): the cells "unseen" removes
     spans = [(a, b) for _, a, b in parse(ids, tok, start).spans()]
-    rectangles = {f"path {i + 1} rows x path {j + 1} columns": int(hidden[a:b, c:d].sum())
-                  for i, (a, b) in enumerate(spans) for j, (c, d) in enumerate(spans)
-                  if hidden[a:b, c:d].any()}
-    full = sum((b - a) * (d - c) for i, (a, b) in enumerate(spans)
-               for j, (c, d) in enumerate(spans) if j < i)
+    rectangles = {
+        f"path {i + 1} rows x path {j + 1} columns": int(hidden[a:b, c:d].sum())
+        for i, (a, b) in enumerate(spans)
+        for j, (c, d) in enumerate(spans)
+        if hidden[a:b, c:d].any()
+    }
+    full = sum(
+        (b - a) * (d - c)
+        for i, (a, b) in enumerate(spans)
+        for j, (c, d) in enumerate(spans)
+        if j < i
+    )
     positions = st["position_ids"][0].tolist()
     open_at = ids.index(tok.convert_tokens_to_ids("<Parallel>"), start)
     close_at = ids.index(tok.convert_tokens_to_ids("</Parallel>"), start)
-    return {"agrees": bool(torch.equal(mine_mask, unseen)) and mine_pos == positions,
-            "rectangles": rectangles, "hidden_cells": int(hidden.sum()), "full_rectangles": full,
-            "path_lengths": [b - a for a, b in spans],
-            "parallel_position": positions[open_at], "close_position": positions[close_at]}
+    return {
+        "agrees": bool(torch.equal(mine_mask, unseen)) and mine_pos == positions,
+        "rectangles": rectangles,
+        "hidden_cells": int(hidden.sum()),
+        "full_rectangles": full,
+        "path_lengths": [b - a for a, b in spans],
+        "parallel_position": positions[open_at],
+        "close_position": positions[close_at],
+    }
 
 
 def check_exercise_1(found: dict) -> None:
     assert found["agrees"]
-    assert sorted(found["rectangles"]) == ["path 2 rows x path 1 columns",
-                                           "path 3 rows x path 1 columns",
-                                           "path 3 rows x path 2 columns"]
+    assert sorted(found["rectangles"]) == [
+        "path 2 rows x path 1 columns",
+        "path 3 rows x path 1 columns",
+        "path 3 rows x path 2 columns",
+    ]
     assert found["hidden_cells"] == found["full_rectangles"]  # nothing else is hidden
     lengths = found["path_lengths"]
     assert lengths.index(max(lengths)) != len(lengths) - 1  # the longest path is not the last
@@ -112,8 +130,11 @@ def check_exercise_1(found: dict) -> None:
 def logits(model, tok, ids: list[int], start: int, mode: str) -> torch.Tensor:
     x = torch.tensor([ids], device=model.device)  # (1, L)
     with torch.no_grad():
-        out = model(input_ids=x, use_cache=False,
-                    **attention_inputs(x, tok, mode, [start], dtype=model.dtype))
+        out = model(
+            input_ids=x,
+            use_cache=False,
+            **attention_inputs(x, tok, mode, [start], dtype=model.dtype),
+        )
     return out.logits[0].float().cpu()  # (L, V)
 
 
@@ -131,17 +152,20 @@ def exercise_2(profile: str = "smoke") -> dict:
     ids, start = encode(tok, TWO_PATHS, profile)
     (_, a1, b1), (_, a2, b2) = parse(ids, tok, start).spans()
     new_path = tok.encode("I am not sure, maybe 7+7=14, or 99.", add_special_tokens=False)
-    edited = ids[: a2 + 1] + new_path + ids[b2 - 1:]  # keep <Path> and </Path>
+    edited = ids[: a2 + 1] + new_path + ids[b2 - 1 :]  # keep <Path> and </Path>
     shift = len(edited) - len(ids)
-    parts = {"prompt": (slice(0, start), slice(0, start)),
-             "first path": (slice(a1, b1), slice(a1, b1)),
-             "summary and after": (slice(b2, None), slice(b2 + shift, None))}
+    parts = {
+        "prompt": (slice(0, start), slice(0, start)),
+        "first path": (slice(a1, b1), slice(a1, b1)),
+        "summary and after": (slice(b2, None), slice(b2 + shift, None)),
+    }
     table = {}
     for mode in ("seen", "unseen"):
         before = logits(model, tok, ids, start, mode)
         after = logits(model, tok, edited, start, mode)
-        table[mode] = {name: (before[o] - after[e]).abs().max().item()
-                       for name, (o, e) in parts.items()}
+        table[mode] = {
+            name: (before[o] - after[e]).abs().max().item() for name, (o, e) in parts.items()
+        }
     return table
 
 
@@ -172,17 +196,18 @@ def exercise_3(profile: str = "smoke") -> dict:
     ids, start = encode(tok, TWO_PATHS, profile)
     (_, a1, b1), (_, a2, b2) = parse(ids, tok, start).spans()
     new_path = tok.encode("I am not sure, maybe 7+7=14, or 99.", add_special_tokens=False)
-    edited = ids[: a1 + 1] + new_path + ids[b1 - 1:]
+    edited = ids[: a1 + 1] + new_path + ids[b1 - 1 :]
     shift = len(edited) - len(ids)
 
     def forward(seq, how):
         x = torch.tensor([seq])
         unseen = attention_inputs(x, tok, "unseen", [start], dtype=model.dtype)
-        kwargs = {"ones": {"attention_mask": torch.ones_like(x),
-                           "position_ids": unseen["position_ids"]},
-                  "none": {"position_ids": unseen["position_ids"]},
-                  "unseen": unseen,
-                  "seen": attention_inputs(x, tok, "seen", [start], dtype=model.dtype)}[how]
+        kwargs = {
+            "ones": {"attention_mask": torch.ones_like(x), "position_ids": unseen["position_ids"]},
+            "none": {"position_ids": unseen["position_ids"]},
+            "unseen": unseen,
+            "seen": attention_inputs(x, tok, "seen", [start], dtype=model.dtype),
+        }[how]
         with torch.no_grad():
             return model(input_ids=x, use_cache=False, **kwargs).logits[0].float()
 
@@ -190,12 +215,14 @@ def exercise_3(profile: str = "smoke") -> dict:
     ones, none = forward(ids, "ones")[second], forward(ids, "none")[second]
     with torch.no_grad():
         alone = model(input_ids=torch.tensor([ids[a2:b2]])).logits[0].float()
-    moved = forward(edited, "ones")[a2 + shift:b2 + shift]
+    moved = forward(edited, "ones")[a2 + shift : b2 + shift]
     gap = lambda u, v: (u - v).abs().max().item()  # noqa: E731
-    return {"ones vs unseen": gap(ones, forward(ids, "unseen")[second]),
-            "ones vs seen": gap(ones, forward(ids, "seen")[second]),
-            "ones: first path rewritten": gap(ones, moved),
-            "none vs the path alone": gap(none, alone)}
+    return {
+        "ones vs unseen": gap(ones, forward(ids, "unseen")[second]),
+        "ones vs seen": gap(ones, forward(ids, "seen")[second]),
+        "ones: first path rewritten": gap(ones, moved),
+        "none vs the path alone": gap(none, alone),
+    }
 
 
 def check_exercise_3(found: dict) -> None:

@@ -62,11 +62,18 @@ def exercise_1(profile: str = "smoke") -> dict:
     start = tag_similarity(base, tok)
     frozen = _train(cfg.replace(train_tag_rows=False), "exercise-1-frozen")
     trained = _train(cfg, "exercise-1-trained", frozen.run_dir / "coldstart")
-    moved = {name: (tag_similarity(run.model, run.tokenizer) - start).abs().max().item()
-             for name, run in (("frozen", frozen), ("trained", trained))}
-    return {"similarity moved": moved, "similarity at start": start.tolist(),
-            "valid_block_rate": {name: run.result["after"]["valid_block_rate"]
-                                 for name, run in (("frozen", frozen), ("trained", trained))}}
+    moved = {
+        name: (tag_similarity(run.model, run.tokenizer) - start).abs().max().item()
+        for name, run in (("frozen", frozen), ("trained", trained))
+    }
+    return {
+        "similarity moved": moved,
+        "similarity at start": start.tolist(),
+        "valid_block_rate": {
+            name: run.result["after"]["valid_block_rate"]
+            for name, run in (("frozen", frozen), ("trained", trained))
+        },
+    }
 
 
 def check_exercise_1(found: dict) -> None:
@@ -81,8 +88,14 @@ class BuggyCollator(sft.ParallelCollator):
 
     def __call__(self, examples):
         batch = super().__call__(examples)
-        extra = attention_inputs(batch["input_ids"], self.tokenizer, self.mode, None,
-                                 self.attn_implementation, dtype=self.dtype)
+        extra = attention_inputs(
+            batch["input_ids"],
+            self.tokenizer,
+            self.mode,
+            None,
+            self.attn_implementation,
+            dtype=self.dtype,
+        )
         return {**batch, **extra}
 
 
@@ -90,10 +103,13 @@ def _positions(tok, prompt: str, response: str) -> dict:
     """Prompt-and-response position ids, structure read from the response (right) or token 0."""
     p_ids = tok.encode(prompt, add_special_tokens=False)
     ids = p_ids + tok.encode(response, add_special_tokens=False)
-    example = {"input_ids": ids, "labels": [-100] * len(p_ids) + ids[len(p_ids):]}
-    return {"tokens": tok.convert_ids_to_tokens(ids), "prompt_len": len(p_ids),
-            "right": sft.ParallelCollator(tok, "unseen")([example])["position_ids"][0].tolist(),
-            "buggy": BuggyCollator(tok, "unseen")([example])["position_ids"][0].tolist()}
+    example = {"input_ids": ids, "labels": [-100] * len(p_ids) + ids[len(p_ids) :]}
+    return {
+        "tokens": tok.convert_ids_to_tokens(ids),
+        "prompt_len": len(p_ids),
+        "right": sft.ParallelCollator(tok, "unseen")([example])["position_ids"][0].tolist(),
+        "buggy": BuggyCollator(tok, "unseen")([example])["position_ids"][0].tolist(),
+    }
 
 
 def exercise_2(profile: str = "smoke") -> dict:
@@ -112,18 +128,24 @@ def exercise_2(profile: str = "smoke") -> dict:
     """
     cfg = SFTStageConfig.for_profile(profile, variant="unseen")
     _, tok, _ = load_training_policy(stage_model_config(cfg))
-    response = ("<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n"
-                "<Summary>Both paths give 12.</Summary>\nFinal Answer: 12")
+    response = (
+        "<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n"
+        "<Summary>Both paths give 12.</Summary>\nFinal Answer: 12"
+    )
     shown = _positions(tok, EXAMPLE_BLOCK + chat_prompt(QUESTION, tok, "tiny"), response)
     v3 = _positions(tok, chat_prompt(QUESTION, tok, "v3"), response)
     n = shown["prompt_len"]
     same = {}
     for token, pos in zip(shown["tokens"][:n], shown["buggy"][:n]):
         same.setdefault(pos, []).append(token)
-    return {"same position": {pos: ts for pos, ts in same.items() if len(ts) > 1},
-            "right": shown["right"][:n], "buggy": shown["buggy"][:n], "inference": list(range(n)),
-            "response starts at": {"right": shown["right"][n], "buggy": shown["buggy"][n]},
-            "v3 prompt unchanged": v3["buggy"][:v3["prompt_len"]] == v3["right"][:v3["prompt_len"]]}
+    return {
+        "same position": {pos: ts for pos, ts in same.items() if len(ts) > 1},
+        "right": shown["right"][:n],
+        "buggy": shown["buggy"][:n],
+        "inference": list(range(n)),
+        "response starts at": {"right": shown["right"][n], "buggy": shown["buggy"][n]},
+        "v3 prompt unchanged": v3["buggy"][: v3["prompt_len"]] == v3["right"][: v3["prompt_len"]],
+    }
 
 
 def check_exercise_2(found: dict) -> None:
@@ -141,8 +163,10 @@ def _shape(texts: list[str]) -> dict:
     blocks = [b for t in texts for b in parse(t).blocks]
     first = sum(b.paths[0].text.strip()[:1].isalpha() for b in blocks) / len(blocks)
     summaries = re.findall(r"<Summary>(.*?)</Summary>", "\n".join(texts))
-    return {"reference first": first,
-            "calculation summaries": sum("<<" in s for s in summaries) / len(summaries)}
+    return {
+        "reference first": first,
+        "calculation summaries": sum("<<" in s for s in summaries) / len(summaries),
+    }
 
 
 def exercise_3(profile: str = "smoke") -> dict:
@@ -160,15 +184,22 @@ def exercise_3(profile: str = "smoke") -> dict:
     cfg = SFTStageConfig.for_profile(profile, variant="seen")
     folder = _folder(profile, "exercise-3-coldstart")
     teacher = RuleTeacher(seed=cfg.seed, original_path="any", summary="value")
-    config = ColdStartConfig.for_profile(profile, seed=cfg.seed, source="tinygsm-easy",
-                                         limit=cfg.train_n)
+    config = ColdStartConfig.for_profile(
+        profile, seed=cfg.seed, source="tinygsm-easy", limit=cfg.train_n
+    )
     built = run_coldstart(config, folder, teacher=teacher)
     texts = [row["completion"] for row in built.dataset]
     default = [t["text"] for t in RuleTeacher(seed=cfg.seed).generate(built.kept) if t["text"]]
     run = _train(cfg, "exercise-3-seen", folder)
     wrong = [s for s in run.samples["after"] if s["gold"] not in s["completion"]][:10]
-    return {"teacher": teacher.name, "rows": len(texts), "trained rows": run.result["train_rows"],
-            "changed teacher": _shape(texts), "default teacher": _shape(default), "wrong": wrong}
+    return {
+        "teacher": teacher.name,
+        "rows": len(texts),
+        "trained rows": run.result["train_rows"],
+        "changed teacher": _shape(texts),
+        "default teacher": _shape(default),
+        "wrong": wrong,
+    }
 
 
 def check_exercise_3(found: dict) -> None:
@@ -191,16 +222,26 @@ def exercise_4(profile: str = "smoke") -> dict:
     """
     cfg = SFTStageConfig.for_profile(profile, variant="seen")
     runs = {"sample": _train(cfg, "exercise-4-sample")}
-    runs["token"] = _train(cfg.replace(loss_reduction="token"), "exercise-4-token",
-                           runs["sample"].run_dir / "coldstart")
+    runs["token"] = _train(
+        cfg.replace(loss_reduction="token"),
+        "exercise-4-token",
+        runs["sample"].run_dir / "coldstart",
+    )
     data = load_from_disk(str(runs["sample"].run_dir / "coldstart" / "dataset"))
     tok = runs["sample"].tokenizer
-    lengths = [len(tok.encode(c, add_special_tokens=False))
-               for c in data["completion"][:cfg.per_device_train_batch_size]]
-    weights = {"sample": [1 / len(lengths)] * len(lengths),
-               "token": [n / sum(lengths) for n in lengths]}
-    return {"lengths": lengths, "row weights": weights,
-            "curves": {k: [r["loss"] for r in run.rows] for k, run in runs.items()}}
+    lengths = [
+        len(tok.encode(c, add_special_tokens=False))
+        for c in data["completion"][: cfg.per_device_train_batch_size]
+    ]
+    weights = {
+        "sample": [1 / len(lengths)] * len(lengths),
+        "token": [n / sum(lengths) for n in lengths],
+    }
+    return {
+        "lengths": lengths,
+        "row weights": weights,
+        "curves": {k: [r["loss"] for r in run.rows] for k, run in runs.items()},
+    }
 
 
 def check_exercise_4(found: dict) -> None:
@@ -228,15 +269,19 @@ def exercise_5(profile: str = "smoke") -> dict:
     """
     cfg = SFTStageConfig.for_profile(profile, variant="seen", plain_share=0.5)
     run = _train(cfg, "exercise-5")
-    data = sft.with_plain_share(load_from_disk(str(run.run_dir / "coldstart" / "dataset")),
-                                cfg.plain_share, cfg.seed)
+    data = sft.with_plain_share(
+        load_from_disk(str(run.run_dir / "coldstart" / "dataset")), cfg.plain_share, cfg.seed
+    )
     plain = [c for c, keep in zip(data["completion"], data["parallel"]) if not keep]
     after = run.result["after"]
-    return {"rows": len(data), "plain rows": len(plain),
-            "plain rows with tags": sum("<Parallel>" in c or "<Summary>" in c for c in plain),
-            "plain rows with an answer": sum("Final Answer:" in c for c in plain),
-            "parallel_ratio (T = 1)": after["parallel_ratio"],
-            "parallel_ratio (greedy)": after["greedy"]["parallel_ratio"]}
+    return {
+        "rows": len(data),
+        "plain rows": len(plain),
+        "plain rows with tags": sum("<Parallel>" in c or "<Summary>" in c for c in plain),
+        "plain rows with an answer": sum("Final Answer:" in c for c in plain),
+        "parallel_ratio (T = 1)": after["parallel_ratio"],
+        "parallel_ratio (greedy)": after["greedy"]["parallel_ratio"],
+    }
 
 
 def check_exercise_5(found: dict) -> None:

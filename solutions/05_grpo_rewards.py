@@ -30,11 +30,13 @@ def exercise_1(profile: str = "smoke") -> dict:
     works the same way: an empty path, words before the first path, a stray ``</Summary>``.
     """
     text = f"Count the muffins.\n{BLOCK} so <Summary>Both give 12.</Summary>\nFinal Answer: 12"
-    return {"text": text,
-            "tiered (official)": score(text, "12", "tiered", grader="official"),
-            "tiered (project)": score(text, "12", "tiered", grader="project"),
-            "official errors": validate(text, strict=False),
-            "strict errors": validate(text, strict=True)}
+    return {
+        "text": text,
+        "tiered (official)": score(text, "12", "tiered", grader="official"),
+        "tiered (project)": score(text, "12", "tiered", grader="project"),
+        "official errors": validate(text, strict=False),
+        "strict errors": validate(text, strict=True),
+    }
 
 
 def check_exercise_1(found: dict) -> None:
@@ -70,9 +72,13 @@ def exercise_2(profile: str = "smoke") -> dict:
         t = terms(case["completion"], case["answer"])
         if t.correct and t.valid and t.blocks:
             top[case["name"]] = 1 + b
-    return {"bonus": b, "cost at that bonus": block_break_even(p, b, f),
-            "cost at the paper's bonus": block_break_even(p, 0.2, f),
-            "cases paid 1 + b": sorted(top), "block over linear": (1 + b) / 1.0}
+    return {
+        "bonus": b,
+        "cost at that bonus": block_break_even(p, b, f),
+        "cost at the paper's bonus": block_break_even(p, 0.2, f),
+        "cases paid 1 + b": sorted(top),
+        "block over linear": (1 + b) / 1.0,
+    }
 
 
 def check_exercise_2(found: dict) -> None:
@@ -98,8 +104,11 @@ def exercise_3(profile: str = "smoke") -> dict:
     tiered = reward_for("tiered")
     texts = [c["completion"] for c in HACKING_CASES]
     golds = [c["answer"] for c in HACKING_CASES]
-    same = all(alternating(texts, golds, trainer_state=SimpleNamespace(global_step=s))
-               == tiered(texts, golds) for s in range(10))
+    same = all(
+        alternating(texts, golds, trainer_state=SimpleNamespace(global_step=s))
+        == tiered(texts, golds)
+        for s in range(10)
+    )
     return {"modes": sorted(set(modes)), "steps": len(modes), "scores equal tiered": same}
 
 

@@ -32,8 +32,10 @@ def _folder(profile: str, name: str) -> Path:
 
 def _metrics(out: Path) -> list[dict]:
     with open(out / "metrics.csv") as f:
-        return [{k: float(v) if v not in ("", None) else None for k, v in row.items()}
-                for row in csv.DictReader(f)]
+        return [
+            {k: float(v) if v not in ("", None) else None for k, v in row.items()}
+            for row in csv.DictReader(f)
+        ]
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -51,15 +53,26 @@ def exercise_1(profile: str = "smoke", steps: int = 2) -> dict:
     step. The direction of the ratio needs a trained SFT start and the tiny profile's 30 steps:
     run notebook 06 with ``structure_weight=0.3`` in the panel and compare with section 4.
     """
-    cfg = GRPOStageConfig.for_stage(3, profile, notebook=True,
-                                    extra_rewards=(("structure", 0.3),))
+    cfg = GRPOStageConfig.for_stage(3, profile, notebook=True, extra_rewards=(("structure", 0.3),))
     session = grpo.GRPOSession(cfg, None, _folder(profile, "exercise-1"))
     session.run(steps)
     rows = _metrics(session.run_dir)
-    return {"reward_weights": list(session.trainer.args.reward_weights),
-            "rows": [{k: r[k] for k in ("step", "reward", "rewards/accuracy_reward/mean",
-                                        "rewards/structure_reward/mean", "parallel_ratio")}
-                     for r in rows]}
+    return {
+        "reward_weights": list(session.trainer.args.reward_weights),
+        "rows": [
+            {
+                k: r[k]
+                for k in (
+                    "step",
+                    "reward",
+                    "rewards/accuracy_reward/mean",
+                    "rewards/structure_reward/mean",
+                    "parallel_ratio",
+                )
+            }
+            for r in rows
+        ],
+    }
 
 
 def check_exercise_1(found: dict) -> None:
@@ -84,14 +97,17 @@ def exercise_2(profile: str = "smoke", steps: int = 2) -> dict:
     An explicit ``epsilon_high=`` overrides the pairing.
     """
     accuracy = GRPOStageConfig.for_stage(3, profile, variant="seen", notebook=True)
-    cfg = GRPOStageConfig.for_stage(3, profile, variant="seen", reward="alternating",
-                                    notebook=True)
+    cfg = GRPOStageConfig.for_stage(3, profile, variant="seen", reward="alternating", notebook=True)
     session = grpo.GRPOSession(cfg, None, _folder(profile, "exercise-2"))
     session.run(steps)
     args = session.trainer.args
-    return {"accuracy clip_high": accuracy.clip_high, "alternating clip_high": cfg.clip_high,
-            "trainer epsilon": args.epsilon, "trainer epsilon_high": args.epsilon_high,
-            "steps": session.step}
+    return {
+        "accuracy clip_high": accuracy.clip_high,
+        "alternating clip_high": cfg.clip_high,
+        "trainer epsilon": args.epsilon,
+        "trainer epsilon_high": args.epsilon_high,
+        "steps": session.step,
+    }
 
 
 def check_exercise_2(found: dict) -> None:
@@ -137,11 +153,18 @@ def exercise_3(profile: str = "smoke") -> dict:
     again = grpo.GRPOSession(cfg, None, out)
     resumed_at = again.step
     again.run()
-    return {"interrupted": interrupted, "stopped after": stop, "save_steps": cfg.save_steps,
-            "checkpoints before": before, "resumed at": resumed_at, "final step": again.step,
-            "max_steps": cfg.max_steps, "logged before": logged,
-            "logged after": [int(r["step"]) for r in _metrics(out)],
-            "checkpoints after": sorted(p.name for p in (out / "trainer").glob("checkpoint-*"))}
+    return {
+        "interrupted": interrupted,
+        "stopped after": stop,
+        "save_steps": cfg.save_steps,
+        "checkpoints before": before,
+        "resumed at": resumed_at,
+        "final step": again.step,
+        "max_steps": cfg.max_steps,
+        "logged before": logged,
+        "logged after": [int(r["step"]) for r in _metrics(out)],
+        "checkpoints after": sorted(p.name for p in (out / "trainer").glob("checkpoint-*")),
+    }
 
 
 def check_exercise_3(found: dict) -> None:

@@ -53,12 +53,18 @@ def exercise_1(profile: str = "smoke", stages: tuple[str, ...] = ("base",)) -> d
     measured = {}
     for k in sorted({nb.table_k, 8}):
         ours, _ = _evaluate(profile, k, stages)
-        measured[k] = {f"{key} {bench}": {"mean@k": s["accuracy"], "pass@k": s["pass_at_k"],
-                                          "n": s["n"]}
-                       for key, by in ours.items() for bench, s in by.items()}
-    expected = {k: {"mean@k": sum(ILLUSTRATION) / len(ILLUSTRATION),
-                    "pass@k": sum(1 - (1 - q) ** k for q in ILLUSTRATION) / len(ILLUSTRATION)}
-                for k in (1, 2, 4, 8)}
+        measured[k] = {
+            f"{key} {bench}": {"mean@k": s["accuracy"], "pass@k": s["pass_at_k"], "n": s["n"]}
+            for key, by in ours.items()
+            for bench, s in by.items()
+        }
+    expected = {
+        k: {
+            "mean@k": sum(ILLUSTRATION) / len(ILLUSTRATION),
+            "pass@k": sum(1 - (1 - q) ** k for q in ILLUSTRATION) / len(ILLUSTRATION),
+        }
+        for k in (1, 2, 4, 8)
+    }
     return {"measured": measured, "expected": expected}
 
 
@@ -98,10 +104,22 @@ def exercise_2(profile: str = "smoke", stages: tuple[str, ...] = ("base",)) -> d
         for row in ResultsFile(path).rows.values():
             n, c = len(row["correct_official"]), sum(row["correct_official"])
             for k in sorted({2, n}):
-                rows.append({"file": path.name, "id": row["id"], "n": n, "c": c, "k": k,
-                             "plug_in": plug_in(n, c, k), "unbiased": pass_at_k(n, c, k)})
-    grid = [{"n": 8, "c": c, "k": k, "plug_in": plug_in(8, c, k), "unbiased": pass_at_k(8, c, k)}
-            for c in range(9) for k in (1, 2, 8)]
+                rows.append(
+                    {
+                        "file": path.name,
+                        "id": row["id"],
+                        "n": n,
+                        "c": c,
+                        "k": k,
+                        "plug_in": plug_in(n, c, k),
+                        "unbiased": pass_at_k(n, c, k),
+                    }
+                )
+    grid = [
+        {"n": 8, "c": c, "k": k, "plug_in": plug_in(8, c, k), "unbiased": pass_at_k(8, c, k)}
+        for c in range(9)
+        for k in (1, 2, 8)
+    ]
     return {"rows": rows, "grid": grid}
 
 
@@ -135,17 +153,28 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
     runs = {}
     for switch in sorted({max(1, nb.total // 4), max(1, 3 * nb.total // 4)}):
         out = runs_dir() / f"mid-training-{profile}-unseen-seed{seed}-switch{switch}"
-        result = studies.mid_training(profile, init, switch, nb.total, seed=seed,
-                                      variant="unseen", out=out, window=nb.window,
-                                      parallel_steps=2, eval_n=nb.scaffold_eval_n,
-                                      per_device_train_batch_size=nb.scaffold_batch)
+        result = studies.mid_training(
+            profile,
+            init,
+            switch,
+            nb.total,
+            seed=seed,
+            variant="unseen",
+            out=out,
+            window=nb.window,
+            parallel_steps=2,
+            eval_n=nb.scaffold_eval_n,
+            per_device_train_batch_size=nb.scaffold_batch,
+        )
         effect = analytics.switch_effect(result)
         phases = [row["phase"] for row in result["curve"]]
         runs[switch] = {
             "steps per phase": {p: phases.count(p) for p in ("alternating", "accuracy")},
-            "tiered steps after the switch": sum(bool(row.get("reward_mode/tiered"))
-                                                 for row in result["curve"]
-                                                 if row["phase"] == "accuracy"),
+            "tiered steps after the switch": sum(
+                bool(row.get("reward_mode/tiered"))
+                for row in result["curve"]
+                if row["phase"] == "accuracy"
+            ),
             "parallel ratio": {k: effect["parallel_ratio"][k] for k in ("before", "after")},
             "held-out": {h["step"]: h["accuracy"] for h in effect["held_out"]},
         }

@@ -76,13 +76,26 @@ def train(self, *args, **kwargs):
     folder = Path(os.environ["PR1_FINGERPRINT_DIR"])
     folder.mkdir(parents=True, exist_ok=True)
     weights = folder / f"rank{rank}-{_calls[0]}.pt"
-    torch.save({n: p.detach().to("cpu", torch.float32).clone()
-                for n, p in self.model.named_parameters() if p.requires_grad}, weights)
+    torch.save(
+        {
+            n: p.detach().to("cpu", torch.float32).clone()
+            for n, p in self.model.named_parameters()
+            if p.requires_grad
+        },
+        weights,
+    )
     backend = torch.distributed.get_backend() if world > 1 else None
-    record = {"rank": rank, "world_size": world, "backend": backend,
-              "global_step": self.state.global_step, "before": before, "after": after,
-              "values": count, "samples": [_samples[step] for step in sorted(_samples)],
-              "weights": str(weights)}
+    record = {
+        "rank": rank,
+        "world_size": world,
+        "backend": backend,
+        "global_step": self.state.global_step,
+        "before": before,
+        "after": after,
+        "values": count,
+        "samples": [_samples[step] for step in sorted(_samples)],
+        "weights": str(weights),
+    }
     (folder / f"rank{rank}-{_calls[0]}.json").write_text(json.dumps(record))
     _calls[0] += 1
     return out

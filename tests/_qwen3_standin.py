@@ -18,15 +18,39 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 REGULAR = 151_643  # Qwen3's regular (byte-level BPE) tokens
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
-            "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
-            "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
-            "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
-            "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
-            "</tool_response>", "<think>", "</think>"]  # ids 151,643-151,668
+SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]  # ids 151,643-151,668
 VOCAB_ROWS = 151_936  # Qwen3-0.6B's embedding rows (the vocabulary padded to a multiple of 128)
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _corpus() -> list[str]:
@@ -38,8 +62,9 @@ def _corpus() -> list[str]:
 
     records = load_tinygsm(200, "easy", "train", 0)
     teacher = RuleTeacher(seed=0)
-    return ([prompt_text(r["question"], "v3") for r in records]
-            + [teacher.trace(r)["text"] for r in records])
+    return [prompt_text(r["question"], "v3") for r in records] + [
+        teacher.trace(r)["text"] for r in records
+    ]
 
 
 def standin_tokenizer() -> PreTrainedTokenizerFast:
@@ -49,25 +74,44 @@ def standin_tokenizer() -> PreTrainedTokenizerFast:
     learned = train_tiny_tokenizer(_corpus(), vocab_size=2000)
     spec = json.loads(learned.backend_tokenizer.to_str())
     spec["added_tokens"] = []
-    tiny = [t for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])
-            if t != "<|endoftext|>"]
+    tiny = [
+        t
+        for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])
+        if t != "<|endoftext|>"
+    ]
     vocab = {t: i for i, t in enumerate(tiny)}
     vocab.update({f"<|filler_{i}|>": i for i in range(len(vocab), REGULAR)})
     spec["model"]["vocab"] = vocab
     raw = Tokenizer.from_str(json.dumps(spec))
     raw.add_special_tokens(SPECIALS)
-    return PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>", chat_template=CHATML,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        chat_template=CHATML,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def standin_config() -> Qwen3Config:
     """Qwen3-0.6B-Base's config.json with 2 layers of width 64 instead of 28 of 1,024."""
-    return Qwen3Config(vocab_size=VOCAB_ROWS, hidden_size=64, intermediate_size=128,
-                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                       head_dim=16, max_position_embeddings=32768, rope_theta=1_000_000.0,
-                       rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=151643,
-                       eos_token_id=151643, attention_bias=False, hidden_act="silu")
+    return Qwen3Config(
+        vocab_size=VOCAB_ROWS,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        bos_token_id=151643,
+        eos_token_id=151643,
+        attention_bias=False,
+        hidden_act="silu",
+    )
 
 
 def write_standin(folder: Path, seed: int = 0) -> Path:

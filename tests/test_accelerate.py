@@ -116,14 +116,24 @@ def test_sft_two_processes_agree_on_the_final_weights(sft_two_ranks):
 
 
 @pytest.mark.slow
-def test_sft_two_processes_shard_the_batch_and_equal_one_process_on_the_union(sft_two_ranks,
-                                                                             tmp_path):
+def test_sft_two_processes_shard_the_batch_and_equal_one_process_on_the_union(
+    sft_two_ranks, tmp_path
+):
     """Each rank trains on 4 rows per step, the two shards are disjoint and together are the batch
     of 8 a 1-process run with ``per_device_train_batch_size=8`` trains on; averaging the two ranks'
     gradients gives that run's weights (the smoke SFT loss is a per-sample mean)."""
     tmp, ranks = sft_two_ranks
-    one, = launch_two_ranks(tmp_path, "sft", "--profile", "smoke", "--out", str(tmp_path / "sft"),
-                            "--set", "per_device_train_batch_size=8", processes=1)
+    (one,) = launch_two_ranks(
+        tmp_path,
+        "sft",
+        "--profile",
+        "smoke",
+        "--out",
+        str(tmp_path / "sft"),
+        "--set",
+        "per_device_train_batch_size=8",
+        processes=1,
+    )
     assert (one["world_size"], one["global_step"], one["before"]) == (1, 4, ranks[0]["before"])
     cards = [json.loads((t / "sft" / "run_card.json").read_text()) for t in (tmp, tmp_path)]
     assert cards[0]["data_hash"] == cards[1]["data_hash"]  # the same 24 rows in the same order
@@ -148,8 +158,21 @@ def test_grpo_two_processes_shard_the_prompts_and_agree_on_the_weights(tmp_path)
     # with the pretrained tiny model (when present) and the accuracy reward the update is real.
     pretrained = (TINY_BASE / "config.json").exists()
     init = ["--init", str(TINY_BASE), "--reward", "accuracy"] if pretrained else []
-    ranks = launch_two_ranks(tmp_path, "grpo", "--profile", "smoke", "--stage", "2", "--steps", "2",
-                             "--set", "weight_decay=0.0", "--out", str(tmp_path / "grpo"), *init)
+    ranks = launch_two_ranks(
+        tmp_path,
+        "grpo",
+        "--profile",
+        "smoke",
+        "--stage",
+        "2",
+        "--steps",
+        "2",
+        "--set",
+        "weight_decay=0.0",
+        "--out",
+        str(tmp_path / "grpo"),
+        *init,
+    )
     _assert_in_step(ranks, steps=2)
     # the prompts each rank trained on: 2 whole groups (4 generations each) per rank and step,
     # disjoint between ranks, and no prompt used twice in the run (2 steps x 4 of 64 prompts)

@@ -18,8 +18,10 @@ from pr1lib.tour import build_report
 
 
 def _rows(positions, ratios):
-    return [{"step": i + 1, "block_position": p, "parallel_ratio": r, "accuracy": 0.1 * (i % 3)}
-            for i, (p, r) in enumerate(zip(positions, ratios))]
+    return [
+        {"step": i + 1, "block_position": p, "parallel_ratio": r, "accuracy": 0.1 * (i % 3)}
+        for i, (p, r) in enumerate(zip(positions, ratios))
+    ]
 
 
 def test_curves_read_the_csv_and_figure3_plots_its_columns(tmp_path):
@@ -76,10 +78,19 @@ def test_trend_reads_direction_from_the_data():
 
 
 def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
-    curve = [{"step": s, "accuracy": 0.05 * s, "parallel_ratio": 1.0 if s <= 3 else 0.4,
-              "phase": "alternating" if s <= 3 else "accuracy"} for s in range(1, 7)]
-    held = [{"step": 0, "tier": "hard", "accuracy": 0.1, "parallel_ratio": 0.9},
-            {"step": 6, "tier": "hard", "accuracy": 0.3, "parallel_ratio": 0.2}]
+    curve = [
+        {
+            "step": s,
+            "accuracy": 0.05 * s,
+            "parallel_ratio": 1.0 if s <= 3 else 0.4,
+            "phase": "alternating" if s <= 3 else "accuracy",
+        }
+        for s in range(1, 7)
+    ]
+    held = [
+        {"step": 0, "tier": "hard", "accuracy": 0.1, "parallel_ratio": 0.9},
+        {"step": 6, "tier": "hard", "accuracy": 0.3, "parallel_ratio": 0.2},
+    ]
     result = {"switch_step": 3, "curve": curve, "held_out": held}
     fig = analytics.scaffold_figure(result)
     traces = {t.name: t for t in fig.data}
@@ -103,9 +114,12 @@ def test_scaffold_refuses_a_switch_outside_the_run():
 
 
 def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
-    for folder in ("04_sft_lora-tiny/seen/merged", "sft-tiny-seen",
-                   "grpo-unseen-stage2-tiny-seed1/direct/grpo-tiny-unseen-s3-alternating-seed1/merged",
-                   "06_grpo_training-tiny/stage3"):  # no merged/: not a checkpoint yet
+    for folder in (
+        "04_sft_lora-tiny/seen/merged",
+        "sft-tiny-seen",
+        "grpo-unseen-stage2-tiny-seed1/direct/grpo-tiny-unseen-s3-alternating-seed1/merged",
+        "06_grpo_training-tiny/stage3",
+    ):  # no merged/: not a checkpoint yet
         (tmp_path / folder).mkdir(parents=True)
     found, missing = analytics.find_checkpoints("tiny", seed=1, root=tmp_path)
     assert found["sft-seen"] == str(tmp_path / "04_sft_lora-tiny/seen")
@@ -166,7 +180,11 @@ def test_eval_outputs_write_a_table_and_the_figures(tmp_path):
 def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
     result = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert [(r["step"], r["phase"]) for r in result["curve"]] == [
-        (1, "alternating"), (2, "alternating"), (3, "accuracy"), (4, "accuracy")]
+        (1, "alternating"),
+        (2, "alternating"),
+        (3, "accuracy"),
+        (4, "accuracy"),
+    ]
     assert [h["step"] for h in result["held_out"]] == [0, 2, 4]
     cards = [
         json.loads((tmp_path / name / "run_card.json").read_text())
@@ -203,10 +221,13 @@ def test_tour_report_puts_the_headline_on_top(tmp_path):
     table = analytics.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
     analytics.write_headline(table, "Headline (tiny)", folder=tmp_path)
     metrics = dict(summary, greedy={"accuracy": 0.5})
-    world = studies.world_headline({"before": {"hard": summary | {"greedy": {"accuracy": 0.25}}},
-                                    "after": {"hard": metrics}}, "tiny")
-    analytics.write_headline(world, "TinyWorld (tiny)", folder=tmp_path,
-                             name="headline-tinyworld.json")
+    world = studies.world_headline(
+        {"before": {"hard": summary | {"greedy": {"accuracy": 0.25}}}, "after": {"hard": metrics}},
+        "tiny",
+    )
+    analytics.write_headline(
+        world, "TinyWorld (tiny)", folder=tmp_path, name="headline-tinyworld.json"
+    )
     headlines = analytics.read_headlines(tmp_path)
     assert [h["title"] for h in headlines] == ["Headline (tiny)", "TinyWorld (tiny)"]  # 07 first
     page = build_report([], "tiny", headlines)

@@ -15,10 +15,34 @@ from pr1lib.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "pr1lib"
 # Bottom to top. A module may import modules of its own layer or of a layer below, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "versions", "validate", "profiles", "config", "jsonl", "answers", "format", "prompts",
-     "tasks", "world", "paper", "expect", "budget"),
-    ("runtime", "graders", "rewards", "hacking", "tokens", "structure", "data", "evalsets",
-     "arithmetic", "buckets"),  # the core
+    (
+        "paths",
+        "versions",
+        "validate",
+        "profiles",
+        "config",
+        "jsonl",
+        "answers",
+        "format",
+        "prompts",
+        "tasks",
+        "world",
+        "paper",
+        "expect",
+        "budget",
+    ),
+    (
+        "runtime",
+        "graders",
+        "rewards",
+        "hacking",
+        "tokens",
+        "structure",
+        "data",
+        "evalsets",
+        "arithmetic",
+        "buckets",
+    ),  # the core
     ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
     # models and engines
     ("models", "decode", "kvcache", "rollout", "steering", "teachers", "chat_teacher", "standin"),
@@ -92,8 +116,10 @@ def test_modules_and_functions_stay_short(module):
 
 
 HEAVY = ("torch", "transformers", "trl", "datasets", "peft")
-HELP = ("import sys\nfrom pr1lib.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n"
-        "    pass\nprint(sorted(m for m in {heavy!r} if m in sys.modules))")
+HELP = (
+    "import sys\nfrom pr1lib.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n"
+    "    pass\nprint(sorted(m for m in {heavy!r} if m in sys.modules))"
+)
 
 
 @pytest.mark.parametrize(
@@ -133,10 +159,16 @@ def test_every_torch_load_is_weights_only():
         if ".venv" in path.parts or "runs" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "load" and getattr(node.func.value, "id", "") == "torch"):
-                safe = any(k.arg == "weights_only" and getattr(k.value, "value", None) is True
-                           for k in node.keywords)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "load"
+                and getattr(node.func.value, "id", "") == "torch"
+            ):
+                safe = any(
+                    k.arg == "weights_only" and getattr(k.value, "value", None) is True
+                    for k in node.keywords
+                )
                 if not safe:
                     calls.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
     assert calls == [], f"torch.load without weights_only=True: {calls}"

@@ -118,8 +118,12 @@ def test_a_different_gold_is_wrong_for_both_checkers(name):
 def test_boxed_only_answers_count_for_project_not_official(name):
     for rec in load_benchmark(name)[:30]:
         verdict = check(name, f"... so the result is $\\boxed{{{rec['answer']}}}$.", rec["answer"])
-        assert verdict == {"official": False, "project": True, "pred_official": None,
-                           "pred_project": rec["answer"]}, rec["id"]
+        assert verdict == {
+            "official": False,
+            "project": True,
+            "pred_official": None,
+            "pred_project": rec["answer"],
+        }, rec["id"]
 
 
 @needs_eval
@@ -202,8 +206,10 @@ def test_official_reads_only_the_last_300_characters():
 
 
 def test_official_ignores_tags_but_project_ignores_paths():
-    text = ("<Parallel><Path>a\nFinal Answer: 3</Path><Path>b\nFinal Answer: 4</Path></Parallel>"
-            "\n<Summary>they disagree</Summary>")  # the engine's layout: a newline before <Summary>
+    text = (
+        "<Parallel><Path>a\nFinal Answer: 3</Path><Path>b\nFinal Answer: 4</Path></Parallel>"
+        "\n<Summary>they disagree</Summary>"
+    )  # the engine's layout: a newline before <Summary>
     # tags are stripped, so the last path's line counts
     assert check("aime25", text, "4")["official"]
     assert check("aime25", text, "4")["pred_project"] is None  # answers inside paths are not final
@@ -214,9 +220,17 @@ def test_last_boxed_handles_nested_braces():
     assert last_boxed("no box") is None
 
 
-@pytest.mark.parametrize("raw, normal", [
-    (r"\boxed{42}", "42"), (r"x = \frac12", r"\frac{1}{2}"), ("1,000,000", "1000000"),
-    (r"\text{(B)}", "(B)"), (r"5\text{ cm}", "5"), (r"\$12.50", "12.50"), ("a 7", "7"),
-])
+@pytest.mark.parametrize(
+    "raw, normal",
+    [
+        (r"\boxed{42}", "42"),
+        (r"x = \frac12", r"\frac{1}{2}"),
+        ("1,000,000", "1000000"),
+        (r"\text{(B)}", "(B)"),
+        (r"5\text{ cm}", "5"),
+        (r"\$12.50", "12.50"),
+        ("a 7", "7"),
+    ],
+)
 def test_minerva_normalize(raw, normal):
     assert minerva_normalize(raw) == normal

@@ -29,8 +29,10 @@ GSM8K_ROW = {"question": "Tom has 2 apples and buys 3. How many?", "answer": "2+
 # ----------------------------------------------------------------------------- what a probe sees
 def snapshot(root: Path) -> dict[str, bytes | None]:
     """Every file (its bytes) and folder (``None``) under ``root``."""
-    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, list[str]]:
@@ -60,8 +62,10 @@ def jsonl(tmp: Path, *lines: str) -> None:
 
 def coldstart_run(tmp: Path, name: str = "cs") -> None:
     """A finished (tiny) cold-start run in ``tmp/name``."""
-    assert main(["coldstart", "--source", "tinygsm-easy", "--limit", "3", "--out",
-                 str(tmp / name)]) == 0
+    assert (
+        main(["coldstart", "--source", "tinygsm-easy", "--limit", "3", "--out", str(tmp / name)])
+        == 0
+    )
 
 
 def foreign(tmp: Path) -> None:
@@ -93,19 +97,35 @@ class Probe:
 ROW, ROW2 = json.dumps(GSM8K_ROW), json.dumps({"question": "no answer here"})
 TINY = ("--source", "tinygsm-easy", "--limit", "2")
 PROBES = [
-    *[Probe(f"unknown-key-{c}", (c, *extra, "--set", "nope=1"), "unknown key 'nope'")
-      for c, *extra in (("coldstart",), ("sft",), ("grpo", "--stage", "3"), ("eval",),
-                        ("pretrain-tiny",))],
+    *[
+        Probe(f"unknown-key-{c}", (c, *extra, "--set", "nope=1"), "unknown key 'nope'")
+        for c, *extra in (
+            ("coldstart",),
+            ("sft",),
+            ("grpo", "--stage", "3"),
+            ("eval",),
+            ("pretrain-tiny",),
+        )
+    ],
     Probe("set-name-is-model", ("sft", "--set", "name=/models/x"), "goes in --model DIR"),
     Probe("blockcost-unknown-set", ("blockcost", "--set", "nope=1"), "blockcost --set nope"),
     Probe("blockcost-unknown-data", ("blockcost", "--data", "zz"), "--data 'zz': choose from"),
-    Probe("set-limit-abc", ("coldstart", "--set", "limit=abc"),
-          "--set limit=abc: limit must be None or a whole number, got 'abc'"),
-    Probe("set-temperature-hot", ("coldstart", "--set", "temperature=hot"),
-          "temperature must be a number, got 'hot'"),
+    Probe(
+        "set-limit-abc",
+        ("coldstart", "--set", "limit=abc"),
+        "--set limit=abc: limit must be None or a whole number, got 'abc'",
+    ),
+    Probe(
+        "set-temperature-hot",
+        ("coldstart", "--set", "temperature=hot"),
+        "temperature must be a number, got 'hot'",
+    ),
     Probe("set-bool", ("sft", "--set", "use_lora=maybe"), "use_lora must be True or False"),
-    Probe("batch-size-0", ("coldstart", "--set", "batch_size=0"),
-          "batch_size must be a whole number above 0, got 0"),
+    Probe(
+        "batch-size-0",
+        ("coldstart", "--set", "batch_size=0"),
+        "batch_size must be a whole number above 0, got 0",
+    ),
     Probe("set-profile", ("eval", "--set", "profile=paper"), "profile is set with --profile"),
     Probe("eval-n-negative", ("eval", "--n", "-3"), "argument --n: must be a whole number of 0"),
     Probe("eval-k-0", ("eval", "--k", "0"), "argument --k: must be a whole number of 1"),
@@ -113,47 +133,115 @@ PROBES = [
     Probe("coldstart-limit-negative", ("coldstart", "--limit", "-7470"), "argument --limit"),
     Probe("grpo-steps-negative", ("grpo", "--stage", "3", "--steps", "-1"), "argument --steps"),
     Probe("bench-threads-0", ("bench", "rollout", "--threads", "0"), "argument --threads"),
-    *[Probe(f"unknown-profile-{argv[0]}", argv, "unknown profile 'laptop'",
-            env={"PR1_PROFILE": "laptop"})
-      for argv in (("tour",), ("pretrain-tiny",), ("coldstart",), ("sft",),
-                   ("grpo", "--stage", "3"), ("eval",), ("bench", "rollout"),
-                   ("export-verl", "--source", "tinygsm-easy"))],
-    *[Probe(f"model-missing-{c}", (c, "--model", "/missing/model/path"),
-            "model folder /missing/model/path does not exist") for c in ("sft", "grpo", "eval")],
-    Probe("model-empty", ("eval", "--model", "{tmp}/empty"), "is not a model folder: it has no "
-          "config.json and no tokenizer files", setup=folders),
-    Probe("grpo-model-and-init", ("grpo", "--stage", "3", "--model", "a/b", "--init", "c/d"),
-          "give --model or --init, not both"),
+    *[
+        Probe(
+            f"unknown-profile-{argv[0]}",
+            argv,
+            "unknown profile 'laptop'",
+            env={"PR1_PROFILE": "laptop"},
+        )
+        for argv in (
+            ("tour",),
+            ("pretrain-tiny",),
+            ("coldstart",),
+            ("sft",),
+            ("grpo", "--stage", "3"),
+            ("eval",),
+            ("bench", "rollout"),
+            ("export-verl", "--source", "tinygsm-easy"),
+        )
+    ],
+    *[
+        Probe(
+            f"model-missing-{c}",
+            (c, "--model", "/missing/model/path"),
+            "model folder /missing/model/path does not exist",
+        )
+        for c in ("sft", "grpo", "eval")
+    ],
+    Probe(
+        "model-empty",
+        ("eval", "--model", "{tmp}/empty"),
+        "is not a model folder: it has no config.json and no tokenizer files",
+        setup=folders,
+    ),
+    Probe(
+        "grpo-model-and-init",
+        ("grpo", "--stage", "3", "--model", "a/b", "--init", "c/d"),
+        "give --model or --init, not both",
+    ),
     Probe("data-missing", ("sft", "--data", "{tmp}/nope"), "--data {tmp}/nope does not exist"),
     Probe("data-empty", ("sft", "--data", "{tmp}/empty"), "is empty", setup=folders),
-    Probe("data-not-a-set", ("sft", "--data", "{tmp}/junk"), "is not a saved data set",
-          setup=folders),
-    *[Probe(f"jsonl-{name}", ("coldstart", "--source", "gsm8k", "--data-path",
-                              "{tmp}/bad.jsonl", "--out", "{tmp}/out"), needle,
-            setup=lambda t, ls=lines: jsonl(t, *ls))
-      for name, lines, needle in (
-          ("malformed", (ROW, '{"question": "x", '), "bad.jsonl line 2: not valid JSON"),
-          ("not-an-object", (ROW, "[1, 2]"), "bad.jsonl line 2: not a JSON object (got list)"),
-          ("missing-field", (ROW, ROW2), 'bad.jsonl line 2: no "answer" field'),
-          ("empty", (), "bad.jsonl is empty"))],
-    Probe("dapo-test-split", ("coldstart", "--source", "dapo", "--split", "test"),
-          "dapo has no 'test' split"),
+    Probe(
+        "data-not-a-set", ("sft", "--data", "{tmp}/junk"), "is not a saved data set", setup=folders
+    ),
+    *[
+        Probe(
+            f"jsonl-{name}",
+            (
+                "coldstart",
+                "--source",
+                "gsm8k",
+                "--data-path",
+                "{tmp}/bad.jsonl",
+                "--out",
+                "{tmp}/out",
+            ),
+            needle,
+            setup=lambda t, ls=lines: jsonl(t, *ls),
+        )
+        for name, lines, needle in (
+            ("malformed", (ROW, '{"question": "x", '), "bad.jsonl line 2: not valid JSON"),
+            ("not-an-object", (ROW, "[1, 2]"), "bad.jsonl line 2: not a JSON object (got list)"),
+            ("missing-field", (ROW, ROW2), 'bad.jsonl line 2: no "answer" field'),
+            ("empty", (), "bad.jsonl is empty"),
+        )
+    ],
+    Probe(
+        "dapo-test-split",
+        ("coldstart", "--source", "dapo", "--split", "test"),
+        "dapo has no 'test' split",
+    ),
     Probe("export-nothing", ("export-verl", "--out", "{tmp}/v"), "nothing to export"),
-    Probe("export-coldstart-missing", ("export-verl", "--coldstart", "{tmp}/nope", "--out",
-                                       "{tmp}/v"), "--coldstart {tmp}/nope does not exist"),
-    Probe("out-other-config", ("coldstart", "--source", "tinygsm-hard", "--limit", "3", "--out",
-                               "{tmp}/cs"), "holds another coldstart run (source='tinygsm-easy', "
-          "not 'tinygsm-hard')", setup=coldstart_run),
-    Probe("out-other-command", ("coldstart", *TINY, "--out", "{tmp}/sftrun"),
-          "holds a sft run, not a coldstart one", setup=sft_run),
-    Probe("out-foreign-files", ("coldstart", *TINY, "--out", "{tmp}/mine"), "not a pr1 run",
-          setup=foreign),
-    Probe("sft-out-is-data", ("sft", "--data", "{tmp}/cs", "--out", "{tmp}/cs"),
-          "would hold the --data set", setup=coldstart_run),
-    Probe("tour-only-nothing", ("tour", "--only", "zz", "--out", "{tmp}/t"),
-          "--only zz matches no notebook"),
-    Probe("tour-unknown-parameter", ("tour", "--only", "00", "--set", "FOO=1"),
-          "declare no parameter 'FOO'"),
+    Probe(
+        "export-coldstart-missing",
+        ("export-verl", "--coldstart", "{tmp}/nope", "--out", "{tmp}/v"),
+        "--coldstart {tmp}/nope does not exist",
+    ),
+    Probe(
+        "out-other-config",
+        ("coldstart", "--source", "tinygsm-hard", "--limit", "3", "--out", "{tmp}/cs"),
+        "holds another coldstart run (source='tinygsm-easy', not 'tinygsm-hard')",
+        setup=coldstart_run,
+    ),
+    Probe(
+        "out-other-command",
+        ("coldstart", *TINY, "--out", "{tmp}/sftrun"),
+        "holds a sft run, not a coldstart one",
+        setup=sft_run,
+    ),
+    Probe(
+        "out-foreign-files",
+        ("coldstart", *TINY, "--out", "{tmp}/mine"),
+        "not a pr1 run",
+        setup=foreign,
+    ),
+    Probe(
+        "sft-out-is-data",
+        ("sft", "--data", "{tmp}/cs", "--out", "{tmp}/cs"),
+        "would hold the --data set",
+        setup=coldstart_run,
+    ),
+    Probe(
+        "tour-only-nothing",
+        ("tour", "--only", "zz", "--out", "{tmp}/t"),
+        "--only zz matches no notebook",
+    ),
+    Probe(
+        "tour-unknown-parameter",
+        ("tour", "--only", "00", "--set", "FOO=1"),
+        "declare no parameter 'FOO'",
+    ),
     Probe("tour-profile-by-set", ("tour", "--set", "PROFILE=tiny"), "PROFILE comes from --profile"),
     Probe("bad-choice", ("coldstart", "--teacher", "llm"), "argument --teacher: invalid choice"),
 ]
@@ -210,8 +298,10 @@ def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
     monkeypatch.setattr(grpo, "run_grpo", fake_grpo)
     assert main(["sft", "--model", "data/tiny-base", "--out", str(tmp_path / "s")]) == 0
     assert seen["sft"].name.endswith("data/tiny-base") and not seen["sft"].random_init
-    assert main(["grpo", "--stage", "3", "--model", "data/tiny-base", "--out",
-                 str(tmp_path / "g")]) == 0
+    assert (
+        main(["grpo", "--stage", "3", "--model", "data/tiny-base", "--out", str(tmp_path / "g")])
+        == 0
+    )
     assert seen["grpo"] == "data/tiny-base"
 
 
@@ -227,10 +317,18 @@ def test_results_file_damage_is_reported_or_named(tmp_path, capsys):
 
     path, records = tmp_path / "r.jsonl", [{"id": "a", "question": "1+1?", "answer": "2"}]
     path.write_text('{"id": "b", "k": 1}\n{"id": "c", "k"')  # a torn last line
-    evaluate_records(records, lambda prompts, k: [["Final Answer: 2"]] * len(prompts), 1,
-                     "tinygsm-easy", str, path, progress=False)
-    assert capsys.readouterr().err.strip() == (f"note: {path}: dropped 1 unreadable line(s) (a "
-                                               "write cut short); their rows are made again")
+    evaluate_records(
+        records,
+        lambda prompts, k: [["Final Answer: 2"]] * len(prompts),
+        1,
+        "tinygsm-easy",
+        str,
+        path,
+        progress=False,
+    )
+    assert capsys.readouterr().err.strip() == (
+        f"note: {path}: dropped 1 unreadable line(s) (a write cut short); their rows are made again"
+    )
     path.write_text('{"id": "b", "k": 1}\n[1, 2]\n')
     with pytest.raises(JsonlError, match=f"{path} line 2 is not a row of this file"):
         evaluate_records(records, None, 1, "tinygsm-easy", str, path, progress=False)
@@ -239,8 +337,9 @@ def test_results_file_damage_is_reported_or_named(tmp_path, capsys):
 def test_rerun_with_more_problems_resumes_the_same_folder(tmp_path, capsys):
     coldstart_run(tmp_path)
     traces = (tmp_path / "cs" / "traces.jsonl").read_bytes()
-    code = main(["coldstart", "--source", "tinygsm-easy", "--limit", "5", "--out",
-                 str(tmp_path / "cs")])
+    code = main(
+        ["coldstart", "--source", "tinygsm-easy", "--limit", "5", "--out", str(tmp_path / "cs")]
+    )
     assert code == 0 and json.loads(capsys.readouterr().out.splitlines()[-1])["total"] == 5
     assert (tmp_path / "cs" / "traces.jsonl").read_bytes().startswith(traces)  # nothing lost
 
@@ -259,8 +358,14 @@ def test_resume_and_overwrite_say_otherwise(tmp_path, capsys):
 # ----------------------------------------------------------------------------- subprocesses
 def _python(code: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
     full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke", **(env or {})}
-    return subprocess.Popen([sys.executable, "-c", code], env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=full,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
 
 
 SLOW_BENCH = """
@@ -289,9 +394,13 @@ def _slow_bench(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     (tmp_path / "fake").mkdir(exist_ok=True)
     (tmp_path / "fake" / "rollout.py").write_text(ROLLOUT)
     out = tmp_path / "bench"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_BENCH, str(tmp_path / "fake"), str(out)],
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OUT": str(out)},
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_BENCH, str(tmp_path / "fake"), str(out)],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OUT": str(out)},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     return proc, out
 
@@ -312,8 +421,10 @@ def test_a_second_run_on_a_busy_folder_gets_one_line(tmp_path, capsys):
         before = snapshot(out)
         code, lines = run_cli(capsys, "bench", "rollout", "--out", out)
         assert code == 2 and len(lines) == 1
-        assert lines[0] == (f"error: {out} is in use by another run (pid {proc.pid}): wait for it "
-                            "to finish, stop it, or pick another --out")
+        assert lines[0] == (
+            f"error: {out} is in use by another run (pid {proc.pid}): wait for it "
+            "to finish, stop it, or pick another --out"
+        )
         assert snapshot(out) == before
     finally:
         proc.kill()
@@ -321,10 +432,12 @@ def test_a_second_run_on_a_busy_folder_gets_one_line(tmp_path, capsys):
 
 
 def test_offline_hub_miss_is_one_line_not_chained_tracebacks(tmp_path):
-    proc = _python("import sys\nfrom pr1lib.cli import main\n"
-                   "sys.exit(main(['eval', '--model', 'pr1-nobody/no-such-model-xyz', '--out', "
-                   f"{str(tmp_path / 'e')!r}]))",
-                   env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    proc = _python(
+        "import sys\nfrom pr1lib.cli import main\n"
+        "sys.exit(main(['eval', '--model', 'pr1-nobody/no-such-model-xyz', '--out', "
+        f"{str(tmp_path / 'e')!r}]))",
+        env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
     out, err = proc.communicate(timeout=120)
     ours = [line for line in (out + err).splitlines() if "error" in line.lower()]
     assert proc.returncode == 2 and "Traceback" not in err and len(ours) == 1, err

@@ -31,16 +31,28 @@ def standin(tmp_path_factory):
 
 
 def _sft_config() -> SFTStageConfig:
-    return SFTStageConfig.for_profile("colab", source="tinygsm-easy", train_n=8, max_steps=3,
-                                      per_device_train_batch_size=1, gradient_accumulation_steps=1,
-                                      gradient_checkpointing=True, logging_steps=1, **SHORT)
+    return SFTStageConfig.for_profile(
+        "colab",
+        source="tinygsm-easy",
+        train_n=8,
+        max_steps=3,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=1,
+        gradient_checkpointing=True,
+        logging_steps=1,
+        **SHORT,
+    )
 
 
 @pytest.mark.slow
 def test_colab_policy_loads_like_qwen3_0_6b(standin):
     mcfg = stage_model_config(_sft_config(), standin)
     assert (mcfg.load_in_4bit, mcfg.use_lora, mcfg.dtype, mcfg.prompt_style) == (
-        True, True, "float16", "v3")  # the colab profile's choices (a T4 has no bfloat16)
+        True,
+        True,
+        "float16",
+        "v3",
+    )  # the colab profile's choices (a T4 has no bfloat16)
     model, tokenizer, lora = load_training_policy(mcfg)
     assert tag_token_ids(tokenizer) == TAG_IDS and len(tokenizer) == 151675
     embed = model.get_input_embeddings().weight
@@ -59,8 +71,14 @@ def test_colab_sft_then_grpo_on_cpu(standin, tmp_path):
     from pr1lib.sft import run_sft
 
     cfg = _sft_config()
-    sft = run_sft(cfg, None, tmp_path / "sft", evaluate=False,  # GRPO evaluates, below
-                  model_cfg=stage_model_config(cfg, standin), quiet=True)
+    sft = run_sft(
+        cfg,
+        None,
+        tmp_path / "sft",
+        evaluate=False,  # GRPO evaluates, below
+        model_cfg=stage_model_config(cfg, standin),
+        quiet=True,
+    )
     assert sft.result["steps"] == 3 and all(math.isfinite(r["loss"]) for r in sft.rows)
     trainable = {n: p.dtype for n, p in sft.model.named_parameters() if p.requires_grad}
     assert any("token_adapter" in n or "trainable_tokens" in n for n in trainable)  # tag rows
@@ -69,11 +87,21 @@ def test_colab_sft_then_grpo_on_cpu(standin, tmp_path):
     assert tag_token_ids(tok) == TAG_IDS
     assert merged.get_input_embeddings().weight.shape[0] == VOCAB_ROWS
 
-    grpo_cfg = GRPOStageConfig.for_stage(3, "colab", notebook=True, data="tinygsm-hard",
-                                         max_steps=2, per_device_train_batch_size=2,
-                                         num_generations=2, max_completion_length=16,
-                                         max_path_length=6, train_n=8, save_steps=1,
-                                         gradient_checkpointing=True, **SHORT)
+    grpo_cfg = GRPOStageConfig.for_stage(
+        3,
+        "colab",
+        notebook=True,
+        data="tinygsm-hard",
+        max_steps=2,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=16,
+        max_path_length=6,
+        train_n=8,
+        save_steps=1,
+        gradient_checkpointing=True,
+        **SHORT,
+    )
     run = run_grpo(grpo_cfg, sft.run_dir, tmp_path / "grpo", preflight=False)
     assert run.result["steps"] == 2 and [r["step"] for r in run.rows] == [1, 2]
     assert all(math.isfinite(r["reward"]) for r in run.rows)

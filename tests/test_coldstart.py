@@ -143,8 +143,12 @@ SLOW_RUN = textwrap.dedent("""
 def test_real_interrupt_then_rerun_completes(tmp_path, sig):
     cache = tmp_path / "traces.jsonl"
     log = (tmp_path / "stderr.txt").open("w")  # a file, not a pipe: a full pipe would stall the run
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(cache)], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_RUN, str(cache)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     deadline = time.monotonic() + 120
     while (
         not cache.exists() or cache.read_text().count("\n") < 30
@@ -168,7 +172,9 @@ def test_torn_last_line_is_dropped_and_repaired(tmp_path):
     cache_path = tmp_path / "t.jsonl"
     coldstart.generate_traces(RuleTeacher(), problems[:4], cache_path)
     whole = cache_path.read_bytes()
-    cache_path.write_bytes(whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 1] + whole[-1 - 30:-1])
+    cache_path.write_bytes(
+        whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 1] + whole[-1 - 30 : -1]
+    )
     cache = coldstart.TraceCache(cache_path)
     assert cache.dropped == 1 and len(cache.records) == 3
     coldstart.generate_traces(RuleTeacher(), problems, cache_path)

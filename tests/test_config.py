@@ -111,5 +111,8 @@ def test_tinyworld_stages_take_its_problems_rollout_and_held_out_sets():
         GRPOStageConfig.for_stage(3, "tiny", world="mars")
     unseen = stage(3, "tiny", world="tinyworld", variant="unseen")  # independent forked probes
     assert (unseen.rollout_mode, unseen.eval_rollout_mode, unseen.data) == (
-        "forked", "forked", "tinyworld-hard")
+        "forked",
+        "forked",
+        "tinyworld-hard",
+    )
     assert unseen.max_path_length == 128 and not unseen.use_lora

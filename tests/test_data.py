@@ -116,16 +116,24 @@ def test_dapo_from_the_hub_keeps_one_copy_of_each_prompt(tmp_path, monkeypatch):
 
     def hub_row(i):  # the hub's layout; its copy repeats every prompt (~100 times)
         prompt = f"Solve the following math problem.\n\nWhat is {i}+{i}?\n\nRemember."
-        return {"prompt": [{"role": "user", "content": prompt}], "data_source": "math_dapo",
-                "reward_model": {"ground_truth": str(2 * i)}, "extra_info": {"index": f"u-{i}"}}
+        return {
+            "prompt": [{"role": "user", "content": prompt}],
+            "data_source": "math_dapo",
+            "reward_model": {"ground_truth": str(2 * i)},
+            "extra_info": {"index": f"u-{i}"},
+        }
 
     _write(tmp_path / "hub.jsonl", [hub_row(i) for i in (0, 1, 2)] * 3 + [hub_row(3)] * 2)
     real_load = datasets.load_dataset
 
     def fake_hub(name, config=None, split=None):
         assert split == "train"  # the whole split: the first N rows could all be copies
-        return real_load("json", data_files=str(tmp_path / "hub.jsonl"), split=split,
-                         cache_dir=str(tmp_path / "c"))
+        return real_load(
+            "json",
+            data_files=str(tmp_path / "hub.jsonl"),
+            split=split,
+            cache_dir=str(tmp_path / "c"),
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", fake_hub)
     full, first = data.load_dapo(), data.load_dapo(limit=2)
@@ -134,12 +142,22 @@ def test_dapo_from_the_hub_keeps_one_copy_of_each_prompt(tmp_path, monkeypatch):
 
 
 def test_dapo_hub_layout_is_unwrapped_like_the_paper():
-    prompt = ("Solve the following math problem step by step.\n\nFind $x$ if $x+1=3$.\n\n"
-              'Remember to put your answer on its own line after "Answer:".')
-    row = {"prompt": [{"role": "user", "content": prompt}], "reward_model": {"ground_truth": "2"},
-           "extra_info": {"index": "u-1"}}
-    assert data.dapo_record(row, 0) == {"id": "dapo-u-1", "question": "Find $x$ if $x+1=3$.",
-                                        "answer_text": "", "answer": "2", "source": "dapo"}
+    prompt = (
+        "Solve the following math problem step by step.\n\nFind $x$ if $x+1=3$.\n\n"
+        'Remember to put your answer on its own line after "Answer:".'
+    )
+    row = {
+        "prompt": [{"role": "user", "content": prompt}],
+        "reward_model": {"ground_truth": "2"},
+        "extra_info": {"index": "u-1"},
+    }
+    assert data.dapo_record(row, 0) == {
+        "id": "dapo-u-1",
+        "question": "Find $x$ if $x+1=3$.",
+        "answer_text": "",
+        "answer": "2",
+        "source": "dapo",
+    }
 
 
 def test_tinygsm_tiers_are_gsm8k_shaped():
@@ -159,7 +177,8 @@ def test_joined_sources_share_the_limit_part_by_part():
     assert data.source_counts(mixed) == {"tinygsm-easy": 5, "tinygsm-hard": 4}
     assert mixed[5:] == data.load_source("tinygsm-hard", limit=4)
     assert data.source_counts(data.load_source("tinygsm-easy+tinygsm-hard", limit=1)) == {
-        "tinygsm-easy": 1}  # a part whose share is 0 adds nothing
+        "tinygsm-easy": 1
+    }  # a part whose share is 0 adds nothing
     whole = data.load_source("tinygsm-easy+tinygsm-hard")  # no limit: each part at its default
     assert len(whole) == 2 * len(data.load_source("tinygsm-hard"))
     with pytest.raises(ValueError, match="joined by"):

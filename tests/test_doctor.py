@@ -48,16 +48,25 @@ def hf_tokenizer(tags_as_special: bool | None = None, prefill: str = ""):
 
 
 # ---------------------------------------------------------------- gold_max
-@pytest.mark.parametrize("reward, gold, answer, step, ok", [
-    (accuracy_reward, LINEAR_GOLD, "12", 0, True),
-    (tiered_reward, PARALLEL_GOLD, "12", 0, True),
-    (tiered_reward, LINEAR_GOLD, "12", 0, False),  # linear gold tops out at 1.0 < 1.2
-    (tiered_reward, PARALLEL_GOLD, "2*6=<<2*6=12>>12\n#### 12", 0, True),  # raw GSM8K answer column
-    (accuracy_reward, "2*6=12\nAnswer: 12", "12", 0, False),  # no 'Final Answer:' line
-    (structure_reward, PARALLEL_GOLD, "99", 0, True),  # structure ignores the answer
-    (alternating_reward(), LINEAR_GOLD, "12", 0, True),  # accuracy step
-    (alternating_reward(), LINEAR_GOLD, "12", 8, False),  # tiered step wants a block
-])
+@pytest.mark.parametrize(
+    "reward, gold, answer, step, ok",
+    [
+        (accuracy_reward, LINEAR_GOLD, "12", 0, True),
+        (tiered_reward, PARALLEL_GOLD, "12", 0, True),
+        (tiered_reward, LINEAR_GOLD, "12", 0, False),  # linear gold tops out at 1.0 < 1.2
+        (
+            tiered_reward,
+            PARALLEL_GOLD,
+            "2*6=<<2*6=12>>12\n#### 12",
+            0,
+            True,
+        ),  # raw GSM8K answer column
+        (accuracy_reward, "2*6=12\nAnswer: 12", "12", 0, False),  # no 'Final Answer:' line
+        (structure_reward, PARALLEL_GOLD, "99", 0, True),  # structure ignores the answer
+        (alternating_reward(), LINEAR_GOLD, "12", 0, True),  # accuracy step
+        (alternating_reward(), LINEAR_GOLD, "12", 8, False),  # tiered step wants a block
+    ],
+)
 def test_gold_max(reward, gold, answer, step, ok):
     check = D.check_gold(reward, [gold, gold], [answer, answer], step)
     assert (check.name, check.ok) == ("gold_max", ok)
@@ -87,11 +96,14 @@ def test_render_that_drops_the_problem_fails():
 
 
 # ---------------------------------------------------------------- truncation
-@pytest.mark.parametrize("max_len, ok, shown", [
-    (20, True, "0/4 samples (0%) exceed 20"),
-    (6, False, "2/4 samples (50%) exceed 6"),
-    (3, False, "4/4 samples (100%) exceed 3"),
-])
+@pytest.mark.parametrize(
+    "max_len, ok, shown",
+    [
+        (20, True, "0/4 samples (0%) exceed 20"),
+        (6, False, "2/4 samples (50%) exceed 6"),
+        (3, False, "4/4 samples (100%) exceed 3"),
+    ],
+)
 def test_truncation(max_len, ok, shown):
     samples = ["w " * 3, "w " * 4, "w " * 9, "w w " + PARALLEL_GOLD]  # 4, 5, 10, 8 tokens with EOS
     check = D.check_truncation(samples, WordTokenizer(), max_len)
@@ -123,16 +135,26 @@ BATCHES = [
 
 @pytest.mark.parametrize("per_device, g, accum, gen, ok", BATCHES)
 def test_batch_groups(per_device, g, accum, gen, ok):
-    check = D.check_batch(dict(per_device_train_batch_size=per_device, num_generations=g,
-                               gradient_accumulation_steps=accum, generation_batch_size=gen))
+    check = D.check_batch(
+        dict(
+            per_device_train_batch_size=per_device,
+            num_generations=g,
+            gradient_accumulation_steps=accum,
+            generation_batch_size=gen,
+        )
+    )
     assert check.ok is ok
 
 
 def test_batch_groups_agrees_with_trl_and_reads_a_grpo_config():
     trl = pytest.importorskip("trl")
     for per_device, g, accum, gen, ok in BATCHES:
-        kwargs = dict(per_device_train_batch_size=per_device, num_generations=g,
-                      gradient_accumulation_steps=accum, generation_batch_size=gen)
+        kwargs = dict(
+            per_device_train_batch_size=per_device,
+            num_generations=g,
+            gradient_accumulation_steps=accum,
+            generation_batch_size=gen,
+        )
         try:
             config = trl.GRPOConfig(
                 output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, **kwargs
@@ -190,12 +212,24 @@ def test_tags_survive_decoding(special, ok):
 def test_doctor_all_green():
     tok = hf_tokenizer(tags_as_special=False)
     checks = D.doctor(
-        tiered_reward, gold_completions=[PARALLEL_GOLD] * 2, answers=["12", 12],
-        render=lambda p: chat_prompt(p, tok, "v3"), tokenizer=tok, max_completion_length=64,
+        tiered_reward,
+        gold_completions=[PARALLEL_GOLD] * 2,
+        answers=["12", 12],
+        render=lambda p: chat_prompt(p, tok, "v3"),
+        tokenizer=tok,
+        max_completion_length=64,
         batch={"per_device_train_batch_size": 4, "num_generations": 4},
-        groups=[[PARALLEL_GOLD, LINEAR_GOLD, "Final Answer: 3", BLOCK]], group_answers=["12"])
-    assert [c.name for c in checks] == ["gold_max", "prompt_prefill", "truncation", "batch_groups",
-                                        "group_variance", "tags_survive_decoding"]
+        groups=[[PARALLEL_GOLD, LINEAR_GOLD, "Final Answer: 3", BLOCK]],
+        group_answers=["12"],
+    )
+    assert [c.name for c in checks] == [
+        "gold_max",
+        "prompt_prefill",
+        "truncation",
+        "batch_groups",
+        "group_variance",
+        "tags_survive_decoding",
+    ]
     assert [c.ok for c in checks] == [True] * 6
 
 

@@ -90,17 +90,30 @@ def test_sample_stats_positions_in_tokens_and_chars():
 def rows_for(
     texts_per_problem: list[list[str]], gold: str = "7", bench: str = "gsm8k"
 ) -> list[dict]:
-    return [metrics.score_problem({"id": f"p{i}", "question": "q", "answer": gold}, texts, bench)
-            for i, texts in enumerate(texts_per_problem)]
+    return [
+        metrics.score_problem({"id": f"p{i}", "question": "q", "answer": gold}, texts, bench)
+        for i, texts in enumerate(texts_per_problem)
+    ]
 
 
 def test_summarize_on_known_structures():
     blk = BLOCK.format(a="add 3 and 4", b="add 4 and 3", s="both 7")
-    rows = rows_for([
-        ["pre " + blk + "\nFinal Answer: 7", "Final Answer: 7", "Final Answer: 8", "\\boxed{7}"],
-        [blk + blk + "\nFinal Answer: 1", "<Parallel><Path>x</Path></Parallel>", "nothing",
-         "Final Answer: 7"],
-    ])
+    rows = rows_for(
+        [
+            [
+                "pre " + blk + "\nFinal Answer: 7",
+                "Final Answer: 7",
+                "Final Answer: 8",
+                "\\boxed{7}",
+            ],
+            [
+                blk + blk + "\nFinal Answer: 1",
+                "<Parallel><Path>x</Path></Parallel>",
+                "nothing",
+                "Final Answer: 7",
+            ],
+        ]
+    )
     s = metrics.summarize(rows)
     assert (s["n"], s["k"]) == (2, 4)
     assert s["grader"] == "official"  # the eval default (pr1lib.config.DEFAULT_GRADERS)
@@ -157,8 +170,10 @@ class FakeSampler:
 
     def __call__(self, prompts: list[str], num_samples: int) -> list[list[str]]:
         self.prompts += prompts
-        return [[f"Final Answer: {self.gold(p) if j % 2 == 0 else -1}" for j in range(num_samples)]
-                for p in prompts]
+        return [
+            [f"Final Answer: {self.gold(p) if j % 2 == 0 else -1}" for j in range(num_samples)]
+            for p in prompts
+        ]
 
     @staticmethod
     def gold(prompt: str) -> str:
@@ -177,8 +192,9 @@ def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
     )
     assert len(first.prompts) == 3
     second = FakeSampler()
-    rows = ev.evaluate_records(records(5), second, 4, "gsm8k", lambda q: q, path, batch_size=2,
-                               progress=False)
+    rows = ev.evaluate_records(
+        records(5), second, 4, "gsm8k", lambda q: q, path, batch_size=2, progress=False
+    )
     assert second.prompts == ["x = 3", "x = 4"]  # only the new ids
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(5)]
     assert all(r["correct_official"] == [True, False, True, False] for r in rows)
@@ -191,23 +207,32 @@ def test_runner_resumes_and_only_generates_missing_problems(tmp_path):
 
 def test_runner_rejects_a_sampler_with_the_wrong_shape():
     with pytest.raises(ValueError, match="completions"):
-        ev.evaluate_records(records(2), lambda ps, k: [["x"]] * len(ps), 3, "gsm8k", lambda q: q,
-                            progress=False)
+        ev.evaluate_records(
+            records(2), lambda ps, k: [["x"]] * len(ps), 3, "gsm8k", lambda q: q, progress=False
+        )
 
 
 def test_run_eval_uses_the_training_prompt_and_saves_its_config(tmp_path):
     sampler = FakeSampler()
     cfg = EvalConfig(benchmark="tinygsm-easy", n=3, k=2, prompt_style="tiny")
-    out = ev.run_eval(None, None, config=cfg, out_dir=tmp_path, tag="fake", generate_fn=sampler,
-                      progress=False)
+    out = ev.run_eval(
+        None, None, config=cfg, out_dir=tmp_path, tag="fake", generate_fn=sampler, progress=False
+    )
     assert all(p.startswith("Problem: ") and p.endswith("\nSolution:\n") for p in sampler.prompts)
     assert (out["n"], out["k"], out["benchmark"], out["mode"]) == (3, 2, "tinygsm-easy", "seen")
     saved = json.loads((tmp_path / "fake__tinygsm-easy__seen.config.json").read_text())
     assert saved["type"] == "EvalConfig" and saved["k"] == 2
     assert len(Path(out["results"]).read_text().splitlines()) == 3
     with pytest.raises(ValueError, match="temperature=1.0, not 0.5"):  # other sampling, same file
-        ev.run_eval(None, None, config=cfg.replace(temperature=0.5), out_dir=tmp_path, tag="fake",
-                    generate_fn=sampler, progress=False)
+        ev.run_eval(
+            None,
+            None,
+            config=cfg.replace(temperature=0.5),
+            out_dir=tmp_path,
+            tag="fake",
+            generate_fn=sampler,
+            progress=False,
+        )
 
 
 # ----------------------------------------------------------------------------- generate adapters
@@ -314,8 +339,14 @@ def test_paper_avg_is_the_mean_of_the_mean_columns(table, columns):
 
 
 def test_side_by_side_never_mixes_paper_and_ours_in_one_column():
-    summary = {"accuracy": 0.25, "pass_at_k": 0.5, "parallel_ratio": 0.5, "n": 10, "k": 4,
-               "checker": "strict"}
+    summary = {
+        "accuracy": 0.25,
+        "pass_at_k": 0.5,
+        "parallel_ratio": 0.5,
+        "n": 10,
+        "k": 4,
+        "checker": "strict",
+    }
     ours = {
         "base": {"tinygsm-hard": summary},
         "rl-seen": {"tinygsm-hard": summary, "gsm8k": summary},

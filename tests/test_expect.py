@@ -39,7 +39,9 @@ def test_a_check_is_recorded_where_the_env_says(tmp_path, monkeypatch, capsys):
     should_see("something new", 3, "tiny")
     rows = read_checks(record)
     assert [(r["name"], r["ok"], r["low"], r["high"]) for r in rows] == [
-        ("hacks paid more than honest_parallel", False, 0, 0), ("something new", None, None, None)]
+        ("hacks paid more than honest_parallel", False, 0, 0),
+        ("something new", None, None, None),
+    ]
     assert read_checks(tmp_path / "absent.jsonl") == []
 
 
@@ -72,8 +74,10 @@ def test_the_tour_collects_and_highlights_the_checks(tmp_path, monkeypatch):
     monkeypatch.setattr(tour, "select_notebooks", lambda only=None: [path])
     report, runs = tour.run_tour("smoke", tmp_path / "tour")
     assert runs[0].error is None  # a check outside its range does not fail the notebook
-    assert [(c["name"], c["ok"]) for c in runs[0].checks] == [("in range", True),
-                                                             ("out of range", False)]
+    assert [(c["name"], c["ok"]) for c in runs[0].checks] == [
+        ("in range", True),
+        ("out of range", False),
+    ]
     page = report.read_text(encoding="utf-8")
     assert "<li class='out'>you should see out of range 0–1: got 7 ✗ outside the range</li>" in page
     assert "<li class='in'>you should see in range 0–1: got 0.5 ✓</li>" in page

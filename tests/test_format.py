@@ -34,22 +34,46 @@ CASES = [
     ("empty", "", 0, True),  # nothing at all is fine too
     ("one_block", "x " + OK + "\nFinal Answer: 1", 0, True),  # the canonical shape
     ("two_blocks", OK + " mid " + OK, 0, True),  # blocks are sequential
-    ("three_paths", "<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel>"
-     "<Summary>s</Summary>", 0, True),  # more than two paths is allowed
-    ("teacher_layout", "<Parallel>\n<Path>\na\n</Path>\n<Path>\nb\n</Path>\n</Parallel>\n"
-     "<Summary>\ns\n</Summary>", 0, True),  # newlines between tags, as in the teacher data
+    (
+        "three_paths",
+        "<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel><Summary>s</Summary>",
+        0,
+        True,
+    ),  # more than two paths is allowed
+    (
+        "teacher_layout",
+        "<Parallel>\n<Path>\na\n</Path>\n<Path>\nb\n</Path>\n</Parallel>\n<Summary>\ns\n</Summary>",
+        0,
+        True,
+    ),  # newlines between tags, as in the teacher data
     ("path_outside_block", "<Path>alone</Path> Final Answer: 1", 0, False),  # quirk: passes
     ("unclosed_summary", P2 + "<Summary>s Final Answer: 2", 0, False),  # quirk: passes
-    ("nested_block_in_path", "<Parallel><Path>" + OK + "</Path><Path>c</Path></Parallel>"
-     "<Summary>t</Summary>", 0, False),  # quirk: well-formed nesting passes
-    ("path_in_path", "<Parallel><Path>a<Path>b</Path></Path></Parallel><Summary>s</Summary>",
-     0, False),  # quirk: the inner path counts for the block, so one real path passes
+    (
+        "nested_block_in_path",
+        "<Parallel><Path>" + OK + "</Path><Path>c</Path></Parallel><Summary>t</Summary>",
+        0,
+        False,
+    ),  # quirk: well-formed nesting passes
+    (
+        "path_in_path",
+        "<Parallel><Path>a<Path>b</Path></Path></Parallel><Summary>s</Summary>",
+        0,
+        False,
+    ),  # quirk: the inner path counts for the block, so one real path passes
     ("stray_end_summary", "text </Summary> more", 0, False),  # quirk: </Summary> is ignored
-    ("text_between_paths", "<Parallel><Path>a</Path> and <Path>b</Path></Parallel>"
-     "<Summary>s</Summary>", 0, False),  # official ignores text; strict rejects it
+    (
+        "text_between_paths",
+        "<Parallel><Path>a</Path> and <Path>b</Path></Parallel><Summary>s</Summary>",
+        0,
+        False,
+    ),  # official ignores text; strict rejects it
     ("text_before_summary", P2 + " words <Summary>s</Summary>", 0, False),  # ditto
-    ("empty_paths", "<Parallel><Path></Path><Path> </Path></Parallel><Summary>s</Summary>",
-     0, False),  # official counts tags only; strict wants content
+    (
+        "empty_paths",
+        "<Parallel><Path></Path><Path> </Path></Parallel><Summary>s</Summary>",
+        0,
+        False,
+    ),  # official counts tags only; strict wants content
     ("lowercase_tags", "<parallel><path>a</path></parallel>", 0, True),  # not tags at all
     ("one_path", "<Parallel><Path>a</Path></Parallel><Summary>s</Summary>", 1, False),
     ("zero_paths", "<Parallel></Parallel><Summary>s</Summary>", 1, False),  # too few paths
@@ -64,8 +88,12 @@ CASES = [
     ("stray_end_parallel", "a </Parallel> b", 2, False),  # unexpected + count mismatch
     ("crossed_tags", "<Parallel><Path>a</Parallel></Path>", 3, False),  # wrong close,
     # stack left, count mismatch
-    ("summary_inside_path", "<Parallel><Path>a<Summary>s</Summary></Path><Path>b</Path>"
-     "</Parallel><Summary>t</Summary>", 2, False),  # unexpected + 2 summaries for 1 block
+    (
+        "summary_inside_path",
+        "<Parallel><Path>a<Summary>s</Summary></Path><Path>b</Path></Parallel><Summary>t</Summary>",
+        2,
+        False,
+    ),  # unexpected + 2 summaries for 1 block
     ("parallel_in_summary", P2 + "<Summary>s " + P2 + "</Summary>", 2, False),  # the inner
     # block leaves a summary expected and the counts differ
 ]
@@ -84,26 +112,31 @@ def test_at_least_twenty_cases_and_both_verdicts_present():
     assert {c[3] for c in CASES} == {True, False}
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("<Parallel><Path>" + OK + "</Path><Path>c</Path></Parallel><Summary>t</Summary>", "nested"),
-    ("<Path>a</Path>", "outside"),
-    ("<Parallel><Path>a</Path></Parallel><Summary>s</Summary>", "at least 2"),
-    ("<Parallel><Path>a</Path>x<Path>b</Path></Parallel><Summary>s</Summary>", "whitespace"),
-    (P2 + " text", "<Summary>"),
-    (OK + "<Summary>t</Summary>", "does not follow"),
-    (P2 + "<Summary>s", "unclosed <Summary>"),
-    ("a </Parallel>", "stray </Parallel>"),
-    ("a </Summary>", "stray </Summary>"),
-    ("<Parallel><Path>a</Path><Path>b", "truncated"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        (
+            "<Parallel><Path>" + OK + "</Path><Path>c</Path></Parallel><Summary>t</Summary>",
+            "nested",
+        ),
+        ("<Path>a</Path>", "outside"),
+        ("<Parallel><Path>a</Path></Parallel><Summary>s</Summary>", "at least 2"),
+        ("<Parallel><Path>a</Path>x<Path>b</Path></Parallel><Summary>s</Summary>", "whitespace"),
+        (P2 + " text", "<Summary>"),
+        (OK + "<Summary>t</Summary>", "does not follow"),
+        (P2 + "<Summary>s", "unclosed <Summary>"),
+        ("a </Parallel>", "stray </Parallel>"),
+        ("a </Summary>", "stray </Summary>"),
+        ("<Parallel><Path>a</Path><Path>b", "truncated"),
+    ],
+)
 def test_strict_error_messages_name_the_problem(text, needle):
     errors = validate(text)
     assert errors and any(needle in e for e in errors), errors
 
 
 def test_official_error_points_at_tag_index():
-    assert official_errors("x </Path>") == [
-        "tag #0: </Path> but the innermost open tag is nothing"]
+    assert official_errors("x </Path>") == ["tag #0: </Path> but the innermost open tag is nothing"]
 
 
 @pytest.mark.parametrize("bad", [None, 3, b"<Path>", ["<Parallel>"]])
@@ -124,9 +157,9 @@ def test_parse_spans_point_at_the_tags():
     response = parse(text)
     (block,) = response.blocks
     assert response.parts[0] == "intro " and response.parts[-1] == " outro"
-    assert text[block.start:block.end] == P2
-    assert [text[p.start:p.end] for p in block.paths] == ["<Path>a</Path>", "<Path>b</Path>"]
-    assert text[block.summary.start:block.summary.end] == "<Summary>s</Summary>"
+    assert text[block.start : block.end] == P2
+    assert [text[p.start : p.end] for p in block.paths] == ["<Path>a</Path>", "<Path>b</Path>"]
+    assert text[block.summary.start : block.summary.end] == "<Summary>s</Summary>"
 
 
 def test_parse_keeps_truncated_elements():
@@ -135,38 +168,62 @@ def test_parse_keeps_truncated_elements():
 
 
 # ----------------------------------------------------------------------------- answers
-@pytest.mark.parametrize("text,expected", [
-    ("Final Answer: 42", "42"),  # the simple case
-    ("final answer:   7  \nmore", "7"),  # case-insensitive, stops at the line end
-    ("Final Answer: 1\nFinal Answer: 2", "2"),  # the last one wins
-    ("<Path>Final Answer: 3</Path> so Final Answer: 4", "4"),  # the path's is ignored
-    ("x <Parallel><Path>Final Answer: 9</Path>", None),  # only inside a path
-    ("<Path>unclosed Final Answer: 9", None),  # an unclosed path runs to the end
-    ("<Summary>Final Answer: 5</Summary>", "5"),  # a summary is outside every path
-    ("no answer here", None),  # nothing to find
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Final Answer: 42", "42"),  # the simple case
+        ("final answer:   7  \nmore", "7"),  # case-insensitive, stops at the line end
+        ("Final Answer: 1\nFinal Answer: 2", "2"),  # the last one wins
+        ("<Path>Final Answer: 3</Path> so Final Answer: 4", "4"),  # the path's is ignored
+        ("x <Parallel><Path>Final Answer: 9</Path>", None),  # only inside a path
+        ("<Path>unclosed Final Answer: 9", None),  # an unclosed path runs to the end
+        ("<Summary>Final Answer: 5</Summary>", "5"),  # a summary is outside every path
+        ("no answer here", None),  # nothing to find
+    ],
+)
 def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
 
 
-@pytest.mark.parametrize("pred,gold,expected", [
-    ("025", "25", True), ("27.0", "27", True), ("1,000", "1000", True), ("$5", "5", True),
-    ("19.", "19", True), ("$1,600.00", "1600", True), ("50%", "50", True),
-    ("19 pets", "19", True), ("**12**", "12", True), ("\\boxed{12}", "12", True),
-    ("-3", "3", False), ("24", "25", False), ("1,2", "12", False), (None, "1", False),
-    ("", "0", False), ("\\frac{1}{2}", "0.5", True), ("\\sqrt{2}", "2^{1/2}", True),
-    ("x+1", "1+x", True), ("x+2", "1+x", False), ("(" * 300, "1", False),
-    ("\\boxed{\\frac{1}{2}}", "0.5", True), ("11, 12, 13", "12", False),  # candidates
-    ("\\boxed{11}, \\boxed{12}, \\boxed{13}", "12", False),  # boxed candidates
-    ("11 (or maybe 12)", "12", False), ("12 or 13", "12", False),  # hedged answers
-])
+@pytest.mark.parametrize(
+    "pred,gold,expected",
+    [
+        ("025", "25", True),
+        ("27.0", "27", True),
+        ("1,000", "1000", True),
+        ("$5", "5", True),
+        ("19.", "19", True),
+        ("$1,600.00", "1600", True),
+        ("50%", "50", True),
+        ("19 pets", "19", True),
+        ("**12**", "12", True),
+        ("\\boxed{12}", "12", True),
+        ("-3", "3", False),
+        ("24", "25", False),
+        ("1,2", "12", False),
+        (None, "1", False),
+        ("", "0", False),
+        ("\\frac{1}{2}", "0.5", True),
+        ("\\sqrt{2}", "2^{1/2}", True),
+        ("x+1", "1+x", True),
+        ("x+2", "1+x", False),
+        ("(" * 300, "1", False),
+        ("\\boxed{\\frac{1}{2}}", "0.5", True),
+        ("11, 12, 13", "12", False),  # candidates
+        ("\\boxed{11}, \\boxed{12}, \\boxed{13}", "12", False),  # boxed candidates
+        ("11 (or maybe 12)", "12", False),
+        ("12 or 13", "12", False),  # hedged answers
+    ],
+)
 def test_answers_match(pred, gold, expected):
     assert answers_match(pred, gold) is expected
 
 
 @pytest.mark.timeout(20)
-@pytest.mark.parametrize("pred", ["10^{10^{10^{10}}}", "2^{2^{2^{2^{100}}}}", "100000!",
-                                  "\\sum_{n=1}^{10^{9}} n", "7^{123456}"])
+@pytest.mark.parametrize(
+    "pred",
+    ["10^{10^{10^{10}}}", "2^{2^{2^{2^{100}}}}", "100000!", "\\sum_{n=1}^{10^{9}} n", "7^{123456}"],
+)
 def test_explosive_latex_is_refused_quickly_in_any_thread(pred):
     import threading
 
@@ -189,7 +246,8 @@ def test_parallel_stats_counts_and_positions():
 
 # ----------------------------------------------------------------------------- properties
 _free = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12).filter(
-    lambda s: not TAG_RE.search(s))
+    lambda s: not TAG_RE.search(s)
+)
 _filled = _free.filter(lambda s: s.strip())
 
 
@@ -198,18 +256,17 @@ def responses(draw, min_blocks: int = 0):
     """A strictly valid structure: text and blocks alternating, no empty text parts."""
     parts: list = []
     for _ in range(draw(st.integers(min_blocks, 3))):
-        if (text := draw(_free)):
+        if text := draw(_free):
             parts.append(text)
         paths = [Segment(draw(_filled), 0, 0) for _ in range(draw(st.integers(2, 4)))]
         parts.append(Block(0, paths=paths, summary=Segment(draw(_free), 0, 0)))
-    if (text := draw(_free)):
+    if text := draw(_free):
         parts.append(text)
     return parts
 
 
 def _shape(parts) -> list:
-    return [p if isinstance(p, str) else ([s.text for s in p.paths], p.summary.text)
-            for p in parts]
+    return [p if isinstance(p, str) else ([s.text for s in p.paths], p.summary.text) for p in parts]
 
 
 @settings(max_examples=150, deadline=None)
@@ -228,7 +285,7 @@ def test_deleting_one_tag_never_gives_valid_with_wrong_block_count(parts, data):
     text = render(parts)
     tags = list(TAG_RE.finditer(text))
     cut = data.draw(st.sampled_from(tags))
-    broken = text[:cut.start()] + text[cut.end():]
+    broken = text[: cut.start()] + text[cut.end() :]
     if validate(broken) == []:  # the claim under test: strict-valid implies the right count
         assert parallel_stats(broken)["blocks"] == len(parse(text).blocks)
     assert validate(broken) != []  # and in fact every single deletion is caught

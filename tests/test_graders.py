@@ -23,8 +23,10 @@ BLOCK = "<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n<Summary
 EMPTY_PATH = (
     "<Parallel><Path></Path><Path>3*4=12</Path></Parallel>\n<Summary>12</Summary>\nFinal Answer: 12"
 )
-TEXT_BETWEEN = ("<Parallel><Path>3*4=12</Path> and also <Path>4+4+4=12</Path></Parallel>\n"
-                "<Summary>12</Summary>\nFinal Answer: 12")
+TEXT_BETWEEN = (
+    "<Parallel><Path>3*4=12</Path> and also <Path>4+4+4=12</Path></Parallel>\n"
+    "<Summary>12</Summary>\nFinal Answer: 12"
+)
 DAPO, GSM = "aime25", "gsm8k"  # data sources: the math_dapo style and the GSM8K style
 
 
@@ -173,8 +175,9 @@ PARITY = [
 ]
 
 
-@pytest.mark.parametrize("case, source, completion, gold, how, official, project", PARITY,
-                         ids=[row[0] for row in PARITY])
+@pytest.mark.parametrize(
+    "case, source, completion, gold, how, official, project", PARITY, ids=[row[0] for row in PARITY]
+)
 def test_parity(case, source, completion, gold, how, official, project):
     assert measure("official", how, source, completion, gold) == official, "official"
     assert measure("project", how, source, completion, gold) == project, "project"
@@ -262,10 +265,12 @@ def test_every_answer_reward_refuses_the_hedge_under_both_graders(grader):
 # Where the official grader scores the hacking lab differently from the project's (accuracy,
 # parallel_correct, tiered, structure): its lenient checker lets these tie the honest reference.
 OFFICIAL_HACKS = {
-    "nested_blocks": (1.0, 1.0, 1.2, 1.0), "empty_paths": (1.0, 1.0, 1.2, 1.0),
+    "nested_blocks": (1.0, 1.0, 1.2, 1.0),
+    "empty_paths": (1.0, 1.0, 1.2, 1.0),
     "summary_without_paths": (1.0, -1.0, 1.0, -1.0),  # no <Parallel>: tiered skips the format check
     "answer_only_in_path": (1.0, 1.0, 1.2, 1.0),  # tags stripped: the path's answer line is read
-    "tags_in_final_line": (1.0, -1.0, -1.0, -1.0), "path_outside_block": (1.0, -1.0, 1.0, -1.0),
+    "tags_in_final_line": (1.0, -1.0, -1.0, -1.0),
+    "path_outside_block": (1.0, -1.0, 1.0, -1.0),
     "unclosed_summary": (1.0, 1.0, 1.2, 1.0),
 }
 

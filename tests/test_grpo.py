@@ -86,8 +86,9 @@ def test_paper_knobs_reach_trl(tmp_path):
         and args.lr_scheduler_type == "constant"
         and args.loss_type == "dapo"
     )
-    s1 = trl_args(GRPOStageConfig.for_stage(3, "paper", reward="accuracy"), tmp_path,
-                  stage_model_config(cfg))
+    s1 = trl_args(
+        GRPOStageConfig.for_stage(3, "paper", reward="accuracy"), tmp_path, stage_model_config(cfg)
+    )
     assert s1.epsilon_high == 0.2  # clip-higher only for the alternating (S2) run
     with pytest.raises(ValueError, match="counts completions"):
         check_config(cfg.replace(per_device_train_batch_size=12))
@@ -105,6 +106,7 @@ def test_interrupted_run_resumes_to_the_same_weights(base, tmp_path):
         def varied(completions, answer, trainer_state=None, prompts=None, **kwargs):
             seen[tag].append((trainer_state.global_step, prompts[0], completions[0]))
             return varied_reward(completions, answer)
+
         varied.__name__ = "varied_reward"
         return varied
 
@@ -144,8 +146,9 @@ def _trainer(base, tmp_path, variant: str) -> ParallelGRPOTrainer:
     cfg = GRPOStageConfig.for_stage(3, "smoke", variant=variant)
     model, tok, _ = base
     data = prompt_dataset(cfg, tok, "tiny")
-    return build_trainer(cfg, copy.deepcopy(model), tok, None, data, tmp_path / variant,
-                         stage_model_config(cfg))
+    return build_trainer(
+        cfg, copy.deepcopy(model), tok, None, data, tmp_path / variant, stage_model_config(cfg)
+    )
 
 
 def _batch(tok, prompts, completions):
@@ -188,7 +191,7 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
         ref = structured_logprobs(seen.model, right, tok, "unseen", starts, padding_mask=real_r)
     n = len(tok.encode(block[0], add_special_tokens=False))
     for b, s in enumerate(starts):
-        assert torch.allclose(lp_unseen[b, :n], ref[b, s:s + n], atol=1e-5)
+        assert torch.allclose(lp_unseen[b, :n], ref[b, s : s + n], atol=1e-5)
     second_path = len(tok.encode("<Parallel><Path>3+1=4</Path>", add_special_tokens=False))
     # trunk + path 1
     assert torch.allclose(lp_unseen[:, :second_path], lp_seen[:, :second_path], atol=1e-5)
@@ -236,8 +239,10 @@ def test_plain_baseline_trains_on_accuracy_with_the_baseline_prompt(base, tmp_pa
     and steps as the seen curriculum; a reward that needs blocks is refused."""
     cfg = GRPOStageConfig.for_stage(3, "smoke", variant="plain", max_steps=2)
     assert (cfg.reward, cfg.rollout_mode) == ("accuracy", "seen")
-    assert stage_model_config(GRPOStageConfig.for_stage(3, "colab", variant="plain")).prompt_style \
+    assert (
+        stage_model_config(GRPOStageConfig.for_stage(3, "colab", variant="plain")).prompt_style
         == "baseline"
+    )
     assert stage_model_config(GRPOStageConfig.for_stage(3, "colab")).prompt_style == "v3"
     session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
     assert session.run() == 2 and isinstance(session.trainer, ParallelGRPOTrainer)
@@ -256,10 +261,13 @@ def test_fast_rollouts_train_like_the_first_path(base, tmp_path, variant):
     same batches, log the same losses and end with the same weights as the first path."""
     model, tok, lora = base
     runs = {}
-    for name, flags in (("first", FIRST_PATH), ("fast", dict(FIRST_PATH, merge_rollout_lora=True,
-                                                              fast_cache=True))):
-        cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant,
-                                        max_steps=2, **flags)
+    for name, flags in (
+        ("first", FIRST_PATH),
+        ("fast", dict(FIRST_PATH, merge_rollout_lora=True, fast_cache=True)),
+    ):
+        cfg = GRPOStageConfig.for_stage(
+            3, "smoke", reward="accuracy", variant=variant, max_steps=2, **flags
+        )
         session = GRPOSession(cfg, out=tmp_path / name, policy=fresh(base), rewards=[varied_reward])
         session.run()
         runs[name] = (session.rows, trainable(session.policy))
@@ -271,13 +279,15 @@ def test_fast_rollouts_train_like_the_first_path(base, tmp_path, variant):
 
 
 @pytest.mark.parametrize("variant", ["seen", "unseen"])
-def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(base, tmp_path,
-                                                                               variant):
+def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(
+    base, tmp_path, variant
+):
     """The loss run as length-sorted chunks without their padding columns, and with each distinct
     prompt run once (``share_prompts``; the small vocabulary's full-logits head), equals the one
     padded batch (TRL's tiled head): same loss, entropies and gradient up to float rounding."""
-    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant=variant, max_steps=1,
-                                    seed=4)  # a batch with padding: one row ends early
+    cfg = GRPOStageConfig.for_stage(
+        3, "smoke", reward="accuracy", variant=variant, max_steps=1, seed=4
+    )  # a batch with padding: one row ends early
     session = GRPOSession(cfg, out=tmp_path, policy=fresh(base), rewards=[varied_reward])
     session.run()
     trainer = session.trainer
@@ -292,13 +302,16 @@ def test_cheaper_loss_forwards_give_the_loss_and_gradient_of_the_padded_batch(ba
         model.zero_grad()
         loss = trainer.compute_loss(model, inputs)
         loss.backward()
-        grads[buckets, share] = (loss.item(), {n: p.grad.clone() for n, p in
-                                               model.named_parameters() if p.grad is not None})
+        grads[buckets, share] = (
+            loss.item(),
+            {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
+        )
         with torch.no_grad():
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
             mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
             entropies[buckets, share] = trainer._get_per_token_logps_and_entropies(
-                model, ids, mask, inputs["completion_ids"].size(1), compute_entropy=True)[1]
+                model, ids, mask, inputs["completion_ids"].size(1), compute_entropy=True
+            )[1]
     vocab = model.get_output_embeddings().weight.size(0)
     assert loss_head(model, vocab, 1.0, False) is not model  # the smoke model's vocabulary is small
     for key, ent in entropies.items():

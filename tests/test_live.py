@@ -52,8 +52,13 @@ RUNNER = REPO_ROOT / "tests" / "_nbrun.py"  # nbclient in a child process, stdin
 def _execute_once(nb: nbformat.NotebookNode, timeout: float) -> nbformat.NotebookNode | None:
     """``nb`` executed by nbclient in a child process; ``None`` if it had not finished after
     ``timeout`` seconds (the child is killed; its kernel exits with its parent)."""
-    child = subprocess.Popen([sys.executable, str(RUNNER)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(RUNNER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, err = child.communicate(nbformat.writes(nb), timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -124,8 +129,11 @@ def test_a_written_twin_is_left_as_it_is_by_make_sync(tmp_path):
     nb = nbformat.read(str(source.with_suffix(".ipynb")), as_version=4)
     # an executed copy: outputs, and the metadata a run adds (papermill/nbclient, jupytext)
     nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
-    nb.metadata["jupytext"].update(main_language="python", notebook_metadata_filter="-all",
-                                   text_representation={"extension": ".py"})
+    nb.metadata["jupytext"].update(
+        main_language="python",
+        notebook_metadata_filter="-all",
+        text_representation={"extension": ".py"},
+    )
     nb.metadata["language_info"] = {"name": "python"}
     twin = source.with_suffix(".ipynb")
     twin.write_bytes(twin_bytes(static_twin(nb, to_png=lambda fig: b"png")))

@@ -19,7 +19,7 @@ from pr1lib import results, versions
 from pr1lib.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
-import lock  # noqa: E402 - tools/lock.py, a script beside the package
+import lock  # tools/lock.py, a script beside the package
 
 LOCK_TEXT = versions.LOCK.read_text()
 ENTRIES = lock.entries(LOCK_TEXT)
@@ -53,7 +53,7 @@ def test_the_lock_pins_every_dependency_and_extra_within_its_range(where, req):
 
 
 def test_every_entry_is_pinned_and_hashed_and_torch_is_left_to_torch_spec():
-    body = LOCK_TEXT[re.search(r"^[A-Za-z0-9]", LOCK_TEXT, re.M).start():]  # after the header
+    body = LOCK_TEXT[re.search(r"^[A-Za-z0-9]", LOCK_TEXT, re.M).start() :]  # after the header
     blocks = re.split(r"\n(?=[A-Za-z0-9])", body)
     assert len(blocks) == len(ENTRIES) > 100
     assert all("--hash=sha256:" in b for b in blocks)
@@ -62,8 +62,10 @@ def test_every_entry_is_pinned_and_hashed_and_torch_is_left_to_torch_spec():
 
 
 def test_the_colab_extra_pins_what_the_notebooks_depend_on_at_the_lock_versions():
-    colab = {lock.canonical(Requirement(r).name): Requirement(r) for r in
-             PROJECT["optional-dependencies"]["colab"]}
+    colab = {
+        lock.canonical(Requirement(r).name): Requirement(r)
+        for r in PROJECT["optional-dependencies"]["colab"]
+    }
     pinned = {n for n, r in colab.items() if str(r.specifier).startswith("==")}
     assert pinned == {"transformers", "trl", "peft", "math-verify", "bitsandbytes"}
     for name in pinned:

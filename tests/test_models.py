@@ -86,8 +86,14 @@ def test_relative_names_resolve_against_the_repo_root(tmp_path, monkeypatch):
 
 def _offline_python(code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
 
 
 def test_offline_missing_hub_model_is_one_clear_error():

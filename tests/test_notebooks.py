@@ -75,8 +75,11 @@ def test_notebook_executes_in_smoke(smoke_runs, name):
 @pytest.mark.parametrize("name", IDS)
 def test_smoke_checks_are_in_range(smoke_runs, name):
     run = next(r for r in smoke_runs if r.path.stem == name)
-    bad = [Seen(*(c[k] for k in ("name", "value", "low", "high", "profile"))).line()
-           for c in run.checks if c["ok"] is not True]
+    bad = [
+        Seen(*(c[k] for k in ("name", "value", "low", "high", "profile"))).line()
+        for c in run.checks
+        if c["ok"] is not True
+    ]
     assert not bad, "outside the smoke range, or no smoke range set:\n" + "\n".join(bad)
 
 

@@ -90,8 +90,11 @@ def test_attends_to_grid_wraps_and_pads():
 
 
 def test_timing_chart_bars_are_forked_and_k_times_single():
-    results = {"path_len": 8, "single_path_s": 0.5,
-               "forked": {"16": {"seconds": 2.0}, "2": {"seconds": 0.6}, "4": {"seconds": 0.8}}}
+    results = {
+        "path_len": 8,
+        "single_path_s": 0.5,
+        "forked": {"16": {"seconds": 2.0}, "2": {"seconds": 0.6}, "4": {"seconds": 0.8}},
+    }
     fig = plots.timing_chart(results)
     forked, sequential = fig.data
     assert list(forked.x) == ["k = 1", "k = 2", "k = 4", "k = 16"]  # numeric order, not text order

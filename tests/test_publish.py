@@ -50,18 +50,22 @@ def test_repo_url_rewrites_every_badge_and_install_cell(tmp_path):
 
 def _run_install_cell(tmp_path, setup: str):
     """The install cell in a kernel where ``pr1lib`` cannot be imported and git has no network."""
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import sys\nsys.modules['pr1lib'] = None  # not installed\n"
-                                  + setup),
-        nbformat.v4.new_code_cell(install_cell(URL)),
-        nbformat.v4.new_code_cell("print('the next cell ran')"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import sys\nsys.modules['pr1lib'] = None  # not installed\n" + setup
+            ),
+            nbformat.v4.new_code_cell(install_cell(URL)),
+            nbformat.v4.new_code_cell("print('the next cell ran')"),
+        ]
+    )
     env = {"GIT_ALLOW_PROTOCOL": "file", "GIT_TERMINAL_PROMPT": "0"}  # https: refused at once
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                         resources={"metadata": {"path": str(tmp_path)}})
+        client = nbclient.NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        )
         with pytest.raises(nbclient.exceptions.CellExecutionError):
             client.execute()
     finally:
@@ -84,5 +88,6 @@ def test_install_cell_without_network_says_one_line_and_stops(tmp_path):
 def test_install_cell_with_a_broken_clone_names_pip(tmp_path):
     nb = _run_install_cell(tmp_path, "import os\nos.makedirs('pr1')  # cloned, but not a project")
     error = [o for o in nb.cells[1].outputs if o.output_type == "error"]
-    assert error[0].traceback == ["Setup stopped: pip could not install ./pr1 (to see why: "
-                                  "pip install -e 'pr1[colab]')"]
+    assert error[0].traceback == [
+        "Setup stopped: pip could not install ./pr1 (to see why: pip install -e 'pr1[colab]')"
+    ]

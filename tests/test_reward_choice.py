@@ -63,19 +63,23 @@ def trained_scores(cfg: GRPOStageConfig, step: int) -> list[float]:
     called the way TRL calls it."""
     main = reward_funcs(cfg)[0]
     state = SimpleNamespace(global_step=step)
-    return main(completions("12"), answer=["12"] * 4, trainer_state=state,
-                data_source=["tinygsm-hard"] * 4)
+    return main(
+        completions("12"), answer=["12"] * 4, trainer_state=state, data_source=["tinygsm-hard"] * 4
+    )
 
 
 # ------------------------------------------------------------------------- (a) each mode's reward
-@pytest.mark.parametrize("mode, step, expected", [
-    ("accuracy", 0, SCORES["accuracy"]),  # tags ignored: the malformed block still pays
-    ("parallel_correct", 0, SCORES["parallel_correct"]),  # only the valid block with the answer
-    ("tiered", 0, SCORES["tiered"]),  # 1.2 / 1.0 ladder, malformed tags pay nothing
-    ("structure", 0, SCORES["structure"]),  # a valid block pays, whatever the answer
-    ("alternating", 0, SCORES["accuracy"]),  # step 0 of a 10-step window: accuracy
-    ("alternating", 8, SCORES["tiered"]),  # step 8: the last 2 of 10 are tiered
-])
+@pytest.mark.parametrize(
+    "mode, step, expected",
+    [
+        ("accuracy", 0, SCORES["accuracy"]),  # tags ignored: the malformed block still pays
+        ("parallel_correct", 0, SCORES["parallel_correct"]),  # only the valid block with the answer
+        ("tiered", 0, SCORES["tiered"]),  # 1.2 / 1.0 ladder, malformed tags pay nothing
+        ("structure", 0, SCORES["structure"]),  # a valid block pays, whatever the answer
+        ("alternating", 0, SCORES["accuracy"]),  # step 0 of a 10-step window: accuracy
+        ("alternating", 8, SCORES["tiered"]),  # step 8: the last 2 of 10 are tiered
+    ],
+)
 def test_reward_funcs_scores_with_the_configured_mode(mode, step, expected):
     cfg = GRPOStageConfig.for_stage(3, "smoke", reward=mode, window=10, parallel_steps=2)
     assert trained_scores(cfg, step) == pytest.approx(expected)
@@ -94,6 +98,7 @@ def test_every_registered_mode_is_covered_and_the_modes_disagree():
 def scripted_rollouts(golds: dict[str, str]):
     """A toy policy for ``pr1lib.sampling.generate``: the k-th copy of a prompt in a batch gets the
     k-th kind of ``KINDS`` for that prompt's gold answer, so every group of 4 holds all four."""
+
     def generate(model, tokenizer, prompts, config=None, **kwargs):
         seen: Counter = Counter()
         out = []
@@ -101,9 +106,18 @@ def scripted_rollouts(golds: dict[str, str]):
             text = completions(golds[prompt])[seen[prompt] % len(KINDS)]
             seen[prompt] += 1
             ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
-            out.append(Rollout(tokenizer.encode(prompt, add_special_tokens=False), ids,
-                               [0.0] * len(ids), [0] * len(ids), text, "eos"))
+            out.append(
+                Rollout(
+                    tokenizer.encode(prompt, add_special_tokens=False),
+                    ids,
+                    [0.0] * len(ids),
+                    [0] * len(ids),
+                    text,
+                    "eos",
+                )
+            )
         return out
+
     return generate
 
 
@@ -115,8 +129,16 @@ def train_arm(base, tmp_path, monkeypatch, mode: str):
     """Three GRPO steps of the smoke profile under ``mode`` with the scripted rollouts; returns the
     logged rows and the trainable weights before and after."""
     model, tok, lora = base
-    cfg = GRPOStageConfig.for_stage(3, "smoke", reward=mode, variant="seen", rollout="seen",
-                                    window=3, parallel_steps=1, max_steps=3)
+    cfg = GRPOStageConfig.for_stage(
+        3,
+        "smoke",
+        reward=mode,
+        variant="seen",
+        rollout="seen",
+        window=3,
+        parallel_steps=1,
+        max_steps=3,
+    )
     policy = (copy.deepcopy(model), tok, copy.deepcopy(lora))
     session = GRPOSession(cfg, out=tmp_path / mode, policy=policy)
     golds = dict(zip(session.dataset["prompt"], session.dataset["answer"]))
@@ -172,8 +194,10 @@ def test_ablation_arms_train_with_different_rewards(tmp_path, monkeypatch):
     assert {arm: cfg.reward for arm, cfg in received.items()} == ABLATION_ARMS
     assert len({(c.variant, c.seed, c.max_steps, c.stage) for c in received.values()}) == 1
     tiered_step = {arm: cfg.window - 1 for arm, cfg in received.items()}
-    trained = {arm: (tuple(trained_scores(cfg, 0)), tuple(trained_scores(cfg, tiered_step[arm])))
-               for arm, cfg in received.items()}
+    trained = {
+        arm: (tuple(trained_scores(cfg, 0)), tuple(trained_scores(cfg, tiered_step[arm])))
+        for arm, cfg in received.items()
+    }
     assert trained["accuracy"] == (tuple(SCORES["accuracy"]),) * 2
     assert trained["alternating"] == (tuple(SCORES["accuracy"]), tuple(SCORES["tiered"]))
     assert trained["parallel"] == (tuple(SCORES["tiered"]),) * 2

@@ -50,8 +50,10 @@ def test_gold_answers_may_be_numbers_or_gsm8k_solutions(gold):
 
 
 def test_conversational_completions_score_like_strings():
-    chat = [[{"role": "assistant", "content": PARALLEL_OK}],
-            [{"role": "assistant", "content": [{"type": "text", "text": LINEAR_OK}]}]]
+    chat = [
+        [{"role": "assistant", "content": PARALLEL_OK}],
+        [{"role": "assistant", "content": [{"type": "text", "text": LINEAR_OK}]}],
+    ]
     assert R.tiered_reward(chat, ["12", "12"]) == [1.2, 1.0]
 
 
@@ -95,9 +97,16 @@ def test_schedule_is_the_papers_one_based_steps_9_10_19_20():
     assert modes.count("accuracy") == 32
 
 
-@pytest.mark.parametrize("window, parallel, expected", [
-    (10, 2, "aaaaaaaatt"), (5, 1, "aaaat"), (4, 0, "aaaa"), (3, 3, "ttt"), (1, 1, "t"),
-])
+@pytest.mark.parametrize(
+    "window, parallel, expected",
+    [
+        (10, 2, "aaaaaaaatt"),
+        (5, 1, "aaaat"),
+        (4, 0, "aaaa"),
+        (3, 3, "ttt"),
+        (1, 1, "t"),
+    ],
+)
 def test_schedule_shapes(window, parallel, expected):
     assert "".join(m[0] for m in R.schedule(len(expected), window, parallel)) == expected
 
@@ -108,18 +117,25 @@ def test_schedule_rejects_bad_windows(window, parallel):
         R.alternating_reward(window, parallel)
 
 
-@pytest.mark.parametrize("step, mode, scores", [
-    (0, "accuracy", [1.0, 1.0, 1.0, -1.0]),
-    (7, "accuracy", [1.0, 1.0, 1.0, -1.0]),
-    (8, "tiered", [1.2, 1.0, -1.0, -1.0]),
-    (19, "tiered", [1.2, 1.0, -1.0, -1.0]),
-    (20, "accuracy", [1.0, 1.0, 1.0, -1.0]),
-])
+@pytest.mark.parametrize(
+    "step, mode, scores",
+    [
+        (0, "accuracy", [1.0, 1.0, 1.0, -1.0]),
+        (7, "accuracy", [1.0, 1.0, 1.0, -1.0]),
+        (8, "tiered", [1.2, 1.0, -1.0, -1.0]),
+        (19, "tiered", [1.2, 1.0, -1.0, -1.0]),
+        (20, "accuracy", [1.0, 1.0, 1.0, -1.0]),
+    ],
+)
 def test_alternating_switches_reward_and_reports_mode(step, mode, scores):
     reward = R.alternating_reward()
     logged = []
-    out = reward([PARALLEL_OK, LINEAR_OK, ONE_PATH, LINEAR_WRONG], ["12"] * 4,
-                 trainer_state=STEP(step), log_metric=lambda k, v: logged.append((k, v)))
+    out = reward(
+        [PARALLEL_OK, LINEAR_OK, ONE_PATH, LINEAR_WRONG],
+        ["12"] * 4,
+        trainer_state=STEP(step),
+        log_metric=lambda k, v: logged.append((k, v)),
+    )
     assert out == scores
     assert (reward.last_mode, reward.last_step) == (mode, step)
     assert logged == [("reward_mode/tiered", 1.0 if mode == "tiered" else 0.0)]
@@ -277,8 +293,10 @@ def test_the_tiered_bonus_b_reaches_every_tiered_reward():
     from pr1lib.grpo import reward_funcs
     from pr1lib.rewards import reward_for
 
-    block = ("<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
-             "<Summary>12</Summary>\nFinal Answer: 12")
+    block = (
+        "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"
+        "<Summary>12</Summary>\nFinal Answer: 12"
+    )
     texts, golds = [block, "Final Answer: 12", "Final Answer: 13"], ["12"] * 3
     for grader in ("project", "official"):
         assert reward_for("tiered", grader=grader, bonus=0.5)(texts, golds) == [1.5, 1.0, -1.0]

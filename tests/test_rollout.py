@@ -120,8 +120,7 @@ def test_dropping_rows_moves_only_the_last_rows_into_the_gaps(model):
             st.regroup([[(r, 0, st.n_real(r))] for r in rows], st.pos[rows].tolist())
         assert storage(fast.cache.layers[0])[0].data_ptr() == memory
         feed, live = torch.tensor([10, 11, 12]), torch.ones(3, dtype=torch.bool)
-        torch.testing.assert_close(fast.step(feed, live), first.step(feed, live), atol=1e-5,
-                                   rtol=0)
+        torch.testing.assert_close(fast.step(feed, live), first.step(feed, live), atol=1e-5, rtol=0)
 
 
 def test_recorded_logprobs_equal_recomputed_forked(steered):
@@ -144,13 +143,29 @@ def test_trainer_layout_left_padded_prompts(steered):
 
     rollouts = run(steered, seed=11)
     wp, wc = max(len(r.prompt_ids) for r in rollouts), max(len(r.completion_ids) for r in rollouts)
-    rows = [[T.pad] * (wp - len(r.prompt_ids)) + r.prompt_ids + r.completion_ids
-            + [T.pad] * (wc - len(r.completion_ids)) for r in rollouts]
-    real = [[0] * (wp - len(r.prompt_ids)) + [1] * (len(r.prompt_ids) + len(r.completion_ids))
-            + [0] * (wc - len(r.completion_ids)) for r in rollouts]
+    rows = [
+        [T.pad] * (wp - len(r.prompt_ids))
+        + r.prompt_ids
+        + r.completion_ids
+        + [T.pad] * (wc - len(r.completion_ids))
+        for r in rollouts
+    ]
+    real = [
+        [0] * (wp - len(r.prompt_ids))
+        + [1] * (len(r.prompt_ids) + len(r.completion_ids))
+        + [0] * (wc - len(r.completion_ids))
+        for r in rollouts
+    ]
     with torch.no_grad():
-        lp = structured_logprobs(steered, torch.tensor(rows), TOK, "unseen", [wp] * len(rows),
-                                 padding_mask=torch.tensor(real), logits_to_keep=wc)  # (B, wc)
+        lp = structured_logprobs(
+            steered,
+            torch.tensor(rows),
+            TOK,
+            "unseen",
+            [wp] * len(rows),
+            padding_mask=torch.tensor(real),
+            logits_to_keep=wc,
+        )  # (B, wc)
     assert lp.shape == (len(rollouts), wc)
     for b, r in enumerate(rollouts):
         got = lp[b, : len(r.completion_ids)]
@@ -264,7 +279,7 @@ def first_block_paths(r: Rollout) -> list[list[int]]:
     ids_ = r.completion_ids
     start, end = ids_.index(P), ids_.index(EP)
     paths, cur = [], None
-    for t in ids_[start + 1:end]:
+    for t in ids_[start + 1 : end]:
         if t == PA:
             cur = []
         elif t == EPA:
@@ -319,7 +334,7 @@ def test_reread_merge_equals_causal_forward(model):
         live = torch.tensor([[False], [True], [False]]).expand(-1, len(paths[1]))  # (3, q)
         out = st.extend(again[[1, 0, 2]], live[[1, 0, 2]])  # path 1's row (0) re-reads path 2
         at = len(prefix) + len(paths[0])
-        torch.testing.assert_close(out[0], full[at: at + len(paths[1])], atol=1e-5, rtol=0)
+        torch.testing.assert_close(out[0], full[at : at + len(paths[1])], atol=1e-5, rtol=0)
         st.regroup([[(0, 0, st.n_real(0))], [(2, 0, st.n_real(2))]], [st.pos[0], st.pos[2]])
         for i, tok in enumerate(tail):
             out = st.step(torch.tensor([tok, 8]), torch.tensor([True, True]))  # (2, V)
@@ -335,8 +350,9 @@ def spy(monkeypatch) -> list[tuple[int, str, int, int, torch.Tensor]]:
         for i, row in enumerate(self.rows):
             if not row.waiting:
                 done = row.buf if row.kind == "path" else self.samples[row.sample]
-                calls.append((row.sample, row.kind, row.index, len(done.completion_ids),
-                              logits[i].clone()))
+                calls.append(
+                    (row.sample, row.kind, row.index, len(done.completion_ids), logits[i].clone())
+                )
         decide(self, logits)
 
     monkeypatch.setattr(_Engine, "decide", wrapped)
@@ -367,7 +383,7 @@ def test_reread_path_two_never_sees_path_one(monkeypatch, steered):
         script[:], start = tokens(text), len(calls)
         r = run(steered, seed=4, prompts=["Hi"], mode="reread")[0]
         kinds = [c[1] for c in calls[start:]] + ["summary"]
-        block = calls[start: start + kinds.index("summary")]  # until the first summary
+        block = calls[start : start + kinds.index("summary")]  # until the first summary
         two = {n: lg for _, kind, j, n, lg in block if kind == "path" and j == 1}
         runs.append((r, first_block_paths(r), two))
         assert max_gap(steered, [r], mode="reread") < 1e-4
@@ -377,8 +393,8 @@ def test_reread_path_two_never_sees_path_one(monkeypatch, steered):
     for n in two1:
         torch.testing.assert_close(two1[n], two2[n], atol=1e-5, rtol=0)
     a = r1.completion_ids.index(EPA) + 2  # path 2's first token after its <Path>
-    assert r1.completion_ids[a: a + 3] == r2.completion_ids[a: a + 3]
-    assert r1.logprobs[a: a + 3] != pytest.approx(r2.logprobs[a: a + 3], abs=1e-4)
+    assert r1.completion_ids[a : a + 3] == r2.completion_ids[a : a + 3]
+    assert r1.logprobs[a : a + 3] != pytest.approx(r2.logprobs[a : a + 3], abs=1e-4)
 
 
 @pytest.mark.parametrize("mode", ["reread", "forked", "seen"])
@@ -425,7 +441,7 @@ def test_block_limit_stop_and_mask(mode):
         c = r.completion_ids
         assert r.blocks == c.count(P) == 4 and c[-1] == ES and r.finish_reason == "block_limit"
         opened = [i for i, (t, f) in enumerate(zip(c, r.forced)) if (t, f) in ((S, 1), (P, 0))]
-        assert ES not in c[opened[-1]: -1]  # it ends with the 4th summary (seen: after <Parallel>)
+        assert ES not in c[opened[-1] : -1]  # it ends with the 4th summary (seen: after <Parallel>)
     for r in run(eager_blocks, prompts=PROMPTS[:2], at_block_limit="mask", **cfg):
         c = r.completion_ids
         assert r.blocks == c.count(P) == 4 and r.finish_reason == "length" and len(c) == 160
@@ -433,11 +449,14 @@ def test_block_limit_stop_and_mask(mode):
         run(eager_blocks, at_block_limit="nope")
 
 
-@pytest.mark.parametrize("temperature, top_p, expected", [
-    (1.0, 1.0, torch.softmax(torch.tensor([0.0, 1.0, 2.0]), -1).tolist()),
-    (2.0, 1.0, torch.softmax(torch.tensor([0.0, 0.5, 1.0]), -1).tolist()),
-    (1.0, 0.7, [0.0, 0.2689, 0.7311]),  # top-p keeps 0.665 + 0.245, renormalised
-])
+@pytest.mark.parametrize(
+    "temperature, top_p, expected",
+    [
+        (1.0, 1.0, torch.softmax(torch.tensor([0.0, 1.0, 2.0]), -1).tolist()),
+        (2.0, 1.0, torch.softmax(torch.tensor([0.0, 0.5, 1.0]), -1).tolist()),
+        (1.0, 0.7, [0.0, 0.2689, 0.7311]),  # top-p keeps 0.665 + 0.245, renormalised
+    ],
+)
 def test_sampled_tokens_follow_the_tempered_softmax(temperature, top_p, expected):
     """Inverting the CDF draws each token at its probability (40k draws: a 4-sigma band of about
     0.01) and never a banned (-inf) or top-p-dropped token."""
@@ -456,8 +475,18 @@ def test_fast_cache_samples_what_the_first_engine_samples(steered, mode):
     the model each repeated prompt once."""
     stats = {True: {}, False: {}}
     prompts = PROMPTS * 2  # groups repeat their prompt
-    out = {fast: run(steered, seed=9, prompts=prompts, mode=mode, num_paths=3, fast_cache=fast,
-                     stats=stats[fast]) for fast in (True, False)}
+    out = {
+        fast: run(
+            steered,
+            seed=9,
+            prompts=prompts,
+            mode=mode,
+            num_paths=3,
+            fast_cache=fast,
+            stats=stats[fast],
+        )
+        for fast in (True, False)
+    }
     assert sum(r.blocks for r in out[True]) > 0 or mode == "seen"
     assert [r.completion_ids for r in out[True]] == [r.completion_ids for r in out[False]]
     pairs = [(a, b) for x, y in zip(out[True], out[False]) for a, b in zip(x.logprobs, y.logprobs)]
@@ -496,9 +525,13 @@ def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model
 
     seen, lean = [], []
     real_attention, real_step = decode.decode_attention, decode.step
-    monkeypatch.setitem(decode.AttentionInterface._global_mapping, decode.DECODE_ATTENTION,
-                        lambda module, query, *a, **kw: seen.append(query.shape[2])
-                        or real_attention(module, query, *a, **kw))
+    monkeypatch.setitem(
+        decode.AttentionInterface._global_mapping,
+        decode.DECODE_ATTENTION,
+        lambda module, query, *a, **kw: (
+            seen.append(query.shape[2]) or real_attention(module, query, *a, **kw)
+        ),
+    )
     monkeypatch.setattr(decode, "step", lambda *a: lean.append(1) or real_step(*a))
     run(model, seed=3, max_completion_length=6)
     assert lean and seen and 1 not in seen  # the prefill: the model; the steps: decode.step
@@ -533,8 +566,9 @@ def test_the_lean_step_gives_the_models_logits(model):
             st.prefill(prompts, T.pad)
         for t in range(4):
             feed, live = torch.tensor([5 + t, 9, 12]), torch.tensor([True, t != 1, True])
-            torch.testing.assert_close(lean.step(feed, live), plain.step(feed, live), atol=1e-5,
-                                       rtol=0)
+            torch.testing.assert_close(
+                lean.step(feed, live), plain.step(feed, live), atol=1e-5, rtol=0
+            )
     assert lean.pos.tolist() == plain.pos.tolist()
     one = [Streams(model), Streams(model)]  # one-token prompts: the prefill is the model's own
     one[1].lean = False
@@ -542,5 +576,10 @@ def test_the_lean_step_gives_the_models_logits(model):
         first = [st.prefill([[7], [8]], T.pad) for st in one]
         torch.testing.assert_close(first[0], first[1], atol=1e-5, rtol=0)
         with pytest.raises(ValueError, match="run the model on the prompt first"):
-            decode.step(model, torch.tensor([[7]]), torch.tensor([[0]]),
-                        torch.ones(1, 1, dtype=torch.bool), new_cache())
+            decode.step(
+                model,
+                torch.tensor([[7]]),
+                torch.tensor([[0]]),
+                torch.ones(1, 1, dtype=torch.bool),
+                new_cache(),
+            )

@@ -30,13 +30,19 @@ except FolderError as err:
 
 def _hold(folder: Path, seconds: float = 60.0) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.Popen([sys.executable, "-c", HOLD, str(folder), str(seconds)], env=env,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder), str(seconds)],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 # ----------------------------------------------------------------------------- the lock
@@ -85,11 +91,17 @@ def test_the_same_run_again_resumes_and_a_resumable_field_may_change(held_run):
     assert json.loads((held_run / OWNER).read_text())["config"]["limit"] == 500
 
 
-@pytest.mark.parametrize("command, config, message", [
-    ("coldstart", ColdStartConfig(limit=100, source="dapo"),
-     "holds another coldstart run (source='gsm8k', not 'dapo')"),
-    ("sft", None, "holds a coldstart run, not a sft one"),
-])
+@pytest.mark.parametrize(
+    "command, config, message",
+    [
+        (
+            "coldstart",
+            ColdStartConfig(limit=100, source="dapo"),
+            "holds another coldstart run (source='gsm8k', not 'dapo')",
+        ),
+        ("sft", None, "holds a coldstart run, not a sft one"),
+    ],
+)
 def test_another_run_is_refused_and_left_as_it_was(held_run, command, config, message):
     before = _files(held_run)
     with pytest.raises(FolderError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -112,7 +124,8 @@ def test_overwrite_moves_the_old_run_aside(held_run, capsys):
         (held_run / "config.json").write_text("{}")
     prev = held_run.with_name("run.prev")
     assert {k: v for k, v in _files(prev).items() if k != OWNER} == {
-        k: v for k, v in before.items() if k != OWNER} and not (prev / LOCK).exists()
+        k: v for k, v in before.items() if k != OWNER
+    } and not (prev / LOCK).exists()
     assert json.loads((held_run / OWNER).read_text())["command"] == "sft"
     assert "note: moved" in capsys.readouterr().out
 

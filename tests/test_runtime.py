@@ -27,16 +27,20 @@ def test_known_noise_is_silenced_and_other_warnings_are_kept(caplog):
     caplog.clear()
     kernels = logging.getLogger("kernels._internals.hf_hub")
     with caplog.at_level(logging.WARNING):
-        kernels.warning("Skipping publisher trust check for 'kernels-community/quantization-"
-                        "bitsandbytes' because Hugging Face Hub is in offline mode.")
+        kernels.warning(
+            "Skipping publisher trust check for 'kernels-community/quantization-"
+            "bitsandbytes' because Hugging Face Hub is in offline mode."
+        )
         kernels.warning("Skipping publisher trust check for 'someone-else/kernel' because ...")
     assert [r.getMessage()[:40] for r in caplog.records] == [
-        "Skipping publisher trust check for 'some"]  # only the known kernel's note is noise
+        "Skipping publisher trust check for 'some"
+    ]  # only the known kernel's note is noise
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
         runtime.quiet_known_noise()  # filters go in front of "default"
-        warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.",
-                      FutureWarning)
+        warnings.warn(
+            "`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning
+        )
         warnings.warn("something else is deprecated", FutureWarning)
     assert [str(w.message) for w in seen] == ["something else is deprecated"]
 

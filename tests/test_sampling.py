@@ -23,11 +23,14 @@ from pr1lib.sampling import MergedPolicy, prefilter, rollout_config, zero_spread
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-@pytest.mark.parametrize("rewards, size, flat", [
-    ([1.0, 1.0, -1.0, 1.0], 2, [True, False]),  # one group all equal, one with spread
-    ([0.5, 0.5, 0.5, 0.5], 4, [True]),  # a whole batch without signal
-    ([-1.0, 1.0, 1.2, 1.0, 1.0, 1.0], 3, [False, True]),  # the tiered reward's +1.2 is spread
-])
+@pytest.mark.parametrize(
+    "rewards, size, flat",
+    [
+        ([1.0, 1.0, -1.0, 1.0], 2, [True, False]),  # one group all equal, one with spread
+        ([0.5, 0.5, 0.5, 0.5], 4, [True]),  # a whole batch without signal
+        ([-1.0, 1.0, 1.2, 1.0, 1.0, 1.0], 3, [False, True]),  # the tiered reward's +1.2 is spread
+    ],
+)
 def test_zero_spread_flags_the_groups_whose_rewards_are_all_equal(rewards, size, flat):
     assert zero_spread(torch.tensor(rewards), size).tolist() == flat
 
@@ -37,8 +40,15 @@ def session_with_flat_prompts(base, tmp_path, **overrides):
     """A smoke session whose reward has no spread on even-indexed training prompts (every
     completion scores 1) and always has spread on odd ones (0, 1, 0, 1, ... down the batch); it
     records every call: ``(step, prompts, flat flags)``."""
-    cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", num_generations=2,
-                                    per_device_train_batch_size=16, max_steps=2, **overrides)
+    cfg = GRPOStageConfig.for_stage(
+        3,
+        "smoke",
+        reward="accuracy",
+        num_generations=2,
+        per_device_train_batch_size=16,
+        max_steps=2,
+        **overrides,
+    )
     index: dict[str, int] = {}
     calls: list[tuple[int, list[str], list[bool]]] = []
 
@@ -53,7 +63,7 @@ def session_with_flat_prompts(base, tmp_path, **overrides):
 
 
 def groups_of(prompts: list[str], size: int) -> list[list[str]]:
-    return [prompts[i:i + size] for i in range(0, len(prompts), size)]
+    return [prompts[i : i + size] for i in range(0, len(prompts), size)]
 
 
 def test_dynamic_sampling_drops_exactly_the_flat_groups_and_refills(base, tmp_path):
@@ -68,7 +78,9 @@ def test_dynamic_sampling_drops_exactly_the_flat_groups_and_refills(base, tmp_pa
         assert not any(trained_flat)  # every trained group has spread
         pairs = zip(groups_of(first, size), groups_of(first_flat, size))
         kept = [g[0] for g, f in pairs if not f[0]]  # the first round's groups with spread
-        assert [g[0] for g in groups_of(trained, size)][:len(kept)] == kept  # kept, in order, first
+        assert [g[0] for g in groups_of(trained, size)][
+            : len(kept)
+        ] == kept  # kept, in order, first
         assert row["sampling/zero_std_before"] == pytest.approx(1 - len(kept) / (batch // size))
         assert row["sampling/refills"] == len(mine) - 2  # the rounds after the first
         assert row["frac_reward_zero_std"] == 0.0  # TRL's own count, after the refills
@@ -161,18 +173,22 @@ def test_prefilter_keeps_the_prompts_with_a_mid_range_pass_rate(base, monkeypatc
         prefilter(data, model, tok, cfg, "project", scorer=lambda completions, **kw: [-1.0] * 24)
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (dict(prefilter_range=(0.9, 0.1)), "prefilter_range"),  # lowest above highest
-    (dict(prefilter_range=(0.0, 1.5)), "prefilter_range"),  # a pass rate above 1
-    (dict(prefilter_k=4, rollout="trl"), "prefilter_k"),  # samples through the engine
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (dict(prefilter_range=(0.9, 0.1)), "prefilter_range"),  # lowest above highest
+        (dict(prefilter_range=(0.0, 1.5)), "prefilter_range"),  # a pass rate above 1
+        (dict(prefilter_k=4, rollout="trl"), "prefilter_k"),  # samples through the engine
+    ],
+)
 def test_prefilter_settings_are_checked(overrides, words):
     with pytest.raises(ValueError, match=words):
         check_config(GRPOStageConfig.for_stage(3, "smoke", **overrides))
 
 
-def test_prefilter_is_off_by_default_and_a_session_trains_on_what_it_keeps(base, tmp_path,
-                                                                          monkeypatch):
+def test_prefilter_is_off_by_default_and_a_session_trains_on_what_it_keeps(
+    base, tmp_path, monkeypatch
+):
     assert GRPOStageConfig.for_stage(3, "tiny").prefilter_k == 0  # off unless asked
     seen: list[int] = []
 
@@ -181,8 +197,12 @@ def test_prefilter_is_off_by_default_and_a_session_trains_on_what_it_keeps(base,
         return dataset.select(range(8))
 
     monkeypatch.setattr(pr1lib.grpo, "prefilter", first_eight)
-    off = GRPOSession(GRPOStageConfig.for_stage(3, "smoke"), out=tmp_path / "off",
-                      policy=fresh(base))
-    on = GRPOSession(GRPOStageConfig.for_stage(3, "smoke", prefilter_k=2), out=tmp_path / "on",
-                     policy=fresh(base))
+    off = GRPOSession(
+        GRPOStageConfig.for_stage(3, "smoke"), out=tmp_path / "off", policy=fresh(base)
+    )
+    on = GRPOSession(
+        GRPOStageConfig.for_stage(3, "smoke", prefilter_k=2),
+        out=tmp_path / "on",
+        policy=fresh(base),
+    )
     assert (len(off.dataset), len(on.dataset), seen) == (64, 8, [2])

@@ -21,8 +21,10 @@ from pr1lib.tokens import add_parallel_tags, tag_token_ids
 EOS = "<|endoftext|>"
 QUESTION = "Tom has {a} apples and gets {b} more. How many now?"
 PROMPT = "Problem: " + QUESTION + "\nSolution:\n"  # pr1lib.prompts' "tiny" style
-TRACE = ("<Parallel><Path>{a}+{b}={c}</Path><Path>{b}+{a}={c}</Path></Parallel>\n"
-         "<Summary>Both give {c}.</Summary>\nFinal Answer: {c}")
+TRACE = (
+    "<Parallel><Path>{a}+{b}={c}</Path><Path>{b}+{a}={c}</Path></Parallel>\n"
+    "<Summary>Both give {c}.</Summary>\nFinal Answer: {c}"
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -38,9 +40,14 @@ def rows(n: int) -> list[dict]:
     out = []
     for i in range(n):
         a, b = 2 + i % 7, 3 + i % 5
-        out.append({"question": QUESTION.format(a=a, b=b),
-                    "completion": TRACE.format(a=a, b=b, c=a + b), "prompt_style": "tiny",
-                    "answer": f"{a}+{b}=<<{a}+{b}={a + b}>>{a + b}\n#### {a + b}"})
+        out.append(
+            {
+                "question": QUESTION.format(a=a, b=b),
+                "completion": TRACE.format(a=a, b=b, c=a + b),
+                "prompt_style": "tiny",
+                "answer": f"{a}+{b}=<<{a}+{b}={a + b}>>{a + b}\n#### {a + b}",
+            }
+        )
     return out
 
 
@@ -52,12 +59,22 @@ def base_dir(tmp_path_factory):
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     corpus = [PROMPT.format(a=1, b=2) + "Final Answer: 3 Both give Path Summary Parallel"] * 20
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=[EOS],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=[EOS],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
     config = Qwen3Config(
         vocab_size=len(tokenizer),
@@ -85,8 +102,16 @@ def model_config(base_dir, **kw) -> ModelConfig:
 
 
 def train_cfg(**kw) -> SFTStageConfig:
-    base = dict(max_steps=3, per_device_train_batch_size=4, learning_rate=2e-2, warmup_ratio=0.0,
-                logging_steps=1, max_length=128, eval_n=2, eval_max_new_tokens=4)
+    base = dict(
+        max_steps=3,
+        per_device_train_batch_size=4,
+        learning_rate=2e-2,
+        warmup_ratio=0.0,
+        logging_steps=1,
+        max_length=128,
+        eval_n=2,
+        eval_max_new_tokens=4,
+    )
     return SFTStageConfig(**{**base, "profile": "smoke", **kw})
 
 
@@ -159,9 +184,11 @@ def spans(ids: list[int], tok, start: int = 0) -> dict[str, list[int]]:
     """Token indices of path 1, path 2 and the summary (tags included) at or after ``start``."""
     t = tag_token_ids(tok)
     at = {tag: [i for i, x in enumerate(ids) if x == t[tag] and i >= start] for tag in TAGS}
-    return {"path1": list(range(at["<Path>"][0], at["</Path>"][0] + 1)),
-            "path2": list(range(at["<Path>"][1], at["</Path>"][1] + 1)),
-            "summary": list(range(at["<Summary>"][0], at["</Summary>"][0] + 1))}
+    return {
+        "path1": list(range(at["<Path>"][0], at["</Path>"][0] + 1)),
+        "path2": list(range(at["<Path>"][1], at["</Path>"][1] + 1)),
+        "summary": list(range(at["<Summary>"][0], at["</Summary>"][0] + 1)),
+    }
 
 
 def test_unseen_collator_isolates_sibling_paths_and_summary_sees_both(policy):
@@ -200,7 +227,7 @@ def test_collator_reads_structure_from_the_response_only(policy):
     # both paths restart at the same position
     assert pos[where["path1"][0]] == pos[where["path2"][0]]
     # right padding is not trained
-    assert (batch["labels"][1, len(short["input_ids"]):] == -100).all()
+    assert (batch["labels"][1, len(short["input_ids"]) :] == -100).all()
 
 
 def test_sft_run_saves_reloadable_adapter_and_merged_copy(base_dir, tmp_path, monkeypatch):
@@ -269,8 +296,12 @@ def test_length_batches_pad_little_keep_every_row_and_reshuffle_each_epoch():
 
     gen = torch.Generator().manual_seed(0)
     # easy-like and hard-like rows, as in the tiny cold start's mix
-    lengths = torch.cat([torch.randint(100, 220, (1000,), generator=gen),
-                         torch.randint(180, 330, (1005,), generator=gen)]).tolist()
+    lengths = torch.cat(
+        [
+            torch.randint(100, 220, (1000,), generator=gen),
+            torch.randint(180, 330, (1005,), generator=gen),
+        ]
+    ).tolist()
     sampler = LengthBatches(lengths, batch_size=16, seed=0)
     epochs = []
     for epoch in (0, 1):
@@ -279,19 +310,24 @@ def test_length_batches_pad_little_keep_every_row_and_reshuffle_each_epoch():
         assert sorted(epochs[-1]) == list(range(len(lengths)))  # every row once per epoch
 
     def padded(order):  # tokens a batch of 16 pads to, over all batches
-        return sum(max(lengths[i] for i in order[j:j + 16]) * len(order[j:j + 16])
-                   for j in range(0, len(order), 16))
+        return sum(
+            max(lengths[i] for i in order[j : j + 16]) * len(order[j : j + 16])
+            for j in range(0, len(order), 16)
+        )
 
     shuffled = torch.randperm(len(lengths), generator=gen).tolist()
     assert padded(epochs[0]) < 0.8 * padded(shuffled)  # a random order pads ~1.4x, this ~1.02x
     assert padded(epochs[0]) < 1.05 * sum(lengths)
     assert epochs[0] != epochs[1]
     # batch order is shuffled, not longest first within each chunk (transformers' group_by_length)
-    batch_max = [max(lengths[i] for i in epochs[0][j:j + 16]) for j in range(0, 800, 16)]
+    batch_max = [max(lengths[i] for i in epochs[0][j : j + 16]) for j in range(0, 800, 16)]
     assert batch_max != sorted(batch_max) and batch_max != sorted(batch_max, reverse=True)
     # the 5-row batch goes last: every 16 rows the loader cuts before it are one sorted run
-    spreads = [max(lengths[i] for i in epochs[0][j:j + 16]) - min(lengths[i] for i in
-               epochs[0][j:j + 16]) for j in range(0, len(lengths) - 5, 16)]
+    spreads = [
+        max(lengths[i] for i in epochs[0][j : j + 16])
+        - min(lengths[i] for i in epochs[0][j : j + 16])
+        for j in range(0, len(lengths) - 5, 16)
+    ]
     assert max(spreads) < 30
 
 
@@ -302,8 +338,15 @@ def test_sft_trainer_samples_length_batches_when_a_batch_holds_several_rows(base
     model, tok, lora = load_training_policy(mcfg)
     data, _ = sft_rows(rows(8), tok, 128)
     for size, grouped in ((4, True), (1, False)):
-        trainer = build_trainer(train_cfg(per_device_train_batch_size=size), model, tok, lora,
-                                data, tmp_path / str(size), mcfg)
+        trainer = build_trainer(
+            train_cfg(per_device_train_batch_size=size),
+            model,
+            tok,
+            lora,
+            data,
+            tmp_path / str(size),
+            mcfg,
+        )
         assert isinstance(trainer._get_train_sampler(), LengthBatches) is grouped
 
 
@@ -346,15 +389,24 @@ SHORT_SFT_MEASURED = {"valid_block_rate": 0.76, "accuracy": 0.56}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (REPO_ROOT / TINY_MODEL_DIR / "model.safetensors").exists(),
-                    reason="data/tiny-base not built")
+@pytest.mark.skipif(
+    not (REPO_ROOT / TINY_MODEL_DIR / "model.safetensors").exists(),
+    reason="data/tiny-base not built",
+)
 def test_a_short_tiny_sft_learns_the_format(tmp_path):
     """A short full fine-tune of the shipped tiny model (1,000 rule-teacher traces, 3 epochs,
     ~2.5 min) must write valid blocks and keep answering: each rate stays above a floor 3 binomial
     standard deviations below its measured value (a broken collator, mask or loss falls far
     below)."""
-    cfg = SFTStageConfig.for_profile("tiny", train_n=1000, num_train_epochs=3.0, use_lora=False,
-                                     learning_rate=1e-3, eval_n=50, eval_k=2)
+    cfg = SFTStageConfig.for_profile(
+        "tiny",
+        train_n=1000,
+        num_train_epochs=3.0,
+        use_lora=False,
+        learning_rate=1e-3,
+        eval_n=50,
+        eval_k=2,
+    )
     after = run_sft(cfg, out=tmp_path, quiet=True).result["after"]
     samples = cfg.eval_n * cfg.eval_k
     for key, measured in SHORT_SFT_MEASURED.items():

@@ -29,8 +29,9 @@ def load(path: Path):
 
 
 def numbers(module) -> list[int]:
-    return sorted(int(m.group(1)) for name in vars(module)
-                  if (m := re.fullmatch(r"exercise_(\d+)", name)))
+    return sorted(
+        int(m.group(1)) for name in vars(module) if (m := re.fullmatch(r"exercise_(\d+)", name))
+    )
 
 
 def exercises_cell(path: Path) -> str:

@@ -79,12 +79,15 @@ def test_structure_read_only_from_response_start():
     assert parse(seq, T, start=0).positions == [0, 1, 2, 3, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("bad", [
-    [P, PA, 5, EPA, P, PA, 6, EPA, EP, EP],  # nested block
-    [P, PA, 5, EPA, 7, PA, 6, EPA, EP],  # stray token between paths
-    [5, EPA, 6],  # </Path> outside a block
-    [P, EP],  # block without a path
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [P, PA, 5, EPA, P, PA, 6, EPA, EP, EP],  # nested block
+        [P, PA, 5, EPA, 7, PA, 6, EPA, EP],  # stray token between paths
+        [5, EPA, 6],  # </Path> outside a block
+        [P, EP],  # block without a path
+    ],
+)
 def test_strict_rejects_malformed(bad):
     with pytest.raises(ValueError, match="malformed"):
         parse(bad, T, strict=True)
@@ -213,7 +216,7 @@ def test_padding_batch_equals_single_runs(model):
     with torch.no_grad():
         got = toy_model(len(TOK), attn="eager")(input_ids=left, use_cache=False, **inputs).logits
     assert not torch.isnan(got).any()
-    torch.testing.assert_close(got[0, len(a) - len(b):], logits(model, b)[0], atol=ATOL, rtol=0)
+    torch.testing.assert_close(got[0, len(a) - len(b) :], logits(model, b)[0], atol=ATOL, rtol=0)
 
 
 def test_seen_and_unseen_summary_differ(model):

@@ -77,8 +77,10 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
     from pr1lib.config import GRPOStageConfig
 
     seen_cfgs = []
-    metrics = {t: {"accuracy": 0.5, "parallel_ratio": 0.5, "greedy": {"accuracy": 0.5}}
-               for t in ("easy", "hard")}
+    metrics = {
+        t: {"accuracy": 0.5, "parallel_ratio": 0.5, "greedy": {"accuracy": 0.5}}
+        for t in ("easy", "hard")
+    }
 
     def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
         seen_cfgs.append(GRPOStageConfig.for_stage(3, profile, variant=variant, **overrides))
@@ -86,8 +88,17 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
 
     monkeypatch.setattr(studies, "run_curriculum", fake_curriculum)
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
-    argv = ["grpo", "--profile", "tiny", "--unseen-stage2", "--notebook", "--out",
-            str(tmp_path / "u"), "--card", "u-study"]
+    argv = [
+        "grpo",
+        "--profile",
+        "tiny",
+        "--unseen-stage2",
+        "--notebook",
+        "--out",
+        str(tmp_path / "u"),
+        "--card",
+        "u-study",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["recipe"] for r in out["rows"]] == list(studies.RECIPES.values())
@@ -161,6 +172,7 @@ def test_seeds_summary_reports_protocol_and_greedy_gains():
     def run(sft, final, g_sft, g_final):
         def at(a, g):
             return {"hard": {"accuracy": a, "greedy": {"accuracy": g}}}
+
         return {"sft": at(sft, g_sft), "final": at(final, g_final)}
 
     out = seeds_summary([run(0.06, 0.09, 0.2, 0.19), run(0.06, 0.08, 0.2, 0.18)])
@@ -171,11 +183,21 @@ def test_seeds_summary_reports_protocol_and_greedy_gains():
 
 def _arm(arm, ratios, accuracy=0.5):
     """An ablation result whose held-out parallel share per problem is ``ratios``."""
-    after = {"parallel_ratio": sum(ratios) / len(ratios), "accuracy": accuracy,
-             "greedy": {"parallel_ratio": 0.0, "accuracy": accuracy},
-             "per_problem": {"parallel": list(ratios), "accuracy": [accuracy] * len(ratios)}}
-    return {"arm": arm, "reward": ABLATION_ARMS[arm], "steps": 5, "data": "tinygsm-hard",
-            "before": {"hard": after}, "after": {"hard": after}, "train": {"parallel_ratio": 0.5}}
+    after = {
+        "parallel_ratio": sum(ratios) / len(ratios),
+        "accuracy": accuracy,
+        "greedy": {"parallel_ratio": 0.0, "accuracy": accuracy},
+        "per_problem": {"parallel": list(ratios), "accuracy": [accuracy] * len(ratios)},
+    }
+    return {
+        "arm": arm,
+        "reward": ABLATION_ARMS[arm],
+        "steps": 5,
+        "data": "tinygsm-hard",
+        "before": {"hard": after},
+        "after": {"hard": after},
+        "train": {"parallel_ratio": 0.5},
+    }
 
 
 def test_ablation_table_puts_each_arm_beside_the_papers_row():
@@ -187,8 +209,11 @@ def test_ablation_table_puts_each_arm_beside_the_papers_row():
 
 def test_table4_verdict_needs_gaps_beyond_the_bootstrap_interval():
     spread = [0.0, 0.1, 0.2, 0.1, 0.0, 0.1, 0.2, 0.1] * 5  # 40 problems
-    clear = [_arm("accuracy", spread), _arm("alternating", [r + 0.4 for r in spread]),
-             _arm("parallel", [r + 0.7 for r in spread], accuracy=0.4)]
+    clear = [
+        _arm("accuracy", spread),
+        _arm("alternating", [r + 0.4 for r in spread]),
+        _arm("parallel", [r + 0.7 for r in spread], accuracy=0.4),
+    ]
     verdict = table4_verdict(clear)
     assert verdict["reproduced"] is True and verdict["gaps"]["accuracy<alternating"]["low"] > 0
     noisy = [_arm("accuracy", spread), _arm("alternating", spread[::-1]), clear[2]]

@@ -25,11 +25,16 @@ from pr1lib.teachers import RuleTeacher
 
 # problem index -> the faults its requests meet, in order (one retry is allowed below)
 PLAN = {
-    0: ["429"], 1: ["500"], 2: ["truncated"], 3: ["bad_status"],  # each recovered by the retry
+    0: ["429"],
+    1: ["500"],
+    2: ["truncated"],
+    3: ["bad_status"],  # each recovered by the retry
     4: ["malformed"],  # not retried: a 200 that is not a completion
     5: ["surrogate"],  # a success whose content is not writable as UTF-8
     6: ["trickle"],  # cut at the deadline
-    7: ["429", "429"], 8: ["500", "500"], 9: ["truncated", "truncated"],  # the retry fails too
+    7: ["429", "429"],
+    8: ["500", "500"],
+    9: ["truncated", "truncated"],  # the retry fails too
 }  # 10: no fault
 FAILED = {4: "bad_response", 6: "deadline", 7: "rate_limited", 8: "server_error", 9: "protocol"}
 
@@ -106,7 +111,7 @@ def test_fault_run_keeps_finished_traces_counts_failures_and_reruns_only_the_mis
 def test_trickle_is_cut_at_the_deadline(problems):
     with StandInServer(problems, faults=["trickle"], trickle_s=0.2) as server:
         start = time.monotonic()
-        trace, = _teacher(server, timeout=0.8, deadline=1.0).generate(problems[:1])
+        (trace,) = _teacher(server, timeout=0.8, deadline=1.0).generate(problems[:1])
         seconds = time.monotonic() - start
     # every byte comes within the 0.8 s read timeout, and the whole body would take minutes
     assert trace["kind"] == "deadline" and 1.0 <= seconds < 1.6 and server.requests == 1
@@ -137,7 +142,9 @@ def test_dead_server_stops_the_run_early_with_one_line(tmp_path):
     )
     assert code == 2 and time.monotonic() - start < 5 and "Traceback" not in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("error: stopped after 3 requests in a row failed (connection 3) at http://127.0.0.1:")
+    assert last.startswith(
+        "error: stopped after 3 requests in a row failed (connection 3) at http://127.0.0.1:"
+    )
     rows = _rows(tmp_path / "traces.jsonl")
     assert 3 <= len(rows) <= 4 and {r["kind"] for r in rows} == {"connection"}  # 36+ never asked
     assert not (tmp_path / "summary.json").exists()
@@ -196,18 +203,53 @@ def test_cli_flags_reach_the_teacher():
     )
     config = commands.coldstart_config(args)
     teacher = coldstart.make_teacher(config)
-    got = (teacher.timeout, teacher.deadline, teacher.max_retries, teacher.requests_per_minute,
-           teacher.concurrency, teacher.max_consecutive_failures)
+    got = (
+        teacher.timeout,
+        teacher.deadline,
+        teacher.max_retries,
+        teacher.requests_per_minute,
+        teacher.concurrency,
+        teacher.max_consecutive_failures,
+    )
     assert got == (7.0, 9.0, 1, 30.0, 2, 5)
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["--teacher", "hf"], "error: --teacher hf needs --model: a hub id or a local model folder"),
-    (["--teacher", "openai", "--base-url", "http://h/v1", "--model", "m", "--concurrency", "0"],
-     "error: concurrency must be a whole number above 0, got 0"),
-    (["--teacher", "openai", "--base-url", "http://h/v1", "--model", "m", "--deadline", "-1"],
-     "error: deadline must be a number above 0, got -1.0"),
-], ids=["hf-without-model", "concurrency-0", "negative-deadline"])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["--teacher", "hf"],
+            "error: --teacher hf needs --model: a hub id or a local model folder",
+        ),
+        (
+            [
+                "--teacher",
+                "openai",
+                "--base-url",
+                "http://h/v1",
+                "--model",
+                "m",
+                "--concurrency",
+                "0",
+            ],
+            "error: concurrency must be a whole number above 0, got 0",
+        ),
+        (
+            [
+                "--teacher",
+                "openai",
+                "--base-url",
+                "http://h/v1",
+                "--model",
+                "m",
+                "--deadline",
+                "-1",
+            ],
+            "error: deadline must be a number above 0, got -1.0",
+        ),
+    ],
+    ids=["hf-without-model", "concurrency-0", "negative-deadline"],
+)
 def test_bad_teacher_settings_get_one_line_and_touch_nothing(tmp_path, argv, line):
     code, out = _cli(
         "coldstart", "--source", "tinygsm-easy", "--limit", "2", "--out", str(tmp_path), *argv

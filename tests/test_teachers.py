@@ -42,7 +42,7 @@ ops = st.sampled_from(["+", "-", "*", "/"])
 def test_every_alternative_is_verified_and_reaches_the_same_value(nums, chosen):
     expr = str(nums[0]) + "".join(op + str(n) for op, n in zip(chosen, nums[1:]))
     try:
-        value = eval(expr)  # noqa: S307 - the test builds this string itself from numbers
+        value = eval(expr)  # the test builds this string itself from numbers
     except ZeroDivisionError:
         return
     result = arithmetic.format_number(value)
@@ -86,7 +86,7 @@ def test_rule_teacher_blocks_recompute_one_value_in_different_ways():
             text.endswith(f"Final Answer: {problem['answer']}")
             and arithmetic.check_arithmetic(text) == []
         )
-        (body, summary), = _blocks(text)
+        ((body, summary),) = _blocks(text)
         paths = re.findall(r"<Path>(.*?)</Path>", body)
         value = re.search(r"(-?[\d.]+)\.$", summary).group(1)
         assert 2 <= len(paths) <= 3 and len(set(paths)) == len(paths)
@@ -194,7 +194,7 @@ def test_rule_teacher_branches_on_the_rarest_operator():
         "<<30/5=6>>6.\n#### 6",
     }
     for seed in range(8):
-        (body, summary), = _blocks(teachers.RuleTeacher(seed=seed).generate([p])[0]["text"])
+        ((body, summary),) = _blocks(teachers.RuleTeacher(seed=seed).generate([p])[0]["text"])
         assert "30/5=<<30/5=6>>6" in summary
     anywhere = {
         _blocks(teachers.RuleTeacher(seed=s, step_choice="any").generate([p])[0]["text"])[0][1]
@@ -276,7 +276,7 @@ def test_openai_success_matches_the_rule_teacher_behind_the_stand_in(problems):
 
 def test_openai_429_and_500_are_retried_after_retry_after(problems):
     with StandInServer(problems, faults=["429", "500"], retry_after="0.05") as server:
-        trace, = _teacher(server).generate(problems[:1])
+        (trace,) = _teacher(server).generate(problems[:1])
     assert trace["error"] is None and "<Parallel>" in trace["text"]
     # Retry-After (0.05 s) wins over the client's own first backoff (0.375-0.5 s)
     assert server.requests == 3 and all(0.04 < gap < 0.3 for gap in _gaps(server)), _gaps(server)
@@ -284,7 +284,7 @@ def test_openai_429_and_500_are_retried_after_retry_after(problems):
 
 def test_openai_backs_off_without_retry_after(problems):
     with StandInServer(problems, faults=["500"], retry_after=None) as server:
-        trace, = _teacher(server).generate(problems[:1])
+        (trace,) = _teacher(server).generate(problems[:1])
     assert trace["error"] is None and server.requests == 2
     # the client's exponential backoff: 0.5 s less up to 25 % jitter
     assert 0.3 < _gaps(server)[0] < 1.5
@@ -292,7 +292,7 @@ def test_openai_backs_off_without_retry_after(problems):
 
 def test_openai_retries_give_up_into_an_error_trace(problems):
     with StandInServer(problems, faults=["429"] * 3, retry_after="0.01") as server:
-        trace, = _teacher(server, max_retries=2).generate(problems[:1])
+        (trace,) = _teacher(server, max_retries=2).generate(problems[:1])
     assert (
         trace["text"] == ""
         and trace["kind"] == "rate_limited"
@@ -315,8 +315,8 @@ def test_openai_dead_server_is_a_connection_failure_in_one_trace_per_problem(pro
 
 def test_openai_timeout_then_retry(problems):
     with StandInServer(problems, faults=["timeout", "timeout"], hang_s=1.0) as server:
-        failed, = _teacher(server, timeout=0.3, max_retries=0).generate(problems[:1])
-        recovered, = _teacher(server, timeout=0.3, max_retries=1).generate(problems[:1])
+        (failed,) = _teacher(server, timeout=0.3, max_retries=0).generate(problems[:1])
+        (recovered,) = _teacher(server, timeout=0.3, max_retries=1).generate(problems[:1])
     assert failed["kind"] == "timeout" and failed["error"].startswith("timeout: no response byte")
     assert recovered["error"] is None and server.requests == 3
 
@@ -324,9 +324,9 @@ def test_openai_timeout_then_retry(problems):
 def test_openai_malformed_json_is_an_error_trace_without_retry(problems):
     with StandInServer(problems, faults=["malformed"]) as server:
         teacher = _teacher(server)
-        trace, = teacher.generate(problems[:1])
+        (trace,) = teacher.generate(problems[:1])
         assert server.requests == 1
-        again, = teacher.generate(problems[:1])  # the next request is served normally
+        (again,) = teacher.generate(problems[:1])  # the next request is served normally
     assert (
         trace["text"] == ""
         and trace["kind"] == "bad_response"

@@ -35,8 +35,9 @@ def base_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     corpus = ["Tom has 12 apples. Take the path to the park; the summary is short. 2 < 3 > 1"] * 20
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[EOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
 
@@ -49,9 +50,16 @@ def tokenizer(base_tokenizer):
 def tiny_qwen3(vocab_size: int, tied: bool, seed: int = 0):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    config = Qwen3Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, tie_word_embeddings=tied)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=tied,
+    )
     torch.manual_seed(seed)
     return Qwen3ForCausalLM(config)
 
@@ -95,8 +103,9 @@ def test_new_rows_are_mean_of_pieces_finite_and_distinct(tokenizer, tied):
     assert embed.shape[0] == len(tokenizer) and embeddings_tied(model) is tied
     for tag, i in ids.items():
         torch.testing.assert_close(embed[i], embed[pieces[tag]].mean(0))
-        torch.testing.assert_close(model.get_output_embeddings().weight[i],
-                                   head_before[pieces[tag]].mean(0))  # the head's own pieces
+        torch.testing.assert_close(
+            model.get_output_embeddings().weight[i], head_before[pieces[tag]].mean(0)
+        )  # the head's own pieces
     rows = embed[list(ids.values())]  # (6, H)
     assert torch.isfinite(rows).all()
     assert torch.cdist(rows, rows)[~torch.eye(6, dtype=torch.bool)].min() > 1e-3
@@ -147,8 +156,10 @@ def test_lora_trains_exactly_the_tag_rows(tokenizer, tied):
     ids = add_parallel_tags(tokenizer, model)
     kwargs = lora_kwargs_for_tags(tokenizer, model)
     assert isinstance(kwargs["trainable_token_indices"], list if tied else dict)
-    before = [model.get_input_embeddings().weight.detach().clone(),
-              model.get_output_embeddings().weight.detach().clone()]
+    before = [
+        model.get_input_embeddings().weight.detach().clone(),
+        model.get_output_embeddings().weight.detach().clone(),
+    ]
     peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], **kwargs))
     optimizer = torch.optim.SGD([p for p in peft_model.parameters() if p.requires_grad], lr=1.0)
     batch = torch.tensor([tokenizer.encode(TRACE)])  # (1, L)
@@ -157,8 +168,9 @@ def test_lora_trains_exactly_the_tag_rows(tokenizer, tied):
     merged = peft_model.merge_and_unload()
     tag_rows = torch.zeros(before[0].shape[0], dtype=torch.bool)
     tag_rows[list(ids.values())] = True
-    for old, new in zip(before, [merged.get_input_embeddings().weight,
-                                 merged.get_output_embeddings().weight]):
+    for old, new in zip(
+        before, [merged.get_input_embeddings().weight, merged.get_output_embeddings().weight]
+    ):
         assert torch.equal(old[~tag_rows], new[~tag_rows])  # nothing else moved
         assert (old[tag_rows] - new[tag_rows]).abs().sum(-1).min() > 0  # every tag row moved
 
@@ -168,12 +180,14 @@ def test_four_bit_model_on_cpu(tokenizer, tmp_path):
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     tiny_qwen3(len(tokenizer), tied=False).save_pretrained(tmp_path)
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                               bnb_4bit_compute_dtype=torch.float32)
+    quant = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
+    )
     try:
-        model = AutoModelForCausalLM.from_pretrained(tmp_path, quantization_config=quant,
-                                                     device_map="cpu")
-    except Exception as err:  # noqa: BLE001 - a bitsandbytes build without CPU support
+        model = AutoModelForCausalLM.from_pretrained(
+            tmp_path, quantization_config=quant, device_map="cpu"
+        )
+    except Exception as err:  # a bitsandbytes build without CPU support
         pytest.skip(f"4-bit loading is not available on this CPU: {err}")
     assert "4bit" in type(model.model.layers[0].self_attn.q_proj).__name__
     pieces = tag_pieces(tokenizer)

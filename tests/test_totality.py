@@ -183,7 +183,7 @@ def run_all(x, gold, times: list[tuple[float, str]]) -> None:
         start = time.perf_counter()
         try:
             thunk()
-        except Exception as err:  # noqa: BLE001 - the point: report which call raised, on what
+        except Exception as err:  # the point: report which call raised, on what
             raise AssertionError(f"{name} raised {type(err).__name__}: {err} on {show(x)}") from err
         times.append((1000 * (time.perf_counter() - start), f"{name} on {show(x)}"))
 
@@ -257,8 +257,13 @@ def _fuzz_and_time(times: list, big_times: list, seen: list) -> None:
     # import math-verify and sympy first: a one-off, not a call
     F.answers_match("\\frac{1}{2}", "0.5")
 
-    @settings(max_examples=1700, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=1700,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(INPUTS, st.sampled_from(golds()))
     def fuzz(x, gold):
         seen.append(x)
@@ -290,5 +295,5 @@ def test_huge_numbers_are_compared_without_int():
     digits = "9" * 5000
     assert R.accuracy_reward(["Final Answer: " + digits], [digits]) == [1.0]
     assert R.accuracy_reward(["Final Answer: " + digits], [digits + "8"]) == [-1.0]
-    assert R.accuracy_reward(["Final Answer: 12"], [10 ** 5000]) == [-1.0]
+    assert R.accuracy_reward(["Final Answer: 12"], [10**5000]) == [-1.0]
     assert F.as_number(digits) is None and F.number_key(digits) == ("", digits, "")

@@ -41,10 +41,17 @@ def test_alternating_follows_verl_step_like_trl_follows_its_step():
     trl_alt = alternating_reward(window=10, parallel_steps=2)
     for case in HACKING_CASES:
         for verl_step in range(1, 31):  # verl counts from 1, TRL from 0
-            trl = trl_alt([case["completion"]], [case["answer"]],
-                          trainer_state=SimpleNamespace(global_step=verl_step - 1))[0]
-            ours = verl.compute_score("pr1/dapo", case["completion"], case["answer"],
-                                      {"reward_mode": "alternating", "global_steps": verl_step})
+            trl = trl_alt(
+                [case["completion"]],
+                [case["answer"]],
+                trainer_state=SimpleNamespace(global_step=verl_step - 1),
+            )[0]
+            ours = verl.compute_score(
+                "pr1/dapo",
+                case["completion"],
+                case["answer"],
+                {"reward_mode": "alternating", "global_steps": verl_step},
+            )
             assert ours == trl, (case["name"], verl_step)
 
 
@@ -80,12 +87,22 @@ def test_mode_precedence_and_unknown_mode():
 
 def test_text_with_special_tokens_is_scored_when_given():
     honest = HACKING_CASES[0]["completion"]
-    stripped = honest.replace("<Parallel>", "").replace("</Parallel>", "").replace("<Path>", "") \
-        .replace("</Path>", "").replace("<Summary>", "").replace("</Summary>", "")
+    stripped = (
+        honest.replace("<Parallel>", "")
+        .replace("</Parallel>", "")
+        .replace("<Path>", "")
+        .replace("</Path>", "")
+        .replace("<Summary>", "")
+        .replace("</Summary>", "")
+    )
     # stock decode loses tags
     assert verl.compute_score("x", stripped, "12", mode="parallel_correct") == -1.0
-    assert verl.compute_score("x", stripped, "12", mode="parallel_correct",
-                              solution_str_with_special_tokens=honest) == 1.0
+    assert (
+        verl.compute_score(
+            "x", stripped, "12", mode="parallel_correct", solution_str_with_special_tokens=honest
+        )
+        == 1.0
+    )
 
 
 def test_detailed_score_reports_accuracy_whatever_the_mode():

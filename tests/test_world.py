@@ -17,13 +17,17 @@ from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import generate as tinygsm_generate
 from pr1lib.teachers import WorldTeacher, check_arithmetic
 
-TRY = re.compile(r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. "
-                 r"check: \5 vs (\d+) ([✓✗])$")
+TRY = re.compile(
+    r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. "
+    r"check: \5 vs (\d+) ([✓✗])$"
+)
 
 
 def records(tier: str, n: int = 300, split: str = "train", seed: int = 0) -> list[dict]:
-    return [{"id": f"{tier}-{i}", "answer_text": r["answer"], **r}
-            for i, r in enumerate(world.generate(n, tier, split, seed))]
+    return [
+        {"id": f"{tier}-{i}", "answer_text": r["answer"], **r}
+        for i, r in enumerate(world.generate(n, tier, split, seed))
+    ]
 
 
 @pytest.mark.parametrize("tier", world.TIERS)
@@ -56,7 +60,7 @@ def test_hard_items_have_one_pair_and_the_answer_needs_the_whole_pair():
         pairs = [(a, b) for a in shop.prices[0] for b in shop.prices[1]]
         good = [(a, b) for a, b in pairs if a + b == total]
         assert len(good) == 1
-        (a, b), = good
+        ((a, b),) = good
         assert split_gsm8k_answer(rec["answer"])[1] == str(b - a)
         assert [b2 - a2 for a2, b2 in pairs].count(b - a) == 1  # no wrong pair gives the answer
 
@@ -67,9 +71,12 @@ def test_easy_check_items_compare_the_sum_with_the_total():
     finals = {split_gsm8k_answer(r["answer"])[1] for r in checks}
     assert finals == {"0", "1"}  # both outcomes occur
     for rec in checks:
-        a, b, total = map(int,
-                          re.search(r"the (\d+)-coin .* the (\d+)-coin .* exactly (\d+) coins",
-                                    rec["question"]).groups())
+        a, b, total = map(
+            int,
+            re.search(
+                r"the (\d+)-coin .* the (\d+)-coin .* exactly (\d+) coins", rec["question"]
+            ).groups(),
+        )
         assert split_gsm8k_answer(rec["answer"])[1] == str(int(a + b == total))
         assert world.check_line(a + b, total) in rec["answer"]
         assert abs(a + b - total) <= 20  # near misses: the check must read both digits
@@ -77,8 +84,9 @@ def test_easy_check_items_compare_the_sum_with_the_total():
 
 def test_tinygsm_tiers_are_unchanged_by_the_new_world():
     # a digest of TinyGSM's first records as generated at 536655e, before TinyWorld existed
-    dump = json.dumps([tinygsm_generate(50, t, s, 0) for t in ("easy", "hard") for s in ("train",
-                                                                                         "test")])
+    dump = json.dumps(
+        [tinygsm_generate(50, t, s, 0) for t in ("easy", "hard") for s in ("train", "test")]
+    )
     assert hashlib.sha256(dump.encode()).hexdigest()[:16] == "999ab673152fd6db"
     assert [r["source"] for r in data.load_source("tinygsm-easy", limit=2)] == ["tinygsm-easy"] * 2
 
@@ -153,7 +161,8 @@ def test_hard_block_splits_the_search_from_the_prompt_alone():
         split = world.split_paths(world.parse_shop(rec["question"]))
         assert [[(a, b) for a, b, _ in path] for path in tried] == split
         assert [p.text for p in block.paths] == [
-            "\n".join(world.try_line(shop, total, pair) for pair in pairs) for pairs in split]
+            "\n".join(world.try_line(shop, total, pair) for pair in pairs) for pairs in split
+        ]
     assert 0.35 <= sum(which) / len(which) <= 0.65  # the passing pair sits in either path
 
 
@@ -183,9 +192,12 @@ def test_easy_block_linearizes_to_the_plain_solution():
 
 
 def test_teacher_falls_back_to_the_rule_teacher_on_other_problems():
-    rec = {"id": "g", "question": "?", "answer": "72",
-           "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\n"
-                          "In all 48+24=<<48+24=72>>72.\n#### 72"}
+    rec = {
+        "id": "g",
+        "question": "?",
+        "answer": "72",
+        "answer_text": "She sold 48/2=<<48/2=24>>24 in May.\nIn all 48+24=<<48+24=72>>72.\n#### 72",
+    }
     trace = WorldTeacher().trace(rec)
     assert trace["teacher"].startswith("world-") and validate(trace["text"], strict=True) == []
 
@@ -205,9 +217,13 @@ def test_half_plain_start_uses_the_worlds_plain_solution():
 
     recs = data.load_source("tinyworld-hard", limit=20)
     traces = WorldTeacher().generate([{**r} for r in recs])
-    rows = Dataset.from_dict({"question": [r["question"] for r in recs],
-                              "source": [r["source"] for r in recs],
-                              "completion": [t["text"] for t in traces]})
+    rows = Dataset.from_dict(
+        {
+            "question": [r["question"] for r in recs],
+            "source": [r["source"] for r in recs],
+            "completion": [t["text"] for t in traces],
+        }
+    )
     mixed = with_plain_share(rows, 1.0)
     for rec, row in zip(recs, mixed):
         assert row["completion"] == linear_solution(rec["answer_text"]) and not row["parallel"]
@@ -226,20 +242,33 @@ def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
     # steered to love <Parallel>: forced-plain must still have no block; close paths quickly
     undo = steer_logits(model, {tags.parallel: 30.0, tags.end_path: 5.0})
     for mode in ("seen", "forked"):
-        out = blockcost(model.eval(), tok, ["tinyworld-hard"], n=3, k=2, mode=mode,
-                        max_completion_length=24, max_path_length=6)["tinyworld-hard"]
+        out = blockcost(
+            model.eval(),
+            tok,
+            ["tinyworld-hard"],
+            n=3,
+            k=2,
+            mode=mode,
+            max_completion_length=24,
+            max_path_length=6,
+        )["tinyworld-hard"]
         assert out["parallel_ratio_block"] == 1.0 and out["parallel_ratio_plain"] == 0.0
         assert out["n"] == 3 and out["k"] == 2 and out["ci95"][0] <= out["diff"] <= out["ci95"][1]
     undo()
-    assert paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1]) [0] < 0 < paired_bootstrap([1, 0, 1, 0],
-                                                                                   [0, 0, 1, 1])[1]
+    assert (
+        paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[0]
+        < 0
+        < paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[1]
+    )
 
 
 SHIPPED_WORLD_BASE = REPO_ROOT / base_model_dir("tinyworld")
 
 
-@pytest.mark.skipif(not (SHIPPED_WORLD_BASE / "model.safetensors").exists(),
-                    reason="data/tinyworld-base not shipped")
+@pytest.mark.skipif(
+    not (SHIPPED_WORLD_BASE / "model.safetensors").exists(),
+    reason="data/tinyworld-base not shipped",
+)
 def test_shipped_tinyworld_base_solves_easy_held_out_items():
     """Greedy on the first 40 held-out easy items (a prefix of the card's 200): the card says 96.5%;
     at n=40 one SD is ~3 points, so the floor of 85% is ~4 SD below and only a broken model
@@ -264,8 +293,9 @@ def test_blockcost_lets_the_answer_follow_the_forced_block(monkeypatch):
     from pr1lib.tokens import add_parallel_tags
 
     seen = []
-    monkeypatch.setattr(bc, "generate", lambda m, t, rows, cfg, generator=None: seen.append(cfg)
-                        or [])
+    monkeypatch.setattr(
+        bc, "generate", lambda m, t, rows, cfg, generator=None: seen.append(cfg) or []
+    )
     model, tok = build_random_tiny(seed=0)
     add_parallel_tags(tok, model)
     for block in (True, False):
@@ -276,8 +306,9 @@ def test_blockcost_lets_the_answer_follow_the_forced_block(monkeypatch):
 SHIPPED_WORLD_SFT = REPO_ROOT / "data" / "tinyworld-sft"
 
 
-@pytest.mark.skipif(not (SHIPPED_WORLD_SFT / "model.safetensors").exists(),
-                    reason="data/tinyworld-sft not shipped")
+@pytest.mark.skipif(
+    not (SHIPPED_WORLD_SFT / "model.safetensors").exists(), reason="data/tinyworld-sft not shipped"
+)
 def test_shipped_tinyworld_sft_gains_from_a_forced_block_on_hard_items():
     """The start of TinyWorld's RL: on the first 40 held-out hard items (2 samples each, T = 1),
     a forced block beats forced plain. The card (200 x 4) says 69.5 % vs 43.1 %, +26.4 points;
@@ -289,8 +320,15 @@ def test_shipped_tinyworld_sft_gains_from_a_forced_block_on_hard_items():
 
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_SFT)
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_SFT)
-    hard = blockcost(model, tokenizer, ["tinyworld-hard"], n=40, k=2, max_completion_length=384,
-                     max_path_length=128)["tinyworld-hard"]
+    hard = blockcost(
+        model,
+        tokenizer,
+        ["tinyworld-hard"],
+        n=40,
+        k=2,
+        max_completion_length=384,
+        max_path_length=128,
+    )["tinyworld-hard"]
     assert hard["parallel_ratio_block"] == 1.0 and hard["parallel_ratio_plain"] == 0.0
     assert hard["acc_block"] >= 0.45 and hard["diff"] > 0, hard
 
@@ -298,8 +336,10 @@ def test_shipped_tinyworld_sft_gains_from_a_forced_block_on_hard_items():
 SHIPPED_WORLD_SFT_UNSEEN = REPO_ROOT / "data" / "tinyworld-sft-unseen"
 
 
-@pytest.mark.skipif(not (SHIPPED_WORLD_SFT_UNSEEN / "model.safetensors").exists(),
-                    reason="data/tinyworld-sft-unseen not shipped")
+@pytest.mark.skipif(
+    not (SHIPPED_WORLD_SFT_UNSEEN / "model.safetensors").exists(),
+    reason="data/tinyworld-sft-unseen not shipped",
+)
 def test_shipped_unseen_tinyworld_sft_probes_with_independent_paths():
     """The unseen SFT never sees a sibling path, so each forked path picks its cheap price on its
     own: the two paths of a block fix different prices about half of the time (independent
@@ -314,10 +354,23 @@ def test_shipped_unseen_tinyworld_sft_probes_with_independent_paths():
 
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN).eval()
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN)
-    prompts = [chat_prompt(r["question"], tokenizer, "tiny")
-               for r in load_benchmark("tinyworld-hard", 40)]
-    texts = [t for group in sample(model, tokenizer, prompts, 2, True, "forked",
-                                   max_completion_length=384, max_path_length=128) for t in group]
+    prompts = [
+        chat_prompt(r["question"], tokenizer, "tiny") for r in load_benchmark("tinyworld-hard", 40)
+    ]
+    texts = [
+        t
+        for group in sample(
+            model,
+            tokenizer,
+            prompts,
+            2,
+            True,
+            "forked",
+            max_completion_length=384,
+            max_path_length=128,
+        )
+        for t in group
+    ]
     firsts = [[re.search(r"\d+", text[a:b]) for a, b in path_ranges(text)[:2]] for text in texts]
     pairs = [(f[0].group(), f[1].group()) for f in firsts if len(f) == 2 and all(f)]
     assert len(pairs) >= 0.9 * len(texts), len(pairs)  # nearly every block has two priced paths

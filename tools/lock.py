@@ -62,8 +62,11 @@ def pins(text: str) -> dict[str, str]:
         from packaging.markers import Marker
     except ImportError:  # before anything is installed
         return {name: version for name, version, _ in entries(text)}
-    return {name: version for name, version, marker in entries(text)
-            if marker is None or Marker(marker).evaluate()}
+    return {
+        name: version
+        for name, version, marker in entries(text)
+        if marker is None or Marker(marker).evaluate()
+    }
 
 
 def torch_version() -> str:
@@ -80,8 +83,9 @@ def _uv() -> Path:
     uv = venv / "bin" / "uv"
     if not uv.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", UV_SPEC],
-                       check=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", UV_SPEC], check=True
+        )
     return uv
 
 
@@ -106,10 +110,25 @@ def _resolve(torch: str) -> str:
         project.write_text(unpin_colab(PYPROJECT.read_text()))
         out = Path(tmp) / "lock.txt"
         subprocess.run(
-            [str(_uv()), "pip", "compile", str(project), "--all-extras", "--universal",
-             "--python-version", PYTHON, "--generate-hashes", "--no-header", "--quiet",
-             "-c", str(constraint), "-o", str(out)],
-            check=True, cwd=ROOT,
+            [
+                str(_uv()),
+                "pip",
+                "compile",
+                str(project),
+                "--all-extras",
+                "--universal",
+                "--python-version",
+                PYTHON,
+                "--generate-hashes",
+                "--no-header",
+                "--quiet",
+                "-c",
+                str(constraint),
+                "-o",
+                str(out),
+            ],
+            check=True,
+            cwd=ROOT,
         )
         return out.read_text()
 
