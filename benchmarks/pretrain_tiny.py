@@ -15,10 +15,10 @@ import time
 
 import torch
 
-from pr1lib.commands import parse_overrides
 from pr1lib.config import PretrainConfig
 from pr1lib.pretrain import accumulate_loss, build_tokenizer_and_model, encode_batch, step_records
 from pr1lib.runtime import set_seed
+from pr1lib.validate import parse_sets
 
 
 def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
-    cfg = PretrainConfig.for_profile("tiny", **parse_overrides(args.overrides))
+    cfg = PretrainConfig.for_profile("tiny", **parse_sets(PretrainConfig, args.overrides))
     print(json.dumps({"benchmark": "pretrain_tiny", **time_steps(cfg, args.steps)}))
 
 

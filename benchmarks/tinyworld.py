@@ -20,12 +20,12 @@ import time
 
 import torch
 
-from pr1lib.commands import parse_overrides
 from pr1lib.config import EvalConfig, ModelConfig, SFTStageConfig
 from pr1lib.evaluate import run_eval
 from pr1lib.models import base_model_dir, checkpoint_folder, load_policy, stage_model_config
 from pr1lib.sft import run_sft
 from pr1lib.tokens import add_parallel_tags, has_tags
+from pr1lib.validate import parse_sets
 
 
 def eval_model(
@@ -138,7 +138,7 @@ def main() -> None:
             args.max_path,
         )
     else:
-        result = sft(args.base, args.out, args.variant, parse_overrides(args.overrides))
+        result = sft(args.base, args.out, args.variant, parse_sets(SFTStageConfig, args.overrides))
     print(json.dumps(result, default=str), flush=True)
 
 

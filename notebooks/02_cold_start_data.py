@@ -161,19 +161,20 @@ pd.DataFrame(rows)
 
 # %%
 from pr1lib import coldstart
+from pr1lib.traces import TraceCache, generate_traces
 
 cache = OUT / "traces.jsonl"
 timings, traces = {}, {}
 for name, probs in sources.items():
     start = time.perf_counter()
-    traces[name] = coldstart.generate_traces(rule, probs, cache, batch_size=config.batch_size)
+    traces[name] = generate_traces(rule, probs, cache, batch_size=config.batch_size)
     timings[name] = time.perf_counter() - start
 start = time.perf_counter()
-again = coldstart.generate_traces(rule, sources[next(iter(sources))], cache)
+again = generate_traces(rule, sources[next(iter(sources))], cache)
 print({k: f"{v:.2f} s" for k, v in timings.items()},
       f"| re-run from cache: {time.perf_counter() - start:.2f} s")
 print(
-    f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(coldstart.TraceCache(cache).records)} traces"
+    f"cache: {cache.stat().st_size / 1e6:.1f} MB, {len(TraceCache(cache).records)} traces"
 )
 
 # %% [markdown]
@@ -290,17 +291,18 @@ import os
 
 from pr1lib import chat_teacher, standin
 from pr1lib.config import NotebookConfig
+from pr1lib.hf_teacher import HFTeacher
 
 llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
 NB = NotebookConfig.for_profile(PROFILE)  # which LLM demo this profile can afford
 if NB.llm_teacher == "hf" and os.environ.get("OPENAI_BASE_URL"):  # a served model is set up
     llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
-    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
+    llm_traces = generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
                                            batch_size=64)
 elif NB.llm_teacher == "hf":
-    llm = teachers.HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
+    llm = HFTeacher(config.teacher_model, load_in_4bit=config.load_in_4bit, batch_size=8,
                              max_new_tokens=config.max_new_tokens, seed=SEED)
-    llm_traces = coldstart.generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
+    llm_traces = generate_traces(llm, llm_problems, OUT / "llm_traces.jsonl",
                                            batch_size=8)
 else:
     with standin.StandInServer(llm_problems, faults=["429"]) as server:  # STAND-IN, not a model
@@ -356,7 +358,7 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #
 #    Faults are played one per request in arrival order, so use `concurrency=1`. The
 #    `OpenAITeacher` docstring says which outcomes are retried and which are recorded at once; the
-#    cache in `coldstart.generate_traces` says which problems a rerun asks again (`server.asked`).
+#    cache in `generate_traces` says which problems a rerun asks again (`server.asked`).
 #    </details>
 # 4. With a GPU, run `HFTeacher` on 32 GSM8K problems and compare its rejection reasons with the
 #    rule teacher's. Which check does an LLM fail most often?

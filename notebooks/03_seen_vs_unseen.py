@@ -78,7 +78,7 @@ import torch
 import transformers
 
 from pr1lib.config import ModelConfig
-from pr1lib.data import load_tinygsm
+from pr1lib.data import load_world
 from pr1lib.format import validate
 from pr1lib.models import ModelNotAvailableError, build_random_tiny, load_policy
 from pr1lib.prompts import chat_prompt
@@ -100,7 +100,7 @@ STYLE = ModelConfig.for_profile(PROFILE).prompt_style
 
 def teacher_examples(n, split="test"):
     """(prompt, response) pairs: rule-teacher traces with one strictly valid two-path block."""
-    problems = load_tinygsm(n, "easy", split, seed=SEED)
+    problems = load_world("tinygsm-easy", n, split, seed=SEED)
     traces = RuleTeacher(seed=SEED).generate(problems)
     return [(chat_prompt(p["question"], tok, STYLE), t["text"]) for p, t in zip(problems, traces)
             if not t["error"] and t["text"].count("<Path>") == 2 and not validate(t["text"])]

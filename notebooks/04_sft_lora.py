@@ -84,8 +84,9 @@ import datasets
 import pandas as pd
 import transformers
 
-from pr1lib import models, runs, sft
+from pr1lib import models, plots, runs, sft
 from pr1lib.config import SFTStageConfig
+from pr1lib.sft_live import LiveLossPlot
 
 datasets.disable_progress_bars()
 transformers.utils.logging.disable_progress_bar()
@@ -204,7 +205,7 @@ example = {
 n_prompt = len(tokenizer(rows[0]["prompt"])["input_ids"])
 example["labels"] = [-100] * n_prompt + example["input_ids"][n_prompt:]
 views = {mode: sft.ParallelCollator(tokenizer, mode)([example]) for mode in ("seen", "unseen")}
-sft.mask_figure(views, tokenizer, start=n_prompt - 2)
+plots.mask_figure(views, tokenizer, start=n_prompt - 2)
 
 # %% [markdown]
 # Dark squares are allowed attention. Under "unseen", each later path's rows have a blank rectangle
@@ -263,7 +264,7 @@ del base_model  # each run below loads its own copy of the base
 # figure updates while the two runs train.
 
 # %%
-plot = sft.LiveLossPlot()
+plot = LiveLossPlot()
 trained, before = {}, None
 for variant in ("seen", "unseen"):
     cfg = config.replace(variant=variant)
@@ -454,7 +455,7 @@ assert single  # the tags are still single tokens after the reload
 import torch
 
 from pr1lib.config import NotebookConfig
-from pr1lib.data import load_tinygsm
+from pr1lib.data import load_world
 from pr1lib.prompts import chat_prompt
 from pr1lib.structure import structure_tensors, structured_logprobs
 from pr1lib.teachers import RuleTeacher
@@ -462,7 +463,7 @@ from pr1lib.teachers import RuleTeacher
 NB = NotebookConfig.for_profile(PROFILE)
 teacher = RuleTeacher(seed=SEED)
 held_out = [(chat_prompt(r["question"], tokenizer, model_config.prompt_style),
-             teacher.trace(r)["text"]) for r in load_tinygsm(NB.nll_n, "easy", "test", SEED)]
+             teacher.trace(r)["text"]) for r in load_world("tinygsm-easy", NB.nll_n, "test", SEED)]
 
 
 def nll_table(named, pairs):
@@ -527,25 +528,25 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 # %%
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pr1lib.blockcost import blockcost
-from pr1lib.config import WORLD_INITS
+from pr1lib import worlds
 from pr1lib.expect import should_see
+from pr1lib.experiments.blockcost import blockcost
 from pr1lib.paths import REPO_ROOT
 
 
 def forced(path, world: str) -> dict:
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    cost = blockcost(model, tok, [f"{world}-easy", f"{world}-hard"], n=NB.eval_n, k=2, seed=SEED,
+    cost = blockcost(model, tok, worlds.get(world).sources(), n=NB.eval_n, k=2, seed=SEED,
                      max_completion_length=384, max_path_length=128)
     return {f"{world} {tier.split('-')[1]}": {k: r[k] for k in ("acc_block", "acc_plain", "diff",
                                                                   "ci95")}
             for tier, r in cost.items()}
 
 
-worlds = {"tinyworld": REPO_ROOT / WORLD_INITS["tinyworld"]["sft"]}
+starts = {"tinyworld": REPO_ROOT / worlds.get("tinyworld").init("seen")}
 if PROFILE in ("smoke", "tiny"):  # this notebook's SFT is a TinyGSM model only there
-    worlds = {"tinygsm": trained["seen"].run_dir / "merged", **worlds}
-costs = pd.DataFrame({k: v for w, path in worlds.items() for k, v in forced(path, w).items()})
+    starts = {"tinygsm": trained["seen"].run_dir / "merged", **starts}
+costs = pd.DataFrame({k: v for w, path in starts.items() for k, v in forced(path, w).items()})
 should_see("TinyWorld hard: forced block minus forced plain", costs["tinyworld hard"]["diff"],
            PROFILE)
 costs.T

@@ -66,13 +66,13 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 #
 # Every reward follows TRL's contract `fn(completions, answer, **kwargs) -> list[float]` and is
 # built from three facts about a completion: is the final answer right, are the tags valid, how many
-# `<Parallel>` blocks are there. One registry, `pr1lib.rewards.REWARD_MODES`, lists them; the
+# `<Parallel>` blocks are there. One registry, `pr1lib.reward_modes.REWARD_MODES`, lists them; the
 # training stages, the control panel of notebook 06 and the verl export all read it.
 
 # %%
 import pandas as pd
 
-from pr1lib.rewards import REWARD_MODES
+from pr1lib.reward_modes import REWARD_MODES
 
 pd.set_option("display.max_colwidth", 100)
 pd.DataFrame([{"mode": m.name, "pays for": m.pays_for, "range": m.range,
@@ -169,7 +169,7 @@ schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, st
 # blocks, and the paper's ordering of Table 4 needs blocks that **help** on hard problems.
 
 # %%
-from pr1lib.rewards import block_break_even
+from pr1lib.reward_modes import block_break_even
 
 rows = [{"tiered share f": f, "bonus b": b, "accuracy p": p,
          "largest cost (points)": round(100 * block_break_even(p, b, f), 2)}
@@ -201,7 +201,7 @@ fig
 # %%
 import json
 
-from pr1lib import studies
+from pr1lib.experiments.dose import dose_response
 from pr1lib.paths import REPO_ROOT, runs_dir
 
 card = REPO_ROOT / "results" / "tinyworld-dose.json"
@@ -210,7 +210,7 @@ if card.exists():
     print("the full sweep:", sweep["command"])
     dose = pd.DataFrame(sweep["numbers"]["rows"])
 else:
-    dose = pd.DataFrame(studies.dose_response(PROFILE, seed=SEED, arms=[(0, 0.2), (10, 0.2)],
+    dose = pd.DataFrame(dose_response(PROFILE, seed=SEED, arms=[(0, 0.2), (10, 0.2)],
                                               out=runs_dir() / f"05_grpo_rewards-{PROFILE}/dose"))
 dose
 
@@ -250,12 +250,12 @@ fig
 # the seen SFT checkpoint (notebook 04), without training it.
 
 # %%
-from pr1lib import grpo, studies
+from pr1lib import grpo, starts
 from pr1lib.config import GRPOStageConfig
 from pr1lib.doctor import table as doctor_table
 from pr1lib.paths import runs_dir
 
-init = INIT or studies.default_init(2, "seen", PROFILE, SEED)
+init = INIT or starts.default_init(2, "seen", PROFILE, SEED)
 print("the doctor loads:", init or "the base model (no SFT run found; run notebook 04 first)")
 stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
 session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor")

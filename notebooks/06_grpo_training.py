@@ -71,7 +71,7 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %% [markdown]
 # ## 1. The recipe, per variant
 #
-# One table in `pr1lib.config` holds the paper's stage recipe (`RECIPES`, `CURRICULA`): which
+# One table in `pr1lib.config` holds the paper's stage recipe (`STAGE_REWARDS`, `CURRICULA`): which
 # stages each variant runs and with which reward. Choosing a reward also takes the clip-high the
 # paper pairs with it (0.28 with the alternating S2 reward, else ε = 0.2). The plain variant is
 # this project's name for the paper's GRPO baseline: no tags, the baseline prompt, accuracy only.
@@ -79,14 +79,14 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %%
 import pandas as pd
 
-from pr1lib.config import CURRICULA, RECIPES, VARIANT_ROLLOUT, GRPOStageConfig
+from pr1lib.config import CURRICULA, STAGE_REWARDS, VARIANT_ROLLOUT, GRPOStageConfig
 
 pd.set_option("display.max_colwidth", 100)
 recipe = pd.DataFrame([
     {"variant": v, "stage": s, "reward": GRPOStageConfig.for_stage(s, PROFILE, variant=v).reward,
      "epsilon_high": GRPOStageConfig.for_stage(s, PROFILE, variant=v).clip_high,
      "problems": GRPOStageConfig.for_stage(s, PROFILE, variant=v).source,
-     "rollout": VARIANT_ROLLOUT[v]} for v in RECIPES for s in CURRICULA[v]])
+     "rollout": VARIANT_ROLLOUT[v]} for v in STAGE_REWARDS for s in CURRICULA[v]])
 recipe.set_index(["variant", "stage"])
 
 # %% [markdown]
@@ -138,10 +138,10 @@ pd.DataFrame(plan).T
 # random, so only the plumbing is on show.
 
 # %%
-from pr1lib import grpo, studies
+from pr1lib import grpo, starts
 from pr1lib.paths import runs_dir
 
-init = INIT or studies.default_init(2, "seen", PROFILE, SEED)
+init = INIT or starts.default_init(2, "seen", PROFILE, SEED)
 print("Stage 2 starts from:", init or "the base model (no SFT run found; run notebook 04 first)")
 OUT = runs_dir() / f"06_grpo_training-{PROFILE}"
 print("runs go under", OUT)
@@ -238,7 +238,9 @@ curriculum[["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_leng
 # Notebook 07 puts its row in the headline table next to the seen one.
 
 # %%
-plain = studies.run_curriculum(PROFILE, "plain", None, SEED, OUT / "plain", notebook=True)
+from pr1lib.experiments.curriculum import run_curriculum
+
+plain = run_curriculum(PROFILE, "plain", None, SEED, OUT / "plain", notebook=True)
 pd.DataFrame({"base": plain["sft"]["hard"], "plain GRPO": plain["final"]["hard"],
               "Parallel-R1 (seen)": run3.result["after"]["hard"]}).T[
     ["accuracy", "pass_at_k", "parallel_ratio"]]
@@ -252,8 +254,14 @@ pd.DataFrame({"base": plain["sft"]["hard"], "plain GRPO": plain["final"]["hard"]
 # is notebook 07's Parallel-R1-Unseen.
 
 # %%
-r1_unseen = studies.run_curriculum(PROFILE, "unseen", None, SEED, notebook=True,
-                                   out=studies.unseen_stage2_dir(PROFILE, SEED) / "direct")
+from pr1lib.experiments.unseen_stage2 import (
+    unseen_stage2_dir,
+    unseen_stage2_effect,
+    unseen_stage2_table,
+)
+
+r1_unseen = run_curriculum(PROFILE, "unseen", None, SEED, notebook=True,
+                           out=unseen_stage2_dir(PROFILE, SEED) / "direct")
 print("unseen start:", r1_unseen["stages"][0]["init"])
 before_after(r1_unseen["stages"][-1])
 
@@ -268,8 +276,8 @@ before_after(r1_unseen["stages"][-1])
 # %%
 from pr1lib.results import committed_or
 
-study = committed_or("tiny-notebook06-unseen-stage2", lambda: studies.unseen_stage2_table(
-    studies.unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)), LIVE, profile=PROFILE,
+study = committed_or("tiny-notebook06-unseen-stage2", lambda: unseen_stage2_table(
+    unseen_stage2_effect(PROFILE, seed=SEED, notebook=True)), LIVE, profile=PROFILE,
     seed=SEED)
 print("unseen start:", study["init"])
 pd.DataFrame(study["rows"]).set_index("recipe").T  # held-out, mean@k at T = 1 and greedy
@@ -296,10 +304,10 @@ pd.DataFrame(study["rows"]).set_index("recipe").T  # held-out, mean@k at T = 1 a
 # `LIVE = True` trains the four arms here.
 
 # %%
-from pr1lib import ablation
+from pr1lib.experiments.ablation import ablation_summary, run_ablation
 
-summary = committed_or("tiny-notebook06-ablation", lambda: ablation.ablation_summary(
-    ablation.run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation", notebook=True)),
+summary = committed_or("tiny-notebook06-ablation", lambda: ablation_summary(
+    run_ablation(PROFILE, init=None, seed=SEED, out=OUT / "ablation", notebook=True)),
     LIVE, profile=PROFILE, seed=SEED)
 table4 = pd.DataFrame(summary["ablation"]).set_index("arm")
 print("the paper's order reproduced:", summary["verdict"])
@@ -309,11 +317,11 @@ table4
 # You should see: each stage's run card and `merged/`, and one ablation row per arm with its reward.
 
 # %%
-from pr1lib.config import ABLATION_ARMS
+from pr1lib.experiments.ablation import ARMS
 
 for stage in (run2, run3):
     assert (stage.run_dir / "run_card.json").exists() and (stage.run_dir / "merged").is_dir()
-assert table4["reward"].to_dict() == ABLATION_ARMS  # one row per arm, trained on its reward
+assert table4["reward"].to_dict() == ARMS  # one row per arm, trained on its reward
 
 # %% tags=["report"]
 import plotly.graph_objects as go
@@ -353,11 +361,14 @@ fig
 # second path must see which cheap price the first took), a 384-token budget, full fine-tuning.
 
 # %%
-from pr1lib.config import WORLD_INITS, GRPOStageConfig
+from pr1lib import worlds
+from pr1lib.config import GRPOStageConfig
 from pr1lib.expect import should_see
 
+world_start = worlds.get("tinyworld").init("seen")  # the shipped TinyWorld SFT
+
 world_cfg = GRPOStageConfig.for_stage(3, PROFILE, world="tinyworld", notebook=True, seed=SEED)
-world_run = grpo.run_grpo(world_cfg, WORLD_INITS["tinyworld"]["sft"], OUT / "tinyworld",
+world_run = grpo.run_grpo(world_cfg, world_start, OUT / "tinyworld",
                           dashboard=Dashboard(OUT / "tinyworld" / "metrics.csv",
                                               title="Stage 3 in TinyWorld (accuracy only)"))
 hard = {when: world_run.result[when]["hard"] for when in ("before", "after")}
@@ -372,12 +383,12 @@ before_after(world_run.result)
 # not pay.
 
 # %% tags=["report"]
-from pr1lib import analytics
+from pr1lib.experiments.curriculum import seed_rows, world_headline
+from pr1lib.headline import write_headline
 
-world_table = studies.world_headline(world_run.result, "TinyWorld model")
-analytics.write_headline(world_table, f"TinyWorld headline ({PROFILE}): Stage 3 from "
-                         f"{WORLD_INITS['tinyworld']['sft']}, held-out problems, T = 1 "
-                         "(greedy beside)", name="headline-tinyworld.json")
+world_table = world_headline(world_run.result, "TinyWorld model")
+write_headline(world_table, f"TinyWorld headline ({PROFILE}): Stage 3 from {world_start}, "
+               "held-out problems, T = 1 (greedy beside)", name="headline-tinyworld.json")
 world_table
 
 # %% [markdown]
@@ -396,7 +407,7 @@ cards = {v: json.loads((REPO_ROOT / "results" / f"tinyworld-grpo-{v}.json").read
          for v in ("seen", "plain")}
 for v, card in cards.items():
     print(f"{v}: {card['command']}")
-long_runs = pd.concat({v: pd.DataFrame(studies.seed_rows(card["numbers"])).set_index("seed")
+long_runs = pd.concat({v: pd.DataFrame(seed_rows(card["numbers"])).set_index("seed")
                        for v, card in cards.items()})
 long_runs  # hard tier: mean@8 at T = 1 on 300 held-out problems, greedy beside it
 

@@ -144,9 +144,9 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # %%
 import pandas as pd
 
-from pr1lib import analytics, studies
+from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
 
-found, missing = analytics.find_checkpoints(PROFILE, SEED)
+found, missing = find_checkpoints(PROFILE, SEED)
 print("found:")
 for key, where in found.items():
     print(f"  {key:13s} {where}")
@@ -168,7 +168,7 @@ for key, where in missing.items():
 import time
 
 start = time.perf_counter()
-ours = analytics.evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k)
+ours = evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k)
 print(f"evaluated {len(ours)} checkpoints in {time.perf_counter() - start:.0f} s")
 metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per_response",
            "first_block_position", "path_diversity", "mean_length", "n", "k"]
@@ -202,10 +202,10 @@ table
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = analytics.headline_table(ours, NB.model_label)
+headline = headline_table(ours, NB.model_label)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
          f"ours = {NB.model_label} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
-analytics.write_headline(headline, title)
+write_headline(headline, title)
 print(title)
 headline
 
@@ -240,7 +240,9 @@ should_see("pass@k minus mean@k, base model",
 # sampling diversity that RL can turn into accuracy.
 
 # %% tags=["report"]
-analytics.pass_curve_figure(ours)
+from pr1lib.reports import pass_curve_figure
+
+pass_curve_figure(ours)
 
 # %% [markdown]
 # ## 5. Training analytics: where do blocks open? (the paper's Figure 3)
@@ -257,10 +259,12 @@ analytics.pass_curve_figure(ours)
 # above: parallel ratio and mean first-block position of the training samples, against the step.
 
 # %%
+from pr1lib.curves import CURVE_KEYS, describe_trend, figure3, training_curves, trend
+
 rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
 curves = pd.concat(
-    [analytics.training_curves(where, label=key) for key, where in rl_runs.items()]
-    or [pd.DataFrame(columns=["step", "run", *analytics.CURVE_KEYS])],
+    [training_curves(where, label=key) for key, where in rl_runs.items()]
+    or [pd.DataFrame(columns=["step", "run", *CURVE_KEYS])],
     ignore_index=True,
 )
 print(
@@ -272,7 +276,7 @@ curves.groupby("run")[["parallel_ratio", "block_position", "accuracy"]].agg(
 ).round(3)
 
 # %% tags=["report"]
-analytics.figure3(curves) if len(curves) else print("no RL run to plot")
+figure3(curves) if len(curves) else print("no RL run to plot")
 
 # %% [markdown]
 # What this run shows, computed from the series above: the first third of the logged steps against
@@ -285,11 +289,11 @@ analytics.figure3(curves) if len(curves) else print("no RL run to plot")
 # %% tags=["report"]
 def read_figure3(curves: pd.DataFrame) -> None:
     for run, part in curves.groupby("run", sort=False):
-        position = analytics.trend(part, "block_position")
-        print(analytics.describe_trend(position, f"[{run}] first-block position"))
+        position = trend(part, "block_position")
+        print(describe_trend(position, f"[{run}] first-block position"))
         print(
-            analytics.describe_trend(
-                analytics.trend(part, "parallel_ratio"), f"[{run}] parallel ratio"
+            describe_trend(
+                trend(part, "parallel_ratio"), f"[{run}] parallel ratio"
             )
         )
         # groups whose rewards differ: the only ones GRPO learns from
@@ -315,34 +319,37 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 # accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and the switch
 # point was picked by hand.
 #
-# `studies.mid_training` does the same with two `run_grpo` calls: phase 1 from the unseen SFT
-# checkpoint with the alternating reward for `switch` steps, phase 2 from phase 1's `merged/` model
-# with the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in the paper's scripts).
-# Held-out accuracy (mean@k at T = 1, greedy beside it) is measured at the start, at the switch and
-# at the end. The tiny profile keeps the paper's window (2 tiered steps of every 10) and switches
-# after one window; `smoke` shrinks it to show the plumbing only. The result is cached in the run
-# folder.
+# `mid_training` (`pr1lib.experiments.midtraining`) does the same with two `run_grpo` calls: phase 1
+# from the unseen SFT checkpoint with the alternating reward for `switch` steps, phase 2 from phase
+# 1's `merged/` model with the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in
+# the paper's scripts). Held-out accuracy (mean@k at T = 1, greedy beside it) is measured at the
+# start, at the switch and at the end. The tiny profile keeps the paper's window (2 tiered steps of
+# every 10) and switches after one window; `smoke` shrinks it to show the plumbing only. The result
+# is cached in the run folder.
 
 # %%
+from pr1lib.curves import scaffold_curves, scaffold_figure, switch_effect
+from pr1lib.experiments.midtraining import mid_training
+
 scaffold_init = found.get("sft-unseen")
 print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
 start = time.perf_counter()
-scaffold = studies.mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
-                                variant="unseen", window=NB.window, parallel_steps=2,
-                                eval_n=NB.scaffold_eval_n,
-                                per_device_train_batch_size=NB.scaffold_batch)
+scaffold = mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
+                        variant="unseen", window=NB.window, parallel_steps=2,
+                        eval_n=NB.scaffold_eval_n,
+                        per_device_train_batch_size=NB.scaffold_batch)
 print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
       f"{time.perf_counter() - start:.0f} s) in {scaffold['runs']}")
 
 # %% tags=["report"]
-analytics.scaffold_figure(scaffold)
+scaffold_figure(scaffold)
 
 # %% [markdown]
 # Before and after the switch, in numbers (training samples: mean over each phase's steps; held-out:
 # mean@k at T = 1 on the profile's hard test problems):
 
 # %% tags=["report"]
-effect = analytics.switch_effect(scaffold)
+effect = switch_effect(scaffold)
 
 
 def change(key: str) -> str | None:
@@ -385,9 +392,9 @@ if change("parallel_ratio") and change("accuracy"):
 # on one step axis; the switch is at step `switch`):
 
 # %% tags=["report"]
-scaffold_frame = analytics.scaffold_curves(scaffold)
+scaffold_frame = scaffold_curves(scaffold)
 read_figure3(scaffold_frame)
-analytics.figure3(
+figure3(
     scaffold_frame, title=f"Figure 3 on the scaffold run (switch at step {scaffold['switch_step']})"
 ).add_vline(x=scaffold["switch_step"], line_dash="dash")
 
@@ -434,7 +441,7 @@ analytics.figure3(
 #
 #    <details><summary>Hint</summary>
 #
-#    Give each `studies.mid_training` call its own `out=` folder, then compare `switch_effect` of
+#    Give each `mid_training` call its own `out=` folder, then compare `switch_effect` of
 #    the two runs, with its noise bars.
 #    </details>
 #

@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pr1lib.config import ABLATION_ARMS, ABLATION_VARIANT, GRPOStageConfig, SFTStageConfig
+from pr1lib.config import GRPOStageConfig, SFTStageConfig
+from pr1lib.experiments.ablation import ARMS, VARIANT
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,8 @@ def grpo_notebook_plan(profile: str = "colab", rates: Rates = T4) -> dict[str, d
         "unseen, Stage 2 kept": (stage(2, "unseen"), 2),
         "unseen, then Stage 3": (stage(3, "unseen"), 1),
     }
-    for i, (arm, reward) in enumerate(ABLATION_ARMS.items()):
-        cfg = stage(3, ABLATION_VARIANT, reward=reward)
+    for i, (arm, reward) in enumerate(ARMS.items()):
+        cfg = stage(3, VARIANT, reward=reward)
         plan[f"ablation arm: {arm}"] = (cfg, 2 if i == 0 else 1)  # the start: evaluated once
     return {name: grpo_seconds(cfg, evals, rates) for name, (cfg, evals) in plan.items()}
 

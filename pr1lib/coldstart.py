@@ -4,10 +4,10 @@ The paper (docs/recipe.md#4-cold-start-data) prompts DeepSeek-R1-0528-Qwen3-8B z
 GSM8K train split and keeps the traces in a valid parallel format: 83.7 % on GSM8K, 0.0 % on
 DAPO-Math. Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
-1. ``generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL cache keyed by
-   problem id and teacher name, so a re-run skips what is done and an interrupt loses at most the
-   batch in flight. A torn last line (a crash mid-write) is detected and dropped. A teacher that
-   must stop (``TeacherError``) hands over what it finished, and that is written first.
+1. ``pr1lib.traces.generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL
+   cache keyed by problem id and teacher name, so a re-run skips what is done and an interrupt
+   loses at most the batch in flight (a torn last line is dropped; a teacher that must stop hands
+   over what it finished, and that is written first).
 2. ``filter_traces``: keep a trace iff it is strictly valid, has at least one block, its final
    answer matches the gold answer and prompt + completion fit the token budget; deduplicate.
    Every rejection has one reason (the first failed check).
@@ -26,152 +26,29 @@ import math
 import os
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Hashable, Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 import plotly.graph_objects as go
 from datasets import Dataset
 from transformers import AutoTokenizer
 
-from pr1lib import models, teachers
+from pr1lib import models, teachers, worlds
 from pr1lib.chat_teacher import OpenAITeacher
 from pr1lib.config import ColdStartConfig, ModelConfig
 from pr1lib.data import load_source
 from pr1lib.format import answers_match, extract_answer, parallel_stats, validate
-from pr1lib.jsonl import JsonlLog
+from pr1lib.hf_teacher import HFTeacher
 from pr1lib.prompts import prompt_text
-from pr1lib.teachers import TeacherError, utf8_safe
 from pr1lib.tokens import add_parallel_tags
+from pr1lib.traces import TraceCache, failure_counts, generate_traces
 
 REASONS = ("teacher_error", "invalid_format", "no_block", "wrong_answer", "too_long", "duplicate")
 # Table 1 of the paper: share of teacher traces in a valid parallel format (same prompt and model).
 PAPER_YIELD = {"gsm8k": 0.837, "dapo": 0.0}
 PAPER_TEACHER = "DeepSeek-R1-0528-Qwen3-8B (format-valid share only)"
-
-
-# --------------------------------------------------------------------------- resumable trace cache
-class CacheError(ValueError):
-    """A trace cache holds a line that is JSON but not a trace; the message names the file and
-    line."""
-
-
-class _NotATrace(Exception):
-    pass
-
-
-def _trace_key(row: Any) -> Hashable:
-    if (
-        not isinstance(row, dict)
-        or not isinstance(row.get("id"), (str, int))
-        or not isinstance(row.get("teacher"), str)
-    ):
-        raise _NotATrace
-    return row["id"], row["teacher"]
-
-
-def _first_non_trace(path: Path) -> int:
-    """The number of the first line of ``path`` that parses as JSON but is not a trace."""
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            _trace_key(json.loads(line))
-        except ValueError:
-            continue  # unreadable lines are JsonlLog's business (dropped and counted)
-        except _NotATrace:
-            return number
-    return 0
-
-
-class TraceCache(JsonlLog):
-    """An append-only JSONL file of traces; the last record per ``(id, teacher)`` wins.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "traces.jsonl")
-    >>> cache = TraceCache(path)
-    >>> cache.append([{"id": "a", "teacher": "rule", "text": "x", "error": None}])
-    >>> open(path, "a").write('{"id": "b", "tea')  # a torn line, as after a crash
-    16
-    >>> sorted(TraceCache(path).records), TraceCache(path).dropped
-    ([('a', 'rule')], 1)
-    >>> _ = open(path, "w").write('{"id": "a"}\\n')
-    >>> TraceCache(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    pr1lib.coldstart.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and
-    "teacher"); ...
-    """
-
-    def __init__(self, path: str | Path):
-        try:
-            super().__init__(path, key=_trace_key)
-        except _NotATrace:
-            raise CacheError(
-                f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
-                f"and \"teacher\"); delete that line, or pick another --out"
-            ) from None
-
-    @property
-    def records(self) -> dict:
-        return self.rows
-
-    def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Write ``rows``, with any lone surrogate in their strings replaced (never a failed
-        write)."""
-        super().append(
-            [{k: utf8_safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
-        )
-
-    def done(self, problem_id: str, teacher: str) -> bool:
-        """True when a trace without error is cached for this problem and teacher."""
-        record = self.records.get((problem_id, teacher))
-        return record is not None and not record.get("error")
-
-
-def generate_traces(
-    teacher: Any,
-    problems: list[dict],
-    cache_path: str | Path,
-    batch_size: int = 256,
-    progress: bool = False,
-) -> list[dict]:
-    """Traces for ``problems`` (same order), generating only those not yet in the cache.
-
-    Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
-    the traces it carries (those finished before the stop) are written.
-    """
-    cache = TraceCache(cache_path)
-    if cache.dropped and progress:
-        print(
-            f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems "
-            f"are asked again"
-        )
-    todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
-    for start in range(0, len(todo), batch_size):
-        try:
-            traces = teacher.generate(todo[start : start + batch_size])
-        except TeacherError as err:
-            cache.append(err.traces)
-            raise
-        cache.append(traces)
-        if progress:
-            print(
-                f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",
-                flush=True,
-            )
-    return [cache.records[(p["id"], teacher.name)] for p in problems]
-
-
-def failure_counts(traces: Iterable[dict]) -> dict[str, int]:
-    """Failed requests per kind (``pr1lib.chat_teacher.FAILURE_KINDS``), most frequent first.
-
-    >>> failure_counts([{"error": "x", "kind": "timeout"}, {"error": None}, {"error": "no '####'"}])
-    {'timeout': 1}
-    """
-    return dict(
-        Counter(t["kind"] for t in traces if t.get("error") and t.get("kind")).most_common()
-    )
 
 
 # --------------------------------------------------------------------------- filter
@@ -416,16 +293,17 @@ class ColdStartRun:
 
 
 def make_teacher(config: ColdStartConfig, **kwargs: Any):
-    """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt)."""
-    if config.teacher == "rule" and config.source.startswith("tinyworld-"):
-        # the shop world's own: explores, checks
-        return teachers.WorldTeacher(seed=config.seed, **kwargs)
+    """The teacher ``config.teacher`` names (LLM teachers always use the paper's v3 prompt); the
+    rule teacher of a world's source is the world's own (``pr1lib.worlds``: TinyWorld's explores
+    and checks), of a real data set the GSM8K rule teacher."""
     if config.teacher == "rule":
-        return teachers.RuleTeacher(seed=config.seed, **kwargs)
+        found = worlds.find_source(config.source.split("+")[0].strip())
+        teacher = found[0].rule_teacher if found else teachers.RuleTeacher
+        return teacher(seed=config.seed, **kwargs)
     if config.teacher == "hf":
         if not config.teacher_model:
             raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
-        return teachers.HFTeacher(
+        return HFTeacher(
             config.teacher_model,
             load_in_4bit=config.load_in_4bit,
             seed=config.seed,

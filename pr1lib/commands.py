@@ -3,15 +3,13 @@
 Each command imports what it runs inside its own function: ``eval`` should not pay for TRL's
 import, nor ``coldstart`` for torch's. Commands that measure something print one JSON object last.
 
->>> parse_overrides(["max_steps=5", "name=data/tiny-base", "use_lora=True"])
-{'max_steps': 5, 'name': 'data/tiny-base', 'use_lora': True}
+>>> callable(print_json)
+True
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import os
 import sys
 import time
 from contextlib import ExitStack
@@ -20,29 +18,11 @@ from typing import Any
 
 from pr1lib.config import (
     ColdStartConfig,
-    EvalConfig,
-    GRPOStageConfig,
     PretrainConfig,
     SFTStageConfig,
-    check_profile,
 )
 from pr1lib.paths import runs_dir
-from pr1lib.validate import check_dataset, check_model, parse_sets
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else
-    strings)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key.strip()] = raw
-    return out
+from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets
 
 
 def print_json(result: Any, args: Any = None) -> None:
@@ -55,7 +35,7 @@ def print_json(result: Any, args: Any = None) -> None:
         print(f"result card: {write_card(args.card, result, args)}", file=sys.stderr)
 
 
-def _with_flags(
+def with_flags(
     args: Any, *names: str, config: type | None = None, **renamed: str
 ) -> dict[str, Any]:
     """``--set`` overrides (typed and checked against ``config``'s fields when given) plus the
@@ -71,7 +51,7 @@ def _with_flags(
     return out
 
 
-def _claim(
+def claim_folder(
     args: Any, folder: str | Path, command: str, config: Any = None, resumable: tuple[str, ...] = ()
 ):
     """``pr1lib.runs.claim`` with the command's ``--overwrite`` / ``--resume``."""
@@ -89,14 +69,14 @@ def _claim(
 
 # ----------------------------------------------------------------------------- data and models
 def tour(args: Any) -> int:
-    from pr1lib.analytics import read_headlines
+    from pr1lib.headline import read_headlines
     from pr1lib.tour import notebook_parameters, run_tour, select_notebooks
 
-    profile = check_profile(args.profile or os.environ.get("PR1_PROFILE") or "tiny")
+    profile = args.profile  # resolved by pr1lib.cli (the tour defaults to tiny)
     params = notebook_parameters(select_notebooks(args.only), args.overrides)
     out = Path(args.out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     start = time.perf_counter()
-    with _claim(args, out, "tour"):
+    with claim_folder(args, out, "tour"):
         report, runs = run_tour(profile, out, args.only, args.seed or 0, params)
     failed = sum(r.error is not None for r in runs)
     for headline in read_headlines(report.parent):
@@ -113,9 +93,9 @@ def pretrain_tiny(args: Any) -> int:
     from pr1lib.pretrain import pretrain
 
     cfg = PretrainConfig.for_profile(
-        args.profile, **_with_flags(args, "seed", config=PretrainConfig)
+        args.profile, **with_flags(args, "seed", config=PretrainConfig)
     )
-    with _claim(args, args.out, "pretrain-tiny", cfg):
+    with claim_folder(args, args.out, "pretrain-tiny", cfg):
         print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
         card = pretrain(cfg, args.out, progress=not args.no_progress)
     print_json(
@@ -165,7 +145,7 @@ COLDSTART_RESUMABLE = (
 def coldstart_config(args: Any) -> ColdStartConfig:
     """The run's config: the profile's, then ``--set`` overrides, then the named flags."""
     return ColdStartConfig.for_profile(
-        args.profile, **_with_flags(args, *COLDSTART_FLAGS, config=ColdStartConfig)
+        args.profile, **with_flags(args, *COLDSTART_FLAGS, config=ColdStartConfig)
     )
 
 
@@ -183,7 +163,7 @@ def coldstart(args: Any) -> int:
             check_model(config.teacher_model)
         out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
         teacher = make_teacher(config)
-        with _claim(args, out, "coldstart", config, COLDSTART_RESUMABLE):
+        with claim_folder(args, out, "coldstart", config, COLDSTART_RESUMABLE):
             print(config, flush=True)
             tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
             run = run_coldstart(
@@ -203,7 +183,7 @@ def sft(args: Any) -> int:
     from pr1lib.models import stage_model_config
     from pr1lib.sft import run_sft
 
-    overrides = _with_flags(args, "seed", config=SFTStageConfig)
+    overrides = with_flags(args, "seed", config=SFTStageConfig)
     if args.variant and args.variant != "both":
         overrides["variant"] = args.variant
     cfg = SFTStageConfig.for_profile(args.profile, **overrides)
@@ -215,7 +195,9 @@ def sft(args: Any) -> int:
     with ExitStack() as claims:  # every folder first: the second variant never fails late
         for variant in variants:
             claims.enter_context(
-                _claim(args, outs[variant], "sft", cfg.replace(variant=variant), ("num_threads",))
+                claim_folder(
+                    args, outs[variant], "sft", cfg.replace(variant=variant), ("num_threads",)
+                )
             )
         for variant in variants:
             cfg = cfg.replace(variant=variant)
@@ -243,287 +225,6 @@ def _sft_out(args: Any, cfg: SFTStageConfig, several: bool, data: Path | None) -
     return out
 
 
-def _print_row(row: dict) -> None:
-    keys = (
-        "reward",
-        "accuracy",
-        "parallel_ratio",
-        "valid_ratio",
-        "completions/mean_length",
-        "reward_mode/tiered",
-    )
-    parts = [f"{k.split('/')[-1]}={row[k]:.3g}" for k in keys if row.get(k) is not None]
-    print(f"step {row['step']}: " + " ".join(parts), flush=True)
-
-
-GRPO_RESUMABLE = (
-    "max_steps",
-    "save_steps",
-    "logging_steps",
-    "num_threads",
-    "eval_n",
-    "eval_max_new_tokens",
-)  # a rerun with more --steps continues the same run
-
-
-def _grpo_overrides(args: Any) -> dict[str, Any]:
-    out = _with_flags(args, "reward", "variant", "world", config=GRPOStageConfig)
-    if args.steps is not None:
-        out["max_steps"] = args.steps
-    if getattr(args, "notebook", False):
-        out["notebook"] = True
-    return out
-
-
-def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.dashboard import Dashboard
-    from pr1lib.grpo import run_grpo, run_name
-    from pr1lib.studies import default_init
-
-    cfg = GRPOStageConfig.for_stage(
-        int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed}
-    )
-    init = (
-        args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
-    )
-    out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
-    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
-    with _claim(args, out, "grpo", cfg, GRPO_RESUMABLE):
-        if cfg.variant == "unseen" and cfg.stage == 2:
-            print(
-                "note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)"
-            )
-        print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
-        dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
-        return run_grpo(cfg, init, out, dashboard=dashboard).result
-
-
-def _grpo_ablation(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.ablation import (
-        ablation_dir,
-        ablation_summary,
-        format_table,
-        load_ablation,
-        run_ablation,
-    )
-    from pr1lib.config import ABLATION_VARIANT
-
-    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
-    variant = overrides.pop("variant", ABLATION_VARIANT)
-    fresh = args.ablation or args.refresh or args.init or overrides
-    cached = [] if fresh else load_ablation(profile, variant, seed, args.out)
-    if cached:  # plain `python -m pr1lib grpo`: show what is there (--ablation reruns it)
-        print(f"cached results (start: {cached[0]['init']}); pass --ablation to run it again")
-    results = cached
-    if not cached:
-        with _claim(args, args.out or ablation_dir(profile, variant, seed), "grpo"):
-            results = run_ablation(
-                profile, variant, args.init, seed, args.out, refresh=args.refresh, **overrides
-            )
-    summary = ablation_summary(results)
-    print(format_table(summary["ablation"]), flush=True)
-    print(
-        "the paper's order (parallel ratio accuracy < alternating < parallel, gaps beyond a 95 % "
-        f"bootstrap interval; alternating's accuracy >= parallel's) reproduced: "
-        f"{summary['verdict']}"
-    )
-    return {"profile": profile, "variant": variant, "seed": seed, **summary}
-
-
-def _grpo_curriculum(args: Any, profile: str, seeds: list[int]) -> list[dict]:
-    from pr1lib.studies import run_curriculum, seeds_summary
-
-    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
-    variant, results = overrides.pop("variant", "seen"), []
-    for s in seeds:  # the start is evaluated once: the held-out sets do not depend on the seed
-        out = args.out and Path(args.out) / f"seed{s}"
-        with ExitStack() as held:
-            if out:
-                held.enter_context(_claim(args, out, "grpo"))
-            run = run_curriculum(
-                profile,
-                variant,
-                args.init,
-                s,
-                out,
-                sft_metrics=results[0]["sft"] if results else None,
-                **overrides,
-            )
-        results.append(run)
-        print(json.dumps({"seed": s, **{k: run.get(k) for k in ("sft", "final")}}, default=str))
-    return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
-
-
-def _grpo_dose(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.studies import dose_dir, dose_response
-
-    overrides = {k: v for k, v in _grpo_overrides(args).items() if k != "reward"}
-    world = overrides.pop("world", None)
-    out = _study_out(args, dose_dir(profile, world, seed), seed)
-    with _claim(args, out, "grpo"):
-        rows = dose_response(profile, args.init, seed, out, world, **overrides)
-    for row in rows:
-        print(json.dumps(row), flush=True)
-    return {"profile": profile, "world": world, "seed": seed, "rows": rows}
-
-
-def _grpo_unseen_stage2(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.studies import unseen_stage2_dir, unseen_stage2_effect, unseen_stage2_table
-
-    overrides = {k: v for k, v in _grpo_overrides(args).items() if k not in ("reward", "variant")}
-    out = _study_out(args, unseen_stage2_dir(profile, seed), seed)
-    with _claim(args, out, "grpo"):
-        effect = unseen_stage2_effect(profile, args.init, seed, out, args.refresh, **overrides)
-    table = unseen_stage2_table(effect)
-    for row in table["rows"]:
-        print(json.dumps(row), flush=True)
-    return {"profile": profile, "seed": seed, **table}
-
-
-def _study_out(args: Any, default: Path, seed: int) -> Path:
-    """A study's folder: ``--out`` (one ``seedN`` folder per seed when there are several), else
-    ``default``."""
-    if not args.out:
-        return default
-    return Path(args.out) / f"seed{seed}" if len(args.seeds or ()) > 1 else Path(args.out)
-
-
-def _grpo_inputs(args: Any, profile: str) -> None:
-    """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
-    from pr1lib.grpo import check_config
-
-    if args.model and args.init:
-        raise ValueError("give --model or --init, not both: they name the same start")
-    from pr1lib.studies import world_init
-
-    args.init = args.init or args.model or world_init(args.world, args.variant or "seen")
-    if args.init:
-        check_model(args.init)
-    stage = int(args.stage) if args.stage in ("2", "3") else 3
-    overrides = _grpo_overrides(args)
-    if args.stage not in ("2", "3"):  # the ablation and the curriculum choose the reward
-        overrides.pop("reward", None)
-    check_config(GRPOStageConfig.for_stage(stage, profile, **overrides))
-
-
-def grpo(args: Any) -> int:
-    profile = check_profile(args.profile)
-    _grpo_inputs(args, profile)
-    seeds = args.seeds or [args.seed if args.seed is not None else 0]
-    if args.dose_response:
-        results = [_grpo_dose(args, profile, s) for s in seeds]
-    elif args.unseen_stage2:
-        results = [_grpo_unseen_stage2(args, profile, s) for s in seeds]
-    elif args.stage is None or args.ablation:
-        results = [_grpo_ablation(args, profile, s) for s in seeds]
-    elif args.stage == "all":
-        results = _grpo_curriculum(args, profile, seeds)
-    else:
-        results = [_grpo_stage(args, profile, s) for s in seeds]
-    print_json(results[0] if len(results) == 1 else results, args)
-    return 0
-
-
-# ----------------------------------------------------------------------------- measuring
-def eval(args: Any) -> int:  # the command's name
-    try:
-        result = _eval(args)
-    except (ValueError, OSError) as err:  # missing data or model, a refused resume, a bad mode
-        print(f"eval: error: {err}", file=sys.stderr)
-        return 2
-    print_json(result, args)
-    return 0
-
-
-def blockcost(args: Any) -> int:
-    from pr1lib.blockcost import SAMPLING_KEYS
-    from pr1lib.blockcost import blockcost as measure
-    from pr1lib.config import ModelConfig
-    from pr1lib.evalsets import BENCHMARKS
-    from pr1lib.evaluate import load_for_eval
-
-    profile = check_profile(args.profile)
-    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
-    tiers = [t.strip() for t in args.data.split(",") if t.strip()]
-    unknown = [t for t in tiers if t not in BENCHMARKS]
-    if unknown or not tiers:
-        raise ValueError(f"--data {args.data!r}: choose from {', '.join(BENCHMARKS)}")
-    sampling = parse_overrides(args.overrides)  # temperature, lengths, max_blocks, batch_size
-    extra = sorted(set(sampling) - set(SAMPLING_KEYS))
-    if extra:
-        raise ValueError(f"blockcost --set {extra[0]}: choose from {', '.join(SAMPLING_KEYS)}")
-    model, tokenizer = load_for_eval(name, profile)  # after every check: no load for a typo
-    result = measure(model, tokenizer, tiers, args.n, args.k, args.mode, args.seed or 0, **sampling)
-    for tier, row in result.items():
-        print(
-            f"{tier}: block {row['acc_block']:.1%} plain {row['acc_plain']:.1%} "
-            f"diff {row['diff']:+.1%} CI {row['ci95']}",
-            flush=True,
-        )
-    config = {
-        "model": name,
-        "tiers": tiers,
-        "n": args.n,
-        "k": args.k,
-        "mode": args.mode,
-        "seed": args.seed or 0,
-        **sampling,
-    }
-    print_json({"model": name, **result, "config": config}, args)
-    return 0
-
-
-def _eval(args: Any) -> dict:
-    from pr1lib.analytics import write_eval_outputs
-    from pr1lib.config import ModelConfig
-    from pr1lib.evaluate import load_for_eval, model_tag, run_eval
-
-    profile = check_profile(args.profile)
-    overrides = _with_flags(args, "n", "k", "mode", "seed", config=EvalConfig, data="benchmark")
-    if args.n == 0:  # --n 0: every problem
-        overrides["n"] = None
-    cfg = EvalConfig.for_profile(profile, **overrides)
-    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
-    cfg = cfg.replace(
-        prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style
-    )
-    say = (lambda *a, **kw: None) if args.json else print
-    model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
-    say(f"profile={profile} model={name}\n{cfg}", flush=True)
-    out = Path(args.out) if args.out else runs_dir() / "eval"
-    with _claim(args, out, "eval"):
-        result = run_eval(
-            model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name), progress=not args.json
-        )
-        return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
-
-
-def bench(args: Any) -> int:
-    from pr1lib.bench import run_benchmarks
-
-    if args.model:
-        check_model(args.model)  # a missing folder: one error line, before any work
-    with ExitStack() as held:
-        if args.out:
-            held.enter_context(_claim(args, args.out, "bench"))
-        result = run_benchmarks(
-            args.which,
-            args.out,
-            args.repeats,
-            args.path_len,
-            args.threads,
-            args.quick,
-            args.model,
-            args.steps,
-        )
-    config = {
-        key: getattr(args, key, None)
-        for key in ("which", "repeats", "path_len", "threads", "quick", "model", "steps")
-    }
-    print_json({**result, "config": {**config, "profile": os.environ.get("PR1_PROFILE")}}, args)
-    return 0
-
-
 def export_verl(args: Any) -> int:
     from pr1lib.verl import export_verl as export
 
@@ -533,7 +234,7 @@ def export_verl(args: Any) -> int:
         )
     if args.coldstart is not None:
         check_dataset(args.coldstart, "--coldstart")
-    with _claim(args, args.out, "export-verl"):
+    with claim_folder(args, args.out, "export-verl"):
         result = export(
             args.out,
             args.source,

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pr1lib.format import TAGS, parallel_stats
-from pr1lib.rewards import reward_range
+from pr1lib.reward_modes import reward_range
 
 PROBE = "PR1-DOCTOR-PROBE-PROBLEM"  # stands in for the problem text when rendering a prompt
 

@@ -7,7 +7,8 @@ Seven benchmarks, one record shape (the one ``pr1lib.data`` uses): ``{"id", "que
 
 Where the files come from, in order: an explicit ``path``; the shared data folder
 (``PR1_DATA_DIR``, else ``../shared/data``: ``eval/*.jsonl``, ``gsm8k/test.jsonl``); the hub via
-``datasets.load_dataset`` when online. TinyGSM tiers are generated, so they are always there.
+``datasets.load_dataset`` when online. A world's tiers (``pr1lib.worlds``) are generated from
+their held-out ``test`` split, so they are always there.
 
 Grading lives in ``pr1lib.graders`` (the official and the project grader); this module only loads.
 
@@ -25,12 +26,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pr1lib import worlds
 from pr1lib.data import (
     DataNotFoundError,
     hub_offline,
     load_gsm8k,
-    load_tinygsm,
-    load_tinyworld,
+    load_world,
     read_jsonl,
 )
 from pr1lib.paths import shared_data_dir
@@ -46,11 +47,8 @@ class Benchmark:
     paper_column: str | None  # the paper's Table 2 column this stands in for (None: ours only)
 
 
+# the real benchmarks (files or the hub); every world's tiers are benchmarks too (names())
 BENCHMARKS = {
-    "tinygsm-easy": Benchmark("tinygsm-easy", None, None, None),
-    "tinygsm-hard": Benchmark("tinygsm-hard", None, None, None),
-    "tinyworld-easy": Benchmark("tinyworld-easy", None, None, None),
-    "tinyworld-hard": Benchmark("tinyworld-hard", None, None, None),
     "gsm8k": Benchmark("gsm8k", "gsm8k/test.jsonl", ("openai/gsm8k", "main", "test"), None),
     "math500": Benchmark(
         "math500", "eval/math500.jsonl", ("HuggingFaceH4/MATH-500", None, "test"), "MATH"
@@ -64,7 +62,12 @@ BENCHMARKS = {
     "aime25": Benchmark("aime25", "eval/aime25.jsonl", ("math-ai/aime25", None, "test"), "AIME25"),
     "amc23": Benchmark("amc23", "eval/amc23.jsonl", ("math-ai/amc23", None, "test"), "AMC23"),
 }
-TINYGSM_EVAL_N = 200  # TinyGSM test problems when no count is given
+WORLD_EVAL_N = 200  # a world's test problems when no count is given
+
+
+def names() -> tuple[str, ...]:
+    """Every benchmark name: each world's tiers, then the real benchmarks."""
+    return worlds.sources() + tuple(BENCHMARKS)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -147,12 +150,10 @@ def load_benchmark(
     ...     r["answer"] for r in load_benchmark("tinygsm-easy", n=3)[:2]]
     True
     """
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
-    if name.startswith("tinygsm-"):
-        records = load_tinygsm(n or TINYGSM_EVAL_N, name.split("-", 1)[1], "test", seed)
-    elif name.startswith("tinyworld-"):
-        records = load_tinyworld(n or TINYGSM_EVAL_N, name.split("-", 1)[1], "test", seed)
+    if name not in names():
+        raise ValueError(f"unknown benchmark {name!r}; choose one of {', '.join(names())}")
+    if worlds.find_source(name) is not None:
+        records = load_world(name, n or WORLD_EVAL_N, "test", seed)
     elif name == "gsm8k":
         records = load_gsm8k("test", path)
     else:

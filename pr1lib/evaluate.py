@@ -30,10 +30,10 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
+from pr1lib import worlds
 from pr1lib.config import (
     EVAL_SETS,
     ROLLOUT_MODES,
-    WORLD_SOURCES,
     EvalConfig,
     ModelConfig,
     RolloutConfig,
@@ -323,16 +323,16 @@ def _prompter(tokenizer: Any, cfg: EvalConfig) -> Callable[[str], str]:
 
 # ----------------------------------------------------------------------------- stage evaluations
 def held_out_set(profile: str, tier: str, source: str | None = None) -> str:
-    """The held-out evaluation set of ``tier``: a world's own (``WORLD_SOURCES``, whose test split
+    """The held-out evaluation set of ``tier``: a world's own (``pr1lib.worlds``: its test split
     is the held-out set) when training reads one of its sources, else the profile's (``EVAL_SETS``).
 
     >>> held_out_set("tiny", "hard"), held_out_set("tiny", "hard", "tinyworld-easy+tinyworld-hard")
     ('tinygsm-hard', 'tinyworld-hard')
     """
-    parts = set((source or "").split("+"))
-    for stages in WORLD_SOURCES.values():
-        if parts & set(stages.values()):
-            return stages[2 if tier == "easy" else 3]  # Stage 2 reads easy items, Stage 3 hard
+    for part in (source or "").split("+"):
+        found = worlds.find_source(part.strip())
+        if found is not None:
+            return found[0].source(tier)
     return EVAL_SETS[profile][tier]
 
 

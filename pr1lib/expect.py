@@ -114,7 +114,7 @@ class Seen:
 def should_see(
     name: str,
     value: float,
-    profile: str | None = None,
+    profile: str,
     low: float | None = None,
     high: float | None = None,
 ) -> bool | None:
@@ -122,9 +122,6 @@ def should_see(
 
     ``low`` / ``high`` (either one) replace ``EXPECTED[name]`` for this call.
     """
-    from pr1lib.profiles import check_profile
-
-    profile = check_profile(profile)
     if low is None and high is None:
         low, high = expected_range(name, profile) or (None, None)
     seen = Seen(name, float(value), low, high, profile)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pr1lib.rewards import BASE_MODES, RewardFn, reward_for
+from pr1lib.reward_modes import reward_for
+from pr1lib.rewards import BASE_MODES, RewardFn
 
 _Q = "3 boxes hold 4 muffins each. How many muffins?"
 _BLOCK = (

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from pr1lib.format import PARALLEL, parallel_stats, parse
 from pr1lib.graders import GRADERS, check, default_grader, get_grader
-from pr1lib.rewards import BASE_MODES, completion_text, reward_range, score_terms, terms
+from pr1lib.reward_modes import reward_range
+from pr1lib.rewards import BASE_MODES, completion_text, score_terms, terms
 from pr1lib.tokens import has_tags
 
 
@@ -256,16 +257,17 @@ def per_problem(rows: list[dict], grader: str) -> dict[str, list[float]]:
 def paired_bootstrap(
     a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0
 ) -> dict[str, float]:
-    """Mean of ``b - a`` over problems measured both ways, with a 95 % interval from resampling
-    problems (``n_boot`` times, percentile method).
+    """Mean of ``a - b`` over problems measured both ways (``a``: the treatment, ``b``: the
+    control), with a 95 % interval from resampling problems with replacement, each keeping both of
+    its numbers (``n_boot`` times, percentile method). The one bootstrap every study uses.
 
-    >>> d = paired_bootstrap([0.1, 0.2, 0.1, 0.0], [0.6, 0.7, 0.5, 0.6])
+    >>> d = paired_bootstrap([0.6, 0.7, 0.5, 0.6], [0.1, 0.2, 0.1, 0.0])
     >>> round(d["diff"], 3), d["low"] > 0
     (0.5, True)
     """
     if len(a) != len(b) or not a:
         raise ValueError(f"need the same problems both ways, got {len(a)} and {len(b)}")
-    diffs = [y - x for x, y in zip(a, b)]
+    diffs = [x - y for x, y in zip(a, b)]
     rng = random.Random(seed)
     means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(n_boot))
     return {
@@ -273,6 +275,9 @@ def paired_bootstrap(
         "low": means[int(0.025 * n_boot)],
         "high": means[int(0.975 * n_boot) - 1],
     }
+
+
+BOOTSTRAP = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
 
 
 # ----------------------------------------------------------------------------- the scorer

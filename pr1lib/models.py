@@ -37,18 +37,16 @@ from transformers import (
     Qwen3Config,
 )
 
+from pr1lib import worlds
 from pr1lib.config import PROMPTS, ModelConfig, PretrainConfig
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.runtime import set_seed
 from pr1lib.tokens import add_parallel_tags, lora_kwargs_for_tags
 from pr1lib.validate import check_model
-from pr1lib.world import task_generator
 
 EOS_TOKEN = "<|endoftext|>"  # Qwen's end-of-text string; eos and pad, as in Qwen3 base models
-TINY_MODEL_DIR = "data/tiny-base"  # pretrained on TinyGSM (pr1lib.tasks)
-TINYWORLD_MODEL_DIR = "data/tinyworld-base"  # pretrained on TinyWorld (pr1lib.world)
-BASE_MODEL_DIRS = {"tinygsm": TINY_MODEL_DIR, "tinyworld": TINYWORLD_MODEL_DIR}
+TINY_MODEL_DIR = "data/tiny-base"  # the tiny profile's model, pretrained on TinyGSM
 TOKENIZER_EXTRA_CORPUS = (  # words later stages write (teacher traces, answers); tokenizer only
     "Final Answer: 42\nLet us check this another way.\nBoth paths agree, so the answer is 42.\n"
     "Path Summary Parallel First path: Second path: Check: The two results agree.\n"
@@ -61,16 +59,16 @@ class ModelNotAvailableError(OSError):
 
 
 def base_model_dir(world: str = "tinygsm") -> str:
-    """The shipped base model folder (relative to the repo root) pretrained on ``world``.
+    """The shipped base model folder (relative to the repo root) pretrained on ``world``
+    (``pr1lib.worlds``).
 
     >>> base_model_dir(), base_model_dir("tinyworld")
     ('data/tiny-base', 'data/tinyworld-base')
     """
-    if world not in BASE_MODEL_DIRS:
-        raise ValueError(
-            f"no shipped base model for world {world!r}; known: {sorted(BASE_MODEL_DIRS)}"
-        )
-    return BASE_MODEL_DIRS[world]
+    folder = worlds.get(world).checkpoints.get("base")
+    if folder is None:
+        raise ValueError(f"no shipped base model for world {world!r}")
+    return folder
 
 
 def resolve_model_name(name: str) -> str:
@@ -148,9 +146,9 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 512):
 
 
 def tiny_tokenizer_corpus(seed: int = 0, n: int = 4000, world: str = "tinygsm") -> list[str]:
-    """Prompts + linear solutions of both tiers of ``world`` (``tinygsm`` or ``tinyworld``), plus
-    a few words later stages use."""
-    generate = task_generator(world)
+    """Prompts + linear solutions of both tiers of ``world`` (``pr1lib.worlds``), plus a few words
+    later stages use."""
+    generate = worlds.get(world).generate
     records = generate(n, "easy", "train", seed) + generate(n, "hard", "train", seed)
     texts = [prompt_text(r["question"], "tiny") + linear_solution(r["answer"]) for r in records]
     return texts + [TOKENIZER_EXTRA_CORPUS] * 200

@@ -17,7 +17,6 @@ from typing import Any
 
 from pr1lib.expect import EXPECT_ENV, read_checks
 from pr1lib.paths import REPO_ROOT
-from pr1lib.profiles import check_profile
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -119,7 +118,7 @@ def execute(
     ``checks``."""
     import nbclient
 
-    path, profile = Path(path), check_profile(profile)
+    path = Path(path)
     nb = read(path)
     inject_parameters(nb, PROFILE=profile, SEED=seed, **(params or {}))
     timeout = timeout or CELL_TIMEOUT.get(profile, 3600)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 BLOCKED, ATTEND, HIDDEN, QUERY = "#f2f2f2", "#1f4e79", "#e8833a", "#c0392b"
 PATH_COLORS = ("#2a9d8f", "#e9c46a", "#8e44ad", "#e76f51")  # path 0, 1, 2, 3 (then repeat)
@@ -290,3 +291,26 @@ def attention_explorer(
     token.observe(render, "value")
     render()
     return box
+
+
+def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
+    """Side-by-side heatmaps of each collated batch's first mask, from token ``start`` on
+    (rows = queries, columns = keys, dark = may attend)."""
+    ids = next(iter(batches.values()))["input_ids"][0, start:].tolist()
+    labels = [f"{i}:{tokenizer.decode([t])}" for i, t in enumerate(ids, start)]
+    fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
+    for col, batch in enumerate(batches.values(), 1):
+        allowed = batch["attention_mask"][0, 0, start:, start:].int().tolist()  # (L', L')
+        fig.add_heatmap(
+            z=allowed,
+            x=labels,
+            y=labels,
+            colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
+            showscale=False,
+            row=1,
+            col=col,
+        )
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(height=420, width=880, margin=dict(t=40, b=10, l=10, r=10))
+    return fig

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from pr1lib import worlds
 from pr1lib.config import PretrainConfig
 from pr1lib.metrics import completion_metrics
 from pr1lib.models import (
-    base_model_dir,
     build_random_tiny,
     tiny_tokenizer_corpus,
     train_tiny_tokenizer,
@@ -36,7 +36,6 @@ from pr1lib.models import (
 from pr1lib.prompts import linear_solution, prompt_text
 from pr1lib.rewards import terms
 from pr1lib.runtime import set_seed
-from pr1lib.world import task_generator
 
 
 def training_pair(record: dict) -> tuple[str, str]:
@@ -102,7 +101,7 @@ def step_records(cfg: PretrainConfig, step: int) -> list[dict]:
     """
     n_hard = round(cfg.batch_size * cfg.hard_fraction)
     seed = cfg.seed * 1_000_003 + step
-    make = task_generator(cfg.world)
+    make = worlds.get(cfg.world).generate
     return make(cfg.batch_size - n_hard, "easy", "train", seed) + make(
         n_hard, "hard", "train", seed
     )
@@ -277,7 +276,7 @@ def measure(model, tokenizer, cfg: PretrainConfig) -> dict[str, float]:
     """Accuracy on ``cfg.eval_n`` held-out test problems per tier: greedy and sampled at T=1.0."""
     result = {}
     for tier in ("easy", "hard"):
-        records = task_generator(cfg.world)(cfg.eval_n, tier, "test", seed=cfg.seed)
+        records = worlds.get(cfg.world).generate(cfg.eval_n, tier, "test", seed=cfg.seed)
         for name, temp in (("greedy", 0.0), ("t1", 1.0)):
             acc = evaluate_accuracy(model, tokenizer, records, temp, cfg.max_new_tokens, cfg.seed)
             result[f"{tier}_{name}"] = round(acc, 4)
@@ -294,36 +293,42 @@ def write_loss_csv(rows: list[dict], path: Path) -> None:
 def write_card(out: Path, card: dict[str, Any]) -> None:
     """``card.json`` and a human-readable model card ``README.md`` in ``out``."""
     (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
-    acc, cfg = card["accuracy"], card["config"]
-    world = cfg.get("world", "tinygsm")
-    folder, name = base_model_dir(world), {"tinygsm": "TinyGSM", "tinyworld": "TinyWorld"}[world]
-    labels = {
-        "tinygsm": ("1-2 steps", "3-5 steps"),
-        "tinyworld": ("forward, 1-2 steps", "search for the one pair of prices"),
-    }[world]
-    load = (
-        "(or `pr1lib.models.load_policy(\"tiny\")`)."
-        if world == "tinygsm"
-        else f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`)."
-    )
+    world = worlds.get(card["config"].get("world", PretrainConfig.world))
+    folder = world.checkpoints.get("base", str(out))
     lines = [
-        f"# {Path(folder).name}: the embedded {name} model",
+        f"# {Path(folder).name}: the embedded {world.title} model",
         "",
+        *_card_body(card, world),
+        "## Reproduce",
+        "",
+        "```",
+        card["command"],
+        "```",
+        "",
+        f"Load offline: `AutoModelForCausalLM.from_pretrained(\"{folder}\")` "
+        f"(or `pr1lib.models.load_policy(config=ModelConfig(name=\"{folder}\"))`).",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
+def _card_body(card: dict[str, Any], world: Any) -> list[str]:
+    """The model card's architecture, data, training and accuracy sections."""
+    acc, cfg = card["accuracy"], card["config"]
+    labels = [f" ({world.tier_labels[t]})" if t in world.tier_labels else "" for t in world.tiers]
+    return [
         f"A {card['parameters'] / 1e6:.2f}M-parameter Qwen3-architecture causal LM "
         f"(hidden {cfg['hidden_size']}, {cfg['num_layers']} layers, {cfg['num_heads']} heads, "
         f"MLP {cfg['intermediate_size']}, tied embeddings, {cfg['max_position_embeddings']} "
-        f"positions) "
-        f"with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split one by "
-        f"one; eos = pad "
-        "= `<|endoftext|>`; no parallel tags: notebook 01 adds them).",
+        f"positions) with a {card['vocab_size']}-token byte-level BPE tokenizer (digits split "
+        "one by one; eos = pad = `<|endoftext|>`; no parallel tags: notebook 01 adds them).",
         "",
         "## Data",
         "",
-        f"Fresh {name} train problems every step (`{task_generator(world).__module__}`), "
-        f"{1 - cfg['hard_fraction']:.0%} easy / "
-        f"{cfg['hard_fraction']:.0%} hard, as `prompt_text(q, \"tiny\") + "
-        f"linear_solution(a) + eos` "
-        "(no tags); loss on the solution tokens only.",
+        f"Fresh {world.title} train problems every step (`{world.generate.__module__}`), "
+        f"{1 - cfg['hard_fraction']:.0%} easy / {cfg['hard_fraction']:.0%} hard, as "
+        '`prompt_text(q, "tiny") + linear_solution(a) + eos` (no tags); loss on the solution '
+        "tokens only.",
         "",
         "## Training",
         "",
@@ -331,8 +336,7 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
         f"(warm-up {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']}x), seed {cfg['seed']}, "
         f"{cfg['num_threads']} CPU thread(s): {card['train_time_s'] / 60:.1f} min "
         f"({card['s_per_step']:.2f} s/step) on {card['machine']}. Final loss "
-        f"{card['final_loss']:.4f} "
-        "(`loss.csv`).",
+        f"{card['final_loss']:.4f} (`loss.csv`).",
         "",
         "## Accuracy",
         "",
@@ -340,20 +344,13 @@ def write_card(out: Path, card: dict[str, Any]) -> None:
         "",
         "| tier | greedy | sampled T=1.0 |",
         "|---|---|---|",
-        f"| easy ({labels[0]}) | {acc['easy_greedy']:.1%} | {acc['easy_t1']:.1%} |",
-        f"| hard ({labels[1]}) | {acc['hard_greedy']:.1%} | {acc['hard_t1']:.1%} |",
+        *[
+            f"| {t}{label} | {acc[f'{t}_greedy']:.1%} | {acc[f'{t}_t1']:.1%} |"
+            for t, label in zip(world.tiers, labels)
+        ],
         "",
         *([f"Notes: {card['notes']}", ""] if card.get("notes") else []),
-        "## Reproduce",
-        "",
-        "```",
-        card["command"],
-        "```",
-        "",
-        f"Load offline: `AutoModelForCausalLM.from_pretrained(\"{folder}\")` {load}",
-        "",
     ]
-    (out / "README.md").write_text("\n".join(lines))
 
 
 def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:

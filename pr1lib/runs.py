@@ -16,7 +16,6 @@ import csv
 import hashlib
 import json
 import os
-import shutil
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -128,14 +127,18 @@ def last_checkpoint(folder: str | Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------- claiming a folder
-def move_aside(run_dir: Path, why: str) -> None:
-    """Rename ``run_dir`` to ``<name>.prev`` (replacing an older one) so a new run starts clean."""
+def move_aside(run_dir: Path, why: str) -> Path | None:
+    """Rename ``run_dir`` to ``<name>.prev``, or ``<name>.prev-2``, ``-3``, ... when that exists,
+    so a new run starts clean and nothing is ever deleted; returns where it went."""
     if not (run_dir.exists() and is_main_process()):
-        return
-    prev = run_dir.with_name(run_dir.name + ".prev")
-    shutil.rmtree(prev, ignore_errors=True)
+        return None
+    prev, n = run_dir.with_name(run_dir.name + ".prev"), 1
+    while prev.exists():
+        n += 1
+        prev = run_dir.with_name(f"{run_dir.name}.prev-{n}")
     run_dir.rename(prev)
     print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
+    return prev
 
 
 def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:

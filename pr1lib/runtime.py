@@ -74,12 +74,12 @@ class RunInfo:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def environment_report(profile: str | None = None, seed: int = 0) -> RunInfo:
+def environment_report(profile: str, seed: int = 0) -> RunInfo:
     """Versions of the libraries that matter and the lock's hash (``versions.library_versions``),
     the device, the profile and the seed."""
     versions = library_versions()
     versions["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return RunInfo(profile=check_profile(profile), seed=seed, versions=versions)
+    return RunInfo(profile=profile, seed=seed, versions=versions)
 
 
 class _DropPrefix(logging.Filter):

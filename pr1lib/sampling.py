@@ -38,7 +38,7 @@ from typing import Any, Iterator
 import torch
 
 from pr1lib.config import GRPOStageConfig, RolloutConfig
-from pr1lib.rewards import reward_for
+from pr1lib.reward_modes import reward_for
 from pr1lib.rollout import as_columns, generate
 
 

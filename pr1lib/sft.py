@@ -16,9 +16,6 @@ The recipe (docs/recipe.md#5-stage-1-cold-start-sft):
 
 A run folder holds ``config.json``, ``model_config.json``, ``adapter/`` (LoRA + tag rows),
 ``merged/`` (a plain model for ``from_pretrained``), ``loss.csv`` and ``run_card.json``.
-
->>> loss_figure({"seen": [{"step": 1, "loss": 2.0}]}).layout.xaxis.title.text
-'optimizer step'
 """
 
 from __future__ import annotations
@@ -30,22 +27,20 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-import plotly.graph_objects as go
 import torch
 from datasets import Dataset, concatenate_datasets, load_from_disk
-from plotly.subplots import make_subplots
 from torch.nn.utils.rnn import pad_sequence
 from transformers import PrinterCallback, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
+from pr1lib import worlds
 from pr1lib.coldstart import run_coldstart, save_dataset
 from pr1lib.config import PARALLEL_VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
 from pr1lib.data import source_shares
 from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.format import linearize
-from pr1lib.live import LiveFigure
 from pr1lib.models import (
     expose_head_bias,
     keep_4bit_differentiable,
@@ -57,8 +52,8 @@ from pr1lib.paths import runs_dir
 from pr1lib.prompts import chat_prompt
 from pr1lib.runs import Run, save_configs, save_run, write_rows, write_run_card
 from pr1lib.runtime import is_main_process, set_threads
+from pr1lib.sft_live import LossLog
 from pr1lib.structure import attention_inputs
-from pr1lib.world import plain_completion
 
 
 # ----------------------------------------------------------------------------- data
@@ -108,8 +103,8 @@ def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
 
 def with_plain_share(dataset, share: float, seed: int = 0):
     """``dataset`` with ``round(share * len)`` rows, drawn with ``seed``, turned into plain
-    solutions (``format.linearize``); a ``parallel`` column says which rows kept their block
-    (none is added when ``share`` is 0).
+    solutions (a world's own ``plain_solution``, else ``format.linearize``); a ``parallel``
+    column says which rows kept their block (none is added when ``share`` is 0).
 
     >>> from datasets import Dataset
     >>> d = Dataset.from_dict({"completion": ["<Parallel><Path>a</Path><Path>b</Path></Parallel>"
@@ -121,17 +116,14 @@ def with_plain_share(dataset, share: float, seed: int = 0):
         raise ValueError(f"plain_share must be within [0, 1], got {share}")
     if share == 0.0:
         return dataset
-    plain = set(random.Random(seed).sample(range(len(dataset)), round(share * len(dataset))))
+    chosen = set(random.Random(seed).sample(range(len(dataset)), round(share * len(dataset))))
 
     def convert(row: dict, index: int) -> dict:
-        if index not in plain:
+        if index not in chosen:
             return {"completion": row["completion"], "parallel": True}
-        if str(row.get("source", "")).startswith("tinyworld-"):  # a first path may be a miss
-            return {
-                "completion": plain_completion(row["question"], row["completion"]),
-                "parallel": False,
-            }
-        return {"completion": linearize(row["completion"]), "parallel": False}
+        found = worlds.find_source(str(row.get("source", "")))
+        plain = found[0].plain_solution if found else lambda _, completion: linearize(completion)
+        return {"completion": plain(row.get("question", ""), row["completion"]), "parallel": False}
 
     return dataset.map(convert, with_indices=True, keep_in_memory=True)
 
@@ -351,88 +343,6 @@ def build_trainer(
     return trainer
 
 
-# ----------------------------------------------------------------------------- live loss
-class LossLog(TrainerCallback):
-    """Keeps one row per logging step and calls ``on_update(rows)`` after each (live plots)."""
-
-    def __init__(self, on_update: Callable[[list[dict]], None] | None = None):
-        self.rows: list[dict[str, Any]] = []
-        self.on_update = on_update
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            keep = ("loss", "learning_rate", "mean_token_accuracy", "grad_norm")
-            self.rows.append({"step": state.global_step, **{k: logs[k] for k in keep if k in logs}})
-            if self.on_update is not None:
-                self.on_update(self.rows)
-
-
-def loss_figure(curves: dict[str, list[dict]], title: str = "SFT loss (completion tokens)"):
-    """A plotly line per run: training loss against the optimizer step."""
-    fig = go.Figure(layout=dict(title=title, height=320, margin=dict(t=40, b=40)))
-    for name, rows in curves.items():
-        fig.add_scatter(
-            x=[r["step"] for r in rows],
-            y=[r["loss"] for r in rows],
-            mode="lines+markers",
-            name=name,
-        )
-    fig.update_xaxes(title="optimizer step")
-    fig.update_yaxes(title="loss")
-    return fig
-
-
-class LiveLossPlot:
-    """One notebook figure that grows in place as runs log (``plot.callback("seen")``)."""
-
-    def __init__(self, title: str = "SFT loss (completion tokens)", live: bool | None = None):
-        from IPython.display import display  # notebooks only: IPython is an optional extra
-
-        self.title, self.curves = title, {}
-        self.live = LiveFigure(loss_figure(self.curves, title), live=live)
-        if self.live.widget is not None:
-            display(self.live)
-
-    def callback(self, name: str) -> LossLog:
-        def redraw(rows: list[dict]) -> None:
-            self.curves[name] = list(rows)
-            self.live.update(loss_figure(self.curves, self.title))
-
-        return _PlotLog(redraw)
-
-    @property
-    def figure(self):
-        """The figure as last drawn."""
-        return self.live.figure
-
-
-class _PlotLog(LossLog):
-    """A ``LossLog`` of its own class, so a trainer keeps it next to the run's own ``LossLog``."""
-
-
-def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
-    """Side-by-side heatmaps of each collated batch's first mask, from token ``start`` on
-    (rows = queries, columns = keys, dark = may attend)."""
-    ids = next(iter(batches.values()))["input_ids"][0, start:].tolist()
-    labels = [f"{i}:{tokenizer.decode([t])}" for i, t in enumerate(ids, start)]
-    fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
-    for col, batch in enumerate(batches.values(), 1):
-        allowed = batch["attention_mask"][0, 0, start:, start:].int().tolist()  # (L', L')
-        fig.add_heatmap(
-            z=allowed,
-            x=labels,
-            y=labels,
-            colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
-            showscale=False,
-            row=1,
-            col=col,
-        )
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_layout(height=420, width=880, margin=dict(t=40, b=10, l=10, r=10))
-    return fig
-
-
 # ----------------------------------------------------------------------------- one run
 def train_timed(trainer, quiet: bool = False) -> tuple[Any, float]:
     """``(TrainOutput, seconds)``; ``quiet`` drops the trainer's printed log lines (notebooks
@@ -470,17 +380,7 @@ def run_sft(
     rows, dropped = sft_rows(
         with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer, cfg.max_length
     )
-    judge = held_out_config(
-        cfg.profile,
-        "easy",
-        cfg.eval_n,
-        cfg.rollout_mode,
-        cfg.eval_max_new_tokens,
-        cfg.eval_k,
-        cfg.seed,
-        model_cfg.prompt_style,
-        cfg.source,
-    )
+    judge = _judge(cfg, model_cfg)
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:
         before, samples["before"] = evaluate_stage(model, tokenizer, judge)
@@ -493,6 +393,36 @@ def run_sft(
     if evaluate:
         after, samples["after"] = evaluate_stage(trainer.model, tokenizer, judge)
     result = {
+        **_run_facts(cfg, model_cfg, trainer, rows, dropped, train_out, train_seconds, start),
+        "before": before,
+        "after": after,
+        "run_dir": str(run_dir),
+        **save_run(trainer, tokenizer, run_dir, model_cfg),
+    }
+    write_run_card(run_dir, result, cfg, model_cfg, loss=log.rows)
+    if is_main_process():
+        write_rows(log.rows, run_dir / "loss.csv")
+    return Run(result, run_dir, trainer.model, tokenizer, log.rows, samples)
+
+
+def _judge(cfg: SFTStageConfig, model_cfg: ModelConfig):
+    """The held-out evaluation before and after: easy problems of the SFT's own world."""
+    return held_out_config(
+        cfg.profile,
+        "easy",
+        cfg.eval_n,
+        cfg.rollout_mode,
+        cfg.eval_max_new_tokens,
+        cfg.eval_k,
+        cfg.seed,
+        model_cfg.prompt_style,
+        cfg.source,
+    )
+
+
+def _run_facts(cfg, model_cfg, trainer, rows, dropped, train_out, train_seconds, start) -> dict:
+    """What a run card says about the run itself: model, data, steps, loss and time."""
+    return {
         "profile": cfg.profile,
         "variant": cfg.variant,
         "model": model_cfg.name,
@@ -507,12 +437,4 @@ def run_sft(
         "train_cpu_seconds": round(train_out.metrics["train_cpu_seconds"], 1),
         "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(),
-        "before": before,
-        "after": after,
-        "run_dir": str(run_dir),
-        **save_run(trainer, tokenizer, run_dir, model_cfg),
     }
-    write_run_card(run_dir, result, cfg, model_cfg, loss=log.rows)
-    if is_main_process():
-        write_rows(log.rows, run_dir / "loss.csv")
-    return Run(result, run_dir, trainer.model, tokenizer, log.rows, samples)

@@ -1,4 +1,5 @@
-"""Teachers that write parallel-format reasoning traces for cold-start SFT.
+"""Teachers that write parallel-format reasoning traces for cold-start SFT: the protocol, and the
+rule teacher (pure text: no model, no torch).
 
 Every teacher has a ``name`` (part of the cache key) and one method, ``generate(problems) ->
 traces``: ``problems`` are ``pr1lib.data`` records (``id``, ``question``, ``answer_text``,
@@ -9,7 +10,9 @@ its ``kind``).
 - ``RuleTeacher`` needs no model: it rewrites a GSM8K-style reference solution, recomputing one
   intermediate result in a second (or third) genuinely different way inside a ``<Parallel>`` block
   (the arithmetic lives in ``pr1lib.arithmetic``).
-- ``HFTeacher`` samples any causal LM through transformers with the paper's v3 prompt.
+- ``pr1lib.hf_teacher.HFTeacher`` samples any causal LM through transformers with the paper's v3
+  prompt.
+- Each world's own rule teacher (``pr1lib.worlds``: TinyWorld's ``WorldTeacher``).
 - ``pr1lib.chat_teacher.OpenAITeacher`` calls any chat-completions server (vLLM, SGLang, a hosted
   API); ``pr1lib.standin.StandInServer`` is a loopback stand-in for one, with injectable faults.
 """
@@ -20,9 +23,8 @@ import ast
 import hashlib
 import random
 import re
-import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Iterable, Protocol
 
 from pr1lib.arithmetic import (
     ALTERNATIVES,
@@ -33,18 +35,7 @@ from pr1lib.arithmetic import (
     format_number,
     parse_expr,
 )
-from pr1lib.config import ModelConfig
-from pr1lib.format import TAGS
-from pr1lib.models import load_policy
-from pr1lib.prompts import chat_prompt, linear_solution, split_gsm8k_answer
-from pr1lib.world import (
-    WORLD_VERSION,
-    overhead_block,
-    parse_hard,
-    parse_shop,
-    search_block,
-    solve_pair,
-)
+from pr1lib.prompts import linear_solution, split_gsm8k_answer
 
 
 class Teacher(Protocol):
@@ -273,135 +264,3 @@ class RuleTeacher:
         summary = (SUMMARY_2 if n == 2 else SUMMARY_N).format(v=value, n=_WORDS.get(n, n))
         body = "".join(f"<Path>{p}</Path>" for p in paths)
         return f"<Parallel>{body}</Parallel>\n<Summary>{summary}</Summary>"
-
-
-# --------------------------------------------------------------------------- HF teacher
-@dataclass
-class HFTeacher:
-    """Sample any causal LM through transformers, one trace per problem, in batches.
-
-    ``model`` is a loaded model or a hub id / local folder (then loaded with
-    ``pr1lib.models.load_policy``, 4-bit NF4 if ``load_in_4bit``). Prompts are the paper's v3
-    instruction in the tokenizer's chat template (``pr1lib.prompts.chat_prompt``); the text after
-    the last ``</think>`` is kept, tags included.
-    """
-
-    model: Any
-    tokenizer: Any = None
-    load_in_4bit: bool = False
-    batch_size: int = 8
-    max_new_tokens: int = 2048
-    temperature: float = 0.7
-    top_p: float = 0.95
-    prompt_style: str = "v3"
-    seed: int = 0
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.model, str):
-            if not self.model.strip():  # "" would load whatever model the current folder holds
-                raise ValueError(
-                    "the hf teacher needs a model: pass --model with a hub id or a local "
-                    "model folder"
-                )
-            self.name = self.name or f"hf:{self.model}"
-            self.model, self.tokenizer = _load_hf(self.model, self.load_in_4bit)
-        self.name = self.name or f"hf:{getattr(self.model.config, '_name_or_path', '') or 'model'}"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        traces = []
-        for start in range(0, len(problems), self.batch_size):
-            batch = problems[start : start + self.batch_size]
-            for problem, text in zip(
-                batch, self.sample([p["question"] for p in batch], batch[0]["id"])
-            ):
-                text = strip_thinking(text)
-                traces.append(
-                    make_trace(problem, self.name, text, None if text else "empty output")
-                )
-        return traces
-
-    def sample(self, questions: list[str], key: str = "") -> list[str]:
-        """Decoded continuations (special tokens other than the parallel tags removed)."""
-        import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
-
-        tok = self.tokenizer
-        tok.padding_side = "left"
-        prompts = [chat_prompt(q, tok, self.prompt_style) for q in questions]
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
-            self.model.device
-        )
-        torch.manual_seed(zlib.crc32(f"{self.seed}:{key}".encode()))
-        with torch.no_grad():
-            out = self.model.generate(
-                **enc,
-                do_sample=self.temperature > 0,
-                temperature=self.temperature or None,
-                top_p=self.top_p,
-                max_new_tokens=self.max_new_tokens,
-                pad_token_id=tok.pad_token_id,
-            )
-        return [self._decode(row.tolist()) for row in out[:, enc["input_ids"].shape[1] :]]
-
-    def _decode(self, ids: list[int]) -> str:
-        eos = self.model.generation_config.eos_token_id
-        stops = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
-        cut = next((i for i, t in enumerate(ids) if t in stops), len(ids))
-        text = self.tokenizer.decode(ids[:cut], skip_special_tokens=False)
-        for special in set(self.tokenizer.all_special_tokens) - set(TAGS):
-            text = text.replace(special, "")
-        return text
-
-
-def _load_hf(name: str, load_in_4bit: bool):
-    """Model and tokenizer for a hub id or folder, on GPU in half precision when there is one."""
-    import torch  # heavy: only the HF teacher needs it, the rule teacher stays light
-
-    dtype = "float32"
-    if torch.cuda.is_available():
-        dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    model, tokenizer, _ = load_policy(
-        config=ModelConfig(name=name, load_in_4bit=load_in_4bit, dtype=dtype)
-    )
-    return model.eval(), tokenizer
-
-
-@dataclass
-class WorldTeacher:
-    """The rule teacher of TinyWorld: ``search_block`` on hard items, ``overhead_block`` on easy
-    ones; any other GSM8K-style record goes to ``pr1lib.teachers.RuleTeacher``. Deterministic
-    given ``seed`` and the problem id; returns the traces every teacher returns.
-
-    >>> from pr1lib.world import OK, generate
-    >>> rec = {"id": "w1", **generate(1, "hard", seed=2)[0]}
-    >>> rec["answer_text"] = rec["answer"]
-    >>> text = WorldTeacher().generate([rec])[0]["text"]
-    >>> text.startswith("<Parallel><Path>"), text.count(OK) >= 1
-    (True, True)
-    """
-
-    seed: int = 0
-    both_good_rate: float = 0.0  # unused since world 7 (split search); kept for old callers
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        knobs = repr((WORLD_VERSION, self.both_good_rate)).encode()
-        self.name = self.name or f"world-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        return [self.trace(p) for p in problems]
-
-    def trace(self, problem: dict) -> dict:
-        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
-        rng = random.Random(f"{self.seed}:{problem['id']}")
-        hard = parse_hard(problem["question"])
-        if hard is not None and solve_pair(*hard) is not None:
-            return make_trace(problem, self.name, search_block(*hard, rng, self.both_good_rate))
-        if parse_shop(problem["question"]) is None:
-            return RuleTeacher(seed=self.seed).trace(problem) | {"teacher": self.name}
-        try:
-            return make_trace(problem, self.name, overhead_block(problem.get("answer_text") or ""))
-        except ValueError as err:  # no '#### N' reference solution
-            return make_trace(problem, self.name, error=str(err))

@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from pr1lib.analytics import HEADLINE_ENV, read_headlines
 from pr1lib.expect import Seen
+from pr1lib.headline import HEADLINE_ENV, read_headlines
 from pr1lib.notebook import Executed, execute, list_notebooks
 from pr1lib.paths import runs_dir
-from pr1lib.profiles import check_profile
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -112,7 +111,7 @@ def _section(run: Executed, index: int) -> str:
 
 
 def _headline_html(headline: dict | None) -> str:
-    """A headline table a notebook saved (``pr1lib.analytics.write_headline``), as HTML."""
+    """A headline table a notebook saved (``pr1lib.headline.write_headline``), as HTML."""
     if not headline or not headline.get("rows"):
         return ""
     cols = list(headline["rows"][0])
@@ -273,8 +272,8 @@ def run_tour(
     seed: int = 0,
     params: dict[str, Any] | None = None,
 ) -> tuple[Path, list[Executed]]:
-    """Execute the notebooks, save them and ``report.html`` under ``out``; return both."""
-    profile = check_profile(profile)
+    """Execute the notebooks (``profile``: resolved by the caller), save them and ``report.html``
+    under ``out``; return both."""
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     # notebook 07 saves headline.json there (kernels inherit it)
     os.environ[HEADLINE_ENV] = str(out)

@@ -69,8 +69,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         "above 0, or -1 (train num_train_epochs)",
     ),
 }
-# name -> the allowed values (config.py and profiles.py add theirs through register_choices)
-CHOICES: dict[str, tuple] = {
+# name -> the allowed values, or a function giving them when they can grow (a world registered
+# later); config and profiles add theirs through register_choices
+CHOICES: dict[str, tuple | Callable[[], tuple]] = {
     "split": ("train", "test"),
     "teacher": ("rule", "hf", "openai"),
     "loss_reduction": ("sample", "token"),
@@ -90,9 +91,10 @@ _WORDS = {
 }
 
 
-def register_choices(**choices: Iterable) -> None:
-    """Add the allowed values of fields (by name) to ``CHOICES``."""
-    CHOICES.update({name: tuple(values) for name, values in choices.items()})
+def register_choices(**choices: Iterable | Callable[[], Iterable]) -> None:
+    """Add the allowed values of fields (by name) to ``CHOICES``: a collection, or a function that
+    returns the current ones."""
+    CHOICES.update({k: v if callable(v) else tuple(v) for k, v in choices.items()})
 
 
 # ----------------------------------------------------------------------------- annotations
@@ -218,6 +220,25 @@ def parse_sets(cls: type, items: Iterable[str], hint: str = "") -> dict[str, Any
     return out
 
 
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else
+    strings): ``--set`` values of a command without a config class (``blockcost``'s sampling
+    settings); ``parse_sets`` types them by a config's fields.
+
+    >>> parse_overrides(["max_steps=5", "name=data/tiny-base", "use_lora=True"])
+    {'max_steps': 5, 'name': 'data/tiny-base', 'use_lora': True}"""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = raw
+    return out
+
+
 def check_fields(cfg: Any) -> None:
     """Refuse a config whose fields have the wrong type, are out of range or not a choice.
 
@@ -237,6 +258,7 @@ def check_fields(cfg: Any) -> None:
         if rule is not None and isinstance(value, numbers.Real) and not rule[0](value):
             raise ValueError(f"{f.name} must be {describe(f.type)} {rule[1]}, got {value!r}")
         allowed = CHOICES.get(f.name)
+        allowed = tuple(allowed()) if callable(allowed) else allowed
         if allowed is not None and value not in allowed:
             raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
 

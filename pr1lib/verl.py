@@ -48,17 +48,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import load_from_disk
 
+from pr1lib import worlds
 from pr1lib.config import VERL_REWARDS
 from pr1lib.data import load_source
 from pr1lib.prompts import prompt_text
-from pr1lib.rewards import REWARD_MODES, mode_at, score, score_terms, terms
+from pr1lib.reward_modes import REWARD_MODES
+from pr1lib.rewards import mode_at, score, score_terms, terms
 
 SOURCE_PREFIX = "pr1/"
 ABILITY = "math"
 STEP_KEYS = ("global_steps", "global_step")  # verl's trainer counter, 1 on the first step
-TEST_SPLITS = {"gsm8k": "test", "tinygsm-easy": "test", "tinygsm-hard": "test"}  # DAPO has none
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 EXTRA_KEYS = ("index", "id", "split", "stage", "problem", "question", "answer", "reward_mode")
+
+
+def has_test_split(source: str) -> bool:
+    """GSM8K and every world's sources have a held-out test split; DAPO-Math has none.
+
+    >>> has_test_split("gsm8k"), has_test_split("tinygsm-hard"), has_test_split("dapo")
+    (True, True, False)
+    """
+    return source == "gsm8k" or worlds.find_source(source) is not None
 
 
 class MissingStepError(ValueError):
@@ -257,8 +267,8 @@ def rl_rows(
     """verl RL rows from ``pr1lib.data`` records (``id, question, answer_text, answer``).
     Test splits are scored with ``accuracy`` (the paper's validation metric).
 
-    >>> from pr1lib.data import load_tinygsm
-    >>> rows = rl_rows(load_tinygsm(2), "tinygsm-easy")
+    >>> from pr1lib.data import load_world
+    >>> rows = rl_rows(load_world("tinygsm-easy", 2), "tinygsm-easy")
     >>> len(rows), rows[0]["extra_info"]["reward_mode"]
     (2, 'alternating')
     """
@@ -349,7 +359,7 @@ def export_source(
     ``{"<source>/train": {"path", "rows"}, …}``. TinyGSM exports ``limit`` (default 2,000)
     problems."""
     written = {}
-    for split in ("train", TEST_SPLITS.get(source)):
+    for split in ("train", "test" if has_test_split(source) else None):
         if split is None:
             continue
         records = load_source(source, split, limit, data_path)

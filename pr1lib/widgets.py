@@ -32,7 +32,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from pr1lib.live import LiveFigure
-from pr1lib.rewards import REWARD_MODES, schedule
+from pr1lib.reward_modes import REWARD_MODES
+from pr1lib.rewards import schedule
 
 TIERED_MODES = ("tiered", "alternating")  # the modes whose value the bonus b changes
 # One colour per reward (Okabe-Ito, safe for colour-blind readers), whatever comes first.

@@ -17,11 +17,13 @@ from collections import Counter
 from pr1lib import coldstart, data
 from pr1lib.chat_teacher import OpenAITeacher
 from pr1lib.config import ColdStartConfig
+from pr1lib.hf_teacher import HFTeacher
 from pr1lib.models import load_policy
 from pr1lib.paths import runs_dir
 from pr1lib.standin import StandInServer
-from pr1lib.teachers import ANNOTATION, HFTeacher, RuleTeacher, alternatives
+from pr1lib.teachers import ANNOTATION, RuleTeacher, alternatives
 from pr1lib.tokens import add_parallel_tags
+from pr1lib.traces import generate_traces
 
 
 def sources(profile: str, n: int | None = None) -> dict[str, list[dict]]:
@@ -135,11 +137,11 @@ def exercise_3(profile: str = "smoke", n: int = 4) -> dict:
         client = OpenAITeacher(
             base_url=server.base_url, model="stand-in", timeout=0.5, concurrency=1
         )
-        first = coldstart.generate_traces(client, problems, cache)
+        first = generate_traces(client, problems, cache)
         requests = server.requests
     with StandInServer(problems) as server:
         client = OpenAITeacher(base_url=server.base_url, model="stand-in", concurrency=1)
-        second = coldstart.generate_traces(client, problems, cache)
+        second = generate_traces(client, problems, cache)
         asked_again = list(server.asked)
     return {
         "ids": [p["id"] for p in problems],

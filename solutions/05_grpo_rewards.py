@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 from pr1lib.format import validate
 from pr1lib.hacking import HACKING_CASES
-from pr1lib.rewards import alternating_reward, block_break_even, reward_for, score, terms
+from pr1lib.reward_modes import block_break_even, reward_for
+from pr1lib.rewards import alternating_reward, score, terms
 from pr1lib.widgets import PanelState, active_modes
 
 BLOCK = "<Parallel><Path>3 * 4 = 12.</Path><Path>4 + 4 + 4 = 12.</Path></Parallel>"

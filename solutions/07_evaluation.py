@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pr1lib import analytics, studies
+from pr1lib import curves, headline
 from pr1lib.config import NotebookConfig
 from pr1lib.evaluate import ResultsFile
+from pr1lib.experiments import midtraining
 from pr1lib.metrics import pass_at_k
 from pr1lib.paths import runs_dir
 
@@ -27,10 +28,10 @@ def _evaluate(profile: str, k: int, stages: tuple[str, ...]) -> tuple[dict, Path
     """Notebook 07's section 4 for ``stages`` at ``k`` samples, into its own folder: a results
     file refuses samples drawn with another k, so each k gets one."""
     nb = NotebookConfig.for_profile(profile)
-    found, _ = analytics.find_checkpoints(profile)
+    found, _ = headline.find_checkpoints(profile)
     found = {key: where for key, where in found.items() if key in stages}
     out = runs_dir() / f"07_evaluation-{profile}" / f"eval-k{k}"
-    ours = analytics.evaluate_checkpoints(found, profile, nb.benchmarks, out=out, n=nb.table_n, k=k)
+    ours = headline.evaluate_checkpoints(found, profile, nb.benchmarks, out=out, n=nb.table_n, k=k)
     return ours, out
 
 
@@ -149,11 +150,11 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
     pays accuracy only, and held-out numbers come at the start, the switch and the end.
     """
     nb = NotebookConfig.for_profile(profile)
-    init = analytics.find_checkpoints(profile, seed)[0].get("sft-unseen")
+    init = headline.find_checkpoints(profile, seed)[0].get("sft-unseen")
     runs = {}
     for switch in sorted({max(1, nb.total // 4), max(1, 3 * nb.total // 4)}):
         out = runs_dir() / f"mid-training-{profile}-unseen-seed{seed}-switch{switch}"
-        result = studies.mid_training(
+        result = midtraining.mid_training(
             profile,
             init,
             switch,
@@ -166,7 +167,7 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
             eval_n=nb.scaffold_eval_n,
             per_device_train_batch_size=nb.scaffold_batch,
         )
-        effect = analytics.switch_effect(result)
+        effect = curves.switch_effect(result)
         phases = [row["phase"] for row in result["curve"]]
         runs[switch] = {
             "steps per phase": {p: phases.count(p) for p in ("alternating", "accuracy")},

@@ -56,11 +56,11 @@ CHATML = (
 def _corpus() -> list[str]:
     """What the stand-in's merges are learned from: the paper's v3 prompt (so prompts stay about
     as short as with Qwen's tokenizer), TinyGSM problems and parallel traces."""
-    from pr1lib.data import load_tinygsm
+    from pr1lib.data import load_world
     from pr1lib.prompts import prompt_text
     from pr1lib.teachers import RuleTeacher
 
-    records = load_tinygsm(200, "easy", "train", 0)
+    records = load_world("tinygsm-easy", 200, "train", 0)
     teacher = RuleTeacher(seed=0)
     return [prompt_text(r["question"], "v3") for r in records] + [
         teacher.trace(r)["text"] for r in records

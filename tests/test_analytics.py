@@ -9,11 +9,12 @@ import math
 import pandas as pd
 import pytest
 
-from pr1lib import analytics, studies
+from pr1lib import curves, headline, reports
 from pr1lib.config import EvalConfig
 from pr1lib.dashboard import write_metrics
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, results_path
+from pr1lib.experiments import curriculum, midtraining
 from pr1lib.tour import build_report
 
 
@@ -29,10 +30,10 @@ def test_curves_read_the_csv_and_figure3_plots_its_columns(tmp_path):
     write_metrics(
         [{k: v for k, v in r.items() if v is not None} for r in rows], tmp_path / "metrics.csv"
     )
-    frame = analytics.training_curves(tmp_path, label="run-a")
+    frame = curves.training_curves(tmp_path, label="run-a")
     assert frame["step"].tolist() == [1, 2, 3, 4, 5, 6] and set(frame["run"]) == {"run-a"}
     assert math.isnan(frame["block_position"][2])  # a step without blocks has no position
-    fig = analytics.figure3(frame)
+    fig = curves.figure3(frame)
     by_name = {t.name: t for t in fig.data}
     assert by_name["run-a · parallel ratio"].y.tolist() == [1.0, 0.9, 0.0, 0.6, 0.5, 0.5]
     position = by_name["run-a · first-block position"].y.tolist()
@@ -51,7 +52,7 @@ def test_curves_fall_back_to_the_checkpoints_log_history(tmp_path):
         {"step": 4, "train_runtime": 9.0},
     ]  # the final summary has no reward: not a row
     (ckpt / "trainer_state.json").write_text(json.dumps({"log_history": history}))
-    frame = analytics.training_curves(tmp_path)
+    frame = curves.training_curves(tmp_path)
     assert frame["step"].tolist() == [2, 4] and frame["reward"].tolist() == [0.5, 1.0]
     assert frame["block_position"].tolist()[1] == 0.8
 
@@ -59,22 +60,22 @@ def test_curves_fall_back_to_the_checkpoints_log_history(tmp_path):
 def test_trend_reads_direction_from_the_data():
     steps = list(range(1, 10))
     rising = pd.DataFrame({"step": steps, "x": [0.1, 0.2, 0.15, 0.3, 0.35, 0.3, 0.6, 0.5, 0.7]})
-    t = analytics.trend(rising, "x")
+    t = curves.trend(rising, "x")
     assert (
         t["direction"] == "rising"
         and t["early"] == pytest.approx(0.15)
         and t["late"] == pytest.approx(0.6)
     )
-    assert analytics.trend(rising.assign(x=rising["x"][::-1].values), "x")["direction"] == "falling"
-    assert analytics.trend(rising.assign(x=0.4), "x")["direction"] == "flat"
-    noisy = analytics.trend(rising.assign(x=[0.1, 0.5, 0.3, 0.4, 0.2, 0.4, 0.2, 0.6, 0.4]), "x")
+    assert curves.trend(rising.assign(x=rising["x"][::-1].values), "x")["direction"] == "falling"
+    assert curves.trend(rising.assign(x=0.4), "x")["direction"] == "flat"
+    noisy = curves.trend(rising.assign(x=[0.1, 0.5, 0.3, 0.4, 0.2, 0.4, 0.2, 0.6, 0.4]), "x")
     assert noisy["late"] - noisy["early"] == pytest.approx(0.1) and noisy["slope"] > 0
     # a 0.1 rise, but the per-step values scatter by more than that
     assert noisy["direction"] == "flat"
-    assert analytics.trend(rising.assign(x=None), "x")["direction"] == "too few steps"
-    assert "it rises" in analytics.describe_trend(
-        t, "position"
-    ) and "0.15" in analytics.describe_trend(t, "p")
+    assert curves.trend(rising.assign(x=None), "x")["direction"] == "too few steps"
+    assert "it rises" in curves.describe_trend(t, "position") and "0.15" in curves.describe_trend(
+        t, "p"
+    )
 
 
 def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
@@ -92,14 +93,14 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
         {"step": 6, "tier": "hard", "accuracy": 0.3, "parallel_ratio": 0.2},
     ]
     result = {"switch_step": 3, "curve": curve, "held_out": held}
-    fig = analytics.scaffold_figure(result)
+    fig = curves.scaffold_figure(result)
     traces = {t.name: t for t in fig.data}
     assert traces["parallel ratio (training samples)"].y.tolist() == [
         r["parallel_ratio"] for r in curve
     ]
     assert traces["accuracy (held-out, T = 1)"].x.tolist() == [0, 6]
     assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(3, 3)]
-    effect = analytics.switch_effect(result)
+    effect = curves.switch_effect(result)
     assert effect["parallel_ratio"] == {
         "before": 1.0,
         "after": pytest.approx(0.4),
@@ -110,7 +111,7 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
 
 def test_scaffold_refuses_a_switch_outside_the_run():
     with pytest.raises(ValueError, match="switch_step"):
-        studies.mid_training("smoke", None, switch_step=4, total_steps=4)
+        midtraining.mid_training("smoke", None, switch_step=4, total_steps=4)
 
 
 def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
@@ -121,7 +122,7 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
         "06_grpo_training-tiny/stage3",
     ):  # no merged/: not a checkpoint yet
         (tmp_path / folder).mkdir(parents=True)
-    found, missing = analytics.find_checkpoints("tiny", seed=1, root=tmp_path)
+    found, missing = headline.find_checkpoints("tiny", seed=1, root=tmp_path)
     assert found["sft-seen"] == str(tmp_path / "04_sft_lora-tiny/seen")
     assert found["rl-unseen-s2"].endswith("grpo-tiny-unseen-s3-alternating-seed1")
     assert set(missing) == {"sft-unseen", "grpo-gsm8k", "rl-seen", "rl-unseen-s1"}
@@ -130,7 +131,7 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
 
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv(analytics.HEADLINE_ENV, str(tmp_path / "tour"))
+    monkeypatch.setenv(headline.HEADLINE_ENV, str(tmp_path / "tour"))
     summary = {
         "accuracy": 0.5,
         "pass_at_k": 0.75,
@@ -139,15 +140,15 @@ def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):
         "k": 4,
         "checker": "strict",
     }
-    table = analytics.headline_table({"sft-seen": {"tinygsm-hard": summary}}, "tiny")
+    table = headline.headline_table({"sft-seen": {"tinygsm-hard": summary}}, "tiny")
     assert table.loc["Parallel-SFT-Seen", "ours: tiny | tinygsm-hard mean@4 (strict)"] == 50.0
     assert table.loc["Parallel-SFT-Seen", "paper: Qwen3-4B-Base | Avg"] == 36.0
-    paths = analytics.write_headline(table, "test")
+    paths = headline.write_headline(table, "test")
     assert paths == [
         tmp_path / "runs" / "latest-headline.json",
         tmp_path / "tour" / "headline.json",
     ]
-    saved = analytics.read_headline(tmp_path / "tour")
+    saved = headline.read_headline(tmp_path / "tour")
     assert saved["rows"][0]["ours: tiny | tinygsm-hard pass@4 (strict)"] == 75.0
     assert "| Parallel-SFT-Seen | 95.6 | 36.0 | 25.0 | 50.0 | 75.0 |" in saved["markdown"]
 
@@ -171,14 +172,14 @@ def test_eval_outputs_write_a_table_and_the_figures(tmp_path):
         "pass_curve_strict": {"1": 0.25, "2": 0.5},
         "results": str(tmp_path / "stage3__tinygsm-hard__forked.jsonl"),
     }
-    paths = analytics.write_eval_outputs(result, tmp_path, run_dir=tmp_path / "run")
+    paths = reports.write_eval_outputs(result, tmp_path, run_dir=tmp_path / "run")
     assert "| stage3 | 50.0 | 25.0 | 50.0 |" in open(paths["table"]).read()
     page = open(paths["plots"]).read()
     assert "pass@j" in page and "Figure 3" in page and page.count("<script") >= 2
 
 
 def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
-    result = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
+    result = midtraining.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert [(r["step"], r["phase"]) for r in result["curve"]] == [
         (1, "alternating"),
         (2, "alternating"),
@@ -195,10 +196,10 @@ def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
         tmp_path / "alternating"
     )
     # cached
-    again = studies.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
+    again = midtraining.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert again == json.loads(json.dumps(result, default=str))
     (tmp_path / "accuracy" / "marker").write_text("old run")
-    fresh = studies.mid_training(
+    fresh = midtraining.mid_training(
         "smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=()
     )
     # a new config never resumes the old checkpoints
@@ -218,17 +219,17 @@ def test_tour_report_puts_the_headline_on_top(tmp_path):
         "k": 4,
         "checker": "strict",
     }
-    table = analytics.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
-    analytics.write_headline(table, "Headline (tiny)", folder=tmp_path)
+    table = headline.headline_table({"base": {"tinygsm-hard": summary}}, "tiny")
+    headline.write_headline(table, "Headline (tiny)", folder=tmp_path)
     metrics = dict(summary, greedy={"accuracy": 0.5})
-    world = studies.world_headline(
+    world = curriculum.world_headline(
         {"before": {"hard": summary | {"greedy": {"accuracy": 0.25}}}, "after": {"hard": metrics}},
         "tiny",
     )
-    analytics.write_headline(
+    headline.write_headline(
         world, "TinyWorld (tiny)", folder=tmp_path, name="headline-tinyworld.json"
     )
-    headlines = analytics.read_headlines(tmp_path)
+    headlines = headline.read_headlines(tmp_path)
     assert [h["title"] for h in headlines] == ["Headline (tiny)", "TinyWorld (tiny)"]  # 07 first
     page = build_report([], "tiny", headlines)
     top = page.index("<h2>Headline (tiny)</h2>")
@@ -245,12 +246,12 @@ def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
 
     cfg = EvalConfig(benchmark="tinygsm-easy", n=3, k=1)
     path = results_path(tmp_path, "sft-seen", cfg.benchmark, cfg.mode)
-    assert not analytics._cached(cfg, path, "weights-v1")  # nothing there yet
+    assert not headline._cached(cfg, path, "weights-v1")  # nothing there yet
     store = ResultsFile(path)
     for record in load_benchmark(cfg.benchmark, 2):
         store.append({"id": record["id"], "k": 1})
-    assert not analytics._cached(cfg, path, "weights-v1")  # 2 of 3 problems
+    assert not headline._cached(cfg, path, "weights-v1")  # 2 of 3 problems
     store.append({"id": load_benchmark(cfg.benchmark, 3)[2]["id"], "k": 1})
-    assert analytics._cached(cfg, path, "weights-v1")
+    assert headline._cached(cfg, path, "weights-v1")
     # retrained: results dropped
-    assert not analytics._cached(cfg, path, "weights-v2") and not path.exists()
+    assert not headline._cached(cfg, path, "weights-v2") and not path.exists()

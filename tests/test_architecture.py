@@ -13,54 +13,46 @@ import pytest
 from pr1lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "pr1lib"
-# Bottom to top. A module may import modules of its own layer or of a layer below, never above.
-LAYERS: list[tuple[str, ...]] = [
+# Bottom to top. A module may import modules of its own layer or of a layer below, never above. A
+# package (config, worlds, experiments) is one unit: its files together.
+LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
     (
-        "paths",
-        "versions",
-        "validate",
-        "profiles",
-        "config",
-        "jsonl",
-        "answers",
-        "format",
-        "prompts",
-        "tasks",
-        "world",
-        "paper",
-        "expect",
-        "budget",
+        "paths versions validate profiles jsonl answers format prompts tasks paper expect "
+        "arithmetic",
+        "pure: text, numbers, tables (no torch, no stage)",
+    ),
+    ("teachers worlds", "the rule teacher and the task worlds"),
+    ("config", "the recipe's tables and one config per stage"),
+    (
+        "runtime graders rewards reward_modes hacking tokens structure data evalsets buckets",
+        "the core",
+    ),
+    ("metrics doctor plots dashboard live", "scoring and what a learner looks at"),
+    (
+        "models decode kvcache rollout steering hf_teacher chat_teacher standin",
+        "models and engines",
     ),
     (
-        "runtime",
-        "graders",
-        "rewards",
-        "hacking",
-        "tokens",
-        "structure",
-        "data",
-        "evalsets",
-        "arithmetic",
-        "buckets",
-    ),  # the core
-    ("metrics", "doctor", "plots", "dashboard", "live"),  # scoring and what a learner looks at
-    # models and engines
-    ("models", "decode", "kvcache", "rollout", "steering", "teachers", "chat_teacher", "standin"),
-    # the pieces a stage is made of
-    ("runs", "results", "evaluate", "coldstart", "pretrain", "sampling", "preflight"),
-    ("sft", "grpo"),  # the training stages
-    # studies and reports
-    ("studies", "ablation", "analytics", "widgets", "verl", "bench", "blockcost"),
-    ("notebook", "tour", "twins", "publish"),  # running and publishing the notebooks
-    ("commands", "cli", "__main__", "__init__"),  # the command line
+        "runs results evaluate traces coldstart pretrain sampling preflight starts",
+        "the pieces a stage is made of",
+    ),
+    ("sft sft_live grpo grpo_trainer", "the training stages"),
+    ("experiments curves headline reports widgets verl bench budget", "studies and reports"),
+    ("notebook tour twins publish", "running and publishing the notebooks"),
+    ("arguments commands commands_rl commands_measure cli __main__ __init__", "the command line"),
 ]
-LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
+LAYER = {name: i for i, (layer, _) in enumerate(LAYERS) for name in layer.split()}
+PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+MODULES = sorted([p.stem for p in PACKAGE.glob("*.py")] + PACKAGES)
+FILES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def imports(module: str) -> set[str]:
-    """The ``pr1lib`` modules ``module`` imports, at the top or inside functions."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def files(name: str) -> list:
+    return sorted((PACKAGE / name).glob("*.py")) if name in PACKAGES else [PACKAGE / f"{name}.py"]
+
+
+def imported(tree: ast.AST) -> set[str]:
+    """The ``pr1lib`` units a syntax tree imports, at the top or inside functions."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -71,6 +63,12 @@ def imports(module: str) -> set[str]:
                 found |= {a.name for a in node.names}
         elif isinstance(node, ast.Import):
             found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("pr1lib.")}
+    return found
+
+
+def imports(module: str) -> set[str]:
+    """The ``pr1lib`` modules (or packages) ``module`` imports, at the top or inside functions."""
+    found = set().union(*(imported(ast.parse(f.read_text())) for f in files(module)))
     return found & set(MODULES) - {module}
 
 
@@ -103,16 +101,16 @@ def test_no_import_cycle():
             visit(module, [module])
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_modules_and_functions_stay_short(module):
-    source = (PACKAGE / f"{module}.py").read_text()
-    assert len(source.splitlines()) <= 500, f"{module}.py has {len(source.splitlines())} lines"
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_and_functions_stay_short(path):
+    source = path.read_text()
+    assert len(source.splitlines()) <= 500, f"{path.name} has {len(source.splitlines())} lines"
     long = [
         (n.name, n.end_lineno - n.lineno + 1)
         for n in ast.walk(ast.parse(source))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno >= 60
     ]
-    assert long == [], f"functions over 60 lines in {module}.py: {long}"
+    assert long == [], f"functions over 60 lines in {path.name}: {long}"
 
 
 HEAVY = ("torch", "transformers", "trl", "datasets", "peft")
@@ -156,7 +154,7 @@ def test_every_torch_load_is_weights_only():
     benchmarks, notebooks) passes ``weights_only=True`` (a planted pickle cannot run)."""
     calls = []
     for path in sorted(REPO_ROOT.glob("**/*.py")):
-        if ".venv" in path.parts or "runs" in path.parts:
+        if any(p.startswith(".venv") for p in path.parts) or "runs" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
@@ -172,3 +170,66 @@ def test_every_torch_load_is_weights_only():
                 if not safe:
                     calls.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
     assert calls == [], f"torch.load without weights_only=True: {calls}"
+
+
+# ----------------------------------------------------------------------------- outside the package
+CLI_INTERNALS = {"arguments", "commands", "commands_rl", "commands_measure"}
+
+
+def outside_imports(path) -> list[str]:
+    """What a benchmark or solution imports from ``pr1lib`` that is not public: a command-line
+    internal (the commands' bodies, their arguments) or a name starting with ``_``."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pr1lib"):
+            parts = node.module.split(".")
+            if len(parts) > 1 and parts[1] in CLI_INTERNALS:
+                bad.append(f"{path.name}:{node.lineno} {node.module}")
+            bad += [f"{path.name}:{node.lineno} {a.name}" for a in node.names if a.name[0] == "_"]
+    return bad
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((REPO_ROOT / "benchmarks").glob("*.py"))
+    + sorted((REPO_ROOT / "solutions").glob("*.py")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_benchmarks_and_solutions_use_only_public_names(path):
+    assert outside_imports(path) == []
+
+
+def test_the_public_names_check_finds_a_planted_internal(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from pr1lib.commands import print_json\nfrom pr1lib.grpo import _x\n")
+    assert outside_imports(planted) == ["planted.py:1 pr1lib.commands", "planted.py:2 _x"]
+
+
+# ----------------------------------------------------------------------------- docs/architecture.md
+ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
+PICTURE = ("<!-- layers: generated from tests/test_architecture.py -->", "<!-- /layers -->")
+
+
+def layers_picture() -> str:
+    """The layers, top to bottom, as the text block docs/architecture.md shows."""
+    width = max(len(what) for _, what in LAYERS)
+    rows = [
+        f"{i:>2}  {what:<{width}}  {' · '.join(names.split())}"
+        for i, (names, what) in reversed(list(enumerate(LAYERS)))
+    ]
+    return "\n".join([PICTURE[0], "```", *rows, "```", PICTURE[1]])
+
+
+def test_the_architecture_doc_shows_the_layers_table():
+    text = ARCHITECTURE.read_text()
+    start, end = text.index(PICTURE[0]), text.index(PICTURE[1]) + len(PICTURE[1])
+    assert text[start:end] == layers_picture(), (
+        "docs/architecture.md's layers picture is stale: run python tests/test_architecture.py"
+    )
+
+
+if __name__ == "__main__":  # rewrite the picture in docs/architecture.md from LAYERS
+    doc = ARCHITECTURE.read_text()
+    start, end = doc.index(PICTURE[0]), doc.index(PICTURE[1]) + len(PICTURE[1])
+    ARCHITECTURE.write_text(doc[:start] + layers_picture() + doc[end:])
+    print(f"rewrote the layers picture in {ARCHITECTURE}")

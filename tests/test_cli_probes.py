@@ -265,11 +265,11 @@ def test_probe(probe, tmp_path, capsys, monkeypatch):
 
 # ----------------------------------------------------------------------------- valid inputs
 def test_eval_n_0_still_means_every_problem(tmp_path, capsys, monkeypatch):
-    from pr1lib import analytics, evaluate
+    from pr1lib import evaluate, reports
 
     seen = {}
     monkeypatch.setattr(evaluate, "load_for_eval", lambda *a, **k: (None, None))
-    monkeypatch.setattr(analytics, "write_eval_outputs", lambda *a, **k: {})
+    monkeypatch.setattr(reports, "write_eval_outputs", lambda *a, **k: {})
 
     def fake_run_eval(model, tokenizer, config, **kwargs):
         seen["n"] = config.n

@@ -27,6 +27,7 @@ from pr1lib.config import ColdStartConfig
 from pr1lib.data import load_source
 from pr1lib.paths import shared_data_dir
 from pr1lib.teachers import RuleTeacher, make_trace
+from pr1lib.traces import TraceCache, generate_traces
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = shared_data_dir()
@@ -112,9 +113,9 @@ def test_injected_crash_then_rerun_has_no_duplicate_and_no_loss(tmp_path):
     problems = load_source("tinygsm-hard", limit=95)
     cache = tmp_path / "traces.jsonl"
     with pytest.raises(RuntimeError, match="injected"):
-        coldstart.generate_traces(Crashing(after=40), problems, cache, batch_size=20)
+        generate_traces(Crashing(after=40), problems, cache, batch_size=20)
     assert len(_cache_ids(cache)) == 40  # two whole batches; the one in flight is lost
-    traces = coldstart.generate_traces(RuleTeacher(), problems, cache, batch_size=20)
+    traces = generate_traces(RuleTeacher(), problems, cache, batch_size=20)
     ids = _cache_ids(cache)
     assert sorted(ids) == sorted(p["id"] for p in problems) and len(ids) == len(set(ids))
     assert traces == RuleTeacher().generate(problems)
@@ -122,7 +123,7 @@ def test_injected_crash_then_rerun_has_no_duplicate_and_no_loss(tmp_path):
 
 SLOW_RUN = textwrap.dedent("""
     import signal, sys, time
-    from pr1lib.coldstart import generate_traces
+    from pr1lib.traces import generate_traces
     from pr1lib.data import load_source
     from pr1lib.teachers import RuleTeacher
 
@@ -161,7 +162,7 @@ def test_real_interrupt_then_rerun_completes(tmp_path, sig):
     err = (tmp_path / "stderr.txt").read_text()[-2000:]
     assert 30 <= lines < 400, f"the run was not stopped mid-way ({lines} lines); its stderr:\n{err}"
     problems = load_source("tinygsm-easy", limit=400)
-    traces = coldstart.generate_traces(RuleTeacher(), problems, cache, batch_size=50)
+    traces = generate_traces(RuleTeacher(), problems, cache, batch_size=50)
     ids = _cache_ids(cache)  # every line parses: a torn tail was cut before appending
     assert sorted(ids) == sorted(p["id"] for p in problems) and len(ids) == len(set(ids))
     assert traces == RuleTeacher().generate(problems)
@@ -170,14 +171,14 @@ def test_real_interrupt_then_rerun_completes(tmp_path, sig):
 def test_torn_last_line_is_dropped_and_repaired(tmp_path):
     problems = load_source("tinygsm-easy", limit=6)
     cache_path = tmp_path / "t.jsonl"
-    coldstart.generate_traces(RuleTeacher(), problems[:4], cache_path)
+    generate_traces(RuleTeacher(), problems[:4], cache_path)
     whole = cache_path.read_bytes()
     cache_path.write_bytes(
         whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 1] + whole[-1 - 30 : -1]
     )
-    cache = coldstart.TraceCache(cache_path)
+    cache = TraceCache(cache_path)
     assert cache.dropped == 1 and len(cache.records) == 3
-    coldstart.generate_traces(RuleTeacher(), problems, cache_path)
+    generate_traces(RuleTeacher(), problems, cache_path)
     assert _cache_ids(cache_path) == [p["id"] for p in problems[:3]] + [problems[3]["id"]] + [
         p["id"] for p in problems[4:]
     ]
@@ -197,9 +198,9 @@ def test_error_traces_are_retried_on_the_next_run(tmp_path):
         def generate(self, batch):
             return [make_trace(p, self.name, "ok") for p in batch]
 
-    coldstart.generate_traces(Flaky(), problems, cache)
-    assert [t["text"] for t in coldstart.generate_traces(Fine(), problems, cache)] == ["ok"] * 3
-    assert [t["text"] for t in coldstart.generate_traces(Flaky(), problems, cache)] == ["ok"] * 3
+    generate_traces(Flaky(), problems, cache)
+    assert [t["text"] for t in generate_traces(Fine(), problems, cache)] == ["ok"] * 3
+    assert [t["text"] for t in generate_traces(Flaky(), problems, cache)] == ["ok"] * 3
 
 
 # ----------------------------------------------------------------------------- filter and report

@@ -7,15 +7,15 @@ import pytest
 
 from pr1lib.config import (
     CLIP_HIGH,
-    RECIPES,
+    STAGE_REWARDS,
     STAGE_SOURCES,
     EvalConfig,
     GRPOStageConfig,
     ModelConfig,
     NotebookConfig,
     SFTStageConfig,
-    check_profile,
 )
+from pr1lib.profiles import check_profile
 
 
 def test_the_profile_is_resolved_once_and_travels_in_the_config(monkeypatch):
@@ -37,11 +37,11 @@ def test_paper_presets_match_the_paper():
     ) == (16, 3000)
 
 
-@pytest.mark.parametrize("variant", sorted(RECIPES))
+@pytest.mark.parametrize("variant", sorted(STAGE_REWARDS))
 @pytest.mark.parametrize("stage", [2, 3])
 def test_each_stage_takes_its_recipe_and_the_paired_clip_high(variant, stage):
     cfg = GRPOStageConfig.for_stage(stage, "tiny", variant=variant)
-    assert cfg.reward == RECIPES[variant][stage] and cfg.variant == variant
+    assert cfg.reward == STAGE_REWARDS[variant][stage] and cfg.variant == variant
     assert cfg.clip_high == CLIP_HIGH.get(cfg.reward, cfg.epsilon)
     assert cfg.data == cfg.source == STAGE_SOURCES["tiny"][stage]
 
@@ -75,10 +75,10 @@ def test_each_variant_rolls_out_in_its_own_mode():
     assert GRPOStageConfig(rollout="trl").eval_rollout_mode == "seen"
 
 
-@pytest.mark.parametrize("variant", sorted(RECIPES))
+@pytest.mark.parametrize("variant", sorted(STAGE_REWARDS))
 @pytest.mark.parametrize("stage", [2, 3])
 def test_every_recipe_passes_the_trainers_own_checks(variant, stage):
-    from pr1lib.grpo import check_config
+    from pr1lib.grpo_trainer import check_config
 
     check_config(GRPOStageConfig.for_stage(stage, "tiny", variant=variant))  # raises if refused
     with pytest.raises(ValueError, match="rollout must be one of"):
@@ -107,7 +107,7 @@ def test_tinyworld_stages_take_its_problems_rollout_and_held_out_sets():
     assert held_out_set("tiny", "hard", hard.source) == "tinyworld-hard"
     assert held_out_set("tiny", "hard", stage(3, "tiny").source) == "tinygsm-hard"
     assert stage(3, "tiny", world="tinygsm") == stage(3, "tiny")
-    with pytest.raises(ValueError, match="world must be one of"):
+    with pytest.raises(ValueError, match="unknown world 'mars'"):
         GRPOStageConfig.for_stage(3, "tiny", world="mars")
     unseen = stage(3, "tiny", world="tinyworld", variant="unseen")  # independent forked probes
     assert (unseen.rollout_mode, unseen.eval_rollout_mode, unseen.data) == (

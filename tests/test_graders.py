@@ -15,6 +15,7 @@ import pytest
 
 from pr1lib import graders as G
 from pr1lib import hacking as H
+from pr1lib import reward_modes as M
 from pr1lib import rewards as R
 from pr1lib.config import DEFAULT_GRADERS
 from pr1lib.paths import shared_data_dir
@@ -229,18 +230,18 @@ def test_rewards_pick_the_style_from_trls_data_source_column():
 
 
 def test_reward_for_binds_the_grader_and_keeps_trls_name():
-    official = R.reward_for("tiered", grader="official")
+    official = M.reward_for("tiered", grader="official")
     assert official.__name__ == "tiered_reward" and official.reward_range == (-1.0, 1.2)
-    assert official([EMPTY_PATH], ["12"]) == [1.2] and R.reward_for("tiered")(
+    assert official([EMPTY_PATH], ["12"]) == [1.2] and M.reward_for("tiered")(
         [EMPTY_PATH], ["12"]
     ) == [-1.0]
-    alternating = R.reward_for("alternating", grader="official")
+    alternating = M.reward_for("alternating", grader="official")
     assert alternating.grader == "official"
 
 
 def test_grpo_rewards_follow_the_config_grader():
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.grpo import reward_funcs
+    from pr1lib.grpo_trainer import reward_funcs
 
     main, *_ = reward_funcs(GRPOStageConfig(stage=2, reward="tiered"))
     assert main([EMPTY_PATH], ["12"]) == [-1.0]  # Stage 2's default: the project grader

@@ -16,8 +16,8 @@ import pr1lib.grpo
 import pr1lib.sampling
 from pr1lib.buckets import loss_head
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import (
-    GRPOSession,
+from pr1lib.grpo import GRPOSession
+from pr1lib.grpo_trainer import (
     ParallelGRPOTrainer,
     StopAt,
     build_trainer,

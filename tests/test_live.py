@@ -37,7 +37,7 @@ for i in (1, 2, 3):
     dash.on_log(None, S(global_step=i, max_steps=5), None, logs={"reward": float(i)})""",
     """for i in (4, 5):  # another cell (or a button's callback) trains the same session on
     dash.on_log(None, S(global_step=i, max_steps=5), None, logs={"reward": float(i)})""",
-    """from pr1lib.sft import LiveLossPlot
+    """from pr1lib.sft_live import LiveLossPlot
 plot = LiveLossPlot(title="L")
 for name in ("seen", "unseen"):
     log = plot.callback(name)

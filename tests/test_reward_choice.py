@@ -27,12 +27,14 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-import pr1lib.ablation
 import pr1lib.grpo
 import pr1lib.sampling
-from pr1lib.config import ABLATION_ARMS, GRPOStageConfig
-from pr1lib.grpo import GRPOSession, reward_funcs
-from pr1lib.rewards import REWARD_MODES
+from pr1lib.config import GRPOStageConfig
+from pr1lib.experiments import ablation
+from pr1lib.experiments.ablation import ARMS
+from pr1lib.grpo import GRPOSession
+from pr1lib.grpo_trainer import reward_funcs
+from pr1lib.reward_modes import REWARD_MODES
 from pr1lib.rollout import Rollout
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -179,7 +181,7 @@ def test_grpo_trains_on_the_configured_reward(base, tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- the reward ablation
 def test_ablation_arms_train_with_different_rewards(tmp_path, monkeypatch):
-    """``run_ablation`` trains every arm of ``ABLATION_ARMS`` with its own reward: the configs it
+    """``run_ablation`` trains every arm of ``ARMS`` with its own reward: the configs it
     hands ``run_grpo`` name the arm's reward, and ``reward_funcs`` of each scores the four kinds
     differently (at an accuracy step and at a tiered step of the alternating window)."""
     received = {}
@@ -188,10 +190,10 @@ def test_ablation_arms_train_with_different_rewards(tmp_path, monkeypatch):
         received[out.name] = cfg
         return SimpleNamespace(result={"reward": cfg.reward, "before": {}, "after": {}})
 
-    monkeypatch.setattr(pr1lib.ablation, "run_grpo", fake_run_grpo)
-    results = pr1lib.ablation.run_ablation("smoke", init=tmp_path / "sft", out=tmp_path / "abl")
-    assert [r["arm"] for r in results] == list(ABLATION_ARMS) == list(received)
-    assert {arm: cfg.reward for arm, cfg in received.items()} == ABLATION_ARMS
+    monkeypatch.setattr(ablation, "run_grpo", fake_run_grpo)
+    results = ablation.run_ablation("smoke", init=tmp_path / "sft", out=tmp_path / "abl")
+    assert [r["arm"] for r in results] == list(ARMS) == list(received)
+    assert {arm: cfg.reward for arm, cfg in received.items()} == ARMS
     assert len({(c.variant, c.seed, c.max_steps, c.stage) for c in received.values()}) == 1
     tiered_step = {arm: cfg.window - 1 for arm, cfg in received.items()}
     trained = {
@@ -202,4 +204,4 @@ def test_ablation_arms_train_with_different_rewards(tmp_path, monkeypatch):
     assert trained["alternating"] == (tuple(SCORES["accuracy"]), tuple(SCORES["tiered"]))
     assert trained["parallel"] == (tuple(SCORES["tiered"]),) * 2
     assert trained["structure"] == (tuple(SCORES["structure"]),) * 2
-    assert len(set(trained.values())) == len(ABLATION_ARMS)  # no two arms train alike
+    assert len(set(trained.values())) == len(ARMS)  # no two arms train alike

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr1lib import hacking as H
+from pr1lib import reward_modes as M
 from pr1lib import rewards as R
 from pr1lib.format import TAGS
 
@@ -73,7 +74,7 @@ def test_trl_call_with_all_its_kwargs():
     for fn in (
         *FUNCS,
         R.alternating_reward(),
-        R.combine({R.accuracy_reward: 1, R.structure_reward: 1}),
+        M.combine({R.accuracy_reward: 1, R.structure_reward: 1}),
     ):
         assert len(fn(**kwargs)) == 2
     assert metrics == {"reward_mode/tiered": 1.0}
@@ -155,39 +156,39 @@ def test_alternating_reads_a_real_trainer_state_and_trl_names_it():
         [PARALLEL_OK], ["12"], trainer_state=transformers.TrainerState(global_step=9)
     ) == [1.2]
     assert get_callable_name(reward) == "alternating_reward"
-    assert get_callable_name(R.combine({R.accuracy_reward: 1}, name="acc_plus")) == "acc_plus"
+    assert get_callable_name(M.combine({R.accuracy_reward: 1}, name="acc_plus")) == "acc_plus"
     assert get_callable_name(R.tiered_reward) == "tiered_reward"
 
 
 def test_reward_for_widget_modes():
-    assert R.reward_for("tiered") is R.tiered_reward
-    alt = R.reward_for("alternating", window=4, parallel_steps=1)
+    assert M.reward_for("tiered") is R.tiered_reward
+    alt = M.reward_for("alternating", window=4, parallel_steps=1)
     assert (alt.window, alt.parallel_steps) == (4, 1)
     with pytest.raises(ValueError, match="alternating"):
-        R.reward_for("format")
+        M.reward_for("format")
 
 
 # ---------------------------------------------------------------- composition
 def test_combine_weights_and_ranges():
-    both = R.combine({R.accuracy_reward: 1.0, R.structure_reward: 0.5})
+    both = M.combine({R.accuracy_reward: 1.0, R.structure_reward: 0.5})
     four = [PARALLEL_OK, LINEAR_OK, PARALLEL_WRONG, LINEAR_WRONG]
     assert both(four, answer=["12"] * 4) == [1.5, 0.5, -0.5, -1.5]
-    assert R.reward_range(both) == (-1.5, 1.5)
-    penalty = R.combine([(R.tiered_reward, 1.0), (R.structure_reward, -0.5)])
-    assert R.reward_range(penalty) == (-1.5, 1.7)
+    assert M.reward_range(both) == (-1.5, 1.5)
+    penalty = M.combine([(R.tiered_reward, 1.0), (R.structure_reward, -0.5)])
+    assert M.reward_range(penalty) == (-1.5, 1.7)
 
 
 def test_combine_with_alternating_follows_the_step():
-    mixed = R.combine({R.alternating_reward(): 1.0, R.structure_reward: 1.0})
+    mixed = M.combine({R.alternating_reward(): 1.0, R.structure_reward: 1.0})
     assert mixed([PARALLEL_OK], answer=["12"], trainer_state=STEP(9)) == [2.2]
     assert mixed([PARALLEL_OK], answer=["12"], trainer_state=STEP(0)) == [2.0]
-    assert R.reward_range(mixed, 9) == (-2.0, 2.2) and R.reward_range(mixed, 0) == (-2.0, 2.0)
+    assert M.reward_range(mixed, 9) == (-2.0, 2.2) and M.reward_range(mixed, 0) == (-2.0, 2.0)
 
 
 def test_combine_skips_none_like_trl():
     only_first = lambda completions, **kw: [1.0, None]  # noqa: E731
     never = lambda completions, **kw: [None, None]  # noqa: E731
-    assert R.combine({only_first: 2.0, never: 1.0})(["a", "b"]) == [2.0, None]
+    assert M.combine({only_first: 2.0, never: 1.0})(["a", "b"]) == [2.0, None]
 
 
 # ---------------------------------------------------------------- invariants
@@ -290,8 +291,8 @@ def test_the_tiered_bonus_b_reaches_every_tiered_reward():
     from types import SimpleNamespace
 
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.grpo import reward_funcs
-    from pr1lib.rewards import reward_for
+    from pr1lib.grpo_trainer import reward_funcs
+    from pr1lib.reward_modes import reward_for
 
     block = (
         "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"

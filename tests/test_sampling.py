@@ -16,7 +16,8 @@ from peft import get_peft_model
 import pr1lib.grpo
 import pr1lib.sampling
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import GRPOSession, check_config, prompt_dataset
+from pr1lib.grpo import GRPOSession
+from pr1lib.grpo_trainer import check_config, prompt_dataset
 from pr1lib.rollout import generate
 from pr1lib.sampling import MergedPolicy, prefilter, rollout_config, zero_spread
 

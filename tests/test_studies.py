@@ -9,12 +9,11 @@ import json
 
 import pytest
 
-from pr1lib import ablation, studies
-from pr1lib.ablation import ablation_table, table4_verdict
 from pr1lib.cli import main
-from pr1lib.config import ABLATION_ARMS
+from pr1lib.experiments import ablation, curriculum, unseen_stage2
+from pr1lib.experiments.ablation import ARMS, ablation_table, table4_verdict
+from pr1lib.experiments.curriculum import seeds_summary
 from pr1lib.runs import claim_run_dir, start_id
-from pr1lib.studies import seeds_summary
 
 
 @pytest.mark.slow
@@ -24,7 +23,7 @@ def test_cli_prints_the_ablation_table_and_reuses_its_cache(tmp_path, capsys, mo
     assert main(argv) == 0
     first = capsys.readouterr().out.strip().splitlines()
     result = json.loads(first[-1])
-    assert [r["arm"] for r in result["ablation"]] == list(ABLATION_ARMS)
+    assert [r["arm"] for r in result["ablation"]] == list(ARMS)
     assert any(line.startswith("arm") and "paper_parallel_ratio_%" in line for line in first)
     assert result["variant"] == "unseen"  # Table 4 is the unseen variant's ablation
     cached = ablation.load_ablation("smoke", out=tmp_path / "abl")
@@ -57,13 +56,13 @@ def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overr
             "final": {"hard": {"accuracy": 0.2}},
         }
 
-    monkeypatch.setattr(studies, "run_curriculum", fake_curriculum)
-    first = studies.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2)
-    assert studies.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2) == first
+    monkeypatch.setattr(unseen_stage2, "run_curriculum", fake_curriculum)
+    first = unseen_stage2.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2)
+    assert unseen_stage2.unseen_stage2_effect("smoke", "runs/a", out=tmp_path, max_steps=2) == first
     assert len(calls) == 2
     # another start: rerun
-    studies.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)
-    studies.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=3)  # other overrides
+    unseen_stage2.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=2)
+    unseen_stage2.unseen_stage2_effect("smoke", "runs/b", out=tmp_path, max_steps=3)  # other sets
     assert [c[0] for c in calls] == ["runs/a", "runs/a", "runs/b", "runs/b", "runs/b", "runs/b"]
     assert [c[1] for c in calls[:2]] == [False, True] and calls[-1][2] == {"max_steps": 3}
 
@@ -86,7 +85,7 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
         seen_cfgs.append(GRPOStageConfig.for_stage(3, profile, variant=variant, **overrides))
         return {"stages": [], "sft": metrics, "final": metrics}
 
-    monkeypatch.setattr(studies, "run_curriculum", fake_curriculum)
+    monkeypatch.setattr(unseen_stage2, "run_curriculum", fake_curriculum)
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     argv = [
         "grpo",
@@ -101,7 +100,7 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
     ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert [r["recipe"] for r in out["rows"]] == list(studies.RECIPES.values())
+    assert [r["recipe"] for r in out["rows"]] == list(unseen_stage2.ARMS.values())
     assert {c.per_device_train_batch_size for c in seen_cfgs} == {32}  # the notebook's size
     assert {c.max_steps for c in seen_cfgs} == {30}
     assert results.committed("u-study", profile="tiny", seed=0)["numbers"] == out
@@ -134,15 +133,15 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
         )
         return type("Run", (), {"result": result, "run_dir": out})()
 
-    monkeypatch.setattr(studies, "run_grpo", fake_run)
-    first = studies.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
+    monkeypatch.setattr(curriculum, "run_grpo", fake_run)
+    first = curriculum.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
     assert [c[0] for c in calls] == [2, 3]
-    again = studies.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
+    again = curriculum.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
     assert len(calls) == 2 and again["final"] == first["final"]  # both stages reused
     # another start: Stage 2 retrains, so Stage 3 too
-    studies.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)
+    curriculum.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)
     assert [c[0] for c in calls[2:]] == [2, 3]
-    studies.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path, max_steps=2)  # another config
+    curriculum.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path, max_steps=2)  # another config
     assert [c[0] for c in calls[4:]] == [2, 3]
 
 
@@ -191,7 +190,7 @@ def _arm(arm, ratios, accuracy=0.5):
     }
     return {
         "arm": arm,
-        "reward": ABLATION_ARMS[arm],
+        "reward": ARMS[arm],
         "steps": 5,
         "data": "tinygsm-hard",
         "before": {"hard": after},
@@ -201,8 +200,8 @@ def _arm(arm, ratios, accuracy=0.5):
 
 
 def test_ablation_table_puts_each_arm_beside_the_papers_row():
-    rows = ablation_table([_arm(a, [0.5] * 4) for a in ABLATION_ARMS])
-    assert [r["arm"] for r in rows] == list(ABLATION_ARMS)
+    rows = ablation_table([_arm(a, [0.5] * 4) for a in ARMS])
+    assert [r["arm"] for r in rows] == list(ARMS)
     assert [r["paper_parallel_ratio_%"] for r in rows] == [13.6, 63.0, 80.3, None]
     assert rows[2]["reward"] == "tiered" and rows[0]["greedy_parallel_ratio_%"] == 0.0
 
@@ -228,7 +227,7 @@ def test_dose_response_runs_one_arm_per_dose_and_bonus(tmp_path):
     the held-out easy tier's numbers; the runs' configs carry the dose and the bonus."""
     import json
 
-    from pr1lib.studies import dose_response
+    from pr1lib.experiments.dose import dose_response
 
     rows = dose_response("smoke", seed=0, out=tmp_path, arms=[(0, 0.2), (10, 0.5)])
     assert [(r["tiered_steps"], r["bonus"]) for r in rows] == [(0, 0.2), (10, 0.5)]

@@ -19,6 +19,7 @@ from pr1lib import arithmetic, teachers
 from pr1lib.chat_teacher import OpenAITeacher, RateLimiter
 from pr1lib.data import load_source
 from pr1lib.format import linearize, parallel_stats, validate
+from pr1lib.hf_teacher import HFTeacher
 from pr1lib.prompts import linear_solution
 from pr1lib.standin import StandInServer, closed_port
 
@@ -167,7 +168,7 @@ def test_rule_teacher_is_deterministic_and_seed_dependent():
 
 def test_rule_teacher_name_keys_the_cache_on_its_options(tmp_path):
     """A cache written by a teacher with other options is not reused (it once was: same name)."""
-    from pr1lib.coldstart import generate_traces
+    from pr1lib.traces import generate_traces
 
     problems = load_source("tinygsm-hard", limit=12)
     first = generate_traces(teachers.RuleTeacher(step_choice="any"), problems, tmp_path / "t.jsonl")
@@ -235,7 +236,7 @@ def test_hf_teacher_batches_and_decodes_with_a_tiny_random_model():
     )
     model, tokenizer = build_random_tiny(seed=0, tokenizer=tokenizer)
     add_parallel_tags(tokenizer, model)
-    teacher = teachers.HFTeacher(
+    teacher = HFTeacher(
         model, tokenizer, batch_size=2, max_new_tokens=6, prompt_style="tiny", seed=1
     )
     problems = load_source("tinygsm-easy", limit=3)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from pr1lib import format as F
 from pr1lib import graders as G
+from pr1lib import reward_modes as M
 from pr1lib import rewards as R
 from pr1lib import verl
 
@@ -124,7 +125,7 @@ def calls(x, gold) -> list:
     """(name, thunk) for every reward and checker, on completion ``x`` and gold ``gold``."""
     state = SimpleNamespace(global_step=8)
     out = [
-        (f"{m}/{g}", lambda m=m, g=g: R.reward_for(m, grader=g)([x], [gold], data_source=["gsm8k"]))
+        (f"{m}/{g}", lambda m=m, g=g: M.reward_for(m, grader=g)([x], [gold], data_source=["gsm8k"]))
         for m in R.BASE_MODES
         for g in G.GRADERS
     ]

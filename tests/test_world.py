@@ -8,14 +8,16 @@ import re
 
 import pytest
 
-from pr1lib import data, world
-from pr1lib.evalsets import BENCHMARKS, load_benchmark
+from pr1lib import data, evalsets
+from pr1lib.evalsets import load_benchmark
 from pr1lib.format import answers_match, extract_answer, linearize, parse, validate
 from pr1lib.models import base_model_dir
 from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import generate as tinygsm_generate
-from pr1lib.teachers import WorldTeacher, check_arithmetic
+from pr1lib.teachers import check_arithmetic
+from pr1lib.worlds import tinyworld as world
+from pr1lib.worlds.tinyworld import WorldTeacher
 
 TRY = re.compile(
     r"^(\w+) (\d+), (\w+) (\d+): \2\+\4=<<\2\+\4=(\d+)>>\5\. "
@@ -92,8 +94,8 @@ def test_tinygsm_tiers_are_unchanged_by_the_new_world():
 
 
 def test_sources_and_benchmarks_are_registered_and_held_out():
-    for name in world.SOURCES:
-        assert name in data.SOURCES and name in BENCHMARKS
+    for name in world.WORLD.sources():
+        assert name in data.sources() and name in evalsets.names()
         train = data.load_source(name, limit=200)
         bench = load_benchmark(name, n=200)
         assert {r["source"] for r in train} == {name} and len(bench) == 200
@@ -230,7 +232,8 @@ def test_half_plain_start_uses_the_worlds_plain_solution():
 
 
 def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
-    from pr1lib.blockcost import blockcost, paired_bootstrap
+    from pr1lib.experiments.blockcost import blockcost
+    from pr1lib.metrics import paired_bootstrap
     from pr1lib.models import build_random_tiny
     from pr1lib.steering import steer_logits
     from pr1lib.structure import tag_ids
@@ -255,11 +258,8 @@ def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
         assert out["parallel_ratio_block"] == 1.0 and out["parallel_ratio_plain"] == 0.0
         assert out["n"] == 3 and out["k"] == 2 and out["ci95"][0] <= out["diff"] <= out["ci95"][1]
     undo()
-    assert (
-        paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[0]
-        < 0
-        < paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])[1]
-    )
+    ci = paired_bootstrap([1, 0, 1, 0], [0, 0, 1, 1])  # a - b: one ahead, one behind
+    assert ci["low"] < 0 == ci["diff"] < ci["high"]
 
 
 SHIPPED_WORLD_BASE = REPO_ROOT / base_model_dir("tinyworld")
@@ -288,7 +288,7 @@ def test_shipped_tinyworld_base_solves_easy_held_out_items():
 def test_blockcost_lets_the_answer_follow_the_forced_block(monkeypatch):
     """The engine's default stops a sample at its last allowed block's ``</Summary>`` (the
     paper's rule, no answer); blockcost allows one block and must let the answer follow it."""
-    import pr1lib.blockcost as bc
+    import pr1lib.experiments.blockcost as bc
     from pr1lib.models import build_random_tiny
     from pr1lib.tokens import add_parallel_tags
 
@@ -316,7 +316,7 @@ def test_shipped_tinyworld_sft_gains_from_a_forced_block_on_hard_items():
     (gain > 0, block >= 45 %) sit ~3 SD below and only a broken model or engine fails."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pr1lib.blockcost import blockcost
+    from pr1lib.experiments.blockcost import blockcost
 
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_SFT)
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_SFT)
@@ -348,7 +348,7 @@ def test_shipped_unseen_tinyworld_sft_probes_with_independent_paths():
     [0.2, 0.8] sits ~5 SD from 0.5 on each side."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pr1lib.blockcost import sample
+    from pr1lib.experiments.blockcost import sample
     from pr1lib.format import path_ranges
     from pr1lib.prompts import chat_prompt
 

@@ -1,4 +1,5 @@
-"""TinyWorld: a shop where checking an answer is much easier than finding it (a verification gap).
+"""TinyWorld: a shop where checking an answer is much easier than finding it (a verification gap),
+the world where a ``<Parallel>`` block pays (docs/tinyworld.md).
 
 Every problem opens with two price lists, e.g. ``Toys cost 7 or 12 coins. Books cost 40 or 46
 coins.`` Two tiers, both in GSM8K's record shape (``<<a+b=c>>`` lines, ``#### N``), so every
@@ -20,7 +21,7 @@ the question): the tiny model learns that within about 100 steps, where an earli
 about 35k training examples. Asking for the toy alone (an earlier design) let a blind guess of
 one of the two toy prices be right half of the time, which hid the value of checking.
 
-``pr1lib.teachers.WorldTeacher`` writes the cold-start traces: on hard items the block splits
+``WorldTeacher`` writes the cold-start traces: on hard items the block splits
 the search (``search_block``): each path fixes one cheap price from the question's list and
 checks it against both dear prices, so the two paths together try all four pairs and exactly
 one of them finds the pair that checks out (the paths are written from the prompt alone, never
@@ -37,18 +38,18 @@ baseline and the half-plain start). The block always opens the response, so "for
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
 
-from pr1lib.config import WORLDS
 from pr1lib.format import linearize
 from pr1lib.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.tasks import NAMES, SPLITS, split_of
-from pr1lib.tasks import generate as tinygsm_generate
+from pr1lib.teachers import RuleTeacher, make_trace
+from pr1lib.worlds import World, register
 
 TIERS = ("easy", "hard")
-SOURCES = ("tinyworld-easy", "tinyworld-hard")
 # (singular, plural) of the two lists; the first list is cheap, the second dearer
 GOODS = (
     (("toy", "toys"), ("book", "books")),
@@ -397,12 +398,68 @@ def plain_completion(question: str, completion: str) -> str:
     return linearize(completion)
 
 
-def task_generator(world: str = "tinygsm"):
-    """``generate(n, tier, split, seed)`` of a problem world: ``tinygsm`` or ``tinyworld``.
+@dataclass
+class WorldTeacher:
+    """The rule teacher of TinyWorld: ``search_block`` on hard items, ``overhead_block`` on easy
+    ones; any other GSM8K-style record goes to ``pr1lib.teachers.RuleTeacher``. Deterministic
+    given ``seed`` and the problem id; returns the traces every teacher returns.
 
-    >>> task_generator("tinyworld").__module__, task_generator().__module__
-    ('pr1lib.world', 'pr1lib.tasks')
+    >>> rec = {"id": "w1", **generate(1, "hard", seed=2)[0]}
+    >>> rec["answer_text"] = rec["answer"]
+    >>> text = WorldTeacher().generate([rec])[0]["text"]
+    >>> text.startswith("<Parallel><Path>"), text.count(OK) >= 1
+    (True, True)
     """
-    if world not in WORLDS:
-        raise ValueError(f"world must be one of {WORLDS}, got {world!r}")
-    return generate if world == "tinyworld" else tinygsm_generate
+
+    seed: int = 0
+    both_good_rate: float = 0.0  # unused since world 7 (split search); kept for old callers
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        knobs = repr((WORLD_VERSION, self.both_good_rate)).encode()
+        self.name = self.name or f"world-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        return [self.trace(p) for p in problems]
+
+    def trace(self, problem: dict) -> dict:
+        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
+        rng = random.Random(f"{self.seed}:{problem['id']}")
+        hard = parse_hard(problem["question"])
+        if hard is not None and solve_pair(*hard) is not None:
+            return make_trace(problem, self.name, search_block(*hard, rng, self.both_good_rate))
+        if parse_shop(problem["question"]) is None:
+            return RuleTeacher(seed=self.seed).trace(problem) | {"teacher": self.name}
+        try:
+            return make_trace(problem, self.name, overhead_block(problem.get("answer_text") or ""))
+        except ValueError as err:  # no '#### N' reference solution
+            return make_trace(problem, self.name, error=str(err))
+
+
+# TinyWorld's RL stages (docs/tinyworld.md#rl): blocks reach ~250 tokens; full FT at lr 1e-4
+# learned in 60 steps where 3e-4 lost format (seed 0). The seen split block's path 2 takes the
+# cheap price path 1 did not, so it samples plainly; unseen keeps its forked probes.
+WORLD = register(
+    World(
+        name="tinyworld",
+        title="TinyWorld",
+        generate=generate,
+        rule_teacher=WorldTeacher,
+        plain_solution=plain_completion,
+        tier_labels={"easy": "forward, 1-2 steps", "hard": "search for the one pair of prices"},
+        checkpoints={
+            "base": "data/tinyworld-base",
+            "seen": "data/tinyworld-sft",
+            "unseen": "data/tinyworld-sft-unseen",
+        },
+        budgets={"max_completion_length": 384, "max_path_length": 128},
+        stage_presets=dict(
+            rollout="seen",
+            eval_max_new_tokens=384,
+            use_lora=False,
+            learning_rate=1e-4,
+            dynamic_sampling=True,
+        ),
+        variant_presets={"unseen": dict(rollout=None)},
+    )
+)

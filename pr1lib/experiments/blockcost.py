@@ -21,7 +21,6 @@ seen`` prints one JSON object last: ``{tier: {acc_block, acc_plain, diff, ci95, 
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,20 +28,14 @@ import torch
 
 from pr1lib.config import RolloutConfig
 from pr1lib.evalsets import load_benchmark
+from pr1lib.experiments import STUDIES, StudyRun
+from pr1lib.metrics import BOOTSTRAP, completion_metrics, paired_bootstrap
 from pr1lib.prompts import chat_prompt
-from pr1lib.rewards import terms
 from pr1lib.rollout import generate
 from pr1lib.structure import tag_ids
 
 # the sampling settings ``sample`` (and so ``blockcost --set``) takes
-SAMPLING_KEYS = (
-    "temperature",
-    "max_completion_length",
-    "max_path_length",
-    "max_blocks",
-    "batch_size",
-)
-CI_METHOD = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
+SAMPLING_KEYS = STUDIES["blockcost"].sets
 
 
 class _OpenFirst(torch.nn.Module):
@@ -122,34 +115,13 @@ def sample(
     return [texts[i * k : (i + 1) * k] for i in range(len(prompts))]
 
 
-def paired_bootstrap(
-    a: Sequence[float], b: Sequence[float], iters: int = 2000, seed: int = 0
-) -> list[float]:
-    """95 % percentile interval of ``mean(a) - mean(b)`` resampling the pairs ``(a[i], b[i])``.
-
-    >>> paired_bootstrap([1, 1, 1, 1], [0, 0, 0, 0])
-    [1.0, 1.0]
-    """
-    rng, n = random.Random(seed), len(a)
-    diffs = [a[i] - b[i] for i in range(n)]
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
-    return [
-        round(means[int(0.025 * iters)], 4),
-        round(means[min(iters - 1, int(0.975 * iters))], 4),
-    ]
-
-
 def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
-    """Per-problem accuracy (``per_problem``) and pooled accuracy, validity and block rate."""
-    parsed = [[terms(t, g) for t in row] for row, g in zip(texts, golds)]
-    flat = [t for row in parsed for t in row]
-    n = max(1, len(flat))
-    return {
-        "per_problem": [sum(t.correct for t in row) / max(1, len(row)) for row in parsed],
-        "accuracy": sum(t.correct for t in flat) / n,
-        "valid": sum(t.valid for t in flat) / n,
-        "parallel_ratio": sum(t.blocks > 0 for t in flat) / n,
-    }
+    """Per-problem accuracy and the pooled metrics of the one scorer (``metrics``)."""
+    rows = [completion_metrics(row, [g] * len(row)) for row, g in zip(texts, golds)]
+    pooled = completion_metrics(
+        [t for row in texts for t in row], [g for row, g in zip(texts, golds) for _ in row]
+    )
+    return {"per_problem": [r["accuracy"] for r in rows], **pooled}
 
 
 def tier_cost(
@@ -168,18 +140,18 @@ def tier_cost(
         sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling), golds
     )
     plain = score(sample(model, tokenizer, prompts, k, False, mode, seed=seed, **sampling), golds)
-    a, b = with_block.pop("per_problem"), plain.pop("per_problem")
+    ci = paired_bootstrap(with_block.pop("per_problem"), plain.pop("per_problem"), seed=seed)
     return {
         "acc_block": round(with_block["accuracy"], 4),
         "acc_plain": round(plain["accuracy"], 4),
         "diff": round(with_block["accuracy"] - plain["accuracy"], 4),
-        "ci95": paired_bootstrap(a, b, seed=seed),
-        "ci_method": CI_METHOD,
+        "ci95": [round(ci["low"], 4), round(ci["high"], 4)],
+        "ci_method": BOOTSTRAP,
         "n": len(records),
         "k": k,
         "mode": mode,
-        "valid_block": round(with_block["valid"], 4),
-        "valid_plain": round(plain["valid"], 4),
+        "valid_block": round(with_block["valid_ratio"], 4),
+        "valid_plain": round(plain["valid_ratio"], 4),
         "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
         "parallel_ratio_plain": round(plain["parallel_ratio"], 4),
     }
@@ -218,3 +190,37 @@ def blockcost(
         }
     finally:
         model.train(was_training)
+
+
+# the rollout mode a forced block is sampled in, per variant: the seen SFT reads its paths in one
+# causal stream (as its traces were written), the unseen one forks them (as its mask trained it)
+BLOCK_MODES = {"seen": "seen", "unseen": "forked"}
+
+
+def main(run: StudyRun) -> list[dict]:
+    """``study blockcost``: the world's tiers, from its shipped SFT of ``--variant`` (or
+    ``--model``), with its budgets; one result per seed (the seed draws the samples)."""
+    from pr1lib import worlds
+    from pr1lib.evaluate import load_for_eval
+
+    variant = run.option("variant", "seen")
+    world = worlds.get(run.world or "tinyworld")
+    name = run.option("model") or run.option("init") or world.init(variant)
+    if name is None:
+        raise ValueError(f"{world.name} ships no {variant} SFT: give --model")
+    sampling = {**world.budgets, **run.overrides}
+    model, tokenizer = load_for_eval(name, run.profile)
+    results = []
+    for seed in run.seeds:
+        result = blockcost(
+            model,
+            tokenizer,
+            world.sources(),
+            run.option("n", 200),
+            run.option("k", 4),
+            BLOCK_MODES[variant],
+            seed,
+            **sampling,
+        )
+        results.append({"model": name, "variant": variant, "seed": seed, **result})
+    return results

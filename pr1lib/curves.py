@@ -1,16 +1,12 @@
-"""Analytics over training and evaluation: Figure 3, the mid-training scaffold, Table 2's rows.
+"""Training curves: the paper's Figure 3 and the mid-training scaffold's Figure 4.
 
-* **Training curves** come from a GRPO run folder: its ``metrics.csv`` (the dashboard's rows), or,
-  when that is missing, the ``log_history`` kept in the last ``trainer/checkpoint-N``. ``figure3``
-  plots the parallel ratio and the mean relative position of the first ``<Parallel>`` block
-  against the step (the paper's Figure 3: blocks drift from the start toward the end during RL);
-  ``trend`` measures the drift and ``describe_trend`` says in words what the numbers show.
-* **The mid-training scaffold** (the paper's Figure 4; ``pr1lib.studies.mid_training`` runs it):
-  ``scaffold_figure`` draws its two phases as one curve with the switch marked.
-* **The checkpoints of Table 2**: ``find_checkpoints`` looks for each stage's run folder (the
-  notebooks' and the command line's), ``evaluate_checkpoints`` scores those that exist with
-  ``pr1lib.evaluate.run_eval`` (cached, resumable), and ``headline_table`` / ``write_headline``
-  give the short table ``make tour`` prints and puts at the top of its report.
+Curves come from a GRPO run folder: its ``metrics.csv`` (the dashboard's rows), or, when that is
+missing, the ``log_history`` kept in the last ``trainer/checkpoint-N``. ``figure3`` plots the
+parallel ratio and the mean relative position of the first ``<Parallel>`` block against the step
+(the paper's Figure 3: blocks drift from the start toward the end during RL); ``trend`` measures
+the drift and ``describe_trend`` says in words what the numbers show. ``scaffold_figure`` draws
+the mid-training scaffold (``pr1lib.experiments.midtraining``) as one curve with the switch
+marked.
 
 Simplification: the paper's block position averages over every block; ours (as the dashboard
 logs it) is the first block's position, averaged over the samples that have one.
@@ -25,9 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +30,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pr1lib.config import PROMPTS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
 from pr1lib.dashboard import read_metrics
-from pr1lib.evalsets import load_benchmark
-from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
-from pr1lib.models import checkpoint_folder
-from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, our_columns, side_by_side, to_markdown
-from pr1lib.paths import runs_dir
-from pr1lib.profiles import check_profile
-from pr1lib.runs import STAGE_RUNS, last_checkpoint
-from pr1lib.runtime import profile_threads, set_threads
+from pr1lib.runs import last_checkpoint
 
 CURVE_KEYS = (
     "reward",
@@ -60,7 +46,6 @@ CURVE_KEYS = (
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
-# ----------------------------------------------------------------------------- training curves
 def _log_history(run_dir: Path) -> list[dict]:
     """Rows from the last checkpoint's ``trainer_state.json`` (the steps that logged a reward)."""
     ckpt = last_checkpoint(run_dir / "trainer")
@@ -311,220 +296,3 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
         for h in result["held_out"]
     ]
     return out
-
-
-# ----------------------------------------------------------------------------- Table 2's
-# checkpoints
-def find_checkpoints(profile: str | None = None, seed: int = 0, root: str | Path | None = None):
-    """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
-    ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
-    folders that were searched.
-
-    >>> import tempfile
-    >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
-    >>> found, sorted(missing)[:2]
-    ({'base': 'data/tiny-base'}, ['grpo-gsm8k', 'rl-seen'])
-    """
-    profile = check_profile(profile)
-    root = Path(root) if root else runs_dir()
-    found, missing = {"base": ModelConfig.for_profile(profile).name}, {}
-    for key, (_, patterns) in STAGE_RUNS.items():
-        if key == "base":
-            continue
-        folders = [root / p.format(p=profile, s=seed) for p in patterns]
-        hit = next((f for f in folders if (f / "merged").is_dir()), None)
-        if hit is None:
-            missing[key] = [str(f) for f in folders]
-        else:
-            found[key] = str(hit)
-    return found, missing
-
-
-def _stamp(source: str) -> str:
-    """What identifies a checkpoint's weights: the folder and its weight files' sizes and times."""
-    folder = Path(checkpoint_folder(source))
-    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
-    return json.dumps(
-        [str(folder)] + [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files]
-    )
-
-
-def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
-    """True when ``path`` holds every problem of ``cfg`` for the same weights; stale files are
-    removed."""
-    stamp_file = path.with_suffix(".source.json")
-    if stamp_file.exists() and stamp_file.read_text() != stamp:
-        for stale in (path, stamp_file, path.with_suffix(".config.json")):
-            stale.unlink(missing_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp_file.write_text(stamp)
-    rows = ResultsFile(path).rows if path.exists() else {}
-    return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
-
-
-def evaluate_checkpoints(
-    found: dict[str, str],
-    profile: str | None = None,
-    benchmarks: tuple[str, ...] = (),
-    out: str | Path | None = None,
-    progress: bool = False,
-    **eval_overrides: Any,
-):
-    """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``run_eval`` with the
-    profile's ``EvalConfig`` + ``eval_overrides``), each rolled out and prompted as its variant
-    was trained (``STAGE_RUNS``: the paper's protocol). Results files go to ``OUT`` (one per
-    stage x benchmark x mode); a complete one for the same weights is read back without loading
-    the model."""
-    profile = check_profile(profile)
-    set_threads(profile_threads(profile))
-    out = Path(out) if out else runs_dir() / f"07_evaluation-{profile}" / "eval"
-    results: dict[str, dict[str, dict]] = {}
-    for key, source in found.items():
-        variant = STAGE_RUNS.get(key, ("seen", ()))[0]
-        base = EvalConfig.for_profile(
-            profile,
-            **{
-                "prompt_style": PROMPTS[profile][variant],
-                "mode": VARIANT_ROLLOUT[variant],
-                **eval_overrides,
-            },
-        )
-        loaded = None
-        for bench in benchmarks or (base.benchmark,):
-            cfg = base.replace(benchmark=bench)
-            if not _cached(cfg, results_path(out, key, bench, cfg.mode), _stamp(source)):
-                loaded = loaded or load_for_eval(source, profile, say=lambda *_: None)
-            model, tokenizer = loaded or (None, None)
-            summary = run_eval(
-                model, tokenizer, config=cfg, out_dir=out, tag=key, progress=progress
-            )
-            results.setdefault(key, {})[bench] = summary
-    return results
-
-
-# ----------------------------------------------------------------------------- the headline table
-HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 07 writes headline.json there too
-HEADLINE_FILE = "headline.json"  # others (``headline-<what>.json``, notebook 06) go below it
-
-
-def headline_table(ours: dict[str, dict[str, dict]], model: str):
-    """Table 2's rows, short: the paper's parallel % and Avg, then ours (parallel %, and mean@k /
-    pass@k per benchmark), only for the stages we evaluated; every column says whose it is.
-
-    >>> m = dict(accuracy=.25, pass_at_k=.5, parallel_ratio=0., n=4, k=2, checker="strict")
-    >>> t = headline_table({"base": {"tinygsm-hard": m}}, "tiny")
-    >>> t.shape, float(t.iloc[0, 1]), float(t.iloc[0, 3])
-    ((1, 5), 6.6, 25.0)
-    """
-    frame = side_by_side(ours, model)
-    frame = frame.loc[[STAGE_NAMES.get(key, key) for key in ours]]
-    paper_cols = [f"paper: {PAPER_MODEL} | parallel %", f"paper: {PAPER_MODEL} | Avg"]
-    keep = paper_cols + [c for c in frame.columns if c.startswith("ours:") and "Avg of" not in c]
-    return frame[keep]
-
-
-def write_headline(
-    frame, title: str, folder: str | Path | None = None, name: str = HEADLINE_FILE
-) -> list[Path]:
-    """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-<name>`` and, when
-    ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``<name>`` there."""
-    payload = {
-        "title": title,
-        "markdown": to_markdown(frame),
-        "rows": json.loads(frame.reset_index().to_json(orient="records")),
-    }
-    targets = [runs_dir() / f"latest-{name}"]
-    folder = folder or os.environ.get(HEADLINE_ENV)
-    if folder:
-        targets.append(Path(folder) / name)
-    for path in targets:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(payload, indent=2))
-    return targets
-
-
-def read_headline(folder: str | Path) -> dict | None:
-    """The headline notebook 07 wrote into ``folder`` (``None`` when there is none).
-
-    >>> import tempfile; read_headline(tempfile.mkdtemp()) is None
-    True
-    """
-    path = Path(folder) / HEADLINE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def read_headlines(folder: str | Path) -> list[dict]:
-    """Every headline in ``folder``: notebook 07's first, then the others by name."""
-    others = sorted(Path(folder).glob("headline-*.json"))
-    return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
-
-
-# ----------------------------------------------------------------------------- the eval command's
-# outputs
-def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str = "strict"):
-    """pass@j against j (1, 2, 4, ..., k) for every stage x benchmark (the unbiased estimator).
-
-    >>> f = pass_curve_figure({"base": {"b": {"pass_curve_strict": {1: .2, 2: .3}}}})
-    >>> f.data[0].name, list(f.data[0].x), list(f.data[0].y)
-    ('base · b', [1, 2], [0.2, 0.3])
-    """
-    fig = go.Figure()
-    for key, per_bench in ours.items():
-        for bench, s in per_bench.items():
-            curve = {int(j): v for j, v in s.get(f"pass_curve_{checker}", {}).items()}
-            fig.add_scatter(
-                x=list(curve), y=list(curve.values()), mode="lines+markers", name=f"{key} · {bench}"
-            )
-    fig.update_layout(
-        title=f"pass@j ({checker} checker; unbiased estimator)",
-        xaxis=dict(title="j", type="log"),
-        yaxis=dict(title="pass@j", range=[0, 1.02]),
-        height=360,
-    )
-    return fig
-
-
-def write_eval_outputs(
-    result: dict[str, Any], out: str | Path, run_dir: str | Path | None = None
-) -> dict[str, str]:
-    """Next to an ``eval`` results file: ``.md`` (the numbers as a table, labelled as ours) and
-    ``.html`` (the pass@j curve, plus Figure 3 when ``run_dir`` is a GRPO run with logged steps),
-    self-contained; returns the two paths."""
-    stem = (
-        Path(result["results"]).with_suffix("")
-        if result.get("results")
-        else Path(out) / result["model"]
-    )
-    ours = {result["model"]: {result["benchmark"]: result}}
-    table = pd.DataFrame(
-        [our_columns(ours[result["model"]], result["model"])], index=[result["model"]]
-    )
-    table.index.name = "model"
-    keys = (
-        "parallel_ratio",
-        "valid_ratio",
-        "first_block_position",
-        "path_diversity",
-        "mean_length",
-        "n",
-        "k",
-    )
-    extra = pd.DataFrame([{k: result.get(k) for k in keys}], index=table.index)
-    md = to_markdown(table) + "\n\n" + to_markdown(extra.round(3)) + "\n"
-    figures = [pass_curve_figure(ours, result.get("checker", "strict"))]
-    curves = training_curves(run_dir) if run_dir is not None else None
-    if curves is not None and not curves.empty:
-        figures.append(
-            figure3(curves, title=f"Figure 3, {run_dir}: where and how often blocks open")
-        )
-    html = "".join(
-        f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures)
-    )
-    paths = {"table": str(stem) + ".md", "plots": str(stem) + ".html"}
-    Path(paths["table"]).write_text(md)
-    Path(paths["plots"]).write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'></head><body>"
-        f"<pre>{escape(md)}</pre>{html}</body></html>",
-        encoding="utf-8",
-    )
-    return paths

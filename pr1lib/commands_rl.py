@@ -1,0 +1,181 @@
+"""The reinforcement-learning commands: ``grpo`` (one stage, or a study by its old flag) and
+``study NAME`` (``pr1lib.experiments``). ``pr1lib.cli`` describes their arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pr1lib import worlds
+from pr1lib.commands import claim_folder, print_json, with_flags
+from pr1lib.config import GRPOStageConfig
+from pr1lib.experiments import STUDIES
+from pr1lib.paths import runs_dir
+from pr1lib.validate import check_model, parse_overrides, parse_sets
+
+
+def _print_row(row: dict) -> None:
+    keys = (
+        "reward",
+        "accuracy",
+        "parallel_ratio",
+        "valid_ratio",
+        "completions/mean_length",
+        "reward_mode/tiered",
+    )
+    parts = [f"{k.split('/')[-1]}={row[k]:.3g}" for k in keys if row.get(k) is not None]
+    print(f"step {row['step']}: " + " ".join(parts), flush=True)
+
+
+GRPO_RESUMABLE = (
+    "max_steps",
+    "save_steps",
+    "logging_steps",
+    "num_threads",
+    "eval_n",
+    "eval_max_new_tokens",
+)  # a rerun with more --steps continues the same run
+
+
+def _grpo_overrides(args: Any) -> dict[str, Any]:
+    out = with_flags(args, "reward", "variant", "world", config=GRPOStageConfig)
+    if args.steps is not None:
+        out["max_steps"] = args.steps
+    if getattr(args, "notebook", False):
+        out["notebook"] = True
+    return out
+
+
+def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
+    from pr1lib.dashboard import Dashboard
+    from pr1lib.grpo import run_grpo, run_name
+    from pr1lib.starts import default_init
+
+    cfg = GRPOStageConfig.for_stage(
+        int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed}
+    )
+    init = (
+        args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
+    )
+    out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
+    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    with claim_folder(args, out, "grpo", cfg, GRPO_RESUMABLE):
+        if cfg.variant == "unseen" and cfg.stage == 2:
+            print(
+                "note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)"
+            )
+        print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
+        dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
+        return run_grpo(cfg, init, out, dashboard=dashboard).result
+
+
+def _grpo_inputs(args: Any, profile: str) -> None:
+    """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
+    from pr1lib.grpo_trainer import check_config
+
+    if args.model and args.init:
+        raise ValueError("give --model or --init, not both: they name the same start")
+    if args.world and not (args.init or args.model):
+        args.init = worlds.get(args.world).init(args.variant or "seen")
+    args.init = args.init or args.model
+    if args.init:
+        check_model(args.init)
+    stage = int(args.stage) if args.stage in ("2", "3") else 3
+    overrides = _grpo_overrides(args)
+    if args.stage not in ("2", "3"):  # the ablation and the curriculum choose the reward
+        overrides.pop("reward", None)
+    check_config(GRPOStageConfig.for_stage(stage, profile, **overrides))
+
+
+# the old ways to run a study, kept as aliases of `study NAME`
+GRPO_STUDIES = {"dose_response": "dose", "unseen_stage2": "unseen-stage2", "ablation": "ablation"}
+# grpo's flags a study may not take (a flag a command would ignore is an error)
+GRPO_FLAGS = ("reward", "variant", "init", "model", "steps", "notebook", "refresh")
+
+
+def grpo(args: Any) -> int:
+    profile = args.profile  # resolved once, by pr1lib.cli
+    _grpo_inputs(args, profile)
+    seeds = args.seeds or [args.seed if args.seed is not None else 0]
+    chosen = [name for flag, name in GRPO_STUDIES.items() if getattr(args, flag)]
+    if len(chosen) > 1 or (chosen and args.stage is not None):
+        raise ValueError("choose one of --stage, --ablation, --dose-response, --unseen-stage2")
+    alias, results = (chosen[0] if chosen else None), []
+    if alias is None and args.stage in (None, "all"):
+        alias = "curriculum" if args.stage == "all" else "ablation"
+    if alias == "ablation" and not (args.ablation or args.refresh or args.init or args.overrides):
+        results = _cached_ablation(args, profile, seeds)  # plain `grpo`: show what is there
+    if alias is not None and not results:
+        results = _run_study(alias, _study_run(args, profile, seeds, alias))
+    elif alias is None:
+        results = [_grpo_stage(args, profile, s) for s in seeds]
+    print_json(results[0] if len(results) == 1 else results, args)
+    return 0
+
+
+def _cached_ablation(args: Any, profile: str, seeds: list[int]) -> list[dict]:
+    """The finished ablation of each seed, whatever its config (``[]`` unless every seed has
+    one): what a plain ``grpo --profile P`` prints; ``--ablation`` runs it again."""
+    from pr1lib.experiments.ablation import VARIANT, ablation_summary, format_table, load_ablation
+
+    variant = args.variant or VARIANT
+    cached = [load_ablation(profile, variant, s, _seed_out(args, s, seeds)) for s in seeds]
+    if not all(cached):
+        return []
+    print(f"cached results (start: {cached[0][0]['init']}); pass --ablation to run it again")
+    summaries = [ablation_summary(arms) for arms in cached]
+    for summary in summaries:
+        print(format_table(summary["ablation"]), flush=True)
+    return [
+        {"profile": profile, "variant": variant, "seed": s, **summary}
+        for s, summary in zip(seeds, summaries)
+    ]
+
+
+def _seed_out(args: Any, seed: int, seeds: list[int]) -> Path | None:
+    if not args.out:
+        return None
+    return Path(args.out) / f"seed{seed}" if len(seeds) > 1 else Path(args.out)
+
+
+def _study_run(args: Any, profile: str, seeds: list[int], name: str):
+    """A ``StudyRun`` from the parsed flags of ``study NAME`` (or of a ``grpo`` alias)."""
+    from pr1lib.experiments import StudyRun
+
+    study = STUDIES[name]
+    takes = set(study.flags) | ({"model"} if "init" in study.flags else set())  # --model: --init
+    ignored = [f for f in GRPO_FLAGS if getattr(args, f, None) and f not in takes]
+    if ignored:
+        raise ValueError(f"study {name} takes no --{ignored[0].replace('_', '-')}")
+    sets = getattr(args, "overrides", [])
+    overrides = parse_sets(GRPOStageConfig, sets) if study.sets is None else parse_overrides(sets)
+    unknown = sorted(set(overrides) - set(study.sets or overrides))
+    if unknown:
+        raise ValueError(f"study {name} --set {unknown[0]}: choose from {', '.join(study.sets)}")
+    options = {f: getattr(args, f, None) for f in study.flags}
+    return StudyRun(
+        profile,
+        getattr(args, "world", None),
+        seeds,
+        Path(args.out) if args.out else None,
+        overrides,
+        options,
+        claim=lambda folder: claim_folder(args, folder, "study"),
+    )
+
+
+def _run_study(name: str, run: Any) -> list[dict]:
+    return STUDIES[name].load().main(run)
+
+
+def study(args: Any) -> int:
+    """``study NAME``: one study of ``pr1lib.experiments`` (``--help`` lists them)."""
+    profile = args.profile  # resolved once, by pr1lib.cli
+    seeds = args.seeds or [args.seed if args.seed is not None else 0]
+    for flag in ("init", "model"):
+        if getattr(args, flag, None):
+            check_model(getattr(args, flag))
+    results = _run_study(args.study, _study_run(args, profile, seeds, args.study))
+    print_json(results[0] if len(results) == 1 else results, args)
+    return 0

@@ -1,0 +1,117 @@
+"""The recipe's tables: variants, rollout modes, prompts, each profile's stage problems and
+evaluation sets, the reward of each (variant, stage), clip-high, curricula, per-stage and notebook
+presets, graders, verl rewards. A world's own tables live with it (``pr1lib.worlds``), a study's
+with the study (``pr1lib.experiments``).
+
+>>> STAGE_REWARDS["seen"], CURRICULA["unseen"], VARIANT_ROLLOUT["unseen"]
+({2: 'parallel_correct', 3: 'accuracy'}, (3,), 'forked')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pr1lib import worlds
+from pr1lib.validate import register_choices
+
+VARIANTS = ("seen", "unseen", "plain")
+PARALLEL_VARIANTS = ("seen", "unseen")  # the two that learn blocks in a cold-start SFT
+# seen: one causal stream | forked: paths forked from the prefix cache, merged as the unseen mask
+# sees them | reread: paths forked, then re-read in order before the summary (the paper's rollout)
+ROLLOUT_MODES = ("seen", "forked", "reread")
+# How each variant rolls out, in RL and in evaluation (docs/recipe.md#6-the-rollout-engine): the
+# paper samples the paths of both variants independently; the summary reads them as the variant
+# trains (unseen: forked, merged with restarted positions; seen: re-read causally, in order); the
+# plain baseline samples one stream and never opens a block.
+VARIANT_ROLLOUT = {"seen": "reread", "unseen": "forked", "plain": "seen"}
+# The prompt a variant is trained and evaluated with, per profile: the parallel variants use the
+# paper's v3 prompt (the tiny model: its own plain prompt), the plain one the baseline prompt.
+PROMPTS: dict[str, dict[str, str]] = {
+    "smoke": {"seen": "tiny", "unseen": "tiny", "plain": "tiny"},
+    "tiny": {"seen": "tiny", "unseen": "tiny", "plain": "tiny"},
+    "colab": {"seen": "v3", "unseen": "v3", "plain": "baseline"},
+    "paper": {"seen": "v3", "unseen": "v3", "plain": "baseline"},
+}
+STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
+TIERS = ("easy", "hard")
+# the values these fields may take, checked in every config (pr1lib.validate.check_fields)
+register_choices(
+    variant=VARIANTS,
+    mode=ROLLOUT_MODES,
+    eval_mode=ROLLOUT_MODES,
+    rollout=(*ROLLOUT_MODES, "trl"),
+    world=worlds.names,  # a function: a world registered later counts too
+)
+
+
+# ----------------------------------------------------------------------------- the recipe's tables
+# Problems of each RL stage per profile: easy first (the paper's GSM8K stage), then hard (DAPO).
+STAGE_SOURCES: dict[str, dict[int, str]] = {
+    "smoke": {2: "tinygsm-easy", 3: "tinygsm-hard"},
+    "tiny": {2: "tinygsm-easy", 3: "tinygsm-hard"},
+    "colab": {2: "gsm8k", 3: "dapo"},
+    "paper": {2: "gsm8k", 3: "dapo"},
+}
+# Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
+EVAL_SETS: dict[str, dict[str, str]] = {
+    "smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+    "tiny": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
+    "colab": {"easy": "gsm8k", "hard": "math500-int"},
+    "paper": {"easy": "gsm8k", "hard": "math500-int"},
+}
+# The paper's stage recipe per variant (docs/recipe.md#9-the-stage-recipe-per-variant): (variant,
+# stage) -> reward mode. Seen: Stage 2 parallel-and-correct on easy problems, Stage 3 accuracy on
+# hard ones. Unseen skips Stage 2 and runs Stage 3 as S1 (accuracy) or S2 (alternating: the
+# default here); Stage 2 runs only when a study puts it back. Plain: accuracy on the same data and
+# steps as seen (the paper's "GRPO + RL on GSM8K" row of Table 2).
+STAGE_REWARDS: dict[str, dict[int, str]] = {
+    "seen": {2: "parallel_correct", 3: "accuracy"},
+    "unseen": {2: "parallel_correct", 3: "alternating"},
+    "plain": {2: "accuracy", 3: "accuracy"},
+}
+# Clip-high paired with a reward, as the paper's S2 script pairs 0.28 with the alternating reward
+# (S1 and S2 are reward schemes, not stages: docs/recipe.md#7-rewards); other rewards clip at
+# epsilon. ``GRPOStageConfig.for_stage`` takes the reward's pair unless epsilon_high is given.
+CLIP_HIGH: dict[str, float] = {"alternating": 0.28}
+CURRICULA: dict[str, tuple[int, ...]] = {"seen": (2, 3), "unseen": (3,), "plain": (2, 3)}
+# Per-stage overrides on top of the profile: Stage 2 is short (the paper: 35 steps vs 300).
+STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
+    2: {
+        "smoke": dict(max_steps=3),
+        "tiny": dict(max_steps=15),
+        "colab": dict(max_steps=40),
+        "paper": dict(max_steps=35),
+    },
+    3: {},
+}
+# Notebook 06 (notebook=True): on tiny, smaller batches and a shorter Stage 3 keep `make tour`
+# short; on colab, every run of the notebook fits one T4 hour (pr1lib.budget shows the arithmetic).
+COLAB_NOTEBOOK = dict(
+    per_device_train_batch_size=16,
+    gradient_accumulation_steps=1,
+    max_completion_length=384,
+    max_path_length=160,
+    eval_n=16,
+    eval_k=2,
+    eval_max_new_tokens=384,
+    save_steps=2,
+)
+NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
+    2: {"tiny": dict(per_device_train_batch_size=32), "colab": dict(COLAB_NOTEBOOK, max_steps=4)},
+    3: {
+        "tiny": dict(per_device_train_batch_size=32, max_steps=30),
+        "colab": dict(COLAB_NOTEBOOK, max_steps=6),
+    },
+}
+# The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
+# unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
+# project's grader, whose strict grammar the reward values are defined with; evaluation reports the
+# official answer check as ``accuracy`` (the paper's numbers) and both graders in the summary.
+DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
+# verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
+VERL_REWARDS: dict[str, str] = {
+    "gsm8k": "parallel_correct",
+    "dapo": "alternating",
+    "tinygsm-easy": "alternating",
+    "tinygsm-hard": "alternating",
+}

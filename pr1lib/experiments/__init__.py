@@ -1,0 +1,128 @@
+"""Experiments: one file per study, each a ``python -m pr1lib study NAME`` command with one card.
+
+A study takes a world (``pr1lib.worlds``) and seeds, runs the stages it compares and returns the
+numbers its result card keeps (``--card NAME``). ``STUDIES`` says which flags each one takes, so
+the command line can refuse a flag a study would ignore before anything runs (this table imports
+no study: ``--help`` stays fast). Adding a study is one file here and one line in ``STUDIES``
+(docs/architecture.md).
+
+>>> sorted(STUDIES)
+['ablation', 'blockcost', 'curriculum', 'dose', 'midtraining', 'unseen-stage2']
+>>> STUDIES["dose"].module, "refresh" in STUDIES["dose"].flags
+('pr1lib.experiments.dose', False)
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ContextManager
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: its module (which defines ``main(run: StudyRun) -> dict``), a line of help and
+    the flags it takes besides ``--profile --world --seeds --set --out --card``."""
+
+    name: str  # the module's file name
+    help: str
+    flags: tuple[str, ...] = ()
+    sets: tuple[str, ...] | None = None  # the --set keys it takes (None: GRPOStageConfig's fields)
+
+    @property
+    def module(self) -> str:
+        return f"{__name__}.{self.name}"
+
+    def load(self) -> Any:
+        return importlib.import_module(self.module)
+
+
+STUDIES = {
+    "curriculum": Study(
+        "curriculum",
+        "every RL stage of a variant from its SFT (seen: 2 -> 3, unseen: 3), per seed",
+        ("variant", "init", "steps", "notebook"),
+    ),
+    "ablation": Study(
+        "ablation",
+        "the reward ablation (the paper's Table 4): one Stage 3 per reward arm, same start",
+        ("variant", "init", "steps", "notebook", "refresh"),
+    ),
+    "dose": Study(
+        "dose",
+        "dose-response: Stage-2 runs of the alternating reward at 0/2/5/10 tiered steps per 10 "
+        "and at b = 0/0.2/0.5/1 (easy problems)",
+        ("init", "steps"),
+    ),
+    "unseen-stage2": Study(
+        "unseen_stage2",
+        "the unseen variant from its SFT two ways: Stage 3 directly (the paper) and 2 then 3",
+        ("init", "steps", "notebook", "refresh"),
+    ),
+    "midtraining": Study(
+        "midtraining",
+        "the mid-training scaffold (Figure 4): alternating reward, then accuracy only",
+        ("variant", "init", "steps", "switch", "refresh"),
+    ),
+    "blockcost": Study(
+        "blockcost",
+        "forced block vs forced plain accuracy per tier, with a paired-bootstrap interval",
+        ("model", "variant", "n", "k"),
+        sets=(
+            "temperature",
+            "max_completion_length",
+            "max_path_length",
+            "max_blocks",
+            "batch_size",
+        ),
+    ),
+}
+
+
+@dataclass
+class StudyRun:
+    """What a study's ``main`` gets: the parsed command, checked. ``overrides`` are typed
+    ``--set`` values; ``claim(folder)`` holds a run folder for the study (``pr1lib.runs.claim``
+    with the command's ``--overwrite`` / ``--resume``)."""
+
+    profile: str
+    world: str | None
+    seeds: list[int]
+    out: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the study's own flags that were given
+    claim: Callable[[Path], ContextManager] | None = None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        value = self.options.get(name)
+        return default if value is None else value
+
+    def grpo_overrides(self) -> dict[str, Any]:
+        """``--set`` values plus ``--steps``, ``--notebook`` and ``--world``, as
+        ``GRPOStageConfig.for_stage`` takes them."""
+        out = dict(self.overrides)
+        if self.option("steps") is not None:
+            out["max_steps"] = self.option("steps")
+        if self.option("notebook"):
+            out["notebook"] = True
+        if self.world is not None:
+            out["world"] = self.world
+        return out
+
+    def init(self, variant: str) -> str | None:
+        """``--init`` / ``--model``, else the world's shipped start for ``variant`` (``None``: the
+        stages' own default, ``pr1lib.starts``)."""
+        given = self.option("init") or self.option("model")
+        if given or self.world is None:
+            return given
+        from pr1lib import worlds
+
+        return worlds.get(self.world).init(variant)
+
+    def seed_out(self, seed: int, default: Path) -> Path:
+        """One seed's folder: ``--out`` (``seedN`` below it when there are several), else
+        ``default``."""
+        if self.out is None:
+            return default
+        return self.out / f"seed{seed}" if len(self.seeds) > 1 else self.out

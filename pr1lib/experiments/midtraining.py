@@ -1,0 +1,140 @@
+"""The mid-training scaffold (the paper's Figure 4): the alternating reward for the first steps,
+then accuracy only from that checkpoint (``pr1lib.curves.scaffold_figure`` draws it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import GRPOStageConfig
+from pr1lib.experiments import StudyRun
+from pr1lib.grpo import run_grpo
+from pr1lib.paths import runs_dir
+from pr1lib.runs import move_aside
+
+
+def _scaffold_configs(
+    profile: str,
+    switch_step: int,
+    total_steps: int,
+    seed: int,
+    variant: str,
+    overrides: dict[str, Any],
+):
+    if not 0 < switch_step < total_steps:
+        raise ValueError(f"need 0 < switch_step < total_steps, got {switch_step} and {total_steps}")
+    common = {"variant": variant, "save_steps": total_steps, **overrides}
+    # phase 2 gets the next seed, so it draws fresh prompts instead of replaying phase 1's order
+    phase1 = {**common, "seed": seed, "reward": "alternating", "max_steps": switch_step}
+    phase2 = {
+        **common,
+        "seed": seed + 1,
+        "reward": "accuracy",
+        "max_steps": total_steps - switch_step,
+    }
+    return GRPOStageConfig.for_stage(3, profile, **phase1), GRPOStageConfig.for_stage(
+        3, profile, **phase2
+    )
+
+
+def mid_training(
+    profile: str,
+    init: str | Path | None = None,
+    switch_step: int = 10,
+    total_steps: int = 20,
+    seed: int = 0,
+    variant: str = "unseen",
+    out: str | Path | None = None,
+    tiers: tuple[str, ...] = ("hard",),
+    refresh: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint
+    with the accuracy reward up to ``total_steps`` (both ``run_grpo``, Stage 3 data; phase 2 uses
+    ``seed + 1`` so its prompts are new ones). Returns ``curve`` (training rows, steps counted from
+    the start of phase 1, ``phase`` = ``alternating`` / ``accuracy``), ``held_out`` (the stage
+    metrics on ``tiers`` at the start, switch and end) and the two run folders. Cached in
+    ``OUT/mid_training.json`` until ``refresh`` or a change; the runs of another config are moved
+    aside (``runs.move_aside``), never deleted."""
+    out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
+    first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
+    key = json.dumps(
+        {"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
+        sort_keys=True,
+        default=str,
+    )
+    cache = out / "mid_training.json"
+    if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
+        return json.loads(cache.read_text())["result"]
+    if cache.exists():  # another config (or refresh): its checkpoints must not be resumed
+        for phase in ("alternating", "accuracy"):
+            move_aside(out / phase, "the scaffold's config changed (or --refresh)")
+        move_aside(cache, "the scaffold's config changed (or --refresh)")
+    run1 = run_grpo(first, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
+    run2 = run_grpo(
+        second,
+        run1.run_dir,
+        out / "accuracy",
+        evaluate_tiers=tiers,
+        before=run1.result["after"],
+        preflight=False,
+    )
+    result = {
+        "profile": profile,
+        "variant": variant,
+        "seed": seed,
+        "init": str(init or "the base model"),
+        "switch_step": switch_step,
+        "total_steps": total_steps,
+        **_phases(run1, run2, switch_step, total_steps, tiers),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
+    return result
+
+
+def _phases(run1: Any, run2: Any, switch_step: int, total_steps: int, tiers: tuple[str, ...]):
+    """One training curve over both phases, the held-out metrics at start, switch and end."""
+    curve = [{**row, "phase": "alternating"} for row in run1.rows if row["step"] <= switch_step]
+    curve += [{**row, "step": row["step"] + switch_step, "phase": "accuracy"} for row in run2.rows]
+    held = [
+        {"step": s, **(metrics or {}).get(t, {}), "tier": t}
+        for s, metrics in (
+            (0, run1.result["before"]),
+            (switch_step, run1.result["after"]),
+            (total_steps, run2.result["after"]),
+        )
+        for t in tiers
+    ]
+    return {
+        "curve": curve,
+        "held_out": held,
+        "runs": [str(run1.run_dir), str(run2.run_dir)],
+        "seconds": round(run1.result["seconds"] + run2.result["seconds"], 1),
+    }
+
+
+def main(run: StudyRun) -> list[dict]:
+    """``study midtraining``: the scaffold per seed (``--steps`` in all, ``--switch`` where the
+    reward switches; the notebook's 20 and 10 by default)."""
+    variant, total = run.option("variant", "unseen"), run.option("steps", 20)
+    overrides = {k: v for k, v in run.grpo_overrides().items() if k != "max_steps"}
+    results = []
+    for seed in run.seeds:
+        out = run.seed_out(seed, runs_dir() / f"mid-training-{run.profile}-{variant}-seed{seed}")
+        with run.claim(out):
+            result = mid_training(
+                run.profile,
+                run.init(variant),
+                run.option("switch", total // 2),
+                total,
+                seed,
+                variant,
+                out,
+                refresh=run.option("refresh", False),
+                **overrides,
+            )
+        results.append({k: v for k, v in result.items() if k != "curve"})
+    return results

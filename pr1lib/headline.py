@@ -1,0 +1,166 @@
+"""The checkpoints of Table 2 and the headline: ``find_checkpoints`` looks for each stage's run
+folder (the notebooks' and the command line's), ``evaluate_checkpoints`` scores those that exist
+with ``pr1lib.evaluate.run_eval`` (cached, resumable), and ``headline_table`` / ``write_headline``
+give the short table ``make tour`` prints and puts at the top of its report.
+
+>>> import tempfile; read_headline(tempfile.mkdtemp()) is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pr1lib.config import PROMPTS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
+from pr1lib.evalsets import load_benchmark
+from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
+from pr1lib.models import checkpoint_folder
+from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, side_by_side, to_markdown
+from pr1lib.paths import runs_dir
+from pr1lib.runs import STAGE_RUNS
+from pr1lib.runtime import profile_threads, set_threads
+
+
+def find_checkpoints(profile: str, seed: int = 0, root: str | Path | None = None):
+    """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
+    ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
+    folders that were searched.
+
+    >>> import tempfile
+    >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
+    >>> found, sorted(missing)[:2]
+    ({'base': 'data/tiny-base'}, ['grpo-gsm8k', 'rl-seen'])
+    """
+    root = Path(root) if root else runs_dir()
+    found, missing = {"base": ModelConfig.for_profile(profile).name}, {}
+    for key, (_, patterns) in STAGE_RUNS.items():
+        if key == "base":
+            continue
+        folders = [root / p.format(p=profile, s=seed) for p in patterns]
+        hit = next((f for f in folders if (f / "merged").is_dir()), None)
+        if hit is None:
+            missing[key] = [str(f) for f in folders]
+        else:
+            found[key] = str(hit)
+    return found, missing
+
+
+def _stamp(source: str) -> str:
+    """What identifies a checkpoint's weights: the folder and its weight files' sizes and times."""
+    folder = Path(checkpoint_folder(source))
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    return json.dumps(
+        [str(folder)] + [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files]
+    )
+
+
+def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
+    """True when ``path`` holds every problem of ``cfg`` for the same weights; stale files are
+    removed."""
+    stamp_file = path.with_suffix(".source.json")
+    if stamp_file.exists() and stamp_file.read_text() != stamp:
+        for stale in (path, stamp_file, path.with_suffix(".config.json")):
+            stale.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(stamp)
+    rows = ResultsFile(path).rows if path.exists() else {}
+    return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
+
+
+def evaluate_checkpoints(
+    found: dict[str, str],
+    profile: str,
+    benchmarks: tuple[str, ...] = (),
+    out: str | Path | None = None,
+    progress: bool = False,
+    **eval_overrides: Any,
+):
+    """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``run_eval`` with the
+    profile's ``EvalConfig`` + ``eval_overrides``), each rolled out and prompted as its variant
+    was trained (``STAGE_RUNS``: the paper's protocol). Results files go to ``OUT`` (one per
+    stage x benchmark x mode); a complete one for the same weights is read back without loading
+    the model."""
+    set_threads(profile_threads(profile))
+    out = Path(out) if out else runs_dir() / f"07_evaluation-{profile}" / "eval"
+    results: dict[str, dict[str, dict]] = {}
+    for key, source in found.items():
+        variant = STAGE_RUNS.get(key, ("seen", ()))[0]
+        base = EvalConfig.for_profile(
+            profile,
+            **{
+                "prompt_style": PROMPTS[profile][variant],
+                "mode": VARIANT_ROLLOUT[variant],
+                **eval_overrides,
+            },
+        )
+        loaded = None
+        for bench in benchmarks or (base.benchmark,):
+            cfg = base.replace(benchmark=bench)
+            if not _cached(cfg, results_path(out, key, bench, cfg.mode), _stamp(source)):
+                loaded = loaded or load_for_eval(source, profile, say=lambda *_: None)
+            model, tokenizer = loaded or (None, None)
+            summary = run_eval(
+                model, tokenizer, config=cfg, out_dir=out, tag=key, progress=progress
+            )
+            results.setdefault(key, {})[bench] = summary
+    return results
+
+
+# ----------------------------------------------------------------------------- the headline table
+HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 07 writes headline.json there too
+HEADLINE_FILE = "headline.json"  # others (``headline-<what>.json``, notebook 06) go below it
+
+
+def headline_table(ours: dict[str, dict[str, dict]], model: str):
+    """Table 2's rows, short: the paper's parallel % and Avg, then ours (parallel %, and mean@k /
+    pass@k per benchmark), only for the stages we evaluated; every column says whose it is.
+
+    >>> m = dict(accuracy=.25, pass_at_k=.5, parallel_ratio=0., n=4, k=2, checker="strict")
+    >>> t = headline_table({"base": {"tinygsm-hard": m}}, "tiny")
+    >>> t.shape, float(t.iloc[0, 1]), float(t.iloc[0, 3])
+    ((1, 5), 6.6, 25.0)
+    """
+    frame = side_by_side(ours, model)
+    frame = frame.loc[[STAGE_NAMES.get(key, key) for key in ours]]
+    paper_cols = [f"paper: {PAPER_MODEL} | parallel %", f"paper: {PAPER_MODEL} | Avg"]
+    keep = paper_cols + [c for c in frame.columns if c.startswith("ours:") and "Avg of" not in c]
+    return frame[keep]
+
+
+def write_headline(
+    frame, title: str, folder: str | Path | None = None, name: str = HEADLINE_FILE
+) -> list[Path]:
+    """Save the headline (``rows`` + ``markdown``) as ``runs_dir()/latest-<name>`` and, when
+    ``make tour`` set ``PR1_TOUR_DIR`` (or ``folder`` is given), as ``<name>`` there."""
+    payload = {
+        "title": title,
+        "markdown": to_markdown(frame),
+        "rows": json.loads(frame.reset_index().to_json(orient="records")),
+    }
+    targets = [runs_dir() / f"latest-{name}"]
+    folder = folder or os.environ.get(HEADLINE_ENV)
+    if folder:
+        targets.append(Path(folder) / name)
+    for path in targets:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=2))
+    return targets
+
+
+def read_headline(folder: str | Path) -> dict | None:
+    """The headline notebook 07 wrote into ``folder`` (``None`` when there is none).
+
+    >>> import tempfile; read_headline(tempfile.mkdtemp()) is None
+    True
+    """
+    path = Path(folder) / HEADLINE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_headlines(folder: str | Path) -> list[dict]:
+    """Every headline in ``folder``: notebook 07's first, then the others by name."""
+    others = sorted(Path(folder).glob("headline-*.json"))
+    return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]

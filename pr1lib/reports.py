@@ -1,0 +1,91 @@
+"""What the ``eval`` command writes next to its results file: a markdown table of the numbers
+(labelled as ours) and a self-contained HTML page with the pass@j curve (and Figure 3 when the
+model is a GRPO run with logged steps).
+
+>>> f = pass_curve_figure({"base": {"b": {"checker": "official",
+...                                       "pass_curve_official": {1: .2, 2: .3}}}})
+>>> f.data[0].name, list(f.data[0].x), list(f.data[0].y)
+('base · b', [1, 2], [0.2, 0.3])
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from pr1lib.curves import figure3, training_curves
+from pr1lib.paper import our_columns, to_markdown
+
+
+def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str | None = None):
+    """pass@j against j (1, 2, 4, ..., k) for every stage x benchmark (the unbiased estimator),
+    under ``checker`` (``official`` or ``project``; ``None``: the one each summary reports as its
+    ``accuracy``). A summary without that curve is an error, not an empty line."""
+    fig = go.Figure()
+    for key, per_bench in ours.items():
+        for bench, s in per_bench.items():
+            name = checker or s.get("checker", "official")
+            if f"pass_curve_{name}" not in s:
+                raise KeyError(f"{key} · {bench}: no pass_curve_{name} in its summary")
+            curve = {int(j): v for j, v in s[f"pass_curve_{name}"].items()}
+            fig.add_scatter(
+                x=list(curve), y=list(curve.values()), mode="lines+markers", name=f"{key} · {bench}"
+            )
+    fig.update_layout(
+        title=f"pass@j ({checker or 'each run'}'s checker; unbiased estimator)",
+        xaxis=dict(title="j (samples drawn per problem)", type="log", dtick=math.log10(2)),
+        yaxis=dict(title="pass@j", range=[0, 1.02]),
+        height=360,
+    )
+    return fig
+
+
+def write_eval_outputs(
+    result: dict[str, Any], out: str | Path, run_dir: str | Path | None = None
+) -> dict[str, str]:
+    """Next to an ``eval`` results file: ``.md`` (the numbers as a table, labelled as ours) and
+    ``.html`` (the pass@j curve, plus Figure 3 when ``run_dir`` is a GRPO run with logged steps),
+    self-contained; returns the two paths."""
+    stem = (
+        Path(result["results"]).with_suffix("")
+        if result.get("results")
+        else Path(out) / result["model"]
+    )
+    ours = {result["model"]: {result["benchmark"]: result}}
+    table = pd.DataFrame(
+        [our_columns(ours[result["model"]], result["model"])], index=[result["model"]]
+    )
+    table.index.name = "model"
+    keys = (
+        "parallel_ratio",
+        "valid_ratio",
+        "first_block_position",
+        "path_diversity",
+        "mean_length",
+        "n",
+        "k",
+    )
+    extra = pd.DataFrame([{k: result.get(k) for k in keys}], index=table.index)
+    md = to_markdown(table) + "\n\n" + to_markdown(extra.round(3)) + "\n"
+    figures = [pass_curve_figure(ours)]
+    curves = training_curves(run_dir) if run_dir is not None else None
+    if curves is not None and not curves.empty:
+        figures.append(
+            figure3(curves, title=f"Figure 3, {run_dir}: where and how often blocks open")
+        )
+    html = "".join(
+        f.to_html(full_html=False, include_plotlyjs=i == 0) for i, f in enumerate(figures)
+    )
+    paths = {"table": str(stem) + ".md", "plots": str(stem) + ".html"}
+    Path(paths["table"]).write_text(md)
+    Path(paths["plots"]).write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'></head><body>"
+        f"<pre>{escape(md)}</pre>{html}</body></html>",
+        encoding="utf-8",
+    )
+    return paths

@@ -1,0 +1,35 @@
+"""Where a stage starts: the variant's SFT run, the newest Stage 2 of a seed, or the base model.
+
+The command line, the notebooks and the studies (``pr1lib.experiments``) all ask here, so a stage
+run by hand and the same stage inside a study start from the same checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pr1lib.config import CURRICULA
+from pr1lib.paths import runs_dir
+
+
+def sft_run(variant: str, profile: str) -> Path | None:
+    """The variant's SFT run folder: ``runs/sft-<profile>-<variant>`` (the command line), else
+    ``runs/04_sft_lora-<profile>/<variant>`` (notebook 04); ``None`` when neither has
+    ``merged/``."""
+    root = runs_dir()
+    for folder in (root / f"sft-{profile}-{variant}", root / f"04_sft_lora-{profile}" / variant):
+        if (folder / "merged").is_dir():
+            return folder
+    return None
+
+
+def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path | None:
+    """Where a stage starts by default: Stage 3 of a variant with a Stage 2 from the newest Stage 2
+    run of this seed; else the variant's SFT run (``sft_run``); else ``None``, the base model
+    (always so for the plain baseline, which has no SFT)."""
+    if stage == 3 and 2 in CURRICULA[variant]:
+        pattern = f"grpo-{profile}-{variant}-s2-*-seed{seed}/merged"
+        found = sorted(runs_dir().glob(pattern), key=lambda p: p.stat().st_mtime)
+        if found:
+            return found[-1].parent
+    return None if variant == "plain" else sft_run(variant, profile)

@@ -1,0 +1,111 @@
+"""Worlds: the tiny task families the tiny profile trains on, one file each, and their registry.
+
+A world is a family of problems in GSM8K's record shape (``<<a+b=c>>`` steps, ``#### N``) with
+everything the pipeline needs to know about it: its generator and split, its rule teacher and
+plain-solution writer, its evaluation budgets, its shipped checkpoints and its RL presets. Its
+problems are the sources ``<name>-<tier>`` (``tinyworld-hard``): data loading, the evaluation
+sets, the cold-start teacher and the stage configs ask this registry what a source is, so adding
+a world is one file in this folder plus one line in ``BUILTIN`` (docs/architecture.md).
+
+This package sits low: it imports the pure modules (format, prompts, tasks, the rule teacher),
+never a stage.
+
+>>> names()
+('tinygsm', 'tinyworld')
+>>> world, tier = find_source("tinyworld-hard"); world.title, tier
+('TinyWorld', 'hard')
+>>> find_source("gsm8k") is None, get("tinyworld").init("unseen")
+(True, 'data/tinyworld-sft-unseen')
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# the worlds this package registers on import: one module per name, in this folder
+BUILTIN = ("tinygsm", "tinyworld")
+
+
+@dataclass(frozen=True)
+class World:
+    """One task world. ``generate(n, tier, split, seed)`` returns ``{"question", "answer"}``
+    records; ``rule_teacher(seed=0, **options)`` makes a ``pr1lib.teachers`` teacher for its
+    problems; ``plain_solution(question, completion)`` is the same item solved without a block."""
+
+    name: str
+    title: str  # how prose and cards name it
+    generate: Callable[..., list[dict]]
+    rule_teacher: Callable[..., Any]
+    plain_solution: Callable[[str, str], str]
+    tiers: tuple[str, ...] = ("easy", "hard")
+    tier_labels: dict[str, str] = field(default_factory=dict)  # a model card's words per tier
+    # shipped folders (relative to the repository): "base", and the SFT per variant ("seen",
+    # "unseen"); a missing key has no shipped checkpoint (the stages train one)
+    checkpoints: dict[str, str] = field(default_factory=dict)
+    # evaluation and rollout lengths its traces need (EvalConfig / GRPOStageConfig names)
+    budgets: dict[str, int] = field(default_factory=dict)
+    stage_presets: dict[str, Any] = field(default_factory=dict)  # GRPO overrides for its RL
+    variant_presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # per variant
+    stages: dict[int, str] = field(default_factory=dict)  # RL stage -> tier (2: easy, 3: hard)
+
+    def source(self, tier: str) -> str:
+        """The source name of one tier: ``tinyworld-hard``."""
+        if tier not in self.tiers:
+            raise ValueError(f"{self.name} has tiers {self.tiers}, not {tier!r}")
+        return f"{self.name}-{tier}"
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(self.source(t) for t in self.tiers)
+
+    def stage_source(self, stage: int) -> str:
+        """The problems of RL ``stage``: easy ones for Stage 2, hard ones for Stage 3."""
+        return self.source(self.stages.get(stage, "easy" if stage == 2 else "hard"))
+
+    def init(self, variant: str = "seen") -> str | None:
+        """The shipped start of this world's RL for ``variant``: its SFT, or for ``plain`` (no
+        cold start) its base model; ``None`` when none is shipped."""
+        return self.checkpoints.get("base" if variant == "plain" else variant)
+
+    def grpo_presets(self, variant: str) -> dict[str, Any]:
+        """Its GRPO overrides for ``variant``: its lengths, stage presets, the variant's own."""
+        return {**self.budgets, **self.stage_presets, **self.variant_presets.get(variant, {})}
+
+
+REGISTRY: dict[str, World] = {}
+
+
+def register(world: World) -> World:
+    """Add ``world`` (a name registered twice is replaced: a test's toy world, a reloaded file)."""
+    if "-" in world.name or not world.name:
+        raise ValueError(f"a world's name is one word without '-', got {world.name!r}")
+    REGISTRY[world.name] = world
+    return world
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def get(name: str) -> World:
+    """The world called ``name``; a clear error listing the known ones otherwise."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown world {name!r}; choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def find_source(source: str) -> tuple[World, str] | None:
+    """``(world, tier)`` when ``source`` is one of a world's sources, else ``None``."""
+    name, _, tier = source.partition("-")
+    world = REGISTRY.get(name)
+    return (world, tier) if world is not None and tier in world.tiers else None
+
+
+def sources() -> tuple[str, ...]:
+    """Every world's sources, in registration order."""
+    return tuple(s for world in REGISTRY.values() for s in world.sources())
+
+
+for _name in BUILTIN:
+    importlib.import_module(f"{__name__}.{_name}")
