@@ -188,7 +188,16 @@ def _sft(p: argparse.ArgumentParser) -> None:
         "--model",
         default=None,
         help="start model: a model folder, a run folder "
-        "(its merged/) or a hub id (default: the profile's model)",
+        "(its merged/) or a hub id (default: the world's base, else the profile's model)",
+    )
+    p.add_argument(
+        "--world",
+        choices=worlds.names(),
+        default=None,
+        help="a task world's cold start (its problems, rows and schedule) from its base model",
+    )
+    p.add_argument(
+        "--no-eval", action="store_true", help="skip the held-out evaluation before and after"
     )
 
 

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from pr1lib import worlds
 from pr1lib.config import (
     ColdStartConfig,
     PretrainConfig,
@@ -184,31 +185,38 @@ def sft(args: Any) -> int:
     from pr1lib.sft import run_sft
 
     overrides = with_flags(args, "seed", config=SFTStageConfig)
-    if args.variant and args.variant != "both":
-        overrides["variant"] = args.variant
-    cfg = SFTStageConfig.for_profile(args.profile, **overrides)
+    variants = PARALLEL_VARIANTS if args.variant == "both" else (args.variant or None,)
+    configs = {v: _sft_config(args, v, overrides) for v in variants}
+    configs = {cfg.variant: cfg for cfg in configs.values()}  # None: the profile's variant
     data = check_dataset(args.data) if args.data else None
-    model = check_model(args.model) if args.model else None
-    variants = PARALLEL_VARIANTS if args.variant == "both" else (cfg.variant,)
-    outs = {v: _sft_out(args, cfg.replace(variant=v), len(variants) > 1, data) for v in variants}
+    base = args.model or (worlds.get(args.world).init("plain") if args.world else None)
+    model = check_model(base) if base else None
+    outs = {v: _sft_out(args, cfg, len(configs) > 1, data) for v, cfg in configs.items()}
     results, before = {}, None
     with ExitStack() as claims:  # every folder first: the second variant never fails late
-        for variant in variants:
-            claims.enter_context(
-                claim_folder(
-                    args, outs[variant], "sft", cfg.replace(variant=variant), ("num_threads",)
-                )
-            )
-        for variant in variants:
-            cfg = cfg.replace(variant=variant)
+        for variant, cfg in configs.items():
+            claims.enter_context(claim_folder(args, outs[variant], "sft", cfg, ("num_threads",)))
+        for variant, cfg in configs.items():
             print(cfg, flush=True)
             model_cfg = stage_model_config(cfg, model) if model else None
-            run = run_sft(cfg, data, outs[variant], before=before, model_cfg=model_cfg)
+            run = run_sft(
+                cfg, data, outs[variant], not args.no_eval, before=before, model_cfg=model_cfg
+            )
             before, results[variant] = run.result["before"], run.result
             print(f"{variant}: {json.dumps(run.result, default=str)}", flush=True)
-    out = results[variants[0]] if len(variants) == 1 else dict(results)
-    print_json({**out, "config": {**cfg.to_dict(), "variant": list(variants)}}, args)
+    out = results[cfg.variant] if len(configs) == 1 else dict(results)
+    print_json({**out, "config": {**cfg.to_dict(), "variant": list(configs)}}, args)
     return 0
+
+
+def _sft_config(args: Any, variant: str | None, overrides: dict[str, Any]) -> SFTStageConfig:
+    """One variant's config: a world's cold start (``--world``) or the profile's, then the flags."""
+    chosen = {**overrides, **({"variant": variant} if variant else {})}
+    if args.world:
+        return SFTStageConfig.for_world(
+            args.world, args.profile, chosen.pop("variant", "seen"), **chosen
+        )
+    return SFTStageConfig.for_profile(args.profile, **chosen)
 
 
 def _sft_out(args: Any, cfg: SFTStageConfig, several: bool, data: Path | None) -> Path:

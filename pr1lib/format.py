@@ -256,6 +256,48 @@ def linearize(text: str) -> str:
     return "".join(part if isinstance(part, str) else part.paths[0].text for part in response.parts)
 
 
+_BETWEEN_PARTS = re.compile(r"</Path>\s*<Path>|</Parallel>\s*<Summary>")  # each on its own line
+_PATH_OPEN = re.compile(r"<Parallel>|<Path>")
+
+
+def serialize(text: str) -> str:
+    """``text`` with its tags taken out and nothing else changed: each block's paths one after
+    another, one per line, then its summary: the same search written as one serial stream (the
+    serial-search control of docs/tinyworld.md).
+
+    >>> t = "a\\n<Parallel><Path>x=2</Path><Path>y=2</Path></Parallel>\\n<Summary>2</Summary>\\nb"
+    >>> serialize(t)
+    'a\\nx=2\\ny=2\\n2\\nb'
+    """
+    return TAG_RE.sub("", _BETWEEN_PARTS.sub("\n", text))
+
+
+def path_header(index: int) -> str:
+    """The header path ``index`` (0-based) opens with: ``(1)``, ``(2)``, ... (``number_paths``)."""
+    return f"({index + 1})"
+
+
+def number_paths(text: str) -> str:
+    """``text`` with each path opening with its number (``(1) ``, ``(2) ``, ... counted within its
+    block): paths that cannot see each other still know which part of a search is theirs. The
+    forked engine writes the same header at the start of path i (``RolloutConfig.path_headers``).
+
+    >>> number_paths("<Parallel><Path>a</Path><Path>b</Path></Parallel><Summary>s</Summary>")
+    '<Parallel><Path>(1) a</Path><Path>(2) b</Path></Parallel><Summary>s</Summary>'
+    """
+    count = 0
+
+    def numbered(match: re.Match) -> str:
+        nonlocal count
+        if match.group() == PARALLEL:
+            count = 0
+            return PARALLEL
+        count += 1
+        return f"{PATH}{path_header(count - 1)} "
+
+    return _PATH_OPEN.sub(numbered, text)
+
+
 # ----------------------------------------------------------------------------- validators
 def official_errors(text: str) -> list[str]:
     """The official checker's verdict, error for error (our wording;

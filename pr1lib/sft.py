@@ -40,7 +40,7 @@ from pr1lib.coldstart import run_coldstart, save_dataset
 from pr1lib.config import PARALLEL_VARIANTS, ColdStartConfig, ModelConfig, SFTStageConfig
 from pr1lib.data import source_shares
 from pr1lib.evaluate import evaluate_stage, held_out_config
-from pr1lib.format import linearize
+from pr1lib.format import PARALLEL, linearize, number_paths, serialize
 from pr1lib.models import (
     expose_head_bias,
     keep_4bit_differentiable,
@@ -126,6 +126,32 @@ def with_plain_share(dataset, share: float, seed: int = 0):
         return {"completion": plain(row.get("question", ""), row["completion"]), "parallel": False}
 
     return dataset.map(convert, with_indices=True, keep_in_memory=True)
+
+
+def with_trace_style(dataset, style: str = "parallel", path_headers: bool = False):
+    """``dataset`` with every row that has a block rewritten: ``style="serial"`` takes its tags
+    out (``format.serialize``: the same search as one stream), ``path_headers`` numbers its paths
+    (``format.number_paths``); rows without a block, and the default, stay as they are.
+
+    >>> from datasets import Dataset
+    >>> d = Dataset.from_dict({"completion": ["<Parallel><Path>a</Path><Path>b</Path></Parallel>"
+    ...                                       "<Summary>s</Summary> end", "plain end"]})
+    >>> list(with_trace_style(d, "serial")["completion"])
+    ['a\\nb\\ns end', 'plain end']
+    >>> with_trace_style(d, path_headers=True)[0]["completion"]
+    '<Parallel><Path>(1) a</Path><Path>(2) b</Path></Parallel><Summary>s</Summary> end'
+    """
+    if style == "parallel" and not path_headers:
+        return dataset
+
+    def shape(row: dict) -> dict:
+        text = row["completion"]
+        if PARALLEL not in text:
+            return {"completion": text}
+        text = number_paths(text) if path_headers else text
+        return {"completion": serialize(text) if style == "serial" else text}
+
+    return dataset.map(shape, keep_in_memory=True)
 
 
 def sft_rows(dataset, tokenizer, max_length: int):
@@ -377,9 +403,10 @@ def run_sft(
     save_configs(run_dir, cfg, model_cfg)
     model, tokenizer, peft_config = load_training_policy(model_cfg, cfg.train_tag_rows)
     coldstart = load_coldstart(data, cfg, model_cfg.prompt_style, run_dir)
-    rows, dropped = sft_rows(
-        with_plain_share(coldstart, cfg.plain_share, cfg.seed), tokenizer, cfg.max_length
+    shaped = with_trace_style(
+        with_plain_share(coldstart, cfg.plain_share, cfg.seed), cfg.trace_style, cfg.path_headers
     )
+    rows, dropped = sft_rows(shaped, tokenizer, cfg.max_length)
     judge = _judge(cfg, model_cfg)
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:

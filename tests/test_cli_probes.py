@@ -286,7 +286,7 @@ def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
 
     seen = {}
 
-    def fake_sft(cfg, data, out, before=None, model_cfg=None):
+    def fake_sft(cfg, data, out, evaluate=True, before=None, model_cfg=None):
         seen["sft"] = model_cfg
         return Run({"before": None}, Path(out), None, None)
 

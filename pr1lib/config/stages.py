@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pr1lib import worlds
 from pr1lib.config.recipe import VARIANT_ROLLOUT
 from pr1lib.profiles import Preset
+from pr1lib.validate import register_choices
+
+register_choices(trace_style=("parallel", "serial"))
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,10 @@ class SFTStageConfig(Preset):
     source: str = "tinygsm-easy+tinygsm-hard"  # "+"-joined sources; easy-only SFT erases hard skill
     plain_share: float = 0.0  # share of rows trained without their block (format.linearize):
     # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
+    trace_style: str = "parallel"  # serial: the block rows with their tags taken out, nothing else
+    # changed (format.serialize): the serial-search control of docs/tinyworld.md
+    path_headers: bool = False  # each path opens with its number, "(1) ", "(2) " (an extension
+    # for paths that split a search without seeing each other: format.number_paths)
     eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
     eval_k: int = 4  # ... and greedy beside it; 200 x 4 leave about ±2 points of noise)
     eval_max_new_tokens: int = 256
@@ -227,6 +235,19 @@ class SFTStageConfig(Preset):
             lora_alpha=None,
         ),
     }
+
+    @classmethod
+    def for_world(
+        cls, world: str, profile: str | None = None, variant: str = "seen", **overrides: Any
+    ) -> SFTStageConfig:
+        """The profile's config with a world's cold start (``World.sft_overrides``), then
+        ``overrides``.
+
+        >>> c = SFTStageConfig.for_world("tinyworld", "tiny"); c.source, c.use_lora, c.train_n
+        ('tinyworld-easy+tinyworld-hard', False, 12000)
+        """
+        chosen = worlds.get(world).sft_overrides(variant)
+        return cls.for_profile(profile, **{**chosen, "variant": variant, **overrides})
 
     @property
     def rollout_mode(self) -> str:

@@ -48,6 +48,8 @@ class World:
     budgets: dict[str, int] = field(default_factory=dict)
     stage_presets: dict[str, Any] = field(default_factory=dict)  # GRPO overrides for its RL
     variant_presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # per variant
+    sft_presets: dict[str, Any] = field(default_factory=dict)  # SFTStageConfig: its cold start
+    sft_variant_presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # per variant
     stages: dict[int, str] = field(default_factory=dict)  # RL stage -> tier (2: easy, 3: hard)
 
     def source(self, tier: str) -> str:
@@ -67,6 +69,10 @@ class World:
         """The shipped start of this world's RL for ``variant``: its SFT, or for ``plain`` (no
         cold start) its base model; ``None`` when none is shipped."""
         return self.checkpoints.get("base" if variant == "plain" else variant)
+
+    def sft_overrides(self, variant: str) -> dict[str, Any]:
+        """Its cold-start SFT overrides for ``variant`` (its problems, rows and schedule)."""
+        return {**self.sft_presets, **self.sft_variant_presets.get(variant, {})}
 
     def grpo_presets(self, variant: str) -> dict[str, Any]:
         """Its GRPO overrides for ``variant``: its lengths, stage presets, the variant's own."""

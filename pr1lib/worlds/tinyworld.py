@@ -461,5 +461,17 @@ WORLD = register(
             dynamic_sampling=True,
         ),
         variant_presets={"unseen": dict(rollout=None)},
+        # the shipped SFTs (data/tinyworld-sft*): full fine-tuning, 12,000 rows of both tiers,
+        # half of them plain, 2 epochs (1,500 steps); 6,000 rows missed the easy target
+        # (docs/tinyworld.md)
+        sft_presets=dict(
+            source="tinyworld-easy+tinyworld-hard",
+            use_lora=False,
+            learning_rate=1e-3,
+            plain_share=0.5,
+            train_n=12000,
+            num_train_epochs=2.0,
+            eval_max_new_tokens=384,
+        ),
     )
 )
