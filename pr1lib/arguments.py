@@ -229,6 +229,10 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "refresh": (("--refresh",), dict(action="store_true", help="ignore finished runs and caches")),
     "switch": (("--switch",), dict(type=count(1), help="the step where the reward switches")),
     "n": (("--n",), dict(type=count(1), help="held-out problems per tier (default 200)")),
+    "arm": (
+        ("--arm",),
+        dict(choices=("plain", "plain-sft", "serial", "seen", "unseen"), help="the arm to run"),
+    ),
     "k": (("--k",), dict(type=count(1), help="samples per problem and condition (default 4)")),
 }
 

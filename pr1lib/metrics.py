@@ -23,7 +23,7 @@ import statistics
 from itertools import combinations
 from typing import Any, Callable, Iterable, Sequence
 
-from pr1lib.format import PARALLEL, parallel_stats, parse
+from pr1lib.format import END_PATH, PARALLEL, PATH, parallel_stats, parse
 from pr1lib.graders import GRADERS, check, default_grader, get_grader
 from pr1lib.reward_modes import reward_range
 from pr1lib.rewards import BASE_MODES, completion_text, score_terms, terms
@@ -123,32 +123,69 @@ def _lengths(text: str, tokenizer: Any = None) -> tuple[int, float | None]:
     return total, len(tokenizer.encode(text[:at], add_special_tokens=False)) / total
 
 
-def sample_stats(text: str, tokenizer: Any = None) -> dict[str, Any]:
-    """Structure statistics of one completion (lengths in tokens with a tokenizer, else chars).
+# how each rollout mode decodes a block's paths: side by side (the longest one sets the pace)
+PARALLEL_DECODING = ("forked", "reread")
 
-    >>> s = sample_stats(
-    ...     "ab<Parallel><Path>x y</Path><Path>x z</Path></Parallel><Summary>s</Summary>"
-    ... )
+
+def parallel_saving(text: str, tokenizer: Any = None) -> int:
+    """Decode steps a block's paths save when they are decoded side by side: per block, the sum of
+    its paths' lengths minus the longest (tags included; tokens with a tokenizer, else chars).
+
+    >>> parallel_saving("a<Parallel><Path>xyz</Path><Path>x</Path></Parallel><Summary>s</Summary>")
+    14
+    """
+    response = parse(text)
+    if not response.valid:
+        return 0
+    saving = 0
+    for block in response.blocks:
+        paths = [f"{PATH}{p.text}{END_PATH}" for p in block.paths]
+        sizes = [_size(p, tokenizer) for p in paths]
+        saving += sum(sizes) - max(sizes, default=0)
+    return saving
+
+
+def _size(text: str, tokenizer: Any = None) -> int:
+    return len(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else len(text)
+
+
+def sample_stats(text: str, tokenizer: Any = None, mode: str = "seen") -> dict[str, Any]:
+    """Structure statistics of one completion (lengths in tokens with a tokenizer, else chars).
+    ``sequential_steps`` is what decoding it took one after another in rollout ``mode``: every
+    token in one causal stream (``seen``), the longest path of each block in place of all of them
+    where paths decode side by side (``forked``, ``reread``).
+
+    >>> block = "ab<Parallel><Path>x y</Path><Path>x z</Path></Parallel><Summary>s</Summary>"
+    >>> s = sample_stats(block)
     >>> s["blocks"], s["valid"], round(s["first_block_position"], 3), round(s["path_overlap"], 2)
     (1, True, 0.027, 0.2)
+    >>> s["length"], s["sequential_steps"], sample_stats(block, mode="forked")["sequential_steps"]
+    (75, 75, 59)
     """
     stats = parallel_stats(text)
     length, first = _lengths(text, tokenizer)
+    saving = parallel_saving(text, tokenizer) if mode in PARALLEL_DECODING else 0
     return {
         "blocks": stats["blocks"],
         "valid": stats["valid"],
         "valid_official": stats["valid_official"],
         "has_answer": stats["has_answer"],
         "length": length,
+        "sequential_steps": length - saving,
         "first_block_position": first,
         "path_overlap": sibling_overlap(text),
     }
 
 
 def score_problem(
-    record: dict, completions: list[str], benchmark: str, tokenizer: Any = None
+    record: dict,
+    completions: list[str],
+    benchmark: str,
+    tokenizer: Any = None,
+    mode: str = "seen",
 ) -> dict:
-    """One results-file row: the problem, its completions, both verdicts and statistics.
+    """One results-file row: the problem, its completions (decoded in rollout ``mode``), both
+    verdicts and statistics.
 
     >>> row = score_problem({"id": "q1", "question": "1+1?", "answer": "2"},
     ...                     ["Final Answer: 2", "\\\\boxed{2}"], "gsm8k")
@@ -156,7 +193,11 @@ def score_problem(
     ([True, False], [True, True])
     """
     samples = [
-        {"text": text, **check(benchmark, text, record["answer"]), **sample_stats(text, tokenizer)}
+        {
+            "text": text,
+            **check(benchmark, text, record["answer"]),
+            **sample_stats(text, tokenizer, mode),
+        }
         for text in completions
     ]
     return {
@@ -233,11 +274,38 @@ def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
         "blocks_per_response": _mean(s["blocks"] for s in samples),
         "first_block_position": _mean(s["first_block_position"] for s in samples),
         "mean_length": _mean(s["length"] for s in samples),
+        "mean_sequential_steps": _mean(s.get("sequential_steps") for s in samples),
+        "accuracy_at_steps": accuracy_at_steps(rows, grader),
         "length_unit": rows[0]["length_unit"] if rows else None,
         "path_overlap": overlap,
         "path_diversity": None if overlap is None else 1.0 - overlap,
         "per_problem": per_problem(rows, grader),
     }
+
+
+STEP_CAPS = (16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384)  # the curve's sequential budgets
+
+
+def accuracy_at_steps(
+    rows: list[dict], grader: str, caps: Sequence[int] = STEP_CAPS
+) -> dict[int, float]:
+    """Accuracy when decoding stops after ``cap`` sequential steps: a sample counts only if it is
+    correct and its ``sequential_steps`` fit the cap (one that is cut off gives no answer). Rows
+    from before the statistic was kept give ``{}``.
+
+    >>> row = {"k": 2, "correct_official": [True, True],
+    ...        "samples": [{"sequential_steps": 10}, {"sequential_steps": 40}]}
+    >>> accuracy_at_steps([row], "official", caps=(16, 64))
+    {16: 0.5, 64: 1.0}
+    """
+    pairs = [
+        (ok, sample.get("sequential_steps"))
+        for row in rows
+        for ok, sample in zip(_correct(row, grader), row["samples"])
+    ]
+    if not pairs or any(steps is None for _, steps in pairs):
+        return {}
+    return {cap: sum(ok and steps <= cap for ok, steps in pairs) / len(pairs) for cap in caps}
 
 
 def per_problem(rows: list[dict], grader: str) -> dict[str, list[float]]:

@@ -235,3 +235,35 @@ def test_dose_response_runs_one_arm_per_dose_and_bonus(tmp_path):
     cfg = json.loads((tmp_path / "tiered10-b0.5" / "config.json").read_text())
     assert (cfg["reward"], cfg["parallel_steps"], cfg["tiered_bonus"]) == ("alternating", 10, 0.5)
     assert cfg["data"] == "tinyworld-easy"
+
+
+def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_path, monkeypatch):
+    """Two arms of the parallel-vs-serial study on the smoke profile: the serial arm trains its own
+    cold start (the world's SFT with the tags taken out) and plain RL; the seen arm starts from the
+    shipped SFT. Both run Stage 2 then Stage 3, the table pairs them problem by problem."""
+    from pr1lib.experiments import controls
+
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
+    serial = controls.run_arm("smoke", "tinyworld", "serial", [0], out=tmp_path)
+    seen = controls.run_arm("smoke", "tinyworld", "seen", [0], out=tmp_path)
+    assert serial["start"] == str(tmp_path / "serial" / "sft") and seen["start"].endswith("sft")
+    sft_card = json.loads((tmp_path / "serial" / "sft" / "run_card.json").read_text())
+    assert sft_card["config"]["trace_style"] == "serial"
+    stages = sorted(p.name for p in (tmp_path / "serial" / "seed0").iterdir())
+    assert [s.split("-")[2:5] for s in stages] == [["plain", "s2", "accuracy"]] + [
+        ["plain", "s3", "accuracy"]
+    ]
+    table = controls.controls_table(tmp_path, [0], arms=("seen", "serial"))
+    assert [r["arm"] for r in table["rows"]] == ["seen", "serial"]
+    contrast = table["contrasts"]["seen-serial"]
+    assert contrast["low"] <= contrast["diff"] <= contrast["high"]
+    assert all(r["mean_sequential_steps"] <= r["mean_length"] for r in table["rows"])
+    with pytest.raises(ValueError, match="study controls --arm plain --seeds 0"):
+        controls.controls_table(tmp_path, [0], arms=("plain",))
+
+
+def test_the_command_line_offers_exactly_the_control_arms():
+    from pr1lib.arguments import STUDY_FLAGS
+    from pr1lib.experiments.controls import ARMS
+
+    assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted(ARMS)

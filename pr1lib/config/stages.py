@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pr1lib import worlds
 from pr1lib.config.recipe import VARIANT_ROLLOUT
-from pr1lib.profiles import Preset
+from pr1lib.profiles import Preset, check_profile
 from pr1lib.validate import register_choices
 
 register_choices(trace_style=("parallel", "serial"))
@@ -241,13 +241,15 @@ class SFTStageConfig(Preset):
         cls, world: str, profile: str | None = None, variant: str = "seen", **overrides: Any
     ) -> SFTStageConfig:
         """The profile's config with a world's cold start (``World.sft_overrides``), then
-        ``overrides``.
+        ``overrides``; ``smoke`` keeps its own sizes (a few rows and steps).
 
         >>> c = SFTStageConfig.for_world("tinyworld", "tiny"); c.source, c.use_lora, c.train_n
         ('tinyworld-easy+tinyworld-hard', False, 12000)
         """
+        profile = check_profile(profile)
         chosen = worlds.get(world).sft_overrides(variant)
-        return cls.for_profile(profile, **{**chosen, "variant": variant, **overrides})
+        sizes = cls.PRESETS["smoke"] if profile == "smoke" else {}
+        return cls.for_profile(profile, **{**chosen, **sizes, "variant": variant, **overrides})
 
     @property
     def rollout_mode(self) -> str:

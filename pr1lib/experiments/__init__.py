@@ -7,7 +7,7 @@ no study: ``--help`` stays fast). Adding a study is one file here and one line i
 (docs/architecture.md).
 
 >>> sorted(STUDIES)
-['ablation', 'blockcost', 'curriculum', 'dose', 'midtraining', 'unseen-stage2']
+['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'unseen-stage2']
 >>> STUDIES["dose"].module, "refresh" in STUDIES["dose"].flags
 ('pr1lib.experiments.dose', False)
 """
@@ -64,6 +64,12 @@ STUDIES = {
         "midtraining",
         "the mid-training scaffold (Figure 4): alternating reward, then accuracy only",
         ("variant", "init", "steps", "switch", "refresh"),
+    ),
+    "controls": Study(
+        "controls",
+        "is it parallel thinking or more search? one arm (--arm) of plain / plain-sft / serial / "
+        "seen / unseen, Stage 2 then 3 per seed, accuracy and sequential decode steps",
+        ("arm", "init"),
     ),
     "blockcost": Study(
         "blockcost",
