@@ -106,9 +106,11 @@ def evaluate_records(
     batch_size: int = 16,
     tokenizer: Any = None,
     progress: bool = True,
+    mode: str = "seen",
 ) -> list[dict]:
-    """Rows for ``records`` (same order): k samples each, generated only for problems not yet in
-    the results file at ``path``; each new row is appended as soon as its batch is done."""
+    """Rows for ``records`` (same order): k samples each (decoded in rollout ``mode``), generated
+    only for problems not yet in the results file at ``path``; each new row is appended as soon
+    as its batch is done."""
     store = ResultsFile(path) if path is not None else None
     if store is not None and store.dropped:
         print(store.note(), file=sys.stderr, flush=True)  # never silent: those rows are redone
@@ -130,7 +132,7 @@ def evaluate_records(
                 f"generate_fn must return {k} completions for each of {len(batch)} prompts"
             )
         for record, completions in zip(batch, outputs):
-            row = score_problem(record, completions, benchmark, tokenizer)
+            row = score_problem(record, completions, benchmark, tokenizer, mode)
             rows[str(record["id"])] = row
             if store is not None:
                 store.append(row)
@@ -305,6 +307,7 @@ def run_eval(
         cfg.batch_size,
         tokenizer,
         progress,
+        cfg.mode,
     )
     return {
         "model": tag,
@@ -388,6 +391,7 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, 
             cfg.batch_size,
             tokenizer,
             progress=False,
+            mode=cfg.mode,
         )
     finally:
         model.train(was_training)

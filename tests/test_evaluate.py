@@ -363,3 +363,23 @@ def test_side_by_side_never_mixes_paper_and_ours_in_one_column():
     )
     assert "| Parallel-R1-Seen | 27.3 |" in to_markdown(table)
     assert paper_table(2).shape == (8, 9)
+
+
+def test_sequential_steps_count_the_longest_path_only_where_paths_decode_side_by_side():
+    from pr1lib.metrics import accuracy_at_steps, score_problem
+
+    block = (
+        "<Parallel><Path>Toy 7, book 40: no</Path><Path>Toy 12, book 40: yes</Path></Parallel>\n"
+        "<Summary>12 and 40</Summary>\nFinal Answer: 28"
+    )
+    record = {"id": "p", "question": "q", "answer": "28"}
+    forked = score_problem(record, [block, "Final Answer: 28"], "tinyworld-hard", None, "forked")
+    seen = score_problem(record, [block, "Final Answer: 28"], "tinyworld-hard", None, "seen")
+    (with_block, plain), (same_block, same_plain) = forked["samples"], seen["samples"]
+    shorter_path = len("<Path>Toy 7, book 40: no</Path>")
+    assert with_block["sequential_steps"] == with_block["length"] - shorter_path
+    assert same_block["sequential_steps"] == same_block["length"]  # one causal stream
+    assert plain["sequential_steps"] == same_plain["sequential_steps"] == plain["length"]
+    cap = with_block["sequential_steps"]  # the forked block fits, the serial one does not
+    assert accuracy_at_steps([forked], "project", (cap,)) == {cap: 1.0}
+    assert accuracy_at_steps([seen], "project", (cap,)) == {cap: 0.5}
