@@ -261,6 +261,8 @@ class SFTStageConfig(Preset):
 class NotebookConfig(Preset):
     """The sizes of the notebooks' own demonstrations (the stages have their own configs)."""
 
+    world: str | None = "tinyworld"  # the task world of the notebooks' main line (pr1lib.worlds);
+    # None: the profile's real data (GSM8K, DAPO); TinyGSM is the contrast where blocks do not pay
     model_profile: str = "tiny"  # notebook 00 shows the tiny model (smoke: the random one)
     model_label: str = "tiny model (0.92M params)"  # how tables name this profile's model
     show: int = 3  # completions printed per tier
@@ -270,8 +272,8 @@ class NotebookConfig(Preset):
     repeats: int = 3  # ... and timed repeats
     nll_n: int = 64  # held-out examples in notebook 04's loss comparison
     llm_teacher: str = "standin"  # notebook 02's LLM demo: standin (no model) | hf (a real one)
-    benchmarks: tuple[str, ...] = ("tinygsm-hard",)  # notebook 07's table: sets, problems, k
-    table_n: int | None = 100  # as notebook 06 scores each stage; at 40, a row moved by ±4 points
+    benchmarks: tuple[str, ...] = ("tinyworld-hard",)  # notebook 07's table: sets, problems, k
+    table_n: int | None = 200  # the headline's problems: its 95 % intervals stay within ±5 points
     table_k: int = 4
     switch: int = 10  # notebook 07's mid-training scaffold: switch and total steps ...
     total: int = 20
@@ -291,7 +293,7 @@ class NotebookConfig(Preset):
             repeats=1,
             nll_n=16,
             table_n=4,
-            benchmarks=("tinygsm-easy",),
+            benchmarks=("tinyworld-easy",),
             table_k=2,
             switch=2,
             total=4,
@@ -300,6 +302,7 @@ class NotebookConfig(Preset):
             scaffold_batch=8,
         ),
         "colab": dict(
+            world=None,
             model_label="Qwen3 small (colab)",
             llm_teacher="hf",
             table_n=100,
@@ -310,6 +313,7 @@ class NotebookConfig(Preset):
             scaffold_eval_n=50,
         ),
         "paper": dict(
+            world=None,
             model_label="Qwen3-4B-Base (this repo)",
             llm_teacher="hf",
             table_n=None,
