@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +37,16 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PLOTLY = "application/vnd.plotly.v1+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 MAX_BYTES = 2_000_000  # one twin, outputs included
+PNG_WIDTH = 860  # fits JupyterLab's and GitHub's notebook column without a scrollbar
+# what a committed twin must not show: the machine that ran it, a leftover of an old run folder,
+# a row the notebook could not fill. Each is a defect of the run, not of the reader's checkout.
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|home|root|Users|content|private)/[^\s'\"]+")
+LEFTOVERS = {
+    "a run folder moved aside": re.compile(r"moved \S+ to \S+\.prev"),
+    "a missing run": re.compile(r"\bmissing\b.*\b(?:rl|sft|grpo)-|no range for"),
+}
+# stderr a twin may show, with the reason it is there
+ALLOWED_STDERR: dict[str, str] = {}
 # what `jupytext --sync` keeps of a twin's jupytext metadata (jupytext.toml): a twin written here
 # is then left as it is by `make sync`
 JUPYTEXT_KEPT = ("cell_metadata_filter",)
@@ -93,12 +104,58 @@ def figures_by_cell(nb) -> list[list[str]]:
     ]
 
 
+def _texts(output: dict) -> list[str]:
+    """The text an output shows: a stream, or its text/plain, text/markdown and text/html."""
+    if output.get("output_type") == "stream":
+        return [output.get("text", "")]
+    data = output.get("data", {})
+    return [str(data[k]) for k in ("text/plain", "text/markdown", "text/html") if k in data]
+
+
+def _empty_figure(output: dict) -> bool:
+    """A plotly figure whose traces hold no data point."""
+    fig = output.get("data", {}).get(PLOTLY)
+    if fig is None:
+        return False
+    points = [len(t.get(a) or []) for t in fig.get("data", []) for a in ("x", "y", "z", "values")]
+    return not any(points)
+
+
+def twin_problems(nb) -> list[str]:
+    """What a committed twin shows that a learner should not see, one line per problem (cell
+    number first): a figure without a data point, a machine's absolute path, a stderr output that
+    is not allowed (``ALLOWED_STDERR``), a run folder moved aside, a missing run.
+
+    >>> import nbformat
+    >>> cell = nbformat.v4.new_code_cell("x")
+    >>> moved = nbformat.v4.new_output("stream", name="stderr", text="moved /tmp/a to b.prev")
+    >>> cell.outputs = [moved]
+    >>> twin_problems(nbformat.v4.new_notebook(cells=[cell]))  # doctest: +NORMALIZE_WHITESPACE
+    ['cell 1: a stderr output: moved /tmp/a to b.prev',
+     'cell 1: an absolute path: /tmp/a', 'cell 1: a run folder moved aside']
+    """
+    problems = []
+    for n, cell in enumerate(inline_widgets(nb).cells, 1):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            problems += [f"cell {n}: {p}" for p in _output_problems(output)]
+    return problems
+
+
+def _output_problems(output: dict) -> list[str]:
+    found = ["a figure with no data point"] if _empty_figure(output) else []
+    text = "\n".join(_texts(output))
+    if output.get("name") == "stderr" and not any(k in text for k in ALLOWED_STDERR):
+        found.append(f"a stderr output: {text.strip().splitlines()[0][:120]}")
+    found += [f"an absolute path: {m}" for m in MACHINE_PATH.findall(text)[:3]]
+    return found + [what for what, rule in LEFTOVERS.items() if rule.search(text)]
+
+
 def plotly_png(figure: dict) -> bytes:
     """A PNG of a plotly figure (JSON form) through kaleido and a local Chrome/Chromium."""
     import plotly.io as pio
 
     height = figure.get("layout", {}).get("height")
-    return pio.to_image(figure, format="png", width=960, height=height)
+    return pio.to_image(figure, format="png", width=PNG_WIDTH, height=height)
 
 
 def with_png(nb, to_png: Callable[[dict], bytes] = plotly_png) -> Any:
