@@ -199,6 +199,7 @@ def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> Generate
         max_path_length=cfg.max_path_length,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
+        path_headers=cfg.path_headers,
         profile=cfg.profile,
     )
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
@@ -349,10 +350,12 @@ def held_out_config(
     seed: int = 0,
     prompt_style: str | None = None,
     source: str | None = None,
+    path_headers: bool = False,
 ) -> EvalConfig:
     """The training stages' held-out evaluation: the first ``n`` problems of the ``tier`` set
     (``held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
-    ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode``.
+    ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode`` (numbered paths when
+    the model was trained with them).
 
     >>> c = held_out_config("tiny", "hard", 8, "forked", 64, k=4); c.benchmark, c.k, c.temperature
     ('tinygsm-hard', 4, 1.0)
@@ -371,6 +374,7 @@ def held_out_config(
         engine="rollout",
         seed=seed,
         prompt_style=prompt_style,
+        path_headers=path_headers,
     )
 
 

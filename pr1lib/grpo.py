@@ -231,6 +231,7 @@ class GRPOSession:
                 cfg.eval_k,
                 prompt_style=self.model_cfg.prompt_style,
                 source=cfg.source,
+                path_headers=cfg.path_headers,
             )
             metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples

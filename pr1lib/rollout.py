@@ -60,6 +60,7 @@ from typing import Any, Sequence
 import torch
 
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
+from pr1lib.format import path_header
 from pr1lib.kvcache import Streams
 from pr1lib.structure import TagIds, structured_logprobs, tag_ids
 
@@ -174,6 +175,13 @@ class _Engine:
         self.eos = tokenizer.eos_token_id
         self.pad = self.tags.pad if self.tags.pad is not None else self.eos
         self.newline = tokenizer.encode("\n", add_special_tokens=False)
+        # numbered paths: the tokens path j opens with, forced after its <Path>
+        self.headers = [
+            tokenizer.encode(path_header(j), add_special_tokens=False)
+            if config.path_headers
+            else []
+            for j in range(config.num_paths)
+        ]
         self.streams = Streams(model, config.fast_cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
 
@@ -292,7 +300,7 @@ class _Engine:
             for j in range(k)
         ]
         for j, r in enumerate(group):
-            r.group = group
+            r.group, r.queue = group, list(self.headers[j])
             r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
         row.fork_pending, row.group = False, group
 
@@ -304,7 +312,10 @@ class _Engine:
             row.closing, row.waiting, row.feed = False, True, None
             return
         forced = len(row.buf.completion_ids) >= row.cap - 1 or tok == self.eos
-        if forced:
+        if row.queue and not forced:  # its header, written by the engine
+            tok, forced = row.queue.pop(0), True
+            lp = self.lp(i, tok)
+        elif forced:
             tok, lp = self.tags.end_path, self.lp(i, self.tags.end_path)
         row.buf.add(tok, lp, int(forced))
         row.feed, row.closing = tok, tok == self.tags.end_path

@@ -53,6 +53,7 @@ def rollout_config(cfg: GRPOStageConfig) -> RolloutConfig:
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         fast_cache=cfg.fast_cache,
+        path_headers=cfg.path_headers,
         profile=cfg.profile,
     )
 

@@ -444,6 +444,7 @@ def _judge(cfg: SFTStageConfig, model_cfg: ModelConfig):
         cfg.seed,
         model_cfg.prompt_style,
         cfg.source,
+        cfg.path_headers,
     )
 
 

@@ -583,3 +583,38 @@ def test_the_lean_step_gives_the_models_logits(model):
                 torch.ones(1, 1, dtype=torch.bool),
                 new_cache(),
             )
+
+
+def test_numbered_paths_open_with_their_own_header_and_stay_blind_to_each_other(steered):
+    """``path_headers``: the engine writes "(j+1)" at the start of path j (forced tokens), the
+    recorded log-probs still equal the masked forward's, and path 2's logits do not move when path
+    1's tokens change (the unseen mask, headers included)."""
+    from pr1lib.format import path_header
+
+    rollouts = run(steered, seed=2, path_headers=True)
+    headers = []
+    for r in rollouts:
+        j = 0
+        for i, t in enumerate(r.completion_ids):
+            j = 0 if t == P else j
+            if t == PA and r.forced[i]:  # a path the engine opened at a fork
+                n = next(
+                    n
+                    for n in range(i + 1, len(r.forced) + 1)
+                    if n == len(r.forced) or not r.forced[n] or r.completion_ids[n] == EPA
+                )
+                headers.append((TOK.decode(r.completion_ids[i + 1 : n]), path_header(j)))
+                j += 1
+    # the header is all the engine writes at a path's start (a path cut by its budget: part of it)
+    assert all(wanted.startswith(written) for written, wanted in headers)
+    assert sum(written == wanted for written, wanted in headers) >= 4
+    assert max_gap(steered, rollouts) < 1e-4
+    prefix = tokens("Q: hi") + [P]
+    two = [PA] + tokens("(2) x") + [EPA]
+    for first in (tokens("(1) ab"), tokens("(1) zzzz")):
+        seq = prefix + [PA] + first + [EPA] + two
+        at = len(prefix) + len(first) + 2  # where path 2 starts
+        logits = full_logits(steered, seq)[at:]
+        if first[-1] == tokens("b")[0]:
+            reference = logits
+    torch.testing.assert_close(logits, reference, atol=1e-5, rtol=0)

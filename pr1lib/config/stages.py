@@ -342,6 +342,7 @@ class EvalConfig(Preset):
     max_blocks: int = 4  # blocks per response; the engine stops after the last (the paper)
     max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
+    path_headers: bool = False  # forked: the engine opens path j with "(j+1)" (numbered paths)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
     grader: str | None = None  # accuracy / pass_at_k: official | project; None: DEFAULT_GRADERS
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
@@ -383,6 +384,7 @@ class RolloutConfig(Preset):
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
+    path_headers: bool = False  # forked: path j opens with its number "(j+1)" (format.number_paths)
     fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the old engine)
     profile: str = "tiny"
 

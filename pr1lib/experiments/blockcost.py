@@ -21,6 +21,8 @@ seen`` prints one JSON object last: ``{tier: {acc_block, acc_plain, diff, ci95, 
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,7 +31,7 @@ import torch
 from pr1lib.config import RolloutConfig
 from pr1lib.evalsets import load_benchmark
 from pr1lib.experiments import STUDIES, StudyRun
-from pr1lib.metrics import BOOTSTRAP, completion_metrics, paired_bootstrap
+from pr1lib.metrics import BOOTSTRAP, completion_metrics, paired_bootstrap, sample_stats
 from pr1lib.prompts import chat_prompt
 from pr1lib.rollout import generate
 from pr1lib.structure import tag_ids
@@ -89,9 +91,10 @@ def sample(
     max_blocks: int = 1,
     batch_size: int = 64,
     seed: int = 0,
+    path_headers: bool = False,
 ) -> list[list[str]]:
     """``k`` completions per prompt, forced to open with a block (``block=True``) or to have
-    none."""
+    none (``path_headers``: forked paths open with their numbers, for a model trained so)."""
     cfg = RolloutConfig(
         mode=mode,
         temperature=temperature,
@@ -99,6 +102,7 @@ def sample(
         max_path_length=max_path_length,
         max_blocks=max_blocks if block else 0,
         at_block_limit="mask",
+        path_headers=path_headers,
     )  # after its block the answer still follows
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)
@@ -115,13 +119,23 @@ def sample(
     return [texts[i * k : (i + 1) * k] for i in range(len(prompts))]
 
 
-def score(texts: list[list[str]], golds: Sequence[str]) -> dict[str, Any]:
-    """Per-problem accuracy and the pooled metrics of the one scorer (``metrics``)."""
+def score(
+    texts: list[list[str]], golds: Sequence[str], tokenizer: Any = None, mode: str = "seen"
+) -> dict[str, Any]:
+    """Per-problem accuracy and the pooled metrics of the one scorer (``metrics``), with the mean
+    tokens and sequential decode steps of a sample (``metrics.sample_stats`` in ``mode``)."""
     rows = [completion_metrics(row, [g] * len(row)) for row, g in zip(texts, golds)]
-    pooled = completion_metrics(
-        [t for row in texts for t in row], [g for row, g in zip(texts, golds) for _ in row]
-    )
-    return {"per_problem": [r["accuracy"] for r in rows], **pooled}
+    flat = [t for row in texts for t in row]
+    pooled = completion_metrics(flat, [g for row, g in zip(texts, golds) for _ in row])
+    stats = [sample_stats(t, tokenizer, mode) for t in flat]
+    return {
+        "per_problem": [r["accuracy"] for r in rows],
+        **pooled,
+        "tokens": statistics.fmean(s["length"] for s in stats) if stats else 0.0,
+        "sequential_steps": statistics.fmean(s["sequential_steps"] for s in stats)
+        if stats
+        else 0.0,
+    }
 
 
 def tier_cost(
@@ -133,13 +147,19 @@ def tier_cost(
     seed: int = 0,
     **sampling: Any,
 ) -> dict[str, Any]:
-    """Forced block vs forced plain on ``records``: accuracies, difference, its interval, rates."""
+    """Forced block vs forced plain on ``records``: accuracies, difference, its interval, rates,
+    mean tokens and sequential decode steps per sample, and the seconds each condition took."""
     prompts = [chat_prompt(r["question"], tokenizer, "tiny") for r in records]
     golds = [r["answer"] for r in records]
-    with_block = score(
-        sample(model, tokenizer, prompts, k, True, mode, seed=seed, **sampling), golds
-    )
-    plain = score(sample(model, tokenizer, prompts, k, False, mode, seed=seed, **sampling), golds)
+    runs = {}
+    for block in (True, False):
+        start = time.perf_counter()
+        texts = sample(model, tokenizer, prompts, k, block, mode, seed=seed, **sampling)
+        runs[block] = {
+            **score(texts, golds, tokenizer, mode),
+            "seconds": time.perf_counter() - start,
+        }
+    with_block, plain = runs[True], runs[False]
     ci = paired_bootstrap(with_block.pop("per_problem"), plain.pop("per_problem"), seed=seed)
     return {
         "acc_block": round(with_block["accuracy"], 4),
@@ -154,6 +174,11 @@ def tier_cost(
         "valid_plain": round(plain["valid_ratio"], 4),
         "parallel_ratio_block": round(with_block["parallel_ratio"], 4),
         "parallel_ratio_plain": round(plain["parallel_ratio"], 4),
+        **{
+            f"{key}_{name}": round(run[key], 1)
+            for name, run in (("block", with_block), ("plain", plain))
+            for key in ("tokens", "sequential_steps", "seconds")
+        },
     }
 
 

@@ -65,6 +65,7 @@ ARMS = {
         {"path_headers": True},
         "Parallel-R1-Unseen: numbered paths that cannot see each other",
         sft_variant="unseen",
+        grpo={"path_headers": True},
     ),
 }
 
