@@ -81,6 +81,7 @@ STUDIES = {
             "max_path_length",
             "max_blocks",
             "batch_size",
+            "path_headers",
         ),
     ),
 }
