@@ -8,8 +8,9 @@ import torch
 from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
 from pr1lib.config import RolloutConfig
+from pr1lib.engine import Engine
 from pr1lib.kvcache import Streams, new_cache
-from pr1lib.rollout import Rollout, _Engine, as_columns, generate, rollout_logprobs, sample_tokens
+from pr1lib.rollout import Rollout, as_columns, generate, rollout_logprobs, sample_tokens
 from pr1lib.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
@@ -101,8 +102,8 @@ def test_dropping_rows_moves_only_the_last_rows_into_the_gaps(model):
     """A regroup that only drops rows (the engine puts the last rows into the freed places,
     ``_from_tail``) copies those rows within the cache's own memory; the next step's logits are
     the first engine's, which rebuilds the cache."""
+    from pr1lib.engine import _from_tail
     from pr1lib.kvcache import storage
-    from pr1lib.rollout import _from_tail
 
     keep = [(object(), [(old, 0, 9)], 0) for old in (0, 2, 5, 6)]  # rows 1, 3, 4 dropped
     assert [p[0][0] for _, p, _ in _from_tail(keep)] == [0, 5, 2, 6]
@@ -344,7 +345,7 @@ def test_reread_merge_equals_causal_forward(model):
 def spy(monkeypatch) -> list[tuple[int, str, int, int, torch.Tensor]]:
     """Record every decision's logits as ``(sample, kind, path index, tokens before, logits)``;
     tokens before count the row's own path buffer for paths, the completion otherwise."""
-    calls, decide = [], _Engine.decide
+    calls, decide = [], Engine.decide
 
     def wrapped(self, logits):
         for i, row in enumerate(self.rows):
@@ -355,14 +356,14 @@ def spy(monkeypatch) -> list[tuple[int, str, int, int, torch.Tensor]]:
                 )
         decide(self, logits)
 
-    monkeypatch.setattr(_Engine, "decide", wrapped)
+    monkeypatch.setattr(Engine, "decide", wrapped)
     return calls
 
 
 def script_path_one(monkeypatch) -> list[int]:
     """Path 1 of every block writes the returned list's tokens (fill it in), then ``</Path>``,
     instead of what it samples."""
-    path_step, script = _Engine.path_step, []
+    path_step, script = Engine.path_step, []
 
     def scripted(self, i, row, tok, lp):
         if row.index == 0 and not row.closing:
@@ -371,7 +372,7 @@ def script_path_one(monkeypatch) -> list[int]:
             lp = self.lp(i, tok)
         path_step(self, i, row, tok, lp)
 
-    monkeypatch.setattr(_Engine, "path_step", scripted)
+    monkeypatch.setattr(Engine, "path_step", scripted)
     return script
 
 
