@@ -34,6 +34,14 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "validator table rows only the official checker accepts": {"*": (4, 4)},
     # 01: the 341 traces of the shared data (the strict grammar finds three real slips)
     "real traces only the official checker accepts": {"*": (3, 3)},
+    # 00: the shipped TinyWorld base on 50 hard items x 8 at T = 1 (card, 200 x 8: pass@8 0.83,
+    # mean@8 0.37, gap 0.46; one SD of the gap at 50 items is ~0.05); pass@k >= mean@k always
+    "TinyWorld base, hard: pass@8 minus mean@8": {"smoke": (0, 1), "tiny": (0.25, 0.65)},
+    # 00: its check line copies the total (measured: 252 of 257 wrong answers marked ✓, 50 x 8)
+    "TinyWorld base, hard: share of wrong answers whose check says ✓": {
+        "smoke": (0, 1),
+        "tiny": (0.8, 1),
+    },
     # 03: fp32 everywhere on CPU (TOL = 1e-4); the seen and summary rows must move well above it
     "second path max |Δ logit|, unseen": {"smoke": (0, 1e-4), "tiny": (0, 1e-4)},
     "second path max |Δ logit|, seen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
