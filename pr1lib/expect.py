@@ -42,6 +42,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
         "smoke": (0, 1),
         "tiny": (0.8, 1),
     },
+    # 02: the TinyWorld cold start is deterministic: the tiny profile's 12,000 rows are the
+    # shipped SFT's (data/tinyworld-sft's card hash); smoke builds 24 rows, never the same
+    "TinyWorld cold start has the shipped SFT's rows (1 = the same hash)": {
+        "smoke": (0, 0),
+        "tiny": (1, 1),
+    },
     # 03: fp32 everywhere on CPU (TOL = 1e-4); the seen and summary rows must move well above it
     "second path max |Δ logit|, unseen": {"smoke": (0, 1e-4), "tiny": (0, 1e-4)},
     "second path max |Δ logit|, seen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
