@@ -52,6 +52,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "second path max |Δ logit|, unseen": {"smoke": (0, 1e-4), "tiny": (0, 1e-4)},
     "second path max |Δ logit|, seen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
     "summary max |Δ logit|, unseen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
+    # 03: the shipped unseen TinyWorld SFT, one forced forked block on 50 hard items (measured:
+    # 0.49 of 80 blocks differ in tests/test_world.py; one SD at 50 is ~0.07): about half the same
+    "unseen SFT, forked: share of blocks whose paths start from the same price": {
+        "smoke": (0, 1),
+        "tiny": (0.25, 0.8),
+    },
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
