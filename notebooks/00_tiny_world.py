@@ -148,6 +148,7 @@ miss, greedy_acc = records[at], sum(right) / len(right)
 print(f"greedy: right on {sum(right)} of {len(records)} items; item {at}:\n")
 print(miss["question"], "\n---\n" + greedy[at], "\n--- gold", split_gsm8k_answer(miss["answer"])[1])
 
+# %% [markdown]
 # ## 3. What it can write versus what it commits to
 #
 # Sampling at temperature 1 (the paper's protocol) draws other guesses. `read_guess` reads a guess
@@ -232,9 +233,10 @@ pd.DataFrame({"samples": [len(guesses), len(wrong)],
 
 # %% [markdown]
 # You should see: nearly every wrong answer still writes ✓. Pretraining showed only solutions
-# whose check passes, so the base model learned the *look* of a check: it copies the total and
-# marks it ✓ whatever it guessed, bending the sum to fit or naming prices that are not on the
-# lists. A single stream of text never meets a failed check, so it never learns to act on one.
+# whose check passes, so the base model learned the *look* of a check: whatever it guessed, it
+# writes a check that passes, bending the sum to fit the total (most wrong answers carry a wrong
+# sum) or naming prices the lists do not have. A single stream of text never meets a failed
+# check, so it never learns to act on one (exercise 1 forces a wrong pair on it).
 
 # %%
 should_see("TinyWorld base, hard: share of wrong answers whose check says ✓",
