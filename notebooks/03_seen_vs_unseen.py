@@ -329,8 +329,9 @@ assert gap < TOL
 # the shipped unseen SFT answers held-out **hard** items, made to open its block at once (the
 # block-cost study's forced block, `pr1lib.experiments.blockcost.sample`), at T = 1. The teacher's
 # block splits the search: path 1 tries the first cheap price of the question, path 2 the second.
-# Which cheap price does each of the model's paths start from? `read_guess` (notebook 00) reads each
-# path's first guess line back:
+# (On `colab` and `paper` the profile's model has not learned TinyWorld: read this section on
+# `tiny`.) Which cheap price does each of the model's paths start from? `read_guess` (notebook 00)
+# reads each path's first guess line back:
 
 # %%
 from pr1lib.experiments.blockcost import sample
