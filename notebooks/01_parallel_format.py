@@ -37,8 +37,9 @@ class SetupStopped(Exception):  # shown as its one line, not as a traceback
         return [f"Setup stopped: {self}"]
 
 
-def quiet(*command):  # True when the command succeeded
-    return subprocess.run(command, capture_output=True).returncode == 0
+def quiet(*command):  # True when the command succeeded; git never waits for a password
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(command, capture_output=True, env=env).returncode == 0
 
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
@@ -73,19 +74,24 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # `</Parallel>` is followed by exactly one summary. At RL time the rollout engine writes
 # exactly two paths per block; teacher data may have more. `pr1lib.format.parse` turns a
 # response into its parts, with character spans that point back into the text.
+#
+# The running example is the block TinyWorld's rule teacher writes for a hard item (notebook 00):
+# two paths split the search for the pair of prices that makes the total, each checks its pairs,
+# and the summary keeps the one that checks out (`pr1lib.worlds.tinyworld.search_block`).
 
 # %%
 import pandas as pd
 
 from pr1lib import format as fmt
+from pr1lib import worlds
+from pr1lib.worlds.tinyworld import parse_hard, search_block
 
-example = (
-    "Tom has 3 boxes of 4 apples.\n"
-    "<Parallel><Path>3 boxes x 4 = 12 apples.</Path>"
-    "<Path>4 + 4 + 4 = 12 apples.</Path></Parallel>\n"
-    "<Summary>Both ways give 12.</Summary>\n"
-    "Final Answer: 12"
-)
+question = worlds.get("tinyworld").generate(1, "hard", "test", seed=SEED)[0]["question"]
+example = search_block(*parse_hard(question))
+print(question, "\n")
+print(example)
+
+# %%
 parsed = fmt.parse(example)
 rows = []
 for part in parsed.parts:
@@ -96,7 +102,8 @@ for part in parsed.parts:
         rows.append(("path", path.start, path.end, path.text))
     s = part.summary
     rows.append(("summary", s.start, s.end, s.text))
-pd.DataFrame(rows, columns=["part", "start", "end", "content"])
+parts = pd.DataFrame(rows, columns=["part", "start", "end", "content"])
+parts.astype({"start": "Int64", "end": "Int64"})  # text parts have no span
 
 # %% [markdown]
 # `render` writes a structure back in the canonical layout (tags adjacent, one newline
@@ -274,8 +281,9 @@ assert decoded == sample and tokens.add_tag_tokens(tokenizer) == []  # idempoten
 # A new token needs a row in the embedding matrix (and in the LM head, if it is not tied
 # to the embeddings). A plain `resize_token_embeddings` fills new rows with nearly the
 # same vector, and Qwen's padded vocabulary hands the tags whatever sat in its unused
-# rows. In the paper's reproduction on Qwen3-0.6B those rows were identical and the
-# tags stayed indistinguishable through training. The fix used here: start each tag at
+# rows. An independent reproduction of the paper (not the authors' own runs; docs/recipe.md
+# cites it) found those rows identical on Qwen3-0.6B-Base, and the tags stayed
+# indistinguishable through training. The fix used here: start each tag at
 # the **mean of its old pieces' rows**, so `<Path>` begins near `<`, `P`, `ath`, `>`.
 # We first do the plain resize, measure, then initialise and measure again.
 
@@ -300,7 +308,9 @@ fig = make_subplots(rows=1, cols=2, subplot_titles=("plain resize", "mean of pie
 for col, matrix in enumerate((before, after), start=1):
     fig.add_trace(go.Heatmap(z=matrix.numpy().round(3), x=names, y=names, zmin=-1,
                              zmax=1, colorscale="RdBu_r", showscale=col == 2), 1, col)
-fig.update_layout(title="Cosine similarity between the six tag embeddings", height=380)
+fig.update_xaxes(title="tag")
+fig.update_yaxes(title="tag", autorange="reversed")
+fig.update_layout(title="Cosine similarity between the six tag embeddings", height=420, width=860)
 fig.show()
 
 # %% [markdown]

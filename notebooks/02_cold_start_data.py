@@ -1,8 +1,9 @@
 # %% [markdown]
-# # 02 · Cold-start data: GSM8K → teacher → filter → an SFT set
+# # 02 · Cold-start data: GSM8K and TinyWorld → teacher → filter → an SFT set
 #
 # **Goal:** build a Parallel-GSM8K-style cold-start set, prompt–completion pairs whose
-# completions think in `<Parallel>` blocks, and measure how much of each source survives the filter.
+# completions think in `<Parallel>` blocks, and measure how much of each source survives the filter;
+# then run the same pipeline on TinyWorld to make the traces notebook 04 trains on.
 #
 # You will learn
 # - how the paper made its cold-start data (a teacher prompted zero-shot on easy GSM8K problems),
@@ -13,7 +14,9 @@
 # - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
 # - this project's four filter checks (strict format, at least one block, the right answer, the
 #   token budget; the paper checked the format only), the yield table, and how to switch to an LLM
-#   teacher (transformers or any OpenAI-compatible server).
+#   teacher (transformers or any OpenAI-compatible server);
+# - how TinyWorld's rule teacher writes blocks that search and check, why half of the rows stay
+#   plain, and two other styles of the same rows this project trains as controls.
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -41,8 +44,9 @@ class SetupStopped(Exception):  # shown as its one line, not as a traceback
         return [f"Setup stopped: {self}"]
 
 
-def quiet(*command):  # True when the command succeeded
-    return subprocess.run(command, capture_output=True).returncode == 0
+def quiet(*command):  # True when the command succeeded; git never waits for a password
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(command, capture_output=True, env=env).returncode == 0
 
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
@@ -58,7 +62,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.paths import runs_dir
+from pr1lib.paths import runs_dir, shown
 from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
@@ -82,7 +86,7 @@ config = ColdStartConfig.for_profile(PROFILE, seed=SEED)
 OUT = runs_dir() / f"02_cold_start_data-{PROFILE}"
 OUT.mkdir(parents=True, exist_ok=True)
 print(config)
-print("outputs in", OUT)
+print("outputs in", shown(OUT))
 
 # %% [markdown]
 # ## 1. The problems
@@ -92,21 +96,19 @@ print("outputs in", OUT)
 # hub with `datasets.load_dataset("openai/gsm8k", "main")`; if neither works you get one error that
 # names both fixes. Every source comes out in one shape: `id`, `question`, `answer_text` (the worked
 # solution, with `<<48/2=24>>` calculator annotations) and `answer` (the gold number).
-# DAPO-Math-17k has answers but **no worked solutions**; TinyGSM is this project's own generator.
+# DAPO-Math-17k has answers but **no worked solutions**. Without a copy and a network (a CI
+# machine), TinyGSM-easy, this project's generator of GSM8K-shaped stories, stands in for GSM8K.
 
 # %%
 from pr1lib import data
 
 try:
-    gsm8k = data.load_gsm8k("train", limit=config.limit)
-    dapo = data.load_dapo(limit=min(config.limit or 2000, 2000))
-except data.DataNotFoundError as err:  # no local copy and no network: carry on with TinyGSM only
-    print(err)
-    gsm8k, dapo = [], []
-n_tiny = config.limit or 2000
-tiny = {t: data.load_source(f"tinygsm-{t}", limit=n_tiny, seed=SEED) for t in ("easy", "hard")}
-sources = {"gsm8k": gsm8k, "dapo": dapo, "tinygsm-easy": tiny["easy"], "tinygsm-hard": tiny["hard"]}
-sources = {name: probs for name, probs in sources.items() if probs}
+    sources = {"gsm8k": data.load_gsm8k("train", limit=config.limit),
+               "dapo": data.load_dapo(limit=min(config.limit or 2000, 2000))}
+except data.DataNotFoundError as err:  # no local copy and no network: TinyGSM stands in
+    print(err, "\n-> TinyGSM-easy stands in for GSM8K")
+    sources = {"tinygsm-easy": data.load_source("tinygsm-easy", limit=config.limit or 2000,
+                                                seed=SEED)}
 print({name: len(probs) for name, probs in sources.items()})
 pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source", "question",
                                                                         "answer_text", "answer"]]
@@ -133,7 +135,7 @@ import re
 from pr1lib import teachers
 
 rule = teachers.RuleTeacher(seed=SEED)
-pool = (gsm8k or tiny["hard"])[:50]  # show one whose block has three paths, one a split or regroup
+pool = next(iter(sources.values()))[:50]  # one whose block has three paths, one a split or regroup
 example = next((p for p in pool if (t := rule.generate([p])[0]["text"]).count("<Path>") == 3
                 and re.search(r"<Path>[^<]*<<[^<]*<<", t)), pool[0])
 print(example["answer_text"], end="\n\n---- becomes ----\n\n")
@@ -184,9 +186,11 @@ print(
 # least one block**, its **final answer matches** the gold answer, and the prompt plus completion
 # **fit the token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads,
 # else estimated at four characters per token). Duplicate questions keep their first trace. Each
-# rejection is labelled with the first check it failed. The paper filtered less: its released
-# sets are the unfiltered 7.47k rows (what the seen SFT used) and 5.91k rows that passed the format
-# check (for the unseen variant); it did not check the answers against GSM8K's gold.
+# rejection is labelled with the first check it failed. The paper filtered less: it released the
+# unfiltered 7.47k rows and 5.91k rows that passed the format check, and did not check the answers
+# against GSM8K's gold. Which set trained which variant it does not say; from the SFT step counts
+# we infer (our reading, docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones
+# for the unseen.
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
@@ -205,9 +209,9 @@ print(kept_example["completion"])
 # %%
 rejected = pd.DataFrame([r for _, rej in results.values() for r in rej])
 if len(rejected):
-    shown = rejected.groupby("reason").head(1)[["source", "reason", "detail", "question",
-                                                "completion"]]
-    display(shown.set_index("reason"))
+    one_each = rejected.groupby("reason").head(1)[["source", "reason", "detail", "question",
+                                                   "completion"]]
+    display(one_each.set_index("reason"))
 else:
     print("nothing rejected")
 
@@ -222,7 +226,8 @@ else:
 
 # %% tags=["report"]
 table = coldstart.yield_table(results)
-display(table.style.format({c: "{:.1%}" for c in ["yield", *coldstart.REASONS]}, na_rep="–"))
+shares = {c: "{:.1%}" for c in ["yield", *coldstart.REASONS]}
+display(table.style.format({"kept": "{:,.0f}", **shares}, na_rep="–"))
 coldstart.plot_yield(table).show()
 
 # %% [markdown]
@@ -235,17 +240,15 @@ coldstart.plot_yield(table).show()
 # from. It is saved with `save_to_disk`, as JSONL, and with a dataset card.
 
 # %%
-kept_all = [row for name in ("gsm8k", "tinygsm-easy", "tinygsm-hard") if name in results
-            for row in results[name][0]]
-sft = coldstart.build_dataset(kept_all, config.prompt_style)
-summary = coldstart.summarize(kept_all,
-                              [r for name,
-                               (_, rej) in results.items() if name != "dapo" for r in rej])
-card = coldstart.dataset_card(summary, config.replace(source="gsm8k+tinygsm"), rule.name)
-folder = coldstart.save_dataset(sft, OUT / "sft", card)
+used = [name for name in results if name != "dapo"]  # DAPO keeps nothing
+kept_all = [row for name in used for row in results[name][0]]
+sft_set = coldstart.build_dataset(kept_all, config.prompt_style)
+summary = coldstart.summarize(kept_all, [r for name in used for r in results[name][1]])
+card = coldstart.dataset_card(summary, config.replace(source="+".join(used)), rule.name)
+folder = coldstart.save_dataset(sft_set, OUT / "sft", card)
 reloaded = datasets.load_from_disk(str(folder))
 print(reloaded)
-print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", folder)
+print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", shown(folder))
 
 # %% [markdown]
 # You should see: every kept trace in the saved set is strictly valid and opens at least one block.
@@ -262,12 +265,111 @@ for completion in reloaded["completion"]:
 #
 # ```bash
 # python -m pr1lib coldstart --teacher rule --source gsm8k --out runs/coldstart-gsm8k
-# python -m pr1lib coldstart --teacher rule --source tinygsm-easy --limit 2000 \
-#     --out runs/coldstart-tiny
 # ```
 
 # %% [markdown]
-# ## 7. Switching to an LLM teacher
+# ## 7. The same pipeline in TinyWorld: the traces notebook 04 trains on
+#
+# Notebook 00 showed why a block can pay in TinyWorld: checking a pair of prices is one addition,
+# finding the pair is a search. Its rule teacher (`WorldTeacher`, which `coldstart.make_teacher`
+# picks for a TinyWorld source) writes blocks that use this. On a **hard** item the two paths split
+# the search, each trying one cheap price with both dear ones and checking every sum honestly, and
+# the summary keeps the pair that checks out; on an **easy** item both paths solve the whole item
+# (pure overhead, which RL should learn to skip). `SFTStageConfig.for_world("tinyworld", PROFILE)`
+# names notebook 04's cold start (its sources, how many rows, how many of them plain), and
+# `sft.build_coldstart` generates, filters and saves it with the functions above, one source at a
+# time (on `colab` and `paper`, notebook 04 trains on the real data of section 6 instead).
+
+# %%
+import json
+
+from pr1lib import sft
+from pr1lib.config import SFTStageConfig
+
+WORLD_SFT = SFTStageConfig.for_world("tinyworld", PROFILE)  # notebook 04's cold start
+world_set = sft.build_coldstart(WORLD_SFT, config.prompt_style, OUT / "tinyworld")
+print(f"{len(world_set)} rows of {WORLD_SFT.source} -> {shown(OUT / 'tinyworld' / 'dataset')}")
+made = {part: json.loads((OUT / "tinyworld" / part / "summary.json").read_text())
+        for part in WORLD_SFT.source.split("+")}  # each source's run_coldstart summary
+pd.DataFrame({part: {"teacher": s["teacher"], "total": s["total"], "kept": s["kept"],
+                     "yield": f"{s['yield']:.1%}", **s["rejected"]}
+              for part, s in made.items()}).T
+
+# %% [markdown]
+# You should see a yield of 100 % on both tiers (the paper's LLM teacher: 83.7 % on GSM8K, the
+# table of section 5): the rule teacher writes every path from the question's price lists and
+# recomputes every sum, so the filter finds nothing to reject. That says the teacher never fails,
+# not that its traces teach well; notebook 04 measures what they teach. One trace of each tier:
+
+# %%
+for tier in ("hard", "easy"):
+    row = next(r for r in world_set if r["source"] == f"tinyworld-{tier}")
+    print(f"[{row['source']}] {row['question']}\n{row['completion']}\n")
+
+# %% [markdown]
+# **Half of the rows plain.** A cold start made only of blocks teaches the model to open one on
+# every item, and RL then has no choice to learn from. So `plain_share` (0.5 here) turns a random
+# half of the rows into the same item solved without a block (`World.plain_solution`: on a hard
+# item, the one guess that checks out), and a `parallel` column says which is which
+# (`sft.with_plain_share`; notebook 04 applies it when it trains):
+
+# %%
+shaped = sft.with_plain_share(world_set, WORLD_SFT.plain_share, WORLD_SFT.seed)
+print(f"{shaped['parallel'].count(False)} of {len(shaped)} rows plain; a plain hard row:\n")
+plain = next(r for r in shaped if not r["parallel"] and r["source"] == "tinyworld-hard")
+print(plain["completion"])
+
+# %% [markdown]
+# These are exactly the rows the shipped TinyWorld SFT (`data/tinyworld-sft`) trained on: its card
+# records a hash of its prompt–completion pairs (`sft.data_hash`), and the same pairs, rendered as
+# notebook 04 renders them (`sft.sft_rows`), give the same hash in the `tiny` profile (12,000 rows;
+# `smoke` builds only a few, so there the hashes differ).
+
+# %%
+from transformers import AutoTokenizer
+
+from pr1lib import worlds
+from pr1lib.expect import should_see
+from pr1lib.paths import REPO_ROOT
+
+shipped = REPO_ROOT / worlds.get("tinyworld").init("seen")
+styled = sft.with_trace_style(shaped, WORLD_SFT.trace_style, WORLD_SFT.path_headers)
+rows, _ = sft.sft_rows(styled, AutoTokenizer.from_pretrained(shipped), WORLD_SFT.max_length)
+ours, theirs = sft.data_hash(rows), json.loads((shipped / "card.json").read_text())["data_hash"]
+print(f"{len(rows)} rows: data hash {ours}; the card of {shown(shipped)}: {theirs}")
+should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)",
+           int(ours == theirs), PROFILE)
+
+# %% [markdown]
+# **Two other styles of the same rows.** This project adds two switches of `SFTStageConfig`, both
+# applied by `sft.with_trace_style` to the rows that have a block:
+#
+# - `trace_style="serial"` takes the tags out and changes nothing else (`format.serialize`): the
+#   same four checks, written as one stream. A model trained on it searches as much as the parallel
+#   one, with no block. It is the control arm of `study controls` (notebook 07), which asks whether
+#   a gain comes from the block or only from writing the search down.
+# - `path_headers=True` opens each path with its number, `(1) ` and `(2) ` (`format.number_paths`).
+#   Under the unseen mask a path cannot see its sibling, so nothing tells it which half of the
+#   search is its own; notebook 03 shows the shipped unseen SFT's two paths often starting from
+#   the same price. The numbers are the project's fix for that, also measured in `study controls`.
+
+# %%
+from datasets import Dataset
+
+hard_row = next(r for r in world_set if r["source"] == "tinyworld-hard")
+one = Dataset.from_list([hard_row])
+serial = sft.with_trace_style(one, "serial")[0]["completion"]
+numbered = sft.with_trace_style(one, path_headers=True)[0]["completion"]
+assert serial == fmt.serialize(hard_row["completion"])
+assert numbered == fmt.number_paths(hard_row["completion"])
+print("serial:\n" + serial, "\n\nnumbered paths:\n" + numbered)
+
+# %% [markdown]
+# `python -m pr1lib sft --world tinyworld` builds this set and trains on it from the world's base
+# model (notebook 04 does the same in Python).
+
+# %% [markdown]
+# ## 8. Switching to an LLM teacher
 #
 # Two teachers share the rule teacher's interface (`generate(problems) -> traces`) and its cache:
 #
@@ -293,7 +395,7 @@ from pr1lib import chat_teacher, standin
 from pr1lib.config import NotebookConfig
 from pr1lib.hf_teacher import HFTeacher
 
-llm_problems = (gsm8k or tiny["easy"])[: config.llm_limit]
+llm_problems = next(iter(sources.values()))[: config.llm_limit]  # GSM8K, or its stand-in
 NB = NotebookConfig.for_profile(PROFILE)  # which LLM demo this profile can afford
 if NB.llm_teacher == "hf" and os.environ.get("OPENAI_BASE_URL"):  # a served model is set up
     llm = chat_teacher.OpenAITeacher(model=config.teacher_model, max_tokens=config.max_new_tokens)
@@ -328,6 +430,10 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #   teacher, and filtered the format only.
 # - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.
 # - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 04).
+# - In TinyWorld the same pipeline, with the world's own rule teacher, keeps every trace: blocks
+#   that split a search and check it on hard items, overhead on easy ones. Half of the rows go
+#   plain; the result is, row for row, the set the shipped TinyWorld SFT trained on. Serial traces
+#   and numbered paths are the same rows written as this project's two controls.
 
 # %% [markdown]
 # ## Exercises
@@ -341,13 +447,16 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #    `pr1lib.teachers.alternatives(expr, value)` for a product, a sum, a difference and a quotient,
 #    and remember which step `step_choice="rare_op"` picks.
 #    </details>
-# 2. Lower `config.max_tokens` to 256 (`config.replace(max_tokens=256)`) and rerun the filter. Which
-#    source loses most, and why does the tiny tokenizer count more tokens than `chars/4`?
+# 2. Lower `config.max_tokens` to 256 (`config.replace(max_tokens=256)`) and rerun the filter on
+#    GSM8K and on both TinyWorld tiers. Which source loses most, and why does the tiny tokenizer
+#    count more tokens than `chars/4`?
 #
 #    <details><summary>Hint</summary>
 #
-#    Count `too_long` among the rejected rows per source at both budgets. For the tokenizer, compare
-#    `coldstart.count_tokens(text, tokenizer)` with `len(text) / 4` on a solution full of numbers.
+#    Count `too_long` among the rejected rows per source at both budgets; a TinyWorld source's
+#    traces come from `coldstart.make_teacher(config.replace(source=name))`. For the tokenizer,
+#    compare `coldstart.count_tokens(text, tokenizer)` with `len(text) / 4` on a trace full of
+#    numbers.
 #    </details>
 
 # %% [markdown]

@@ -2,18 +2,18 @@
 # # 03 · Seen versus unseen: masks, positions and parallel decoding
 #
 # **Goal:** see on one real response exactly what the "unseen" structure changes, prove its key
-# property on the model's logits, measure what it buys at decoding time, and compare seen and unseen
-# training on the tiny model.
+# property on the model's logits, watch a model trained with it decode two paths that cannot see
+# each other, and measure what forking buys at decoding time.
 #
 # You will learn
-# - how the two attention masks and the two sets of position ids look, token by token, on a teacher
-#   trace (and how to build them yourself in a dozen lines);
+# - how the two attention masks and the two sets of position ids look, token by token, on a
+#   TinyWorld teacher trace (and how to build them yourself in a dozen lines);
 # - why, under "unseen", a path's predictions do not depend on its sibling paths at all, while the
 #   summary depends on every path;
-# - why that property lets k paths decode as k rows of one batch, forked from the prompt's cache,
-#   and how much faster that is than decoding them one after another;
-# - how seen and unseen SFT differ in practice: loss curves, cost, and what each model expects to
-#   see.
+# - what the shipped unseen TinyWorld SFT writes when its two paths are decoded side by side, and
+#   what it cannot know because of that;
+# - why forked paths decode as k rows of one batch from the prompt's cache, and how much faster
+#   that is than decoding them one after another.
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -41,8 +41,9 @@ class SetupStopped(Exception):  # shown as its one line, not as a traceback
         return [f"Setup stopped: {self}"]
 
 
-def quiet(*command):  # True when the command succeeded
-    return subprocess.run(command, capture_output=True).returncode == 0
+def quiet(*command):  # True when the command succeeded; git never waits for a password
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(command, capture_output=True, env=env).returncode == 0
 
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
@@ -65,43 +66,42 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %% [markdown]
 # ## 1. One real response
 #
-# The rule teacher from notebook 02 rewrites a worked TinyGSM solution into a parallel trace: one
-# step becomes a `<Parallel>` block whose paths compute the same number in different ways, followed
-# by a `<Summary>`. We take the **shortest** two-path trace among a few hundred held-out problems,
-# so every token fits on the axes of a heatmap, and tokenize it with this profile's tokenizer after
-# adding the six tags as single tokens. (In `smoke` the model is random; the tokenizer is the tiny
-# model's.)
+# TinyWorld's rule teacher (notebook 02) writes a `<Parallel>` block for every item: on a hard item
+# two paths that split a search (about 200 tokens, too many to read one by one), on an easy item two
+# paths that solve the same item two ways, then a `<Summary>`. For the token-level pictures we take
+# the **shortest** easy trace among a few hundred held-out problems, so every token fits on the axes
+# of a heatmap; section 7 decodes hard blocks. The model is TinyWorld's shipped unseen SFT
+# (`data/tinyworld-sft-unseen`, trained with this notebook's mask; on `colab` and `paper` the
+# profile's model, with the six tags added).
 
 # %%
 import pandas as pd
 import torch
 import transformers
 
-from pr1lib.config import ModelConfig
+from pr1lib import worlds
+from pr1lib.config import ModelConfig, NotebookConfig
 from pr1lib.data import load_world
+from pr1lib.evaluate import load_for_eval
 from pr1lib.format import validate
-from pr1lib.models import ModelNotAvailableError, build_random_tiny, load_policy
+from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import chat_prompt
-from pr1lib.teachers import RuleTeacher
-from pr1lib.tokens import add_parallel_tags
 
 transformers.utils.logging.disable_progress_bar()
 # models this small run as fast on one thread, and far steadier on a busy CPU
 torch.set_num_threads(1)
-try:
-    model, tok, _ = load_policy(PROFILE)
-except ModelNotAvailableError as err:  # e.g. tiny before data/tiny-base exists
-    print(f"{err}\nFalling back to a random tiny model.")
-    model, tok = build_random_tiny(seed=SEED)
-add_parallel_tags(tok, model)
-model.eval()
-STYLE = ModelConfig.for_profile(PROFILE).prompt_style
+NB = NotebookConfig.for_profile(PROFILE)  # this notebook's sizes (pr1lib.config presets)
+WORLD = worlds.get(NB.world or "tinyworld")
+MODEL_CFG = ModelConfig.for_profile(PROFILE)
+START = REPO_ROOT / WORLD.init("unseen") if NB.world else MODEL_CFG.name  # colab, paper: Qwen
+model, tok = load_for_eval(START, PROFILE)  # eval mode, the tags added where missing
+STYLE = MODEL_CFG.prompt_style
 
 
 def teacher_examples(n, split="test"):
     """(prompt, response) pairs: rule-teacher traces with one strictly valid two-path block."""
-    problems = load_world("tinygsm-easy", n, split, seed=SEED)
-    traces = RuleTeacher(seed=SEED).generate(problems)
+    problems = load_world(WORLD.source("easy"), n, split, seed=SEED)
+    traces = WORLD.rule_teacher(seed=SEED).generate(problems)
     return [(chat_prompt(p["question"], tok, STYLE), t["text"]) for p, t in zip(problems, traces)
             if not t["error"] and t["text"].count("<Path>") == 2 and not validate(t["text"])]
 
@@ -321,7 +321,80 @@ print(
 assert gap < TOL
 
 # %% [markdown]
-# ## 7. Why forking is fast
+# ## 7. Two paths decoded side by side
+#
+# That equality is how the unseen variant decodes. `pr1lib.rollout` in `forked` mode runs the
+# trunk until `<Parallel>`, forks the row into two rows from its cache, lets each path decode on its
+# own (neither sees the other, exactly as the mask says), then merges them for the summary. Below,
+# the shipped unseen SFT answers held-out **hard** items, made to open its block at once (the
+# block-cost study's forced block, `pr1lib.experiments.blockcost.sample`), at T = 1. The teacher's
+# block splits the search: path 1 tries the first cheap price of the question, path 2 the second.
+# (On `colab` and `paper` the profile's model has not learned TinyWorld: read this section on
+# `tiny`.) Which cheap price does each of the model's paths start from? `read_guess` (notebook 00)
+# reads each path's first guess line back:
+
+# %%
+from pr1lib.experiments.blockcost import sample
+from pr1lib.format import parse as parse_response
+from pr1lib.metrics import completion_metrics
+from pr1lib.worlds.tinyworld import parse_hard, read_guess
+
+hard = load_world(WORLD.source("hard"), NB.eval_n, "test", seed=SEED)
+prompts = [chat_prompt(p["question"], tok, STYLE) for p in hard]
+forked = [s[0] for s in sample(model, tok, prompts, 1, True, "forked", seed=SEED,
+                               **WORLD.budgets)]  # one forced block per item, paths forked
+paths = [[q.text for q in b[0].paths] if (b := parse_response(text).blocks) else []
+         for text in forked]  # the paths of each sample's first block
+starts = [[(read_guess(p["question"], q) or {}).get("pair", (None,))[0] for q in qs]
+          for p, qs in zip(hard, paths)]  # the cheap price each path tries first
+cheap = [sorted(parse_hard(p["question"])[0].prices[0]) for p in hard]  # the question's list
+
+
+def kind(first: list, listed: list) -> str:
+    """How a block's two paths share the search, read from the prices they start from."""
+    if len(first) != 2 or None in first:
+        return "no two priced paths"
+    return "split" if sorted(first) == listed else "collided" if first[0] == first[1] else "other"
+
+
+kinds = [kind(s, c) for s, c in zip(starts, cheap)]
+two = sum(k != "no two priced paths" for k in kinds)
+same = kinds.count("collided") / max(1, two)
+right = completion_metrics(forked, [p["answer"] for p in hard])["accuracy"]
+print(f"{len(hard)} hard items at T = 1, answer right {right:.0%}; how the paths started:")
+pd.Series(kinds).value_counts().rename("blocks").to_frame()
+
+# %% [markdown]
+# *split*: the two paths start from the two prices of the question's list, as the teacher's do;
+# *collided*: both start from the same price; *other*: a path starts from a price the question does
+# not list. One block of each of the first two kinds:
+
+# %%
+for label in ("split", "collided"):
+    if label not in kinds:
+        continue
+    at = kinds.index(label)
+    print(f"[{label}] {hard[at]['question']}")
+    for i, text in enumerate(paths[at]):
+        print(f"  path {i + 1}: " + text.replace("\n", "\n          "))
+    print("  then: " + forked[at][forked[at].find("<Summary>"):].replace("\n", "\n        "), "\n")
+
+# %% [markdown]
+# You should see: in about half of the blocks with two priced paths, both start from the **same**
+# cheap price (the share below). Neither path can see the other, and nothing in a path says which
+# half of the search is its own, so each one picks a price by itself; when they pick the same one,
+# the block checks the same two pairs twice and never tries the other two. (A seen model writes
+# path 2 after reading path 1, and takes the price path 1 left: exercise 4.) Numbering the paths,
+# `(1) ` and
+# `(2) ` (`path_headers=True`, notebook 02), is the project's fix: each path then knows its part.
+# `study controls` trains it and measures it (notebook 07).
+
+# %%
+should_see("unseen SFT, forked: share of blocks whose paths start from the same price", same,
+           PROFILE)
+
+# %% [markdown]
+# ## 8. Why forking is fast
 #
 # Decoding is memory-bound: one step for k rows costs about as much as one step for one row, until
 # the batch is large. So `pr1lib.rollout` decodes the k paths of a block as k rows forked from the
@@ -334,9 +407,7 @@ assert gap < TOL
 
 # %%
 from pr1lib import bench
-from pr1lib.config import NotebookConfig
 
-NB = NotebookConfig.for_profile(PROFILE)  # this notebook's sizes (pr1lib.config presets)
 timing = bench.load_bench_script("rollout").bench_forked(model, tok, NB.path_len, NB.repeats)
 speed = pd.DataFrame(
     {
@@ -380,7 +451,9 @@ speed
 # - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's
 #   cache and merge them without reprocessing a token; the chart shows the speed-up over decoding
 #   them in turn.
-# - Notebook 04 trains both variants and measures what this means for a trained model.
+# - The price of the isolation: the shipped unseen TinyWorld SFT often sends both paths to the same
+#   part of the search, because neither can see which part the other took. Numbered paths are the
+#   project's fix, measured in `study controls` (notebook 07); notebook 04 trains both variants.
 
 # %% [markdown]
 # ## Exercises
@@ -410,6 +483,16 @@ speed
 #
 #    Read the docstring of `pr1lib.structure` on mask types. Then also try no `attention_mask`
 #    at all, and compare the second path with a forward of its own tokens alone.
+#    </details>
+# 4. Decode the hard items of section 7 with the **seen** SFT (`data/tinyworld-sft`), once in
+#    `seen` mode and once `forked`, and count how often its two paths collide. Predict both before
+#    you run them, and compare with the unseen SFT's share above.
+#
+#    <details><summary>Hint</summary>
+#
+#    `load_for_eval(REPO_ROOT / WORLD.init("seen"), PROFILE)` loads it; `sample(..., mode)` takes
+#    the mode, and `kind` classifies each block. What did the seen SFT's path 2 always have in front
+#    of it during training, and what is missing when it is forked?
 #    </details>
 #
 # Solutions, with the reasoning: [solutions/03_seen_vs_unseen.py](../solutions/03_seen_vs_unseen.py)

@@ -39,8 +39,9 @@ class SetupStopped(Exception):  # shown as its one line, not as a traceback
         return [f"Setup stopped: {self}"]
 
 
-def quiet(*command):  # True when the command succeeded
-    return subprocess.run(command, capture_output=True).returncode == 0
+def quiet(*command):  # True when the command succeeded; git never waits for a password
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(command, capture_output=True, env=env).returncode == 0
 
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed

@@ -188,11 +188,13 @@ def plot_yield(table):
             fig.add_bar(name=reason, x=table.index, y=table[reason])
     fig.update_layout(
         barmode="stack",
+        xaxis_title="source",
         yaxis_title="share of problems",
         yaxis_tickformat=".0%",
         title="Cold-start yield per source (paper rows: format-valid share only)",
         legend_title="outcome",
         height=420,
+        width=860,
     )
     return fig
 

@@ -378,14 +378,22 @@ def held_out_config(
     )
 
 
-def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
-    """``(metrics, samples)`` of a model in memory on ``cfg``: the ``summarize`` numbers, and per
-    problem its question, first completion and gold answer."""
+def sample_rows(model: Any, tokenizer: Any, cfg: EvalConfig) -> list[dict]:
+    """The results rows of a model in memory on ``cfg``, nothing written: per problem its ``k``
+    completions (``row["samples"]``) and both graders' verdicts; ``summarize`` gives the numbers.
+
+    >>> from pr1lib.models import build_random_tiny
+    >>> model, tok = build_random_tiny(seed=0)
+    >>> cfg = EvalConfig(benchmark="tinyworld-hard", n=2, k=3, max_completion_length=4)
+    >>> rows = sample_rows(model, tok, cfg)
+    >>> len(rows), [len(r["samples"]) for r in rows], model.training
+    (2, [3, 3], True)
+    """
     records = load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed)
     was_training = model.training
     model.eval()
     try:
-        rows = evaluate_records(
+        return evaluate_records(
             records,
             make_generate_fn(model, tokenizer, cfg),
             cfg.k,
@@ -399,6 +407,12 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, 
         )
     finally:
         model.train(was_training)
+
+
+def evaluate_policy(model: Any, tokenizer: Any, cfg: EvalConfig) -> tuple[dict, list[dict]]:
+    """``(metrics, samples)`` of a model in memory on ``cfg``: the ``summarize`` numbers, and per
+    problem its question, first completion and gold answer."""
+    rows = sample_rows(model, tokenizer, cfg)
     samples = [
         {"question": r["question"], "completion": r["samples"][0]["text"], "gold": r["answer"]}
         for r in rows

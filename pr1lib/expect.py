@@ -34,10 +34,30 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "validator table rows only the official checker accepts": {"*": (4, 4)},
     # 01: the 341 traces of the shared data (the strict grammar finds three real slips)
     "real traces only the official checker accepts": {"*": (3, 3)},
+    # 00: the shipped TinyWorld base on 50 hard items x 8 at T = 1 (card, 200 x 8: pass@8 0.83,
+    # mean@8 0.37, gap 0.46; one SD of the gap at 50 items is ~0.05); pass@k >= mean@k always
+    "TinyWorld base, hard: pass@8 minus mean@8": {"smoke": (0, 1), "tiny": (0.25, 0.65)},
+    # 00: its check line copies the total (measured: 252 of 257 wrong answers marked ✓, 50 x 8)
+    "TinyWorld base, hard: share of wrong answers whose check says ✓": {
+        "smoke": (0, 1),
+        "tiny": (0.8, 1),
+    },
+    # 02: the TinyWorld cold start is deterministic: the tiny profile's 12,000 rows are the
+    # shipped SFT's (data/tinyworld-sft's card hash); smoke builds 24 rows, never the same
+    "TinyWorld cold start has the shipped SFT's rows (1 = the same hash)": {
+        "smoke": (0, 0),
+        "tiny": (1, 1),
+    },
     # 03: fp32 everywhere on CPU (TOL = 1e-4); the seen and summary rows must move well above it
     "second path max |Δ logit|, unseen": {"smoke": (0, 1e-4), "tiny": (0, 1e-4)},
     "second path max |Δ logit|, seen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
     "summary max |Δ logit|, unseen": {"smoke": (1e-3, None), "tiny": (1e-3, None)},
+    # 03: the shipped unseen TinyWorld SFT, one forced forked block on 50 hard items (measured:
+    # 0.49 of 80 blocks differ in tests/test_world.py; one SD at 50 is ~0.07): about half the same
+    "unseen SFT, forked: share of blocks whose paths start from the same price": {
+        "smoke": (0, 1),
+        "tiny": (0.25, 0.8),
+    },
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},

@@ -29,3 +29,19 @@ def shared_data_dir() -> Path | None:
 def runs_dir() -> Path:
     """Where runs, caches and tour reports go (git-ignored): ``PR1_RUNS_DIR`` or ``<repo>/runs``."""
     return Path(os.environ.get("PR1_RUNS_DIR", REPO_ROOT / "runs"))
+
+
+def shown(path: str | Path) -> str:
+    """``path`` as a notebook prints it: relative to the repository, or under ``$PR1_RUNS_DIR``
+    when runs live elsewhere (Colab's Drive); never a machine's absolute path (else its name).
+
+    >>> shown(REPO_ROOT / "runs" / "02_x"), shown("notes.txt"), shown("/somewhere/else/run")
+    ('runs/02_x', 'notes.txt', '…/run')
+    """
+    path = Path(path)
+    if not path.is_absolute():
+        return str(path)
+    for root, prefix in ((REPO_ROOT, ""), (runs_dir(), "$PR1_RUNS_DIR/")):
+        if path.resolve().is_relative_to(root.resolve()):
+            return prefix + str(path.resolve().relative_to(root.resolve()))
+    return f"…/{path.name}"

@@ -1,4 +1,5 @@
-"""Plotly figures for notebook 03: attention masks, position ids, one token's view, forked timing.
+"""Plotly figures for notebooks 00 and 03: pass@k, attention masks, position ids, one token's view,
+forked timing.
 
 Every function returns a ``plotly.graph_objects.Figure`` and shows nothing (call ``fig.show()``).
 Masks are ``(L, L)`` bool tensors or nested lists with rows = queries, columns = keys and
@@ -18,6 +19,8 @@ from typing import Any, Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pr1lib.format import TAGS
+
 BLOCKED, ATTEND, HIDDEN, QUERY = "#f2f2f2", "#1f4e79", "#e8833a", "#c0392b"
 PATH_COLORS = ("#2a9d8f", "#e9c46a", "#8e44ad", "#e76f51")  # path 0, 1, 2, 3 (then repeat)
 
@@ -29,6 +32,15 @@ def token_labels(tokens: Sequence[str]) -> list[str]:
     ['␣buys', '↵', '<Path>']
     """
     return [t.replace(" ", "␣").replace("\n", "↵") or "∅" for t in tokens]
+
+
+def short_label(token: str, size: int = 8) -> str:
+    """A token label cut to ``size`` characters (``…`` marks the cut); a tag is never cut.
+
+    >>> short_label("<Parallel>"), short_label("␣because"), short_label("␣afterwards")
+    ('<Parallel>', '␣because', '␣afterw…')
+    """
+    return token if token in TAGS or len(token) <= size else token[: size - 1] + "…"
 
 
 def _indexed(labels: Sequence[str]) -> list[str]:
@@ -183,7 +195,7 @@ def attends_to_figure(
     fig = go.Figure(
         go.Heatmap(
             z=pad(values),
-            text=pad([t[:8] for t in labels], ""),
+            text=pad([short_label(t) for t in labels], ""),
             customdata=pad(list(range(n))),
             texttemplate="%{text}",
             textfont_size=10,
@@ -197,8 +209,10 @@ def attends_to_figure(
         )
     )
     _legend(fig, names)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_xaxes(title=f"tokens left to right, {width} per line")
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+    fig.update_yaxes(title="line of the sequence")
     seen = sum(row)
     fig.update_layout(
         title=title
@@ -241,12 +255,46 @@ def timing_chart(results: Mapping[str, Any]) -> go.Figure:
     fig.add_bar(
         x=x, y=sequential, name="sequential: one path after another", marker_color="#bbbbbb"
     )
+    fig.update_xaxes(title="paths per block")
     fig.update_yaxes(title="seconds (median)")
     fig.update_layout(
         title=f"Decoding k paths of {results['path_len']} tokens each",
         barmode="group",
         height=380,
         legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+    )
+    return fig
+
+
+def pass_at_k_figure(
+    curves: Mapping[str, Mapping[Any, float]], title: str, greedy: float | None = None
+) -> go.Figure:
+    """pass@k against k, one line per entry of ``curves`` (``metrics.summarize``'s
+    ``pass_curve_*``, ``{1: …, 2: …, 4: …}``; a card's keys are strings): pass@1 is mean@k, and the
+    rise from there is what more candidates could add if the right one were picked. ``greedy``
+    draws one answer's accuracy as a dashed line.
+
+    >>> fig = pass_at_k_figure({"run": {"1": 0.4, "2": 0.55, "8": 0.8}}, "t", greedy=0.5)
+    >>> list(fig.data[0].x), list(fig.layout.xaxis.tickvals), fig.layout.shapes[0].y0
+    ([1, 2, 8], [1, 2, 8], 0.5)
+    """
+    fig, ks = go.Figure(), set()
+    for name, curve in curves.items():
+        points = sorted((int(k), v) for k, v in curve.items())  # (k, pass@k)
+        ks |= {k for k, _ in points}
+        fig.add_scatter(
+            x=[k for k, _ in points],
+            y=[v for _, v in points],
+            name=name,
+            mode="lines+markers",
+            hovertemplate="pass@%{x} = %{y:.1%}",
+        )
+    if greedy is not None:
+        fig.add_hline(y=greedy, line_dash="dash", annotation_text="greedy (one answer)")
+    fig.update_xaxes(title="samples per problem k", type="log", tickvals=sorted(ks))
+    fig.update_yaxes(title="pass@k (some sample right)", range=[0, 1], tickformat=".0%")
+    fig.update_layout(
+        title=title, width=720, height=420, legend=dict(orientation="h", y=1.02, yanchor="bottom")
     )
     return fig
 

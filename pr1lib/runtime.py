@@ -32,6 +32,10 @@ NOISE_LOGS = {  # logger -> message prefix dropped from it
     # ... and `kernels` (transformers >= 5.25 brings it) notes, offline, that it cannot check who
     # published that kernel before it fails to find it
     "kernels._internals.hf_hub": "Skipping publisher trust check for 'kernels-community/",
+    # transformers' default resize (mean_resizing) says how it fills new embedding rows; notebook
+    # 01 runs that default on purpose to measure those rows (the library passes
+    # mean_resizing=False), and the prose beside it explains them
+    "transformers.modeling_utils": "The new embeddings will be initialized from a multivariate",
 }
 COLAB_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts Google Drive
 

@@ -1,139 +1,149 @@
-"""Solutions to the exercises of notebook 00 (the tiny world: TinyGSM and the tiny model).
+"""Solutions to the exercises of notebook 00 (two tiny worlds: TinyWorld, TinyGSM and their base
+models).
 
 Each ``exercise_N(profile)`` does the exercise and returns what it found; its docstring answers
 the question in words. ``check_exercise_N(found)`` states what a right answer must show (the tests
 call both). Run them all with ``python solutions/00_tiny_world.py [profile]``.
 
-Exercise 2 samples the project's tiny model (``data/tiny-base``, shipped with the repository)
-on every profile: a random model solves nothing, so it could not show a temperature effect.
+Exercises 1 and 2 sample the project's shipped TinyWorld models (``data/tinyworld-base``,
+``data/tinyworld-sft``) on every profile: a random model has no check to bend or keep, so it could
+not show the difference; the smoke profile only asks fewer items.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-import statistics
-from collections import Counter
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pr1lib.config import GRPOStageConfig, NotebookConfig, PretrainConfig
-from pr1lib.models import load_policy
+from pr1lib import worlds
+from pr1lib.config import EvalConfig, ModelConfig, NotebookConfig, PretrainConfig
+from pr1lib.evaluate import sample_rows
+from pr1lib.metrics import summarize
+from pr1lib.models import base_model_dir, load_policy
 from pr1lib.paths import runs_dir
-from pr1lib.pretrain import encode_batch, generate_solutions, pretrain, score, step_records
-from pr1lib.tasks import SPECS, generate
+from pr1lib.pretrain import encode_batch, pretrain, step_records
+from pr1lib.prompts import prompt_text
+from pr1lib.runtime import set_seed
+from pr1lib.tasks import generate
+from pr1lib.worlds.tinyworld import parse_hard, read_guess, solve_pair, split_paths
 
-STEP = re.compile(r"<<\d+([-+*/])\d+=\d+>>")
-KIND = {"+": "add", "-": "sub", "*": "times", "/": "div"}
+WORLD = worlds.get("tinyworld")
 
 
-def step_kinds(answer: str) -> set[str]:
-    """The step kinds of one answer (``pr1lib.tasks``): bags (``bags * each``, then added),
-    times (``becomes k times as large``), add, sub, div."""
-    kinds, lines = set(), answer.splitlines()[:-1]
-    for before, line in zip(["", *lines], lines):
-        op = STEP.search(line).group(1)
-        bags = line.startswith("The bags hold") or (op == "*" and " buys " in line)
-        kinds.add("bags" if bags or before.startswith("The bags hold") else KIND[op])
-    return kinds
+def items(profile: str) -> list[dict]:
+    """Held-out hard TinyWorld items: 8 on smoke, the notebook's ``eval_n`` otherwise."""
+    n = 8 if profile == "smoke" else NotebookConfig.for_profile(profile).eval_n
+    return WORLD.generate(n, "hard", "test", seed=0)
+
+
+def load(folder: str):
+    """A shipped tiny model (eval mode, one thread) and its tokenizer."""
+    torch.set_num_threads(1)
+    model, tok, _ = load_policy(config=ModelConfig.for_profile("tiny").replace(name=folder))
+    return model.eval(), tok
 
 
 # ----------------------------------------------------------------------------- exercise 1
-def exercise_1(profile: str = "smoke", n: int = 1000) -> dict:
-    """1,000 ``hard`` problems: which step kinds make the final answers large?
+def wrong_starts(record: dict) -> list[str]:
+    """The starts of a guess line (``Toy 9, book 50: ``) for every pair that is not the answer."""
+    shop, total = parse_hard(record["question"])
+    (one, _), (other, _) = shop.names
+    good = solve_pair(shop, total)
+    pairs = [pair for path in split_paths(shop) for pair in path if pair != good]
+    return [f"{one.capitalize()} {a}, {other} {b}: " for a, b in pairs]
 
-    The **products**, above all "becomes k times as large" (``times``: the whole pile times up
-    to 9), then the bags (``bags * each`` added to the pile). A ``hard`` problem starts at
-    10-150 and adds or removes at most 99 per step, so without a product it rarely passes a
-    few hundred. The distribution is skewed right, a long tail up to the tier's cap of 999 (an
-    event that would pass it is drawn again), and the tail is all products: every answer in the
-    largest tenth has one, and the median answer with ``times`` is several times the median
-    without any product. Division pulls the other way (``keeps one pile``): its problems have
-    the smallest answers. Plot ``found["finals"]`` as a histogram to see the shape.
+
+def finish_greedily(model, tok, prompts: list[str], max_new_tokens: int = 40) -> list[str]:
+    """Greedy continuations of ``prompts`` (left-padded, one batch)."""
+    tok.padding_side = "left"
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(
+            **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+        )  # (B, P + T)
+    return tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def exercise_1(profile: str = "smoke") -> dict:
+    """A wrong pair forced into the start of the solution: an honest check, or a bent one?
+
+    The **base** model bends it: made to start ``Toy 9, book 50: `` when 9 + 50 is not the total,
+    it almost always still writes ✓ (measured on 50 items x 3 wrong pairs: 146 of 150). Its sum
+    is wrong four times in five, often the total itself (``9+50=<<9+50=45>>45. check: 45 vs 45
+    ✓``), and it marks ✓ even where the two numbers it compares differ (``check: 46 vs 45 ✓``).
+    Pretraining only ever showed checks that pass, so the model learned that a check line ends
+    in ✓, not what the comparison means. **After the cold-start SFT** (``data/tinyworld-sft``,
+    whose block paths show three failed checks for every passing one) the same start gets the true
+    sum and ✗ almost always (137 of 150): the model now computes the check and reports it. That
+    honest ✗ is what lets a block keep the one path whose check passes.
     """
-    finals, by_kind, with_product = [], {k: [] for k in (*KIND.values(), "bags")}, set()
-    for i, record in enumerate(generate(n, "hard", "train", seed=0)):
-        finals.append(int(record["answer"].rsplit("#### ", 1)[1]))
-        kinds = step_kinds(record["answer"])
-        for kind in kinds:
-            by_kind[kind].append(finals[-1])
-        if kinds & {"times", "bags"}:
-            with_product.add(i)
-    top = sorted(range(n), key=finals.__getitem__)[-n // 10 :]  # the largest tenth
-    return {
-        "finals": finals,
-        "median by kind": {k: statistics.median(v) for k, v in by_kind.items()},
-        "median without a product": statistics.median(
-            f for i, f in enumerate(finals) if i not in with_product
-        ),
-        "top tenth with a product": sum(i in with_product for i in top) / len(top),
-        "max": max(finals),
-        "cap": SPECS["hard"].cap,
-        "histogram": Counter(100 * (f // 100) for f in finals),
-    }
+    records = items(profile)
+    found = {}
+    for name, folder in (("base", base_model_dir("tinyworld")), ("sft", WORLD.init("seen"))):
+        model, tok = load(folder)
+        prompts, rows = [], []
+        for record in records:
+            for start in wrong_starts(record):
+                prompts.append(prompt_text(record["question"], "tiny") + start)
+                rows.append((record["question"], start))
+        texts = finish_greedily(model, tok, prompts)
+        read = [read_guess(q, start + text) for (q, start), text in zip(rows, texts)]
+        read = [g for g in read if g is not None]
+        found[name] = {
+            "forced": len(prompts),
+            "read": len(read),
+            "check says ✓": sum(g["mark"] == "✓" for g in read) / len(read),
+            "sum right": sum(g["sum_right"] for g in read) / len(read),
+            "example": prompts[0].rsplit("\n", 1)[-1] + texts[0].splitlines()[0],
+        }
+    return found
 
 
 def check_exercise_1(found: dict) -> None:
-    assert len(found["finals"]) == 1000 and found["max"] <= found["cap"]
-    med = found["median by kind"]
-    assert med["times"] > 2 * found["median without a product"]
-    assert med["times"] == max(med.values()) and med["div"] == min(med.values())
-    assert found["top tenth with a product"] == 1.0
+    for name in ("base", "sft"):
+        assert found[name]["read"] >= 0.9 * found[name]["forced"], name  # a guess line each
+    assert found["base"]["check says ✓"] > 0.8  # the base bends the check ...
+    assert found["sft"]["check says ✓"] < 0.4  # ... the SFT reports the failure
+    assert found["sft"]["sum right"] > found["base"]["sum right"]
 
 
 # ----------------------------------------------------------------------------- exercise 2
-def mixed_share(p: float, g: int) -> float:
-    """Share of GRPO groups of ``g`` samples with both right and wrong ones, at accuracy ``p``."""
-    return 1 - p**g - (1 - p) ** g
-
-
 def exercise_2(profile: str = "smoke") -> dict:
-    """Accuracy of the tiny model at temperature 0.5 and 1.5, and GRPO's mixed groups.
+    """mean@8 and pass@8 of the TinyWorld base on hard items at T = 0.5, 1.0 and 1.5.
 
-    Accuracy **falls** as the temperature rises: at 0.5 sampling stays close to greedy, at 1.5
-    the flattened distribution picks wrong digits and drifts off format, more so on ``hard``
-    (more steps to get wrong). What that does to GRPO depends on where accuracy sits: a group of
-    G samples has mixed rewards with probability ``1 − p^G − (1 − p)^G``, largest at p = 50 %.
-    On ``easy`` (p well above 50 % at T = 0.5) a hotter policy makes **more** groups mixed, so more
-    groups carry a learning signal; on ``hard`` where p is already low, heating further pushes
-    p toward 0 and **fewer** groups are mixed (all-wrong groups have zero advantage). Both are
-    measured here: G samples per problem at each temperature, groups counted directly.
+    **mean@8 falls** as the temperature rises (measured on 50 items: 42 %, 36 %, 11 %): a flatter
+    distribution picks wrong prices and digits more often. **pass@8 first rises, then falls**
+    (68 %, 78 %, 58 %): at 0.5 the eight samples are mostly the same guess, so a second candidate
+    rarely differs; at 1.5 they differ, but too many are broken. For GRPO a group of 8 samples
+    teaches only when it holds a right *and* a wrong answer: an item with no right sample (1 −
+    pass@8) gives every sample the same reward and no advantage, and one with only right samples
+    neither. Those mixed items (``found[t]["mixed"]``: 52 %, 74 %, 58 %) are most common near
+    T = 1, the paper's sampling temperature; at 0.5 more items get eight copies of one guess (all
+    right or all wrong), at 1.5 more get no right sample at all.
     """
-    torch.set_num_threads(1)
-    model, tok, _ = load_policy("tiny")
-    g = GRPOStageConfig.for_profile(profile).num_generations
-    n = 16 if profile == "smoke" else NotebookConfig.for_profile(profile).eval_n
-    found = {"G": g, "n": n}
-    for tier in ("easy", "hard"):
-        records = generate(n, tier, "test", seed=0)
-        for temperature in (0.5, 1.5):
-            repeated = [r for r in records for _ in range(g)]
-            outs = generate_solutions(
-                model.eval(),
-                tok,
-                [r["question"] for r in repeated],
-                temperature,
-                max_new_tokens=160,
-                seed=0,
-            )
-            right = score(outs, repeated)
-            groups = [right[i : i + g] for i in range(0, len(right), g)]
-            p = sum(right) / len(right)
-            found[(tier, temperature)] = {
-                "accuracy": p,
-                "expected mixed": mixed_share(p, g),
-                "mixed": sum(0 < sum(x) < g for x in groups) / n,
-            }
+    model, tok = load(base_model_dir("tinyworld"))
+    n = 12 if profile == "smoke" else NotebookConfig.for_profile(profile).eval_n
+    found = {"n": n}
+    for temperature in (0.5, 1.0, 1.5):
+        cfg = EvalConfig(benchmark=WORLD.source("hard"), n=n, k=8, temperature=temperature, seed=0)
+        set_seed(0)
+        rows = sample_rows(model, tok, cfg)
+        numbers = summarize(rows)
+        found[temperature] = {
+            "mean@8": numbers["accuracy"],
+            "pass@8": numbers["pass_at_k"],
+            "mixed": sum(0 < sum(r["correct_official"]) < 8 for r in rows) / n,
+        }
     return found
 
 
 def check_exercise_2(found: dict) -> None:
-    for tier in ("easy", "hard"):
-        assert found[(tier, 0.5)]["accuracy"] > found[(tier, 1.5)]["accuracy"], tier
-    assert found[("easy", 0.5)]["accuracy"] > 0.5  # the trained model, not a random one
-    assert found[("easy", 1.5)]["mixed"] > found[("easy", 0.5)]["mixed"]  # p moves toward 50 %
-    assert found[("hard", 1.5)]["mixed"] < found[("hard", 0.5)]["mixed"]  # p moves toward 0
+    means = [found[t]["mean@8"] for t in (0.5, 1.0, 1.5)]
+    assert means[0] > means[1] > means[2], means
+    assert found[1.0]["pass@8"] > found[1.5]["pass@8"]
+    assert found[1.0]["pass@8"] >= found[1.0]["mean@8"]
 
 
 # ----------------------------------------------------------------------------- exercise 3

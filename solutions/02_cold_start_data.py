@@ -26,11 +26,12 @@ from pr1lib.tokens import add_parallel_tags
 from pr1lib.traces import generate_traces
 
 
-def sources(profile: str, n: int | None = None) -> dict[str, list[dict]]:
-    """GSM8K (when a copy is found) and both TinyGSM tiers, ``n`` problems each."""
+def sources(profile: str, n: int | None = None, world: str = "tinygsm") -> dict[str, list[dict]]:
+    """GSM8K (when a copy is found) and both tiers of ``world``, ``n`` problems each: TinyGSM
+    (GSM8K's shape, what the GSM8K rule teacher reads) or TinyWorld (notebook 04's cold start)."""
     n = n or (100 if profile == "smoke" else ColdStartConfig.for_profile(profile).limit or 2000)
     found = {
-        f"tinygsm-{t}": data.load_source(f"tinygsm-{t}", limit=n, seed=0) for t in ("easy", "hard")
+        f"{world}-{t}": data.load_source(f"{world}-{t}", limit=n, seed=0) for t in ("easy", "hard")
     }
     try:
         return {"gsm8k": data.load_gsm8k("train", limit=n), **found}
@@ -75,19 +76,23 @@ def check_exercise_1(found: dict) -> None:
 
 # ----------------------------------------------------------------------------- exercise 2
 def exercise_2(profile: str = "smoke") -> dict:
-    """``max_tokens=256``: which source loses most, and why the tiny tokenizer counts more.
+    """``max_tokens=256`` on GSM8K and both TinyWorld tiers: which loses most, and why the tiny
+    tokenizer counts more than ``chars/4``.
 
-    **GSM8K** loses most (TinyGSM-hard next, TinyGSM-easy nearly nothing): its questions and
-    worked solutions are the longest, and a block adds a second (and third) computation of one
-    step. The tiny tokenizer counts **more** tokens than ``chars/4`` because it has a 512-entry
-    vocabulary trained on TinyGSM text and splits **every digit into its own token**: a
-    solution is mostly numbers and ``<<a*b=c>>`` annotations, where four characters are up to
-    four tokens, and any word outside TinyGSM's small vocabulary falls apart into pieces. A
-    large BPE (Qwen's 151k) comes much closer to chars/4.
+    **TinyWorld-hard loses every row**: its search block writes four guess lines, each with a sum
+    and a check, about 300 tokens with the prompt. **GSM8K** loses most of its rows (measured on
+    2,000 problems: 1,824): long questions and worked solutions, and the block repeats one step's
+    computation two or three times. **TinyWorld-easy** loses nothing: two short paths. The tiny
+    tokenizer counts **more** tokens than ``chars/4`` because it has a 512-entry vocabulary trained
+    on its world's text and splits **every digit into its own token**: a trace is mostly numbers
+    and ``<<a+b=c>>`` annotations, where four characters are up to four tokens, and any word outside
+    the small vocabulary falls apart into pieces (TinyWorld-hard, the most digits: about 0.35
+    chars/4 per token). A large BPE (Qwen's 151k) comes much closer to chars/4.
     """
     config = ColdStartConfig.for_profile(profile)
-    tok, rule, found = coldstart.budget_tokenizer(profile), RuleTeacher(seed=0), {}
-    for name, problems in sources(profile).items():
+    tok, found = coldstart.budget_tokenizer(profile), {}
+    for name, problems in sources(profile, world="tinyworld").items():
+        rule = coldstart.make_teacher(config.replace(source=name))  # the world's own teacher
         traces = rule.generate(problems)
         texts = [t["text"] for t in traces if t["text"]]
         row = {
@@ -113,9 +118,10 @@ def check_exercise_2(found: dict) -> None:
         assert row[256]["too_long"] >= row[budget]["too_long"], name
         assert row["chars/4 per token"] < 1, name  # the tokenizer counts more than chars/4
     lost = {name: row[256]["too_long"] for name, row in rows.items()}
-    assert lost["tinygsm-hard"] > lost["tinygsm-easy"]
+    assert lost["tinyworld-hard"] == rows["tinyworld-hard"][budget]["kept"]  # every row it kept
+    assert lost["tinyworld-hard"] == max(lost.values()) and lost["tinyworld-easy"] == 0
     if "gsm8k" in lost:
-        assert max(lost, key=lost.get) == "gsm8k"
+        assert lost["gsm8k"] > rows["gsm8k"][256]["kept"]  # most of GSM8K goes
 
 
 # ----------------------------------------------------------------------------- exercise 3

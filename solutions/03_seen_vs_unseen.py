@@ -3,35 +3,49 @@
 Each ``exercise_N(profile)`` does the exercise and returns what it found; its docstring answers
 the question in words. ``check_exercise_N(found)`` states what a right answer must show (the tests
 call both). Run them all with ``python solutions/03_seen_vs_unseen.py [profile]``.
+
+Like the notebook, they use TinyWorld's shipped SFTs on the tiny and smoke profiles (the unseen
+one for exercises 1-3, both for exercise 4) and a TinyWorld teacher trace of an easy item.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pr1lib.config import ModelConfig
-from pr1lib.models import load_policy
+from pr1lib import worlds
+from pr1lib.config import ModelConfig, NotebookConfig
+from pr1lib.data import load_world
+from pr1lib.evaluate import load_for_eval
+from pr1lib.experiments.blockcost import sample
+from pr1lib.format import parse as parse_response
+from pr1lib.paths import REPO_ROOT
 from pr1lib.prompts import chat_prompt
 from pr1lib.structure import allowed_mask, attention_inputs, parse, structure_tensors
-from pr1lib.tokens import add_parallel_tags
+from pr1lib.worlds.tinyworld import parse_hard, read_guess
 
-QUESTION = "Tom has 3 boxes of 4 apples. How many apples does he have?"
+WORLD = worlds.get("tinyworld")
+# an easy TinyWorld item and its teacher trace (two paths, the second with the sum swapped)
+QUESTION = (
+    "Cakes cost 8 or 5 coins. Drinks cost 38 or 69 coins. Leo buys the 8-coin cake and the "
+    "38-coin drink. How many coins does he pay?"
+)
 TWO_PATHS = (
-    "Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
-    "</Parallel>\n<Summary>Both give 12.</Summary>\nFinal Answer: 12"
+    "<Parallel><Path>8+38=<<8+38=46>>46 coins.</Path><Path>38+8=<<38+8=46>>46 coins.</Path>"
+    "</Parallel>\n<Summary>Both paths give 46.</Summary>\nFinal Answer: 46"
 )
 THREE_PATHS = (
-    "Count them.\n<Parallel><Path>3 x 4 = 12</Path><Path>4 + 4 + 4 = 12</Path>"
-    "<Path>12</Path></Parallel>\n<Summary>All give 12.</Summary>\nFinal Answer: 12"
+    "<Parallel><Path>8+38=<<8+38=46>>46 coins.</Path><Path>38+8=<<38+8=46>>46 coins.</Path>"
+    "<Path>46</Path></Parallel>\n<Summary>All paths give 46.</Summary>\nFinal Answer: 46"
 )
 
 
-def setup(profile: str):
-    """The profile's model (eval mode, one thread) and tokenizer, with the tags as tokens."""
+def setup(profile: str, variant: str = "unseen"):
+    """The notebook's model (eval mode, one thread, tags as tokens): TinyWorld's shipped SFT of
+    ``variant`` on the tiny and smoke profiles, the profile's model on colab and paper."""
     torch.set_num_threads(1)
-    model, tok, _ = load_policy(profile)
-    add_parallel_tags(tok, model)
-    return model.eval(), tok
+    tiny = NotebookConfig.for_profile(profile).world is not None
+    start = REPO_ROOT / WORLD.init(variant) if tiny else ModelConfig.for_profile(profile).name
+    return load_for_eval(start, profile, say=lambda *_: None)
 
 
 def encode(tok, response: str, profile: str) -> tuple[list[int], int]:
@@ -231,8 +245,61 @@ def check_exercise_3(found: dict) -> None:
     assert found["none vs the path alone"] < 1e-3  # packed: cut off from everything (float noise)
 
 
+# ----------------------------------------------------------------------------- exercise 4
+def kind(first: list, listed: list) -> str:
+    """The notebook's section-7 rule: how a block's two paths share the search."""
+    if len(first) != 2 or None in first:
+        return "no two priced paths"
+    return "split" if sorted(first) == listed else "collided" if first[0] == first[1] else "other"
+
+
+def block_kinds(model, tok, profile: str, mode: str) -> dict[str, int]:
+    """One forced block per held-out hard item, decoded in ``mode``: how its paths started."""
+    n = 12 if profile == "smoke" else NotebookConfig.for_profile(profile).eval_n
+    hard = load_world(WORLD.source("hard"), n, "test", seed=0)
+    style = ModelConfig.for_profile(profile).prompt_style
+    prompts = [chat_prompt(p["question"], tok, style) for p in hard]
+    texts = [s[0] for s in sample(model, tok, prompts, 1, True, mode, seed=0, **WORLD.budgets)]
+    counts: dict[str, int] = {}
+    for p, text in zip(hard, texts):
+        blocks = parse_response(text).blocks
+        firsts = [
+            (read_guess(p["question"], q.text) or {}).get("pair", (None,))[0]
+            for q in (blocks[0].paths if blocks else [])
+        ]
+        label = kind(firsts, sorted(parse_hard(p["question"])[0].prices[0]))
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def exercise_4(profile: str = "smoke") -> dict:
+    """The **seen** SFT's paths, decoded in ``seen`` mode and ``forked``: how often they collide.
+
+    Measured on 50 held-out hard items: 50 split in ``seen`` mode, 50 collided ``forked``.
+
+    In **seen** mode the seen SFT's paths do not collide: path 2 is written after path 1, in
+    the same stream, and takes the cheap price path 1 did not, exactly as the teacher's traces did
+    (the block splits the search). **Forked**, the same model always collides: it learned to
+    write path 2 *reading* path 1, and blind to it, path 2 starts as a first path would, with the
+    question's first price, the same one path 1 took. The unseen SFT, trained blind, sits in
+    between (about half in the notebook): it learned to pick a price without the other path, so
+    its two picks are independent. Only the seen variant, decoded seen, gets the split for free;
+    numbered paths (``path_headers``) are how the unseen variant could get it back.
+    """
+    model, tok = setup(profile, "seen")
+    return {mode: block_kinds(model, tok, profile, mode) for mode in ("seen", "forked")}
+
+
+def check_exercise_4(found: dict) -> None:
+    share = {
+        mode: counts.get("collided", 0) / max(1, sum(counts.values()))
+        for mode, counts in found.items()
+    }
+    assert share["seen"] < 0.25 < 0.75 < share["forked"], share
+
+
 if __name__ == "__main__":
     import sys
 
-    for n in (1, 2, 3):
+    for n in (1, 2, 3, 4):
         print(f"exercise {n}:", globals()[f"exercise_{n}"](*sys.argv[1:2]))

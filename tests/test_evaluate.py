@@ -274,6 +274,17 @@ def test_rollout_engine_adapter(toy, mode):
     assert [len(o) for o in out] == [2, 2] and all(isinstance(t, str) for o in out for t in o)
 
 
+def test_sample_rows_are_run_evals_rows_in_memory(toy, tmp_path):
+    model, tok = toy
+    cfg = EvalConfig(benchmark="tinyworld-hard", n=3, k=2, max_completion_length=6, seed=1)
+    ev.set_seed(cfg.seed)  # run_eval seeds itself; a stage's evaluation leaves the RNG alone
+    rows = ev.sample_rows(model, tok, cfg)
+    written = ev.run_eval(model, tok, config=cfg, out_dir=tmp_path, tag="toy", progress=False)
+    kept = ev.ResultsFile(written["results"]).rows
+    assert [r["samples"] for r in rows] == [kept[str(r["id"])]["samples"] for r in rows]
+    assert metrics.summarize(rows)["accuracy"] == written["accuracy"]
+
+
 def test_forked_mode_without_tags_is_a_clear_error(toy):
     model, _ = toy
     from _tiny import EOS

@@ -17,7 +17,8 @@ from pr1lib.notebook import cell_sources, list_notebooks, read
 from pr1lib.tour import CHAIN, build_report, lanes, report_outputs, run_notebooks
 from pr1lib.twins import KERNELSPEC, figures_by_cell
 
-NOISE = ("kernels-community", "is_gradient_checkpointing")  # pr1lib.runtime.quiet_known_noise
+# pr1lib.runtime.quiet_known_noise
+NOISE = ("kernels-community", "is_gradient_checkpointing", "multivariate normal")
 
 NOTEBOOKS = list_notebooks()
 IDS = [p.stem for p in NOTEBOOKS]

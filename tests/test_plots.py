@@ -115,3 +115,19 @@ def test_explorer_redraws_for_the_chosen_mask_and_token():
     pick.value = "seen"
     row = [v for line in box.figure.data[0].z for v in line][: len(SEQ)]
     assert [v in (1, 3) for v in row] == SEEN["allowed"][9].tolist() and row[5] == 1
+
+
+def test_token_view_never_cuts_a_tag_and_names_its_axes():
+    fig = plots.attends_to_figure(UNSEEN["allowed"], LABELS, 6, width=4)
+    shown = {t for row in fig.data[0].text for t in row}
+    assert "<Parallel>" in shown and "</Parallel>" in shown
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text and fig.layout.title.text
+
+
+def test_pass_at_k_figure_has_integer_ticks_titles_and_fits_the_column():
+    card = {"1": 0.37, "2": 0.54, "4": 0.71, "8": 0.83}  # a result card's keys are text
+    fig = plots.pass_at_k_figure({"card": card, "run": {1: 0.3, 8: 0.8}}, "base", greedy=0.49)
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8]
+    assert [list(d.x) for d in fig.data] == [[1, 2, 4, 8], [1, 8]]
+    assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert fig.layout.width <= 900

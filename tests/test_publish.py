@@ -31,6 +31,13 @@ def test_every_notebook_installs_from_the_one_url(path):
     assert binder_badge(URL, path.stem) in README, f"README: no Binder badge for {path.stem}"
 
 
+def test_install_cell_runs_git_without_a_prompt():
+    # a local Jupyter has a terminal behind it: git must fail at once, never ask for credentials
+    cell = install_cell(URL)
+    assert 'env = dict(os.environ, GIT_TERMINAL_PROMPT="0")' in cell
+    assert "capture_output=True, env=env" in cell
+
+
 def test_repo_url_rewrites_every_badge_and_install_cell(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, tmp_path / name)
@@ -59,7 +66,7 @@ def _run_install_cell(tmp_path, setup: str):
             nbformat.v4.new_code_cell("print('the next cell ran')"),
         ]
     )
-    env = {"GIT_ALLOW_PROTOCOL": "file", "GIT_TERMINAL_PROMPT": "0"}  # https: refused at once
+    env = {"GIT_ALLOW_PROTOCOL": "file"}  # https refused; the cell turns the prompt off
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

@@ -35,6 +35,12 @@ def test_known_noise_is_silenced_and_other_warnings_are_kept(caplog):
     assert [r.getMessage()[:40] for r in caplog.records] == [
         "Skipping publisher trust check for 'some"
     ]  # only the known kernel's note is noise
+    caplog.clear()
+    resize = logging.getLogger("transformers.modeling_utils")
+    with caplog.at_level(logging.WARNING):
+        resize.warning("The new embeddings will be initialized from a multivariate normal ...")
+        resize.warning("a real transformers problem")
+    assert [r.getMessage() for r in caplog.records] == ["a real transformers problem"]
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
         runtime.quiet_known_noise()  # filters go in front of "default"

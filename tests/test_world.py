@@ -168,6 +168,29 @@ def test_hard_block_splits_the_search_from_the_prompt_alone():
     assert 0.35 <= sum(which) / len(which) <= 0.65  # the passing pair sits in either path
 
 
+def test_read_guess_reads_plain_solutions_paths_and_made_up_checks():
+    recs = records("hard", 100)
+    for rec, trace in zip(recs, WorldTeacher().generate(recs)):
+        shop, total = world.parse_hard(rec["question"])
+        plain = world.read_guess(rec["question"], linear_solution(rec["answer"]))
+        assert plain == dict(
+            pair=world.solve_pair(shop, total), listed=True, sum_right=True, mark="✓", right=True
+        )
+        paths = [
+            world.read_guess(rec["question"], p.text) for p in parse(trace["text"]).blocks[0].paths
+        ]
+        assert [g["pair"] for g in paths] == [pairs[0] for pairs in world.split_paths(shop)]
+        assert all(g["listed"] and g["sum_right"] for g in paths)
+    q = recs[0]["question"]  # what the base model writes when it guesses wrong: a sum made to fit
+    made_up = world.read_guess(q, "Toy 1, book 2: 1+2=<<1+2=99>>99. check: 99 vs 99 ✓\n")
+    assert made_up == dict(pair=(1, 2), listed=False, sum_right=False, mark="✓", right=False)
+    assert world.read_guess(q, "no guess here") is None
+    assert (
+        world.read_guess("Tom has 3 apples.", "Toy 1, book 2: 1+2=<<1+2=3>>3. check: 3 vs 3 ✓")
+        is None
+    )
+
+
 def test_summary_keeps_the_pair_that_checks_out():
     recs = records("hard", 100)
     for rec, trace in zip(recs, WorldTeacher().generate(recs)):

@@ -15,11 +15,8 @@ stage reads them unchanged:
   ``<Parallel>`` block and keeping the one whose check passes pays; on easy items a block can only
   do the same work twice (pure overhead).
 
-The check compares two numbers written next to each other (the sum, then the total copied from
-the question): the tiny model learns that within about 100 steps, where an earlier design's check
-"is 23 one of 20, 23 or 26?" (a look-up of a two-digit number in a list) stayed at chance after
-about 35k training examples. Asking for the toy alone (an earlier design) let a blind guess of
-one of the two toy prices be right half of the time, which hid the value of checking.
+Why the check compares two adjacent numbers and hard items ask for a difference (earlier designs
+the tiny model could not learn, or a blind guess could pass): docs/tinyworld.md, design notes.
 
 ``WorldTeacher`` writes the cold-start traces: on hard items the block splits
 the search (``search_block``): each path fixes one cheap price from the question's list and
@@ -305,6 +302,28 @@ def solve_pair(shop: Shop, total: int) -> tuple[int, int] | None:
     """
     pairs = [(a, b) for a in shop.prices[0] for b in shop.prices[1] if a + b == total]
     return pairs[0] if len(pairs) == 1 else None
+
+
+_GUESS_RE = re.compile(r"\w+ (\d+), \w+ (\d+): \d+\+\d+=<<[^>]*>>(\d+)\. check: \d+ vs \d+ ([✓✗])")
+
+
+def read_guess(question: str, text: str) -> dict | None:
+    """The first guess (a ``try_line``) in ``text`` read back against a hard ``question``: its
+    pair, whether both prices are on the lists, whether its sum is right, the mark it wrote, and
+    whether it is the answer's pair; ``None`` without a guess line or a hard question.
+
+    >>> q = ("Toys cost 7 or 12 coins. Books cost 40 or 46 coins. Tom buys one toy and one book "
+    ...      "and pays 52 coins. How much more does the book cost than the toy?")
+    >>> read_guess(q, "Toy 9, book 40: 9+40=<<9+40=52>>52. check: 52 vs 52 ✓")
+    {'pair': (9, 40), 'listed': False, 'sum_right': False, 'mark': '✓', 'right': False}
+    """
+    hard, found = parse_hard(question), _GUESS_RE.search(text)
+    if hard is None or found is None:
+        return None
+    (shop, total), pair = hard, (int(found[1]), int(found[2]))
+    listed = pair[0] in shop.prices[0] and pair[1] in shop.prices[1]
+    right, sum_right = pair == solve_pair(shop, total), int(found[3]) == sum(pair)
+    return dict(pair=pair, listed=listed, sum_right=sum_right, mark=found[4], right=right)
 
 
 # --------------------------------------------------------------------------- the teacher
