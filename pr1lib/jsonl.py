@@ -21,9 +21,14 @@ class JsonlError(ValueError):
     """A JSON Lines file that cannot be used as it is; the message names the file and the line."""
 
 
-def read_rows(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
+def read_rows(
+    path: str | Path,
+    required: Iterable[str] = (),
+    check: Callable[[dict], str | None] | None = None,
+) -> list[dict]:
     """Every JSON object of a JSON Lines file (blank lines skipped). A malformed line, a line that
-    is not an object, a row without a ``required`` field (``"a|b"``: either) or an empty file is a
+    is not an object, a row without a ``required`` field (``"a|b"``: either), a row ``check``
+    finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty file is a
     ``JsonlError`` naming the file, the line and the field.
 
     >>> import tempfile, os
@@ -38,7 +43,11 @@ def read_rows(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if line.strip():
-                rows.append(_row(path, number, line, required))
+                row = _row(path, number, line, required)
+                why = check(row) if check is not None else None
+                if why:
+                    raise JsonlError(f"{path} line {number}: {why}")
+                rows.append(row)
     if not rows:
         raise JsonlError(f"{path} is empty: a JSON Lines file holds one JSON object per line")
     return rows
