@@ -23,6 +23,7 @@ from pr1lib.config import (
 )
 from pr1lib.folders import claim
 from pr1lib.inputs import check_apart
+from pr1lib.modelfiles import torch_file_damage
 from pr1lib.paths import runs_dir
 from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets
 
@@ -106,6 +107,12 @@ def pretrain_tiny(args: Any) -> int:
     cfg = PretrainConfig.for_profile(
         args.profile, **with_flags(args, "seed", config=PretrainConfig)
     )
+    state = Path(args.out) / "checkpoint" / "state.pt"  # what a rerun resumes from
+    if state.exists() and torch_file_damage(state):
+        raise ValueError(
+            f"{state} is damaged ({torch_file_damage(state)}): move it away to train from step 0, "
+            "or use another --out"
+        )
     # a finished model (model.safetensors) is never trained over without --overwrite
     with claim_folder(args, args.out, "pretrain-tiny", cfg, finished=("model.safetensors",)):
         from pr1lib.pretrain import pretrain  # heavy (torch): after every check

@@ -21,6 +21,7 @@ import json
 import math
 import re
 import struct
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,18 @@ def check_model_files(folder: str | Path) -> None:
         tensors.update(safetensors_header(path))
     if tensors:
         check_shapes(config, tensors, folder)
+
+
+def torch_file_damage(path: Path) -> str | None:
+    """What is wrong with a file ``torch.save`` wrote (a zip archive; ``None``: nothing seen):
+    one cut short has no end of archive. Read without torch.
+
+    >>> torch_file_damage(Path("/no/such/state.pt"))
+    'it is missing'
+    """
+    if not path.is_file():
+        return "it is missing"
+    return None if zipfile.is_zipfile(path) else "it is not a whole torch file (a write cut short?)"
 
 
 def file_hash(path: Path) -> str:

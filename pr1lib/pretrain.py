@@ -148,7 +148,7 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
             "can run code); delete it or use another --out"
         ) from err
     except (RuntimeError, EOFError, OSError, ValueError) as err:  # a file cut short or damaged
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        first = (str(err).strip().split(". ") or [type(err).__name__])[0]
         raise ValueError(
             f"{path} is damaged ({first}): move it away to train from step 0, or use another --out"
         ) from err

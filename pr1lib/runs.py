@@ -16,14 +16,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pr1lib.config import ModelConfig
 from pr1lib.folders import FolderError, is_main_process, move_aside, next_prev
-from pr1lib.modelfiles import model_hash, safetensors_header
+from pr1lib.modelfiles import model_hash, safetensors_header, torch_file_damage
 from pr1lib.validate import local_folder
 
 # Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
@@ -149,7 +148,7 @@ def checkpoint_damage(ckpt: Path) -> str | None:
         try:
             if path.suffix == ".safetensors":
                 safetensors_header(path)
-            elif not zipfile.is_zipfile(path):  # torch.save writes a zip: a cut one has no end
+            elif torch_file_damage(path):  # torch.save writes a zip: a cut one has no end
                 return f"its {path.name} is damaged (a write cut short?)"
         except ValueError:
             return f"its {path.name} is damaged (a write cut short?)"
