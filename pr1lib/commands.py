@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -216,6 +217,14 @@ def check_teacher_flags(args: Any, config: ColdStartConfig) -> None:
         raise ValueError("--model names an LLM teacher: give --teacher hf or openai with it")
     if config.teacher == "hf" and not config.teacher_model:
         raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
+    env = os.environ
+    url = config.base_url or env.get("OPENAI_BASE_URL")
+    served = config.teacher_model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL")
+    if config.teacher == "openai" and not (url and served):
+        raise ValueError(
+            "--teacher openai needs --base-url and --model (or OPENAI_BASE_URL, e.g. "
+            "http://127.0.0.1:8000/v1, and PR1_TEACHER_MODEL)"
+        )
 
 
 # ----------------------------------------------------------------------------- training

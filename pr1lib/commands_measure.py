@@ -92,6 +92,9 @@ def bench(args: Any) -> int:
         check_model(args.model)  # a missing folder: one error line, before any work
         if args.out:
             check_apart(args.out, args.model, "--model")
+    defaults = {"path_len": 48, "threads": 1, "steps": 3}  # None when not given (pr1lib.inputs)
+    for key, value in defaults.items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     with ExitStack() as held:
         if args.out:
             held.enter_context(claim_folder(args, args.out, "bench"))
@@ -99,11 +102,11 @@ def bench(args: Any) -> int:
             args.which,
             args.out,
             args.repeats,
-            48 if args.path_len is None else args.path_len,  # flags a benchmark reads: None
-            1 if args.threads is None else args.threads,  # when not given (pr1lib.inputs)
+            args.path_len,
+            args.threads,
             args.quick,
             args.model,
-            3 if args.steps is None else args.steps,
+            args.steps,
         )
     config = {
         key: getattr(args, key, None)

@@ -223,6 +223,8 @@ def claim(
     if not is_main_process():  # rank 0 claims for the whole launch
         yield folder
         return
+    if folder.exists() and not folder.is_dir():
+        raise FolderError(f"{folder} is a file, not a folder: pick another --out")
     lock, fresh = FolderLock.take(folder), False
     before = _stamp(folder)
     created = not before  # absent or empty (a racing run may have made it): removed if unused

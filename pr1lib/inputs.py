@@ -134,8 +134,9 @@ def seeds(args: Any) -> list[int]:
 
 
 def check_apart(out: str | Path, other: str | Path | None, flag_name: str) -> None:
-    """Refuse an ``--out`` that is ``other`` (a ``--model``, ``--init`` or ``--data`` folder) or
-    holds it: the run would write over, or move away, its own input.
+    """Refuse an ``--out`` that is ``other`` (a ``--model``, ``--init`` or ``--data`` folder),
+    holds it, or lies inside a run folder's ``merged/`` model: the run would write over, or move
+    away, its own input.
 
     >>> check_apart(".", "pr1lib", "--init")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -145,8 +146,10 @@ def check_apart(out: str | Path, other: str | Path | None, flag_name: str) -> No
     if other is None or not Path(str(other)).expanduser().exists():
         return
     a, b = Path(out).expanduser().resolve(), Path(str(other)).expanduser().resolve()
-    if a == b or a in b.parents:
+    inside = (b / "merged").is_dir() and (a == b / "merged" or b / "merged" in a.parents)
+    if a == b or a in b.parents or inside:
+        how = "be" if a == b else "hold" if a in b.parents else "lie inside the model of"
         raise ValueError(
-            f"--out {out} would {'be' if a == b else 'hold'} the {flag_name} {other} (the run "
-            "would write over its own input): pick another --out"
+            f"--out {out} would {how} the {flag_name} {other} (the run would write over its own "
+            "input): pick another --out"
         )

@@ -40,8 +40,14 @@ def read_rows(
     pr1lib.jsonl.JsonlError: .../d.jsonl line 1: no "answer" field (each row needs question, answer)
     """
     rows, required = [], list(required)
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise JsonlError(
+                    f"{path} line {number}: not UTF-8 text (a JSON Lines file is text)"
+                ) from None
             if line.strip():
                 row = _row(path, number, line, required)
                 why = check(row) if check is not None else None

@@ -148,9 +148,9 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
             "can run code); delete it or use another --out"
         ) from err
     except (RuntimeError, EOFError, OSError, ValueError) as err:  # a file cut short or damaged
-        first = (str(err).strip().split(". ") or [type(err).__name__])[0]
         raise ValueError(
-            f"{path} is damaged ({first}): move it away to train from step 0, or use another --out"
+            f"{path} is damaged or not a pretrain-tiny checkpoint (torch could not read it: "
+            f"{type(err).__name__}): move it away to train from step 0, or use another --out"
         ) from err
     keys = ("config", "step", "model", "optimizer", "rows", "elapsed_s")
     if not isinstance(state, dict) or any(k not in state for k in keys):

@@ -218,6 +218,61 @@ SETTINGS = [
 ]
 
 
+def finished_pretrain(tmp: Path) -> None:
+    from pr1lib.config import PretrainConfig
+    from pr1lib.folders import claim
+
+    with claim(tmp / "pt", "pretrain-tiny", PretrainConfig.for_profile("smoke")):
+        model_copy(tmp / "pt" / "model")
+        (tmp / "pt" / "model" / "model.safetensors").rename(tmp / "pt" / "model.safetensors")
+
+
+def binary_rows(tmp: Path) -> None:
+    (tmp / "d" / "gsm8k").mkdir(parents=True)
+    (tmp / "d" / "gsm8k" / "train.jsonl").write_bytes(json.dumps(GOOD).encode() + b"\n\x80\xff\n")
+
+
+def grpo_run(tmp: Path) -> None:
+    model_copy(tmp / "sft" / "merged")
+
+
+# the strongest of the fresh probes of the closing note
+SETTINGS += [
+    Probe(
+        "data-not-utf8",
+        ("coldstart", "--source", "gsm8k", "--data-path", "{tmp}/d", "--out", "{tmp}/c"),
+        "{tmp}/d/gsm8k/train.jsonl line 2: not UTF-8 text",
+        setup=binary_rows,
+    ),
+    Probe(
+        "out-is-a-file",
+        ("eval", "--out", "{tmp}/notes.txt"),
+        "{tmp}/notes.txt is a file, not a folder: pick another --out",
+        setup=lambda t: (t / "notes.txt").write_text("mine"),
+    ),
+    Probe(
+        "out-inside-the-init-model",
+        ("grpo", "--stage", "2", "--init", "{tmp}/sft", "--out", "{tmp}/sft/merged", "--overwrite"),
+        "--out {tmp}/sft/merged would lie inside the model of the --init {tmp}/sft",
+        setup=grpo_run,
+    ),
+    Probe(
+        "openai-without-url",
+        ("coldstart", "--source", "tinygsm-easy", "--teacher", "openai", "--model", "m"),
+        "--teacher openai needs --base-url and --model",
+        env={"OPENAI_BASE_URL": ""},
+    ),
+    Probe("abbreviated-flag", ("grpo", "--abl"), "unrecognized arguments: --abl"),
+    Probe("set-nan", ("sft", "--set", "learning_rate=nan"), "learning_rate must be a number"),
+    Probe(
+        "pretrain-finished",
+        ("pretrain-tiny", "--out", "{tmp}/pt"),
+        "{tmp}/pt holds a finished pretrain-tiny run (model.safetensors)",
+        setup=finished_pretrain,
+    ),
+]
+
+
 @pytest.mark.parametrize("probe", SETTINGS, ids=lambda p: p.id)
 def test_settings_are_checked_together(probe, tmp_path, capsys, monkeypatch):
     check(probe, tmp_path, capsys, monkeypatch)
@@ -344,9 +399,10 @@ def test_every_input_check_comes_before_torch_loads(tmp_path):
         ["bench", "rollout", "--steps", "3"],
         ["export-verl", "--source", "dapo", "--data-dir", str(tmp_path / "d")],
         ["sft", "--card", "Bad Name"],
+        ["coldstart", "--source", "tinygsm-easy", "--teacher", "openai", "--model", "m"],
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke"}
-    env.update(PR1_RUNS_DIR=str(tmp_path / "runs"), HF_HUB_OFFLINE="1")
+    env.update(PR1_RUNS_DIR=str(tmp_path / "runs"), HF_HUB_OFFLINE="1", OPENAI_BASE_URL="")
     done = subprocess.run(
         [sys.executable, "-c", BEFORE_TORCH, json.dumps(probes)],
         env=env,
