@@ -49,15 +49,20 @@ def add_folder_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_common(parser: argparse.ArgumentParser, out_default: str | None = None) -> None:
-    """The flags every stage shares: profile, output folder, seed and ``--set`` overrides."""
+def add_common(
+    parser: argparse.ArgumentParser, out_default: str | None = None, folder: bool = True
+) -> None:
+    """The flags every stage shares: profile, output folder, seed and ``--set`` overrides
+    (``folder=False``: a command that writes no folder has no ``--out``, ``--overwrite``,
+    ``--resume``)."""
     parser.add_argument(
         "--profile",
         choices=PROFILES,
         default=None,
         help="cost tier (default: $PR1_PROFILE, else colab with CUDA, tiny without)",
     )
-    parser.add_argument("--out", default=out_default, help="output folder for this run")
+    if folder:
+        parser.add_argument("--out", default=out_default, help="output folder for this run")
     parser.add_argument(
         "--seed", type=count(0), default=None, help="random seed (default: the config's)"
     )
@@ -69,7 +74,8 @@ def add_common(parser: argparse.ArgumentParser, out_default: str | None = None) 
         metavar="KEY=VALUE",
         help="override one config field, e.g. --set learning_rate=3e-4 (repeatable)",
     )
-    add_folder_flags(parser)
+    if folder:
+        add_folder_flags(parser)
 
 
 def card_flag(p: argparse.ArgumentParser) -> None:
@@ -78,7 +84,10 @@ def card_flag(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help="also write the printed result, command, config and machine to results/NAME.json "
-        "(a result card)",
+        "(a result card; an existing one is refused)",
+    )
+    p.add_argument(
+        "--overwrite-card", action="store_true", help="replace an existing results/NAME.json"
     )
 
 
@@ -279,7 +288,7 @@ def _study(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
     for name, study in STUDIES.items():
         q = sub.add_parser(name, help=study.help, description=study.help)
-        add_common(q)
+        add_common(q, folder=study.folders)
         add_study_flags(q, tuple(f for f in study.flags))
         card_flag(q)
 
@@ -311,7 +320,7 @@ def _blockcost(p: argparse.ArgumentParser) -> None:
         default="seen",
         help="seen for seen-SFT models, forked for unseen ones",
     )
-    add_common(p)
+    add_common(p, folder=False)  # it prints its result (--card keeps it): no folder
 
 
 def _bench(p: argparse.ArgumentParser) -> None:
@@ -329,10 +338,10 @@ def _bench(p: argparse.ArgumentParser) -> None:
         help="grpo: the policy, a model or run folder (default: the profile's)",
     )
     p.add_argument(
-        "--steps", type=count(2), default=3, help="grpo: steps per run, the first one a warm-up"
+        "--steps", type=count(2), default=None, help="grpo: steps per run, the first a warm-up (3)"
     )
-    p.add_argument("--path-len", type=count(1), default=48)
-    p.add_argument("--threads", type=count(1), default=1)
+    p.add_argument("--path-len", type=count(1), default=None, help="rollout: path length (48)")
+    p.add_argument("--threads", type=count(1), default=None, help="rollout: threads (1)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
     add_folder_flags(p)
 

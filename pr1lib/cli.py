@@ -16,9 +16,16 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 from pr1lib.arguments import ARGUMENTS, EPILOGS, card_flag
+from pr1lib.inputs import check_flags
 from pr1lib.profiles import check_profile
+from pr1lib.teachers import TeacherError
+
+# what a user's input can raise: one line naming it, exit 2 (TeacherError: a teacher that had to
+# stop, its finished traces kept)
+INPUT_ERRORS = (ValueError, OSError, TeacherError)
 
 # command -> (the module of its body: pr1lib.<module>.<name with - as _>, one-line help)
 COMMANDS = {
@@ -57,7 +64,11 @@ DEFAULT_PROFILES = {"tour": "tiny"}
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose mistakes are one line (``--help`` still shows the usage)."""
+    """An ``ArgumentParser`` whose mistakes are one line (``--help`` still shows the usage) and
+    that takes no abbreviations (``--overwrite`` is never taken for ``--overwrite-card``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -79,8 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. A bad input is one ``error:`` line on stderr and exit 2 (before anything
-    is written); Ctrl-C is one line and exit 130; ``PR1_TRACEBACK=1`` shows the traceback."""
+    """Run one command. A bad input (a flag, a config value, a file, a folder, a model, a data
+    row) is one ``error:`` line on stderr naming it, and exit 2, before anything is written or
+    torch loads where the input allows; Ctrl-C is one line and exit 130; any other exception is
+    a bug: its traceback, one line saying where to report it, and exit 1. ``PR1_TRACEBACK=1``
+    shows the traceback of a bad input too."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -92,28 +106,58 @@ def main(argv: list[str] | None = None) -> int:
             args.profile = check_profile(args.profile or default)
         elif os.environ.get("PR1_PROFILE"):
             check_profile(None)  # an unknown $PR1_PROFILE fails every command the same way
+        check_flags(args)  # flag combinations, a flag the command would ignore, the card's name
         from pr1lib.runtime import quiet_known_noise
 
         quiet_known_noise()  # before bitsandbytes loads (it imports torch: after parsing, too)
-        module = importlib.import_module(f"pr1lib.{COMMANDS[args.command][0]}")  # heavy: torch...
+        module = importlib.import_module(f"pr1lib.{COMMANDS[args.command][0]}")
         return int(getattr(module, args.command.replace("-", "_"))(args) or 0)
-    except (ValueError, OSError) as err:  # bad input: a config, a file, a folder, a model
+    except KeyboardInterrupt:
+        print(interrupted(args.command), file=sys.stderr, flush=True)
+        return 130
+    except INPUT_ERRORS as err:  # bad input: a config, a file, a folder, a model, a data row
         if os.environ.get("PR1_TRACEBACK"):
             raise
         print(f"error: {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(interrupted(), file=sys.stderr, flush=True)
-        return 130
+    except Exception as err:  # anything else is ours to fix
+        traceback.print_exc()
+        print(
+            f"error: this is a bug in pr1lib ({type(err).__name__}), not a mistake in the input: "
+            f"please report it at {issues_url()} with the command and the traceback above",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
 
 
-def interrupted() -> str:
-    """The one line after Ctrl-C: where to resume from (the folder this run was writing)."""
-    runs = sys.modules.get("pr1lib.runs")
+def issues_url() -> str:
+    """Where to report a bug: the repository's issue tracker."""
+    try:
+        from pr1lib.publish import repo_url
+
+        return f"{repo_url().rstrip('/')}/issues"
+    except (OSError, ValueError):
+        return "the repository's issue tracker"
+
+
+# commands whose rerun continues where an interrupted one stopped
+RESUMES = ("coldstart", "grpo", "study", "pretrain-tiny", "eval")
+
+
+def interrupted(command: str = "") -> str:
+    """The one line after Ctrl-C: where to resume from (the folder this run was writing), or
+    that a rerun starts again (``sft``, ``bench``, ... keep no checkpoint)."""
+    runs = sys.modules.get("pr1lib.folders")
     held = [p for p in getattr(runs, "HELD", []) if p.exists()]
     if not held:
         return "interrupted: nothing was written; rerun the same command to start again"
-    return f"interrupted: rerun the same command to resume from {held[-1]}"
+    if command in RESUMES:
+        return f"interrupted: rerun the same command to resume from {held[-1]}"
+    return (
+        f"interrupted: {command} keeps no checkpoint; rerun the same command to start again "
+        f"(in {held[-1]})"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -22,6 +23,9 @@ from pr1lib.config import (
     PretrainConfig,
     SFTStageConfig,
 )
+from pr1lib.folders import claim
+from pr1lib.inputs import check_apart
+from pr1lib.modelfiles import torch_file_damage
 from pr1lib.paths import runs_dir
 from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets
 
@@ -40,24 +44,33 @@ def with_flags(
     args: Any, *names: str, config: type | None = None, **renamed: str
 ) -> dict[str, Any]:
     """``--set`` overrides (typed and checked against ``config``'s fields when given) plus the
-    command's own flags that were given (``None``: not given)."""
+    command's own flags that were given (``None``: not given; ``renamed``: flag -> field). A
+    field set both ways to different values is refused (neither silently wins)."""
     sets = getattr(args, "overrides", [])
     out = parse_sets(config, sets) if config is not None else parse_overrides(sets)
-    for name in names:
-        if getattr(args, name, None) is not None:
-            out[name] = getattr(args, name)
-    for flag, field in renamed.items():
-        if getattr(args, flag, None) is not None:
-            out[field] = getattr(args, flag)
+    for flag, field in [*((n, n) for n in names), *renamed.items()]:
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if field in out and out[field] != value:
+            raise ValueError(
+                f"{field} given two ways (--{flag.replace('_', '-')} {value}, --set "
+                f"{field}={out[field]}): give one"
+            )
+        out[field] = value
     return out
 
 
 def claim_folder(
-    args: Any, folder: str | Path, command: str, config: Any = None, resumable: tuple[str, ...] = ()
+    args: Any,
+    folder: str | Path,
+    command: str,
+    config: Any = None,
+    resumable: tuple[str, ...] = (),
+    finished: tuple[str, ...] = (),
 ):
-    """``pr1lib.runs.claim`` with the command's ``--overwrite`` / ``--resume``."""
-    from pr1lib.runs import claim
-
+    """``pr1lib.folders.claim`` with the command's ``--overwrite`` / ``--resume`` (``finished``:
+    files that mark a finished run a rerun would train over)."""
     return claim(
         folder,
         command,
@@ -65,12 +78,12 @@ def claim_folder(
         resumable,
         overwrite=getattr(args, "overwrite", False),
         resume=getattr(args, "resume", False),
+        finished=finished,
     )
 
 
 # ----------------------------------------------------------------------------- data and models
 def tour(args: Any) -> int:
-    from pr1lib.headline import read_headlines
     from pr1lib.tour import notebook_parameters, run_tour, select_notebooks
 
     profile = args.profile  # resolved by pr1lib.cli (the tour defaults to tiny)
@@ -78,6 +91,8 @@ def tour(args: Any) -> int:
     out = Path(args.out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     start = time.perf_counter()
     with claim_folder(args, out, "tour"):
+        from pr1lib.headline import read_headlines  # heavy (torch): after every check
+
         report, runs = run_tour(profile, out, args.only, args.seed or 0, params)
     failed = sum(r.error is not None for r in runs)
     for headline in read_headlines(report.parent):
@@ -91,12 +106,19 @@ def tour(args: Any) -> int:
 
 
 def pretrain_tiny(args: Any) -> int:
-    from pr1lib.pretrain import pretrain
-
     cfg = PretrainConfig.for_profile(
         args.profile, **with_flags(args, "seed", config=PretrainConfig)
     )
-    with claim_folder(args, args.out, "pretrain-tiny", cfg):
+    state = Path(args.out) / "checkpoint" / "state.pt"  # what a rerun resumes from
+    if state.exists() and torch_file_damage(state):
+        raise ValueError(
+            f"{state} is damaged ({torch_file_damage(state)}): move it away to train from step 0, "
+            "or use another --out"
+        )
+    # a finished model (model.safetensors) is never trained over without --overwrite
+    with claim_folder(args, args.out, "pretrain-tiny", cfg, finished=("model.safetensors",)):
+        from pr1lib.pretrain import pretrain  # heavy (torch): after every check
+
         print(json.dumps({"type": "PretrainConfig", **cfg.to_dict()}, indent=2))
         card = pretrain(cfg, args.out, progress=not args.no_progress)
     print_json(
@@ -151,38 +173,64 @@ def coldstart_config(args: Any) -> ColdStartConfig:
 
 
 def coldstart(args: Any) -> int:
-    from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
-    from pr1lib.data import DataNotFoundError, load_source
-    from pr1lib.teachers import TeacherError
+    from pr1lib.data import load_source
 
-    try:
-        config = coldstart_config(args)  # then the problems: a data file's mistake is one line
-        problems = load_source(
-            config.source, config.split, config.limit, args.data_path, config.seed
+    config = coldstart_config(args)  # then the problems: a data file's mistake is one line
+    check_teacher_flags(args, config)
+    problems = load_source(config.source, config.split, config.limit, args.data_path, config.seed)
+    if config.teacher == "hf" and config.teacher_model:
+        check_model(config.teacher_model)
+    out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
+    from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
+
+    teacher = make_teacher(config)  # an LLM teacher that cannot start: before any folder
+    with claim_folder(args, out, "coldstart", config, COLDSTART_RESUMABLE):
+        print(config, flush=True)
+        tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
+        run = run_coldstart(
+            config, out, problems, teacher=teacher, tokenizer=tokenizer, progress=True
         )
-        if config.teacher == "hf" and config.teacher_model:
-            check_model(config.teacher_model)
-        out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
-        teacher = make_teacher(config)
-        with claim_folder(args, out, "coldstart", config, COLDSTART_RESUMABLE):
-            print(config, flush=True)
-            tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
-            run = run_coldstart(
-                config, out, problems, teacher=teacher, tokenizer=tokenizer, progress=True
-            )
-    except (DataNotFoundError, TeacherError, ValueError) as err:
-        print(f"error: {' '.join(str(err).split())}", flush=True)
-        return 2
     code = report_failures(run.result)
     print_json({**run.result, "config": config.to_dict()}, args)
     return code
 
 
+# the openai teacher's connection flags (ColdStartConfig fields)
+OPENAI_FLAGS = (
+    "base_url",
+    "timeout",
+    "deadline",
+    "max_retries",
+    "requests_per_minute",
+    "concurrency",
+)
+
+
+def check_teacher_flags(args: Any, config: ColdStartConfig) -> None:
+    """Refuse a teacher's flag the chosen teacher would ignore (``--model`` for the rule
+    teacher, the connection flags for any but the openai one)."""
+    flags = {"requests_per_minute": "--rpm", "teacher_model": "--model"}
+    used = [n for n in OPENAI_FLAGS if getattr(args, n, None) is not None]
+    if config.teacher != "openai" and used:
+        name = flags.get(used[0], "--" + used[0].replace("_", "-"))
+        raise ValueError(f"{name} is for --teacher openai (the teacher here is {config.teacher})")
+    if config.teacher == "rule" and getattr(args, "teacher_model", None):
+        raise ValueError("--model names an LLM teacher: give --teacher hf or openai with it")
+    if config.teacher == "hf" and not config.teacher_model:
+        raise ValueError("--teacher hf needs --model: a hub id or a local model folder")
+    env = os.environ
+    url = config.base_url or env.get("OPENAI_BASE_URL")
+    served = config.teacher_model or env.get("PR1_TEACHER_MODEL") or env.get("OPENAI_MODEL")
+    if config.teacher == "openai" and not (url and served):
+        raise ValueError(
+            "--teacher openai needs --base-url and --model (or OPENAI_BASE_URL, e.g. "
+            "http://127.0.0.1:8000/v1, and PR1_TEACHER_MODEL)"
+        )
+
+
 # ----------------------------------------------------------------------------- training
 def sft(args: Any) -> int:
     from pr1lib.config import PARALLEL_VARIANTS
-    from pr1lib.models import stage_model_config
-    from pr1lib.sft import run_sft
 
     overrides = with_flags(args, "seed", config=SFTStageConfig)
     variants = PARALLEL_VARIANTS if args.variant == "both" else (args.variant or None,)
@@ -191,11 +239,26 @@ def sft(args: Any) -> int:
     data = check_dataset(args.data) if args.data else None
     base = args.model or (worlds.get(args.world).init("plain") if args.world else None)
     model = check_model(base) if base else None
-    outs = {v: _sft_out(args, cfg, len(configs) > 1, data) for v, cfg in configs.items()}
+    outs = {v: _sft_out(args, cfg, len(configs) > 1) for v, cfg in configs.items()}
+    for out in outs.values():
+        check_apart(out, data, "--data")
+        check_apart(out, model, "--model")
     results, before = {}, None
     with ExitStack() as claims:  # every folder first: the second variant never fails late
         for variant, cfg in configs.items():
-            claims.enter_context(claim_folder(args, outs[variant], "sft", cfg, ("num_threads",)))
+            claims.enter_context(
+                claim_folder(
+                    args,
+                    outs[variant],
+                    "sft",
+                    cfg,
+                    ("num_threads",),
+                    finished=("run_card.json",),  # never trained over without --overwrite
+                )
+            )
+        from pr1lib.models import stage_model_config  # heavy (torch): after every check
+        from pr1lib.sft import run_sft
+
         for variant, cfg in configs.items():
             print(cfg, flush=True)
             model_cfg = stage_model_config(cfg, model) if model else None
@@ -219,30 +282,27 @@ def _sft_config(args: Any, variant: str | None, overrides: dict[str, Any]) -> SF
     return SFTStageConfig.for_profile(args.profile, **chosen)
 
 
-def _sft_out(args: Any, cfg: SFTStageConfig, several: bool, data: Path | None) -> Path:
-    """A variant's run folder; never the ``--data`` folder or one holding it."""
+def _sft_out(args: Any, cfg: SFTStageConfig, several: bool) -> Path:
+    """A variant's run folder (``--out``, with a folder per variant when there are two)."""
     default = runs_dir() / f"sft-{cfg.profile}-{cfg.variant}"
-    out = Path(args.out) / cfg.variant if args.out and several else Path(args.out or default)
-    if data is not None and (
-        out.resolve() == data.resolve() or out.resolve() in data.resolve().parents
-    ):
-        raise ValueError(
-            f"--out {out} would hold the --data set {data} (the run's files would "
-            "overwrite it): pick another --out"
-        )
-    return out
+    return Path(args.out) / cfg.variant if args.out and several else Path(args.out or default)
 
 
 def export_verl(args: Any) -> int:
-    from pr1lib.verl import export_verl as export
+    from pr1lib.prompts import PROMPT_STYLES as STYLES
 
     if not args.source and args.coldstart is None:
         raise ValueError(
             "nothing to export: give --source NAME (repeatable) and/or --coldstart DIR"
         )
+    if args.prompt_style not in STYLES:
+        raise ValueError(f"--prompt-style {args.prompt_style!r}: choose from {', '.join(STYLES)}")
     if args.coldstart is not None:
         check_dataset(args.coldstart, "--coldstart")
+        check_apart(args.out, args.coldstart, "--coldstart")
     with claim_folder(args, args.out, "export-verl"):
+        from pr1lib.verl import export_verl as export  # heavy: after every check
+
         result = export(
             args.out,
             args.source,

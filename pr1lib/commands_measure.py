@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,13 @@ from typing import Any
 from pr1lib.commands import claim_folder, print_json, with_flags
 from pr1lib.config import EvalConfig
 from pr1lib.experiments import STUDIES
+from pr1lib.inputs import check_apart
 from pr1lib.paths import runs_dir
-from pr1lib.validate import check_model, parse_overrides
+from pr1lib.validate import check_model, parse_keys
 
 
 def eval(args: Any) -> int:  # the command's name
-    try:
-        result = _eval(args)
-    except (ValueError, OSError) as err:  # missing data or model, a refused resume, a bad mode
-        print(f"eval: error: {err}", file=sys.stderr)
-        return 2
-    print_json(result, args)
+    print_json(_eval(args), args)
     return 0
 
 
@@ -37,11 +32,8 @@ def blockcost(args: Any) -> int:
     unknown = [t for t in tiers if t not in names()]
     if unknown or not tiers:
         raise ValueError(f"--data {args.data!r}: choose from {', '.join(names())}")
-    keys = STUDIES["blockcost"].sets
-    sampling = parse_overrides(args.overrides)  # temperature, lengths, max_blocks, batch_size
-    extra = sorted(set(sampling) - set(keys))
-    if extra:
-        raise ValueError(f"blockcost --set {extra[0]}: choose from {', '.join(keys)}")
+    # temperature, lengths, max_blocks, batch_size: typed and checked before anything loads
+    sampling = parse_keys(args.overrides, STUDIES["blockcost"].sets, "blockcost")
     from pr1lib.evaluate import load_for_eval
     from pr1lib.experiments.blockcost import blockcost as measure
 
@@ -68,8 +60,6 @@ def blockcost(args: Any) -> int:
 
 def _eval(args: Any) -> dict:
     from pr1lib.config import ModelConfig
-    from pr1lib.evaluate import load_for_eval, model_tag, run_eval
-    from pr1lib.reports import write_eval_outputs
 
     profile = args.profile  # resolved once, by pr1lib.cli
     overrides = with_flags(args, "n", "k", "mode", "seed", config=EvalConfig, data="benchmark")
@@ -80,11 +70,15 @@ def _eval(args: Any) -> dict:
     cfg = cfg.replace(
         prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style
     )
-    say = (lambda *a, **kw: None) if args.json else print
-    model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
-    say(f"profile={profile} model={name}\n{cfg}", flush=True)
     out = Path(args.out) if args.out else runs_dir() / "eval"
+    check_apart(out, args.model, "--model")
+    say = (lambda *a, **kw: None) if args.json else print
     with claim_folder(args, out, "eval"):
+        from pr1lib.evaluate import load_for_eval, model_tag, run_eval  # heavy: after the checks
+        from pr1lib.reports import write_eval_outputs
+
+        model, tokenizer = load_for_eval(name, profile, say)  # a model it cannot load: one line
+        say(f"profile={profile} model={name}\n{cfg}", flush=True)
         result = run_eval(
             model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name), progress=not args.json
         )
@@ -96,6 +90,11 @@ def bench(args: Any) -> int:
 
     if args.model:
         check_model(args.model)  # a missing folder: one error line, before any work
+        if args.out:
+            check_apart(args.out, args.model, "--model")
+    defaults = {"path_len": 48, "threads": 1, "steps": 3}  # None when not given (pr1lib.inputs)
+    for key, value in defaults.items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     with ExitStack() as held:
         if args.out:
             held.enter_context(claim_folder(args, args.out, "bench"))

@@ -11,8 +11,11 @@ from pr1lib import worlds
 from pr1lib.commands import claim_folder, print_json, with_flags
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import STUDIES
+from pr1lib.inputs import check_apart
+from pr1lib.inputs import seeds as resolve_seeds
 from pr1lib.paths import runs_dir
-from pr1lib.validate import check_model, parse_overrides, parse_sets
+from pr1lib.runs import GRPO_RESUMABLE, check_run_dir
+from pr1lib.validate import check_model, parse_keys, parse_sets
 
 
 def _print_row(row: dict) -> None:
@@ -28,52 +31,49 @@ def _print_row(row: dict) -> None:
     print(f"step {row['step']}: " + " ".join(parts), flush=True)
 
 
-GRPO_RESUMABLE = (
-    "max_steps",
-    "save_steps",
-    "logging_steps",
-    "num_threads",
-    "eval_n",
-    "eval_max_new_tokens",
-)  # a rerun with more --steps continues the same run
-
-
 def _grpo_overrides(args: Any) -> dict[str, Any]:
-    out = with_flags(args, "reward", "variant", "world", config=GRPOStageConfig)
-    if args.steps is not None:
-        out["max_steps"] = args.steps
+    out = with_flags(args, "reward", "variant", "world", config=GRPOStageConfig, steps="max_steps")
     if getattr(args, "notebook", False):
         out["notebook"] = True
     return out
 
 
-def _grpo_stage(args: Any, profile: str, seed: int) -> dict:
-    from pr1lib.dashboard import Dashboard
-    from pr1lib.grpo import run_grpo, run_name
-    from pr1lib.starts import default_init
+def _stage_run(args: Any, profile: str, seed: int, several: bool) -> tuple[Any, Any, Path]:
+    """``(config, start, folder)`` of one seed's stage run, checked: the config (fields and the
+    rules between them), the start, and a folder that is not the start and holds no other run."""
+    from pr1lib.starts import default_init, run_name
 
     cfg = GRPOStageConfig.for_stage(
         int(args.stage), profile, **{**_grpo_overrides(args), "seed": seed}
     )
+    cfg.check()
     init = (
         args.init if args.init is not None else default_init(cfg.stage, cfg.variant, profile, seed)
     )
     out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
-    out = out / f"seed{seed}" if args.out and len(args.seeds or ()) > 1 else out
+    out = out / f"seed{seed}" if args.out and several else out
+    check_apart(out, init, "--init")
+    if not args.overwrite:
+        check_run_dir(out, init, cfg)
+    return cfg, init, out
+
+
+def _grpo_stage(args: Any, cfg: Any, init: Any, out: Path) -> dict:
     with claim_folder(args, out, "grpo", cfg, GRPO_RESUMABLE):
+        from pr1lib.dashboard import Dashboard  # heavy (torch): after every check
+        from pr1lib.grpo import run_grpo
+
         if cfg.variant == "unseen" and cfg.stage == 2:
             print(
                 "note: the paper skips Stage 2 for the unseen variant (it overfits easy problems)"
             )
-        print(f"profile={profile} init={init or 'the base model'}\n{cfg}", flush=True)
+        print(f"profile={cfg.profile} init={init or 'the base model'}\n{cfg}", flush=True)
         dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
-        return run_grpo(cfg, init, out, dashboard=dashboard).result
+        return run_grpo(cfg, init, out, dashboard=dashboard, overwrite=args.overwrite).result
 
 
 def _grpo_inputs(args: Any, profile: str) -> None:
     """Check ``--model`` / ``--init`` and the config (``--set``, flags) before any folder."""
-    from pr1lib.grpo_trainer import check_config
-
     if args.model and args.init:
         raise ValueError("give --model or --init, not both: they name the same start")
     if args.world and not (args.init or args.model):
@@ -85,7 +85,7 @@ def _grpo_inputs(args: Any, profile: str) -> None:
     overrides = _grpo_overrides(args)
     if args.stage not in ("2", "3"):  # the ablation and the curriculum choose the reward
         overrides.pop("reward", None)
-    check_config(GRPOStageConfig.for_stage(stage, profile, **overrides))
+    GRPOStageConfig.for_stage(stage, profile, **overrides).check()
 
 
 # the old ways to run a study, kept as aliases of `study NAME`
@@ -96,20 +96,23 @@ GRPO_FLAGS = ("reward", "variant", "init", "model", "steps", "notebook", "refres
 
 def grpo(args: Any) -> int:
     profile = args.profile  # resolved once, by pr1lib.cli
-    _grpo_inputs(args, profile)
-    seeds = args.seeds or [args.seed if args.seed is not None else 0]
+    seeds = resolve_seeds(args)  # --seeds, --seed or --set seed (checked by pr1lib.inputs)
     chosen = [name for flag, name in GRPO_STUDIES.items() if getattr(args, flag)]
     if len(chosen) > 1 or (chosen and args.stage is not None):
         raise ValueError("choose one of --stage, --ablation, --dose-response, --unseen-stage2")
+    _grpo_inputs(args, profile)
     alias, results = (chosen[0] if chosen else None), []
     if alias is None and args.stage in (None, "all"):
         alias = "curriculum" if args.stage == "all" else "ablation"
+    if alias is not None:
+        run = _study_run(args, profile, seeds, alias)  # every check before the cache is read
     if alias == "ablation" and not (args.ablation or args.refresh or args.init or args.overrides):
         results = _cached_ablation(args, profile, seeds)  # plain `grpo`: show what is there
     if alias is not None and not results:
-        results = _run_study(alias, _study_run(args, profile, seeds, alias))
+        results = _run_study(alias, run)
     elif alias is None:
-        results = [_grpo_stage(args, profile, s) for s in seeds]
+        runs = [_stage_run(args, profile, s, len(seeds) > 1) for s in seeds]  # all checked first
+        results = [_grpo_stage(args, *r) for r in runs]
     print_json(results[0] if len(results) == 1 else results, args)
     return 0
 
@@ -149,19 +152,36 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
     if ignored:
         raise ValueError(f"study {name} takes no --{ignored[0].replace('_', '-')}")
     sets = getattr(args, "overrides", [])
-    overrides = parse_sets(GRPOStageConfig, sets) if study.sets is None else parse_overrides(sets)
-    unknown = sorted(set(overrides) - set(study.sets or overrides))
-    if unknown:
-        raise ValueError(f"study {name} --set {unknown[0]}: choose from {', '.join(study.sets)}")
+    overrides = (
+        parse_sets(GRPOStageConfig, sets)
+        if study.sets is None
+        else parse_keys(sets, study.sets, f"study {name}")
+    )
+    fixed = [key for key in overrides if key in study.fixes]
+    if fixed:
+        hint = {"variant": "give --variant", "max_steps": "give --steps"}.get(fixed[0])
+        raise ValueError(
+            f"study {name} sets {fixed[0]} itself (per arm or phase): "
+            f"{hint or 'leave --set ' + fixed[0] + ' out'}"
+        )
+    if "max_steps" in overrides and getattr(args, "steps", None) is not None:
+        raise ValueError("max_steps given two ways (--steps, --set max_steps): give one")
+    if study.sets is None:  # a config every arm starts from must be valid (rules between fields)
+        base = {k: v for k, v in overrides.items() if k != "reward"}
+        GRPOStageConfig.for_stage(3, profile, **base).check()
     options = {f: getattr(args, f, None) for f in study.flags}
+    for flag in ("init", "model"):
+        if options.get(flag):
+            check_model(options[flag])
     return StudyRun(
         profile,
         getattr(args, "world", None),
         seeds,
-        Path(args.out) if args.out else None,
+        Path(args.out) if getattr(args, "out", None) else None,
         overrides,
         options,
         claim=lambda folder: claim_folder(args, folder, "study"),
+        overwrite=getattr(args, "overwrite", False),
     )
 
 
@@ -172,10 +192,7 @@ def _run_study(name: str, run: Any) -> list[dict]:
 def study(args: Any) -> int:
     """``study NAME``: one study of ``pr1lib.experiments`` (``--help`` lists them)."""
     profile = args.profile  # resolved once, by pr1lib.cli
-    seeds = args.seeds or [args.seed if args.seed is not None else 0]
-    for flag in ("init", "model"):
-        if getattr(args, flag, None):
-            check_model(getattr(args, flag))
+    seeds = resolve_seeds(args)
     results = _run_study(args.study, _study_run(args, profile, seeds, args.study))
     print_json(results[0] if len(results) == 1 else results, args)
     return 0

@@ -47,15 +47,70 @@ DISTINCT = {
 }
 
 
+def _text(row: dict, field: str) -> str | None:
+    """What is wrong with ``row[field]`` as text (``None``: nothing)."""
+    value = row.get(field)
+    if isinstance(value, str) and value.strip():
+        return None
+    got = "empty text" if isinstance(value, str) else f"{value!r}"
+    return f'field "{field}" must be non-empty text, got {got}'
+
+
+def _gold(value: Any, field: str) -> str | None:
+    """What is wrong with a gold answer (text or a number; never null, a bool or empty)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int, float))
+        or not str(value).strip()
+    ):
+        return f'field "{field}" must be the gold answer (text or a number), got {value!r}'
+    return None
+
+
+def check_gsm8k_row(row: dict) -> str | None:
+    """What keeps ``row`` from being a GSM8K row (``None``: it is one).
+
+    >>> check_gsm8k_row({"question": 123, "answer": "#### 5"})
+    'field "question" must be non-empty text, got 123'
+    """
+    why = _text(row, "question") or _text(row, "answer")
+    if why is None and "####" not in row["answer"]:
+        return 'field "answer" has no "#### N" line (the final answer of a GSM8K solution)'
+    return why
+
+
+def check_dapo_row(row: dict) -> str | None:
+    """What keeps ``row`` from being a DAPO-Math row, local (``problem``, ``answer``) or hub
+    layout (``prompt`` chat list, ``reward_model.ground_truth``); ``None``: it is one.
+
+    >>> check_dapo_row({"problem": "Find x.", "answer": None})
+    'field "answer" must be the gold answer (text or a number), got None'
+    """
+    if "problem" in row:
+        return _text(row, "problem") or _gold(row.get("answer"), "answer")
+    prompt = row.get("prompt")
+    first = prompt[0] if isinstance(prompt, list) and prompt else None
+    if not isinstance(first, dict) or _text(first, "content"):
+        return f'field "prompt" must be a chat list of messages with "content", got {prompt!r:.80}'
+    reward = row.get("reward_model")
+    if not isinstance(reward, dict):
+        return f'field "reward_model" must hold "ground_truth", got {reward!r:.80}'
+    return _gold(reward.get("ground_truth"), "reward_model.ground_truth")
+
+
+CHECKS = {"gsm8k": check_gsm8k_row, "dapo": check_dapo_row}  # name -> the check of one row
+
+
 class DataNotFoundError(FileNotFoundError):
     """A data set that is neither in a local folder nor loadable from the hub."""
 
 
-def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
+def read_jsonl(path: str | Path, required: Iterable[str] = (), check: Any = None) -> list[dict]:
     """Every JSON object of a JSON Lines file (blank lines skipped); a malformed or non-object
-    line, a row without a ``required`` field or an empty file is one ``pr1lib.jsonl.JsonlError``
-    naming the file, the line and the field (``pr1lib.jsonl.read_rows``)."""
-    return read_rows(path, required)
+    line, a row without a ``required`` field or one ``check`` refuses, or an empty file is one
+    ``pr1lib.jsonl.JsonlError`` naming the file, the line and the field
+    (``pr1lib.jsonl.read_rows``)."""
+    return read_rows(path, required, check)
 
 
 def check_split(name: str, split: str) -> None:
@@ -203,8 +258,13 @@ def load_rows(
         raise ValueError(f"unknown source {name!r}; choose one of {sources()}")
     local = _local_file(name, split, path)
     if local is None:
-        return _load_hub(name, split, limit)
-    rows = read_jsonl(local, FIELDS[name])
+        rows = _load_hub(name, split, limit)
+        for number, row in enumerate(rows):  # the hub's rows pass the same checks
+            why = CHECKS[name](row) if isinstance(row, dict) else "not an object"
+            if why:
+                raise ValueError(f"{HUB[name][0]} ({split}) row {number}: {why}")
+        return rows
+    rows = read_jsonl(local, FIELDS[name], CHECKS[name])
     return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
 
 

@@ -42,11 +42,13 @@ from pr1lib.evalsets import load_benchmark
 from pr1lib.graders import default_grader, get_grader
 from pr1lib.jsonl import JsonlLog
 from pr1lib.metrics import Completion, score_problem, summarize
+from pr1lib.modelfiles import model_hash
 from pr1lib.models import checkpoint_folder, load_policy
 from pr1lib.prompts import chat_prompt
 from pr1lib.rollout import generate as rollout
 from pr1lib.runtime import set_seed
 from pr1lib.tokens import add_parallel_tags, has_tags
+from pr1lib.validate import local_folder
 
 GenerateFn = Callable[[list[str], int], list[list[str]]]
 
@@ -70,20 +72,39 @@ class ResultsFile(JsonlLog):
         """Write one row as a whole line, flushed and fsync'd."""
         super().append([row])
 
+    def rows_for(self, records: list[dict]) -> tuple[dict[str, dict], int]:
+        """The rows kept for ``records`` (by id) and how many were left out because they were
+        made for another problem under the same id (question or answer differ): the results
+        are keyed by the evaluation set's content, not only its ids."""
+        by_id = {str(r["id"]): r for r in records}
+        kept, stale = {}, 0
+        for key, row in self.rows.items():
+            record = by_id.get(key)
+            same = record is None or all(
+                f not in row or row[f] == record.get(f) for f in ("question", "answer")
+            )
+            if same:
+                kept[key] = row
+            else:
+                stale += 1
+        return kept, stale
+
 
 def model_tag(name: str) -> str:
-    """A file-name-safe tag for a model folder or hub id.
+    """A file-name-safe tag for a model folder or hub id; a local folder's also carries the hash
+    of its content (``pr1lib.modelfiles.model_hash``), so another model at the same path never
+    reads these results.
 
-    >>> (
-    ...     model_tag("Qwen/Qwen3-4B-Base"),
-    ...     model_tag("runs/sft-seen/final/"),
-    ...     model_tag("data/tiny-base"),
-    ... )
-    ('Qwen3-4B-Base', 'sft-seen-final', 'tiny-base')
+    >>> model_tag("Qwen/Qwen3-4B-Base"), model_tag("runs/no-such-run/final/")
+    ('Qwen3-4B-Base', 'no-such-run-final')
+    >>> model_tag("data/tiny-base")[:10], len(model_tag("data/tiny-base"))
+    ('tiny-base-', 26)
     """
     parts = [p for p in Path(str(name)).parts if p not in ("/", ".", "..")]
     keep = parts[-2:] if len(parts) >= 3 else parts[-1:]  # org/name -> name; a/run/ckpt -> run-ckpt
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(keep)).strip("-") or "model"
+    tag = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(keep)).strip("-") or "model"
+    folder = local_folder(checkpoint_folder(name))
+    return f"{tag}-{model_hash(folder)}" if folder and (folder / "config.json").is_file() else tag
 
 
 def results_path(out_dir: str | Path, tag: str, benchmark: str, mode: str) -> Path:
@@ -107,14 +128,23 @@ def evaluate_records(
     tokenizer: Any = None,
     progress: bool = True,
     mode: str = "seen",
+    seed: int | None = None,
 ) -> list[dict]:
     """Rows for ``records`` (same order): k samples each (decoded in rollout ``mode``), generated
     only for problems not yet in the results file at ``path``; each new row is appended as soon
-    as its batch is done."""
+    as its batch is done. With ``seed``, batches are cut from ``records`` at fixed places and each
+    is sampled with its own seed, so a resumed run makes the rows an uninterrupted one makes."""
     store = ResultsFile(path) if path is not None else None
     if store is not None and store.dropped:
         print(store.note(), file=sys.stderr, flush=True)  # never silent: those rows are redone
-    rows = dict(store.rows) if store else {}
+    rows, stale_rows = store.rows_for(records) if store else ({}, 0)
+    if stale_rows:
+        print(
+            f"note: {path}: {stale_rows} row(s) were made for other problems under the same ids: "
+            "made again",
+            file=sys.stderr,
+            flush=True,
+        )
     stale = sorted({row["k"] for row in rows.values()} - {k})
     if stale:
         raise ValueError(
@@ -124,21 +154,33 @@ def evaluate_records(
     bar = tqdm(
         total=len(records), initial=len(records) - len(todo), desc=benchmark, disable=not progress
     )
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
+    for start, batch in _batches(records if seed is not None else todo, rows, batch_size):
+        if seed is not None:  # this batch's own draw, however the run went
+            set_seed(drawn := (seed * 1_000_003 + start) % 2**32)
+            getattr(generate_fn, "reseed", lambda _: None)(drawn)
         outputs = generate_fn([prompt_fn(r["question"]) for r in batch], k)
         if len(outputs) != len(batch) or any(len(o) != k for o in outputs):
             raise ValueError(
                 f"generate_fn must return {k} completions for each of {len(batch)} prompts"
             )
         for record, completions in zip(batch, outputs):
+            if str(record["id"]) in rows:  # made before an interruption: the same row again
+                continue
             row = score_problem(record, completions, benchmark, tokenizer, mode)
             rows[str(record["id"])] = row
             if store is not None:
                 store.append(row)
-        bar.update(len(batch))
+            bar.update(1)
     bar.close()
     return [rows[str(r["id"])] for r in records]
+
+
+def _batches(records: list[dict], done: dict, size: int):
+    """``(start, batch)`` of ``records`` cut every ``size``, but batches done already."""
+    for start in range(0, len(records), size):
+        batch = records[start : start + size]
+        if any(str(r["id"]) not in done for r in batch):
+            yield start, batch
 
 
 # ----------------------------------------------------------------------------- generate functions
@@ -292,6 +334,11 @@ def run_eval(
             cache["fn"] = make_generate_fn(model, tokenizer, cfg)
         return cache["fn"](prompts, num_samples)
 
+    if generate_fn is None:  # a batch's own seed reaches the engine's generator too (resume)
+        sample.reseed = lambda seed: cache.update(  # type: ignore[attr-defined]
+            fn=make_generate_fn(model, tokenizer, cfg.replace(seed=seed))
+        )
+
     path = results_path(out_dir, tag, cfg.benchmark, cfg.mode) if out_dir is not None else None
     if path is not None:
         save_run_config(
@@ -309,6 +356,7 @@ def run_eval(
         tokenizer,
         progress,
         cfg.mode,
+        seed=cfg.seed,
     )
     return {
         "model": tag,

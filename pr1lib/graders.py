@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pr1lib.format import TAG_RE, answers_match, extract_answer, path_ranges, validate
+from pr1lib.validate import register_choices
 
 _DAPO_ANSWER = re.compile(r"final answer\s*:\s*([^\n]+)", re.IGNORECASE)
 _GSM8K_ANSWER = re.compile(r"Final Answer:\s*(-?[0-9.,]+)")
@@ -364,6 +365,7 @@ GRADERS: dict[str, Grader] = {
         "(math-verify for LaTeX, hedges refused), a lone \\boxed{} read in evaluation",
     ),
 }
+register_choices(grader=lambda: tuple(GRADERS))  # every config's grader field is one or None
 
 
 def get_grader(name: Any) -> Grader:

@@ -62,6 +62,7 @@ from pr1lib.runs import (
     Run,
     claim_run_dir,
     last_checkpoint,
+    resumable_checkpoint,
     save_configs,
     save_run,
     start_id,
@@ -69,6 +70,7 @@ from pr1lib.runs import (
 )
 from pr1lib.runtime import set_seed, set_threads
 from pr1lib.sampling import prefilter
+from pr1lib.starts import run_name
 
 
 def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
@@ -96,15 +98,6 @@ def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- N steps at a time
-def run_name(cfg: GRPOStageConfig) -> str:
-    """``grpo-<profile>-<variant>-s<stage>-<reward>-seed<seed>``.
-
-    >>> run_name(GRPOStageConfig(stage=2, reward="tiered"))
-    'grpo-tiny-seen-s2-tiered-seed0'
-    """
-    return f"grpo-{cfg.profile}-{cfg.variant}-s{cfg.stage}-{cfg.reward}-seed{cfg.seed}"
-
-
 class GRPOSession:
     """One GRPO run folder, trained N steps at a time; every ``run`` resumes from the last
     checkpoint.
@@ -117,6 +110,8 @@ class GRPOSession:
 
     ``policy`` is a ready ``(model, tokenizer, peft_config)`` (tests reuse one base model);
     ``rewards`` replaces the config's reward functions (tests use one with guaranteed variance).
+    A folder holding another start's or config's run is refused unless ``overwrite`` (then it
+    moves aside).
     """
 
     def __init__(
@@ -129,11 +124,13 @@ class GRPOSession:
         dashboard: Any = None,
         policy: tuple | None = None,
         rewards: Sequence[Callable] | None = None,
+        overwrite: bool = False,
     ) -> None:
         check_config(cfg)
         self.cfg, self.init = cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg))
-        claim_run_dir(self.run_dir, init)
+        claim_run_dir(self.run_dir, init, overwrite, cfg)  # another run: refused, or moved aside
+        resumable_checkpoint(self.run_dir / "trainer")  # a damaged checkpoint: the one before
         self.model_cfg = model_cfg or stage_model_config(cfg, init)
         set_threads(cfg.num_threads)
         set_seed(cfg.seed)
@@ -246,11 +243,13 @@ def run_grpo(
     before: dict | None = None,
     dashboard: Any = None,
     preflight: bool = True,
+    overwrite: bool = False,
 ) -> Run:
     """Load ``init`` (or the profile's base), check, (evaluate), train to ``cfg.max_steps``
-    (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card."""
+    (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card.
+    ``overwrite``: a folder begun from another start moves aside (else it is refused)."""
     start = time.perf_counter()
-    session = GRPOSession(cfg, init, out, callbacks, dashboard=dashboard)
+    session = GRPOSession(cfg, init, out, callbacks, dashboard=dashboard, overwrite=overwrite)
     checks = doctor_checks(session) if preflight else []
     if checks:
         print(table(checks), flush=True)

@@ -17,7 +17,7 @@ from transformers import PrinterCallback, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from pr1lib.buckets import by_length, by_prompt, loss_head
-from pr1lib.config import ROLLOUT_MODES, VARIANTS, GRPOStageConfig, ModelConfig
+from pr1lib.config import VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.data import load_source
 from pr1lib.graders import GRADERS, default_grader
 from pr1lib.metrics import Tracked
@@ -27,54 +27,20 @@ from pr1lib.models import (
     trainable_precision,
 )
 from pr1lib.prompts import chat_prompt
-from pr1lib.reward_modes import REWARD_MODES, reward_for
+from pr1lib.reward_modes import reward_for
 from pr1lib.sampling import DynamicSampler, EngineRollout
 from pr1lib.structure import attention_inputs, attn_implementation
-
-ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
 
 # ----------------------------------------------------------------------------- config
 def check_config(cfg: GRPOStageConfig) -> None:
-    """Refuse unknown modes and batch sizes TRL would reject later, with a message that says why."""
-    checks = (
-        ("reward", cfg.reward, tuple(REWARD_MODES)),
-        ("variant", cfg.variant, VARIANTS),
-        ("rollout", cfg.rollout_mode, ROLLOUTS),
-        ("grader", grader_of(cfg), tuple(GRADERS)),
-    )
-    for name, value, allowed in checks:
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    if cfg.per_device_train_batch_size % cfg.num_generations:
-        raise ValueError(
-            f"per_device_train_batch_size={cfg.per_device_train_batch_size} counts "
-            f"completions: it must be a multiple of num_generations="
-            f"{cfg.num_generations}"
-        )
-    if cfg.variant == "unseen" and cfg.rollout_mode != "forked":
-        raise ValueError(
-            "the unseen variant trains on paths that never saw each other: use rollout='forked'"
-        )
-    if cfg.dynamic_sampling and cfg.rollout_mode == "trl":
-        raise ValueError(
-            "dynamic_sampling refills batches through the rollout engine: use rollout=None"
-        )
-    kept = cfg.prefilter_range
-    if len(kept) != 2 or not 0 <= kept[0] <= kept[1] <= 1:
-        raise ValueError(
-            f"prefilter_range={cfg.prefilter_range} must be two pass rates "
-            "(lowest, highest) with 0 <= lowest <= highest <= 1"
-        )
-    if cfg.prefilter_k and cfg.rollout_mode == "trl":
-        raise ValueError(
-            "prefilter_k samples the prompts through the rollout engine: use rollout=None"
-        )
-    if cfg.variant == "plain" and cfg.reward != "accuracy":
-        raise ValueError(
-            f"the plain variant writes no blocks, so the {cfg.reward} reward would "
-            "pay it nothing: use reward='accuracy' (the paper's GRPO baseline)"
-        )
+    """Refuse unknown modes and settings TRL would reject later, with a message that says why
+    (``GRPOStageConfig.check``, which the command line runs before anything loads)."""
+    if cfg.variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {cfg.variant!r}")
+    if grader_of(cfg) not in GRADERS:
+        raise ValueError(f"grader must be one of {tuple(GRADERS)}, got {grader_of(cfg)!r}")
+    cfg.check()
 
 
 def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) -> GRPOConfig:

@@ -17,11 +17,13 @@ from typing import Any
 from pr1lib.config import PROMPTS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
+from pr1lib.modelfiles import model_hash
 from pr1lib.models import checkpoint_folder
 from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, side_by_side, to_markdown
 from pr1lib.paths import runs_dir
 from pr1lib.runs import STAGE_RUNS
 from pr1lib.runtime import profile_threads, set_threads
+from pr1lib.validate import local_folder
 
 
 def find_checkpoints(profile: str, seed: int = 0, root: str | Path | None = None):
@@ -48,24 +50,23 @@ def find_checkpoints(profile: str, seed: int = 0, root: str | Path | None = None
     return found, missing
 
 
-def _stamp(source: str) -> str:
-    """What identifies a checkpoint's weights: the folder and its weight files' sizes and times."""
-    folder = Path(checkpoint_folder(source))
-    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
-    return json.dumps(
-        [str(folder)] + [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files]
-    )
+def results_tag(key: str, source: str) -> str:
+    """The results files' tag of a stage's checkpoint: its key plus the hash of the model's content
+    (``pr1lib.modelfiles.model_hash``), so a retrained or replaced checkpoint gets new files and
+    the old ones stay as they were.
+
+    >>> results_tag("base", "Qwen/Qwen3-4B-Base")
+    'base'
+    """
+    folder = local_folder(checkpoint_folder(source))
+    if folder is None or not (folder / "config.json").is_file():
+        return key
+    return f"{key}-{model_hash(folder)}"
 
 
-def _cached(cfg: EvalConfig, path: Path, stamp: str) -> bool:
-    """True when ``path`` holds every problem of ``cfg`` for the same weights; stale files are
-    removed."""
-    stamp_file = path.with_suffix(".source.json")
-    if stamp_file.exists() and stamp_file.read_text() != stamp:
-        for stale in (path, stamp_file, path.with_suffix(".config.json")):
-            stale.unlink(missing_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp_file.write_text(stamp)
+def _cached(cfg: EvalConfig, path: Path) -> bool:
+    """True when ``path`` holds a row for every problem of ``cfg`` (the model's content is in
+    the file's name: ``results_tag``)."""
     rows = ResultsFile(path).rows if path.exists() else {}
     return all(str(r["id"]) in rows for r in load_benchmark(cfg.benchmark, cfg.n, seed=cfg.seed))
 
@@ -98,12 +99,12 @@ def evaluate_checkpoints(
         )
         loaded = None
         for bench in benchmarks or (base.benchmark,):
-            cfg = base.replace(benchmark=bench)
-            if not _cached(cfg, results_path(out, key, bench, cfg.mode), _stamp(source)):
+            cfg, tag = base.replace(benchmark=bench), results_tag(key, source)
+            if not _cached(cfg, results_path(out, tag, bench, cfg.mode)):
                 loaded = loaded or load_for_eval(source, profile, say=lambda *_: None)
             model, tokenizer = loaded or (None, None)
             summary = run_eval(
-                model, tokenizer, config=cfg, out_dir=out, tag=key, progress=progress
+                model, tokenizer, config=cfg, out_dir=out, tag=tag, progress=progress
             )
             results.setdefault(key, {})[bench] = summary
     return results

@@ -21,9 +21,14 @@ class JsonlError(ValueError):
     """A JSON Lines file that cannot be used as it is; the message names the file and the line."""
 
 
-def read_rows(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
+def read_rows(
+    path: str | Path,
+    required: Iterable[str] = (),
+    check: Callable[[dict], str | None] | None = None,
+) -> list[dict]:
     """Every JSON object of a JSON Lines file (blank lines skipped). A malformed line, a line that
-    is not an object, a row without a ``required`` field (``"a|b"``: either) or an empty file is a
+    is not an object, a row without a ``required`` field (``"a|b"``: either), a row ``check``
+    finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty file is a
     ``JsonlError`` naming the file, the line and the field.
 
     >>> import tempfile, os
@@ -35,10 +40,20 @@ def read_rows(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     pr1lib.jsonl.JsonlError: .../d.jsonl line 1: no "answer" field (each row needs question, answer)
     """
     rows, required = [], list(required)
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise JsonlError(
+                    f"{path} line {number}: not UTF-8 text (a JSON Lines file is text)"
+                ) from None
             if line.strip():
-                rows.append(_row(path, number, line, required))
+                row = _row(path, number, line, required)
+                why = check(row) if check is not None else None
+                if why:
+                    raise JsonlError(f"{path} line {number}: {why}")
+                rows.append(row)
     if not rows:
         raise JsonlError(f"{path} is empty: a JSON Lines file holds one JSON object per line")
     return rows

@@ -113,6 +113,12 @@ def _from_pretrained(cls: Any, name: str, **kwargs: Any) -> Any:
         return cls.from_pretrained(source, **kwargs)
     except OSError as err:  # transformers and huggingface_hub raise OSError subclasses for misses
         raise _not_available(name, err) from None  # its message has the first line of err
+    except Exception as err:  # a folder the checks passed but that will not load: one line
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        raise ValueError(
+            f"model {name} could not be loaded ({type(err).__name__}: {first}): a damaged or "
+            "incompatible model folder; pass a folder saved with save_pretrained"
+        ) from err
 
 
 def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 512):

@@ -147,6 +147,14 @@ def _load_checkpoint(folder: Path, cfg: PretrainConfig) -> dict | None:
             f"{path} holds more than tensors and plain values, so it was not loaded (a pickle "
             "can run code); delete it or use another --out"
         ) from err
+    except (RuntimeError, EOFError, OSError, ValueError) as err:  # a file cut short or damaged
+        raise ValueError(
+            f"{path} is damaged or not a pretrain-tiny checkpoint (torch could not read it: "
+            f"{type(err).__name__}): move it away to train from step 0, or use another --out"
+        ) from err
+    keys = ("config", "step", "model", "optimizer", "rows", "elapsed_s")
+    if not isinstance(state, dict) or any(k not in state for k in keys):
+        raise ValueError(f"{path} is not a pretrain-tiny checkpoint (it lacks {', '.join(keys)})")
     if state["config"] != cfg.to_dict():
         raise ValueError(f"{path} was made with another config; delete it or use another --out")
     return state

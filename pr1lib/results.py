@@ -43,6 +43,24 @@ def check_name(name: str) -> str:
     return name
 
 
+def card_path(name: str, overwrite: bool = False) -> Path:
+    """``results/NAME.json`` after checking the name; an existing card (a committed one, say) is
+    refused unless ``overwrite`` (``--overwrite-card``).
+
+    >>> card_path("Bad Name")
+    Traceback (most recent call last):
+    ...
+    ValueError: --card 'Bad Name': use lower-case letters, digits, '.', '_' or '-'
+    """
+    path = RESULTS / f"{check_name(name)}.json"
+    if path.exists() and not overwrite:
+        raise ValueError(
+            f"--card {name}: {path} exists (a card the README may quote): pass --overwrite-card "
+            "to replace it, or choose another name"
+        )
+    return path
+
+
 def slim(value: Any) -> Any:
     """``value`` without long lists (they are rows, not results): a card stays a few KB.
 
@@ -121,10 +139,11 @@ def build_card(name: str, argv: list[str], result: Any, args: Any) -> dict[str, 
 
 
 def write_card(name: str, result: Any, args: Any, argv: list[str] | None = None) -> Path:
-    """Write ``results/NAME.json`` (the folder is made if missing); returns its path."""
+    """Write ``results/NAME.json`` (the folder is made if missing; an existing card only with
+    ``args.overwrite_card``); returns its path."""
+    path = card_path(name, getattr(args, "overwrite_card", False))
     card = build_card(name, list(sys.argv[1:] if argv is None else argv), result, args)
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(card, indent=1, default=str) + "\n")
     return path
 

@@ -20,6 +20,7 @@ from pr1lib.rewards import (
     RewardFn,
     alternating_reward,
 )
+from pr1lib.validate import register_choices
 
 
 # ---------------------------------------------------------------- composition
@@ -135,6 +136,7 @@ REWARD_MODES: dict[str, RewardMode] = {
         scheduled=True,
     ),
 }  # the registry: the panel, training, the verl export, the doctor and the CLI read it
+register_choices(reward=lambda: tuple(REWARD_MODES))  # every config's reward field is one
 
 
 def reward_for(

@@ -1,4 +1,5 @@
-"""Run folders, shared by SFT and GRPO: claim, checkpoints, save, load, run card.
+"""Run folders, shared by SFT and GRPO: which start a run began from, checkpoints, save, load,
+run card (claiming a folder: ``pr1lib.folders``).
 
 A finished run folder holds ``config.json`` and ``model_config.json`` (what ran),
 ``adapter/`` (LoRA + tag rows, when LoRA trained), ``merged/`` (a plain model for
@@ -15,14 +16,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pr1lib.config import ModelConfig
+from pr1lib.folders import FolderError, is_main_process, move_aside, next_prev
+from pr1lib.modelfiles import model_hash, safetensors_header, torch_file_damage
+from pr1lib.validate import local_folder
 
 # Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
 # out and prompted in evaluation) and the run folders that may hold it (under runs_dir(), first
@@ -62,22 +63,7 @@ STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 CARD = "run_card.json"
-OWNER, LOCK = "pr1-run.json", "pr1-run.lock"  # which run a folder holds; who writes it now
-# a config.json "type" (folders from before OWNER existed) -> the command that wrote it
-COMMAND_OF = {
-    "ColdStartConfig": "coldstart",
-    "SFTStageConfig": "sft",
-    "GRPOStageConfig": "grpo",
-    "PretrainConfig": "pretrain-tiny",
-    "EvalConfig": "eval",
-}
-SIGNS = {"traces.jsonl": "coldstart", "start.json": "grpo"}  # files a run writes before config.json
-HELD: list[Path] = []  # folders claimed by this process, newest last (the CLI's interrupt line)
-
-
-def is_main_process() -> bool:
-    """``pr1lib.runtime.is_main_process`` without torch (``claim`` serves light commands too)."""
-    return int(os.environ.get("RANK", "0")) == 0
+DAMAGED = ".damaged"  # a checkpoint that cannot be resumed from is renamed checkpoint-N.damaged
 
 
 @dataclass
@@ -94,20 +80,40 @@ class Run:
 
 
 # ----------------------------------------------------------------------------- identity
+def model_dir(init: str | Path) -> Path | None:
+    """The local model folder ``init`` names (a run folder's ``merged/``), ``None`` for a hub id."""
+    found = local_folder(init)
+    if found is None:
+        return None
+    return found / "merged" if (found / "merged").is_dir() else found
+
+
 def start_id(init: str | Path | None) -> str:
-    """Which checkpoint a run starts from: its path plus a digest of its weight files' sizes and
-    times, so a folder retrained in place counts as another start (caches keyed by path alone
-    reused results of the old model).
+    """Which checkpoint a run starts from: its name plus a hash of its content
+    (``pr1lib.modelfiles.model_hash``: config, tokenizer, weights), so a folder retrained in place
+    is another start and a copy elsewhere the same model.
 
     >>> start_id(None), start_id("Qwen/Qwen3-4B-Base")
     ('base', 'Qwen/Qwen3-4B-Base')
     """
     if init is None:
         return "base"
+    folder = model_dir(init)
+    return str(init) if folder is None or not folder.is_dir() else f"{init}#{model_hash(folder)}"
+
+
+def _stamp_id(init: str | Path) -> str:
+    """The start as folders marked before content hashes wrote it (weight files' sizes and
+    times): such a folder still counts as begun from the same start while they are unchanged."""
     folder = Path(init) / "merged"
     files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     return f"{init}#{hashlib.sha256(repr(stamp).encode()).hexdigest()[:8]}" if stamp else str(init)
+
+
+def same_start(theirs: str | None, init: str | Path | None) -> bool:
+    """Whether a recorded start (``start.json``, a run card's ``start``) is ``init`` now."""
+    return theirs == start_id(init) or (init is not None and theirs == _stamp_id(init))
 
 
 def is_run_folder(init: str | Path | None) -> bool:
@@ -126,240 +132,123 @@ def last_checkpoint(folder: str | Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
 
 
-# ----------------------------------------------------------------------------- claiming a folder
-def move_aside(run_dir: Path, why: str) -> Path | None:
-    """Rename ``run_dir`` to ``<name>.prev``, or ``<name>.prev-2``, ``-3``, ... when that exists,
-    so a new run starts clean and nothing is ever deleted; returns where it went."""
-    if not (run_dir.exists() and is_main_process()):
+def checkpoint_damage(ckpt: Path) -> str | None:
+    """Why a trainer's ``checkpoint-N`` cannot be resumed from (``None``: it can): its state,
+    weights, optimizer and scheduler must be there and whole (a save cut short leaves less)."""
+    try:
+        json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its trainer_state.json is missing or damaged"
+    weights = sorted(ckpt.glob("*.safetensors"))
+    if not weights:
+        return "it holds no weights"
+    for path in [*weights, ckpt / "optimizer.pt", ckpt / "scheduler.pt"]:
+        if not path.is_file():
+            return f"it has no {path.name}"
+        try:
+            if path.suffix == ".safetensors":
+                safetensors_header(path)
+            elif torch_file_damage(path):  # torch.save writes a zip: a cut one has no end
+                return f"its {path.name} is damaged (a write cut short?)"
+        except ValueError:
+            return f"its {path.name} is damaged (a write cut short?)"
+    return None
+
+
+def resumable_checkpoint(folder: str | Path) -> Path | None:
+    """The last ``checkpoint-N`` under ``folder`` that can be resumed from. A damaged one is
+    renamed ``checkpoint-N.damaged`` (kept, never deleted) with a note, and the one before it is
+    used; ``None`` when none is left."""
+    while (ckpt := last_checkpoint(folder)) is not None:
+        why = checkpoint_damage(ckpt)
+        if why is None:
+            return ckpt
+        aside = ckpt.with_name(ckpt.name + DAMAGED)
+        aside = next_prev(aside) if aside.exists() else aside
+        if is_main_process():
+            ckpt.rename(aside)
+        before = last_checkpoint(folder)
+        print(
+            f"note: {ckpt} cannot be resumed from ({why}): kept as {aside.name}; "
+            + (f"resuming from {before.name}" if before else "starting from step 0"),
+            flush=True,
+        )
+        if not is_main_process():
+            return before
+    return None
+
+
+# ----------------------------------------------------------------------------- starts
+# GRPO fields a rerun in the same folder may change: more steps continue the same run
+GRPO_RESUMABLE = (
+    "max_steps",
+    "save_steps",
+    "logging_steps",
+    "num_threads",
+    "eval_n",
+    "eval_max_new_tokens",
+)
+
+
+def _fixed(cfg: Any) -> dict | None:
+    """The part of a config a resumed run must share (``None`` without a config)."""
+    if cfg is None:
         return None
-    prev, n = run_dir.with_name(run_dir.name + ".prev"), 1
-    while prev.exists():
-        n += 1
-        prev = run_dir.with_name(f"{run_dir.name}.prev-{n}")
-    run_dir.rename(prev)
-    print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
-    return prev
+    fields = json.loads(json.dumps(cfg.to_dict(), default=str))
+    return {k: v for k, v in fields.items() if k not in GRPO_RESUMABLE}
 
 
-def claim_run_dir(run_dir: Path, init: str | Path | None) -> None:
-    """Mark ``run_dir`` as begun from ``init``; a folder begun from another start (or holding
-    checkpoints from before these marks) is moved to ``<name>.prev`` first: resuming it would
-    continue someone else's run."""
-    marker, sid = run_dir / "start.json", start_id(init)
-    theirs = json.loads(marker.read_text())["start"] if marker.exists() else None
-    stale = (
-        theirs != sid if theirs is not None else last_checkpoint(run_dir / "trainer") is not None
+def stale_run(run_dir: Path, init: str | Path | None, cfg: Any = None) -> str | None:
+    """How the run in ``run_dir`` differs from one begun from ``init`` with ``cfg`` (``start.json``:
+    another start, or another config but for ``GRPO_RESUMABLE`` fields); ``None`` when it is
+    empty or the same run. Checkpoints from before these marks count as another start."""
+    marker = Path(run_dir) / "start.json"
+    if not marker.exists():
+        old = last_checkpoint(Path(run_dir) / "trainer") is not None
+        return "begun from an unknown start (checkpoints without a start.json)" if old else None
+    try:
+        mark = json.loads(marker.read_text())
+        theirs, their_cfg = mark["start"], mark.get("config")
+    except (ValueError, KeyError, TypeError):
+        return "whose start.json is damaged"
+    if not same_start(theirs, init):
+        return f"begun from another start ({theirs}, not {start_id(init)})"
+    ours = _fixed(cfg)
+    if their_cfg is None or ours is None:
+        return None
+    diff = [k for k in ours if k in their_cfg and their_cfg[k] != ours[k]]
+    return (
+        f"of another config ({diff[0]}={their_cfg[diff[0]]!r}, not {ours[diff[0]]!r})"
+        if diff
+        else None
     )
-    if stale:
-        move_aside(run_dir, f"it was begun from another start ({theirs or 'unknown'})")
+
+
+def check_run_dir(run_dir: Path, init: str | Path | None, cfg: Any = None) -> None:
+    """Refuse ``run_dir`` when it holds another run (``stale_run``): resuming it would go on
+    training another model or config, and starting over would lose it."""
+    why = stale_run(run_dir, init, cfg)
+    if why is not None:
+        raise FolderError(
+            f"{run_dir} holds a run {why}: pick another --out, or pass --overwrite to start over "
+            f"(the old run moves to {next_prev(Path(run_dir)).name}; overwrite=True in Python)"
+        )
+
+
+def claim_run_dir(
+    run_dir: Path, init: str | Path | None, overwrite: bool = False, cfg: Any = None
+) -> None:
+    """Mark ``run_dir`` as begun from ``init`` with ``cfg``. A folder holding another run is
+    refused (``check_run_dir``), or with ``overwrite`` moved aside first (``move_aside``: kept,
+    never deleted)."""
+    why = stale_run(run_dir, init, cfg)
+    if overwrite and why is not None:
+        move_aside(run_dir, f"it holds a run {why}")
+    check_run_dir(run_dir, init, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     if is_main_process():
-        marker.write_text(json.dumps({"start": sid}))
-
-
-# ----------------------------------------------------------------------------- one run per folder
-class FolderError(ValueError):
-    """A folder locked by another run, or holding a different one: the message says what to do."""
-
-
-class FolderLock:
-    """An exclusive lock file in a folder, holding the owner's pid. The kernel lock
-    (``fcntl.flock``) dies with its process, so a file left by a killed run is taken over, with a
-    note; a live holder makes ``take`` a ``FolderError``. ``release`` deletes the file."""
-
-    def __init__(self, path: Path, fd: int) -> None:
-        self.path, self.fd = path, fd
-
-    @classmethod
-    def take(cls, folder: Path) -> FolderLock:
-        made = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / LOCK
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            if not _lock_fd(fd):
-                holder = _pid_in(fd)
-                os.close(fd)
-                if made:  # the holder's lock file keeps its folder: this only goes if empty
-                    _rmdir(folder)
-                raise FolderError(
-                    f"{folder} is in use by another run (pid {holder or '?'}): wait "
-                    "for it to finish, stop it, or pick another --out"
-                )
-            if path.exists() and path.stat().st_ino == os.fstat(fd).st_ino:
-                break
-            os.close(fd)  # its holder deleted the file as we opened it: take the new one
-        old = _pid_in(fd)
-        if old and old != os.getpid():
-            print(
-                f"note: {path} was left by pid {old}, which no longer runs: taking it over",
-                file=sys.stderr,
-                flush=True,
-            )
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return cls(path, fd)
-
-    def release(self) -> None:
-        self.path.unlink(missing_ok=True)
-        os.close(self.fd)
-
-
-def _lock_fd(fd: int) -> bool:
-    try:
-        import fcntl
-    except ImportError:  # Windows: a lock on the first byte
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False
-
-
-def _pid_in(fd: int) -> int | None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    text = os.read(fd, 64).decode(errors="replace").strip()
-    return int(text) if text.isdigit() else None
-
-
-def folder_owner(folder: Path) -> tuple[str | None, dict | None] | None:
-    """``(command, config)`` of the run ``folder`` holds (``OWNER``, else a ``config.json`` of a
-    known type); ``(None, None)`` for other files; ``None`` when it is empty or absent."""
-    if (folder / OWNER).is_file():
-        try:
-            owner = json.loads((folder / OWNER).read_text())
-            return owner["command"], owner.get("config")
-        except (ValueError, KeyError, TypeError):
-            return None, None
-    for name in ("config.json", "pretrain_config.json"):
-        try:
-            saved = json.loads((folder / name).read_text())
-            return COMMAND_OF[saved.pop("type")], saved
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    names = {p.name for p in folder.iterdir()} - {LOCK} if folder.is_dir() else set()
-    signed = [SIGNS[n] for n in sorted(names) if n in SIGNS]
-    return (signed[0] if signed else None, None) if names else None
-
-
-def _as_json(config: Any) -> dict | None:
-    return None if config is None else json.loads(json.dumps(config.to_dict(), default=str))
-
-
-def _check_owner(
-    folder: Path, command: str, config: Any, resumable: Iterable[str], resume: bool
-) -> None:
-    owner = folder_owner(folder)
-    if owner is None or resume:
-        return
-    theirs, their_config = owner
-    again = (
-        f"pick another --out, pass --resume to write into it anyway, or --overwrite to start "
-        f"over (the old files move to {folder.name}.prev)"
-    )
-    if theirs is None and config is not None:
-        raise FolderError(f"{folder} holds files that are not a pr1 run: {again}")
-    if theirs is not None and theirs != command:
-        raise FolderError(f"{folder} holds a {theirs} run, not a {command} one: {again}")
-    if config is None or their_config is None:
-        return
-    for key, value in _as_json(config).items():
-        if key in their_config and key not in resumable and their_config[key] != value:
-            raise FolderError(
-                f"{folder} holds another {command} run ({key}={their_config[key]!r}, "
-                f"not {value!r}): {again}"
-            )
-
-
-@contextmanager
-def claim(
-    folder: str | Path,
-    command: str,
-    config: Any = None,
-    resumable: Iterable[str] = (),
-    overwrite: bool = False,
-    resume: bool = False,
-) -> Iterator[Path]:
-    """Hold ``folder`` for one run of ``command`` (``config``: its config; ``None``: a folder
-    that collects outputs, e.g. ``eval``'s): take its lock, refuse a folder holding another
-    command's run or another config (fields in ``resumable`` may differ) unless ``resume``,
-    or move it to ``<name>.prev`` first with ``overwrite``; record the run in ``OWNER``. On the
-    way out the lock goes, and a folder the run changed nothing in is as it was before (one that
-    was empty counts as absent, and goes).
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()) / "run"
-    >>> with claim(d, "bench"): sorted(p.name for p in d.iterdir())
-    ['pr1-run.json', 'pr1-run.lock']
-    >>> d.exists()  # nothing else was written: the folder went again
-    False
-    """
-    folder = Path(folder)
-    if not is_main_process():  # rank 0 claims for the whole launch
-        yield folder
-        return
-    lock, fresh = FolderLock.take(folder), False
-    before = _stamp(folder)
-    created = not before  # absent or empty (a racing run may have made it): removed if unused
-    try:
-        if overwrite and folder_owner(folder) is not None:
-            lock, created, before = _start_over(folder, lock), True, {}
-        _check_owner(folder, command, config, resumable, resume)
-        fresh = not (folder / OWNER).exists()
-        (folder / OWNER).write_text(
-            json.dumps({"command": command, "config": _as_json(config)}, indent=2)
-        )
-        HELD.append(folder)
-        yield folder
-    finally:
-        _tidy(folder, lock, created, fresh and _stamp(folder) == before)
-
-
-def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
-    """Move ``folder`` (holding ``lock``) to ``<name>.prev`` and lock a fresh one in its place."""
-    move_aside(folder, "--overwrite starts this run over")
-    old = FolderLock(folder.with_name(folder.name + ".prev") / LOCK, lock.fd)
-    try:
-        return FolderLock.take(folder)
-    finally:
-        old.release()
-
-
-def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
-    """Size and time of each entry of ``folder`` but the marks (did a run write anything?)."""
-    return (
-        {
-            p.name: (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in folder.iterdir()
-            if p.name not in (LOCK, OWNER)
-        }
-        if folder.is_dir()
-        else {}
-    )
-
-
-def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
-    """Release the lock; a folder this run marked but changed nothing else in loses the marks."""
-    if untouched:
-        (folder / OWNER).unlink(missing_ok=True)
-    lock.release()
-    if created and untouched:
-        _rmdir(folder)
-
-
-def _rmdir(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:  # not empty (or gone): leave it
-        pass
+        mark = {"start": start_id(init), "config": _fixed(cfg)}
+        (run_dir / "start.json").write_text(json.dumps(mark))
 
 
 def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | None:
@@ -371,7 +260,7 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     card = json.loads(path.read_text())
     same = (
         card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str))
-        and card.get("start") == start_id(init)
+        and same_start(card.get("start"), init)
         and card.get("steps") == cfg.max_steps
     )
     if not same:

@@ -14,9 +14,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from pr1lib.profiles import check_profile
 from pr1lib.versions import library_versions
 
@@ -47,6 +44,9 @@ def is_main_process() -> bool:
 
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA)."""
+    import numpy as np
+    import torch  # here, not at the top: the command line checks its inputs before torch loads
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -56,6 +56,8 @@ def set_threads(num_threads: int | None) -> None:
     """torch's CPU threads (``None``: leave torch's default). The tiny model's matmuls are too
     small to gain from more than one thread; on a GPU the setting does not matter."""
     if num_threads:
+        import torch
+
         torch.set_num_threads(num_threads)
 
 
@@ -81,6 +83,8 @@ class RunInfo:
 def environment_report(profile: str, seed: int = 0) -> RunInfo:
     """Versions of the libraries that matter and the lock's hash (``versions.library_versions``),
     the device, the profile and the seed."""
+    import torch
+
     versions = library_versions()
     versions["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return RunInfo(profile=profile, seed=seed, versions=versions)

@@ -158,7 +158,13 @@ def sft_rows(dataset, tokenizer, max_length: int):
     """``(Dataset[prompt, completion], dropped)``: prompts rendered as the model sees them
     (``chat_prompt``), rows longer than ``max_length`` tokens (eos included) dropped, never cut."""
     rows, dropped = {"prompt": [], "completion": []}, 0
-    for row in dataset:
+    for i, row in enumerate(dataset):
+        bad = [c for c in ("question", "completion") if not isinstance(row.get(c), str)]
+        if bad:
+            raise ValueError(
+                f"cold-start row {i}: {bad[0]!r} must be text, got {row.get(bad[0])!r:.60} (a "
+                "damaged or hand-edited set: make it again with `coldstart`)"
+            )
         prompt = chat_prompt(row["question"], tokenizer, row.get("prompt_style") or "tiny")
         n = len(tokenizer(prompt + row["completion"], add_special_tokens=False)["input_ids"]) + 1
         if n > max_length:
@@ -400,13 +406,18 @@ def run_sft(
     run_dir = Path(out or runs_dir() / f"sft-{cfg.profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = model_cfg or stage_model_config(cfg)
-    save_configs(run_dir, cfg, model_cfg)
     model, tokenizer, peft_config = load_training_policy(model_cfg, cfg.train_tag_rows)
     coldstart = load_coldstart(data, cfg, model_cfg.prompt_style, run_dir)
     shaped = with_trace_style(
         with_plain_share(coldstart, cfg.plain_share, cfg.seed), cfg.trace_style, cfg.path_headers
     )
     rows, dropped = sft_rows(shaped, tokenizer, cfg.max_length)
+    if len(rows) == 0:
+        raise ValueError(
+            f"max_length={cfg.max_length}: all {dropped} cold-start rows are longer (prompt, "
+            "completion and eos), so there is nothing to train on: raise --set max_length"
+        )
+    save_configs(run_dir, cfg, model_cfg)  # what this run does, once its rows are known
     judge = _judge(cfg, model_cfg)
     samples: dict[str, list[dict]] = {}
     if evaluate and before is None:

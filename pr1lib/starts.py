@@ -1,4 +1,5 @@
-"""Where a stage starts: the variant's SFT run, the newest Stage 2 of a seed, or the base model.
+"""Where a stage starts (the variant's SFT run, the newest Stage 2 of a seed, or the base model)
+and the folder a stage run gets by default (``run_name``).
 
 The command line, the notebooks and the studies (``pr1lib.experiments``) all ask here, so a stage
 run by hand and the same stage inside a study start from the same checkpoint.
@@ -8,8 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pr1lib.config import CURRICULA
+from pr1lib.config import CURRICULA, GRPOStageConfig
 from pr1lib.paths import runs_dir
+
+
+def run_name(cfg: GRPOStageConfig) -> str:
+    """``grpo-<profile>-<variant>-s<stage>-<reward>-seed<seed>``.
+
+    >>> run_name(GRPOStageConfig(stage=2, reward="tiered"))
+    'grpo-tiny-seen-s2-tiered-seed0'
+    """
+    return f"grpo-{cfg.profile}-{cfg.variant}-s{cfg.stage}-{cfg.reward}-seed{cfg.seed}"
 
 
 def sft_run(variant: str, profile: str) -> Path | None:

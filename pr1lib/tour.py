@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from pr1lib.expect import Seen
-from pr1lib.headline import HEADLINE_ENV, read_headlines
 from pr1lib.notebook import Executed, execute, list_notebooks
 from pr1lib.paths import runs_dir
 
@@ -274,6 +273,8 @@ def run_tour(
 ) -> tuple[Path, list[Executed]]:
     """Execute the notebooks (``profile``: resolved by the caller), save them and ``report.html``
     under ``out``; return both."""
+    from pr1lib.headline import HEADLINE_ENV, read_headlines  # heavy: --set is checked first
+
     out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
     # notebook 07 saves headline.json there (kernels inherit it)
     os.environ[HEADLINE_ENV] = str(out)

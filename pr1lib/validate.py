@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from pr1lib.modelfiles import check_model_files
 from pr1lib.paths import REPO_ROOT
 
 # name -> (test, words): a number that fails the test is refused ("must be a number <words>")
@@ -64,6 +65,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     },
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
     "num_generations": (lambda v: v >= 2, "of 2 or more"),  # GRPO compares a group's samples
+    "SFTStageConfig.max_length": (
+        lambda v: v >= 32,
+        "of 32 or more (no prompt and completion is shorter)",
+    ),
     "SFTStageConfig.max_steps": (
         lambda v: v == -1 or v > 0,
         "above 0, or -1 (train num_train_epochs)",
@@ -95,6 +100,16 @@ def register_choices(**choices: Iterable | Callable[[], Iterable]) -> None:
     """Add the allowed values of fields (by name) to ``CHOICES``: a collection, or a function that
     returns the current ones."""
     CHOICES.update({k: v if callable(v) else tuple(v) for k, v in choices.items()})
+
+
+def allowed_values(name: str) -> tuple | None:
+    """The values a field called ``name`` may take (``CHOICES``), ``None`` when any will do.
+
+    >>> allowed_values("split")
+    ('train', 'test')
+    """
+    allowed = CHOICES.get(name)
+    return tuple(allowed()) if callable(allowed) else allowed
 
 
 # ----------------------------------------------------------------------------- annotations
@@ -220,6 +235,33 @@ def parse_sets(cls: type, items: Iterable[str], hint: str = "") -> dict[str, Any
     return out
 
 
+def parse_keys(items: Iterable[str], types: dict[str, str], who: str) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items of a command without a config class: each key one of ``types``
+    (key -> annotation), typed by it and checked against ``RULES``.
+
+    >>> parse_keys(["temperature=0.5"], {"temperature": "float"}, "blockcost")
+    {'temperature': 0.5}
+    >>> parse_keys(["max_blocks=-1"], {"max_blocks": "int"}, "blockcost")
+    Traceback (most recent call last):
+    ...
+    ValueError: max_blocks must be a whole number 0 or more, got -1
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        if key not in types:
+            raise ValueError(f"{who} --set {key}: choose from {', '.join(types)}")
+        value = parse_value(key, types[key], raw)
+        rule = RULES.get(key)
+        if rule is not None and isinstance(value, numbers.Real) and not rule[0](value):
+            raise ValueError(f"{key} must be {describe(types[key])} {rule[1]}, got {value!r}")
+        out[key] = value
+    return out
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``["lr=1e-3", "name=abc"]`` -> ``{"lr": 0.001, "name": "abc"}`` (Python literals, else
     strings): ``--set`` values of a command without a config class (``blockcost``'s sampling
@@ -257,8 +299,7 @@ def check_fields(cfg: Any) -> None:
         rule = RULES.get(f"{type(cfg).__name__}.{f.name}") or RULES.get(f.name)
         if rule is not None and isinstance(value, numbers.Real) and not rule[0](value):
             raise ValueError(f"{f.name} must be {describe(f.type)} {rule[1]}, got {value!r}")
-        allowed = CHOICES.get(f.name)
-        allowed = tuple(allowed()) if callable(allowed) else allowed
+        allowed = allowed_values(f.name)
         if allowed is not None and value not in allowed:
             raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
 
@@ -303,7 +344,8 @@ def local_folder(name: str | Path) -> Path | None:
 
 def check_model(name: str | Path) -> str:
     """``name`` after checking it: a folder that does not exist (when ``name`` can only be a
-    path), or one without ``config.json`` and tokenizer files, is refused; a hub id passes.
+    path), one without ``config.json`` and tokenizer files, or one whose files are damaged or do
+    not match (``pr1lib.modelfiles.check_model_files``) is refused; a hub id passes.
 
     >>> check_model("Qwen/Qwen3-0.6B-Base")
     'Qwen/Qwen3-0.6B-Base'
@@ -331,6 +373,7 @@ def check_model(name: str | Path) -> str:
             "(pass a folder saved with save_pretrained, or a finished sft/grpo run "
             "folder with merged/)"
         )
+    check_model_files(folder)
     return str(name)
 
 
@@ -365,5 +408,15 @@ def check_dataset(
         raise ValueError(
             f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
             f"set has {', '.join(columns)})"
+        )
+    typed = {
+        c: (features[c] or {}).get("dtype") if isinstance(features[c], dict) else None
+        for c in columns
+    }
+    wrong = [c for c, dtype in typed.items() if dtype not in ("string", "large_string")]
+    if wrong:
+        raise ValueError(
+            f"{flag} {path}: column {wrong[0]!r} holds {typed[wrong[0]] or 'no plain values'}, "
+            "not text (a cold-start set's columns are strings)"
         )
     return folder

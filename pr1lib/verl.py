@@ -295,6 +295,12 @@ def sft_rows(dataset: Iterable[Mapping[str, Any]], style: str = "v3") -> list[di
     the prompt is rebuilt in ``style`` whatever style the set was made with."""
     rows = []
     for i, r in enumerate(dataset):
+        bad = [c for c in ("question", "completion", "answer") if not isinstance(r.get(c), str)]
+        if bad:
+            raise ValueError(
+                f"cold-start row {i}: {bad[0]!r} must be text, got {r.get(bad[0])!r:.60} "
+                "(a damaged or hand-edited set: make it again with `coldstart`)"
+            )
         row = verl_row(
             r.get("source") or "coldstart",
             r["question"],
@@ -347,6 +353,26 @@ def schema_errors(frame: Any) -> list[str]:
     return errors
 
 
+def source_tables(
+    source: str,
+    out: str | Path,
+    limit: int | None = None,
+    reward_mode: str | None = None,
+    data_path: str | Path | None = None,
+    style: str = "v3",
+) -> dict[str, tuple[Path, list[dict[str, Any]]]]:
+    """``{"<source>/train": (out/<source>/train.parquet, rows), ...}`` (+ ``test`` when the source
+    has one), nothing written yet. TinyGSM exports ``limit`` (default 2,000) problems."""
+    tables = {}
+    for split in ("train", "test" if has_test_split(source) else None):
+        if split is None:
+            continue
+        records = load_source(source, split, limit, data_path)
+        rows = rl_rows(records, source, split, reward_mode, style)
+        tables[f"{source}/{split}"] = (Path(out) / source / f"{split}.parquet", rows)
+    return tables
+
+
 def export_source(
     source: str,
     out: str | Path,
@@ -356,30 +382,37 @@ def export_source(
     style: str = "v3",
 ) -> dict[str, dict[str, Any]]:
     """``out/<source>/train.parquet`` (+ ``test.parquet`` when the source has one); returns
-    ``{"<source>/train": {"path", "rows"}, …}``. TinyGSM exports ``limit`` (default 2,000)
-    problems."""
-    written = {}
-    for split in ("train", "test" if has_test_split(source) else None):
-        if split is None:
-            continue
-        records = load_source(source, split, limit, data_path)
-        rows = rl_rows(records, source, split, reward_mode, style)
-        path = write_parquet(rows, Path(out) / source / f"{split}.parquet")
-        written[f"{source}/{split}"] = {"path": str(path), "rows": len(records)}
-    return written
+    ``{"<source>/train": {"path", "rows"}, …}``."""
+    return write_tables(source_tables(source, out, limit, reward_mode, data_path, style))
+
+
+def coldstart_table(
+    folder: str | Path, out: str | Path, limit: int | None = None, style: str = "v3"
+) -> dict[str, tuple[Path, list[dict[str, Any]]]]:
+    """The cold-start set saved by ``coldstart`` (``folder`` or ``folder/dataset``) as the rows
+    of ``out/coldstart/train.parquet`` for verl's SFT trainer, nothing written yet."""
+    folder = Path(folder)
+    dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
+    if limit is not None:
+        dataset = dataset.select(range(min(limit, len(dataset))))
+    return {
+        "coldstart/train": (Path(out) / "coldstart" / "train.parquet", sft_rows(dataset, style))
+    }
 
 
 def export_coldstart(
     folder: str | Path, out: str | Path, limit: int | None = None, style: str = "v3"
 ) -> dict[str, dict[str, Any]]:
-    """The cold-start set saved by ``coldstart`` (``folder`` or ``folder/dataset``) as
-    ``out/coldstart/train.parquet`` for verl's SFT trainer."""
-    folder = Path(folder)
-    dataset = load_from_disk(str(folder / "dataset" if (folder / "dataset").is_dir() else folder))
-    if limit is not None:
-        dataset = dataset.select(range(min(limit, len(dataset))))
-    path = write_parquet(sft_rows(dataset, style), Path(out) / "coldstart" / "train.parquet")
-    return {"coldstart/train": {"path": str(path), "rows": len(dataset)}}
+    """``out/coldstart/train.parquet`` from the cold-start set in ``folder``."""
+    return write_tables(coldstart_table(folder, out, limit, style))
+
+
+def write_tables(tables: dict[str, tuple[Path, list[dict[str, Any]]]]) -> dict[str, dict]:
+    """Write each table's parquet file; ``{name: {"path", "rows"}}``."""
+    return {
+        name: {"path": str(write_parquet(rows, path)), "rows": len(rows)}
+        for name, (path, rows) in tables.items()
+    }
 
 
 def export_verl(
@@ -391,17 +424,21 @@ def export_verl(
     data_path: str | Path | None = None,
     style: str = "v3",
 ) -> dict[str, Any]:
-    """Every requested set plus the verl config values that go with them (printed by the CLI)."""
-    files: dict[str, dict[str, Any]] = {}
+    """Every requested set plus the verl config values that go with them (printed by the CLI).
+    Every set is read and checked before the first file is written."""
+    tables: dict[str, tuple[Path, list[dict[str, Any]]]] = {}
     for source in sources:
-        files.update(export_source(source, out, limit, reward_mode, data_path, style))
+        tables.update(source_tables(source, out, limit, reward_mode, data_path, style))
     if coldstart is not None:
-        files.update(export_coldstart(coldstart, out, limit, style))
-    if not files:
+        tables.update(coldstart_table(coldstart, out, limit, style))
+    if not tables:
         raise ValueError("nothing to export: give --source and/or --coldstart")
+    empty = [name for name, (_, rows) in tables.items() if not rows]
+    if empty:
+        raise ValueError(f"no rows to write for {empty[0]}")
     return {
         "out": str(out),
-        "files": files,
+        "files": write_tables(tables),
         "prompt_style": style,
         "custom_reward_function.path": reward_file(),
         "custom_reward_function.name": "compute_score",

@@ -15,6 +15,8 @@ from pr1lib.dashboard import write_metrics
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, results_path
 from pr1lib.experiments import curriculum, midtraining
+from pr1lib.folders import FolderError
+from pr1lib.paths import REPO_ROOT
 from pr1lib.tour import build_report
 
 
@@ -199,11 +201,14 @@ def test_scaffold_smoke_run_switches_reward_at_the_step(tmp_path):
     again = midtraining.mid_training("smoke", None, switch_step=2, total_steps=4, out=tmp_path)
     assert again == json.loads(json.dumps(result, default=str))
     (tmp_path / "accuracy" / "marker").write_text("old run")
+    with pytest.raises(FolderError, match="holds the scaffold of another config or start"):
+        midtraining.mid_training("smoke", None, switch_step=3, total_steps=4, out=tmp_path)
     fresh = midtraining.mid_training(
-        "smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=()
+        "smoke", None, switch_step=3, total_steps=4, out=tmp_path, tiers=(), refresh=True
     )
-    # a new config never resumes the old checkpoints
+    # a new config never resumes the old checkpoints: they move aside, kept
     assert not (tmp_path / "accuracy" / "marker").exists()
+    assert (tmp_path / "accuracy.prev" / "marker").read_text() == "old run"
     assert [r["phase"] for r in fresh["curve"]] == ["alternating"] * 3 + ["accuracy"] and fresh[
         "held_out"
     ] == []
@@ -243,15 +248,21 @@ def test_tour_report_puts_the_headline_on_top(tmp_path):
 
 
 def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
+    import shutil
 
     cfg = EvalConfig(benchmark="tinygsm-easy", n=3, k=1)
     path = results_path(tmp_path, "sft-seen", cfg.benchmark, cfg.mode)
-    assert not headline._cached(cfg, path, "weights-v1")  # nothing there yet
+    assert not headline._cached(cfg, path)  # nothing there yet
     store = ResultsFile(path)
     for record in load_benchmark(cfg.benchmark, 2):
         store.append({"id": record["id"], "k": 1})
-    assert not headline._cached(cfg, path, "weights-v1")  # 2 of 3 problems
+    assert not headline._cached(cfg, path)  # 2 of 3 problems
     store.append({"id": load_benchmark(cfg.benchmark, 3)[2]["id"], "k": 1})
-    assert headline._cached(cfg, path, "weights-v1")
-    # retrained: results dropped
-    assert not headline._cached(cfg, path, "weights-v2") and not path.exists()
+    assert headline._cached(cfg, path)
+    # the tag carries the model's content: a copy is the same model, a change is another one
+    model = tmp_path / "m" / "merged"
+    shutil.copytree(REPO_ROOT / "data" / "tiny-base", model)
+    tag = headline.results_tag("sft-seen", str(model.parent))
+    assert tag == headline.results_tag("sft-seen", str(REPO_ROOT / "data" / "tiny-base"))
+    (model / "config.json").write_text((model / "config.json").read_text() + " ")
+    assert headline.results_tag("sft-seen", str(model.parent)) != tag

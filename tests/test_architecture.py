@@ -17,8 +17,8 @@ PACKAGE = REPO_ROOT / "pr1lib"
 # package (config, worlds, experiments) is one unit: its files together.
 LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
     (
-        "paths versions validate profiles jsonl answers format prompts tasks paper expect "
-        "arithmetic",
+        "paths versions validate modelfiles profiles jsonl answers format prompts tasks paper "
+        "expect arithmetic",
         "pure: text, numbers, tables (no torch, no stage)",
     ),
     ("teachers worlds", "the rule teacher and the task worlds"),
@@ -33,13 +33,16 @@ LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
         "models and engines",
     ),
     (
-        "runs results evaluate traces coldstart pretrain sampling preflight starts",
+        "folders runs results evaluate traces coldstart pretrain sampling preflight starts",
         "the pieces a stage is made of",
     ),
     ("sft sft_live grpo grpo_trainer", "the training stages"),
     ("experiments curves headline reports widgets verl bench budget", "studies and reports"),
     ("notebook tour twins publish", "running and publishing the notebooks"),
-    ("arguments commands commands_rl commands_measure cli __main__ __init__", "the command line"),
+    (
+        "arguments inputs commands commands_rl commands_measure cli __main__ __init__",
+        "the command line",
+    ),
 ]
 LAYER = {name: i for i, (layer, _) in enumerate(LAYERS) for name in layer.split()}
 PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))

@@ -229,7 +229,7 @@ PROBES = [
     Probe(
         "sft-out-is-data",
         ("sft", "--data", "{tmp}/cs", "--out", "{tmp}/cs"),
-        "would hold the --data set",
+        "would be the --data",
         setup=coldstart_run,
     ),
     Probe(
@@ -290,7 +290,7 @@ def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
         seen["sft"] = model_cfg
         return Run({"before": None}, Path(out), None, None)
 
-    def fake_grpo(cfg, init, out, dashboard=None):
+    def fake_grpo(cfg, init, out, dashboard=None, **kwargs):
         seen["grpo"] = init
         return Run({}, Path(out), None, None)
 
@@ -411,7 +411,9 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last == f"interrupted: rerun the same command to resume from {out}"
+    assert last == (
+        f"interrupted: bench keeps no checkpoint; rerun the same command to start again (in {out})"
+    )
     assert sorted(p.name for p in out.iterdir()) == ["partial.json", "pr1-run.json"]  # lock gone
 
 

@@ -84,11 +84,13 @@ def test_dapo_gets_nothing_from_a_teacher_that_needs_worked_solutions(tmp_path):
     assert result["rejected"]["teacher_error"] == 200
 
 
-def test_cli_reports_a_missing_source_clearly(tmp_path, monkeypatch):
+def test_cli_reports_a_missing_source_clearly(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PR1_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    code, result, out = _cli("coldstart", "--source", "gsm8k", "--out", str(tmp_path / "x"))
-    assert code == 2 and result is None and "PR1_DATA_DIR" in out and "load_dataset" in out
+    code = cli_main(["coldstart", "--source", "gsm8k", "--out", str(tmp_path / "x")])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1  # on stderr
+    assert "PR1_DATA_DIR" in out.err and "load_dataset" in out.err
 
 
 # ----------------------------------------------------------------------------- resumable generation

@@ -1,4 +1,4 @@
-"""One run per folder (``pr1lib.runs.claim``): the lock between processes, a stale lock taken
+"""One run per folder (``pr1lib.folders.claim``): the lock between processes, a stale lock taken
 over, and the claim's rules for a folder holding another run (refuse, ``--resume``,
 ``--overwrite``), all without leaving a mark where nothing was written."""
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from pr1lib.config import ColdStartConfig
+from pr1lib.folders import LOCK, OWNER, FolderError, claim
 from pr1lib.paths import REPO_ROOT
-from pr1lib.runs import LOCK, OWNER, FolderError, claim
 
 HOLD = """
 import sys, time
-from pr1lib.runs import FolderError, claim
+from pr1lib.folders import FolderError, claim
 try:
     with claim(sys.argv[1], "bench"):
         print("held", flush=True)
@@ -135,7 +135,7 @@ def test_a_failed_run_that_wrote_nothing_leaves_no_trace(tmp_path):
     (tmp_path / "existing" / "notes.txt").write_text("mine")
     for folder, config in ((tmp_path / "new", ColdStartConfig()), (tmp_path / "existing", None)):
         before = _files(tmp_path)
-        with pytest.raises(RuntimeError), claim(folder, "eval", config):
+        with pytest.raises(RuntimeError), claim(folder, "eval", config, resume=True):
             raise RuntimeError("the model could not load")
         assert _files(tmp_path) == before
     assert not (tmp_path / "new").exists()

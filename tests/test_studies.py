@@ -13,6 +13,7 @@ from pr1lib.cli import main
 from pr1lib.experiments import ablation, curriculum, unseen_stage2
 from pr1lib.experiments.ablation import ARMS, ablation_table, table4_verdict
 from pr1lib.experiments.curriculum import seeds_summary
+from pr1lib.folders import FolderError
 from pr1lib.runs import claim_run_dir, start_id
 
 
@@ -47,7 +48,9 @@ def test_unseen_stage2_effect_reuses_its_cache_only_for_the_same_start_and_overr
 ):
     calls = []
 
-    def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
+    def fake_curriculum(
+        profile, variant, init, seed, out, keep_stage2=False, overwrite=False, **overrides
+    ):
         calls.append((str(init), keep_stage2, overrides))
         stage = {"stage": 3, "reward": "accuracy", "steps": 1, "after": {}, "train": {}}
         return {
@@ -81,7 +84,9 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
         for t in ("easy", "hard")
     }
 
-    def fake_curriculum(profile, variant, init, seed, out, keep_stage2=False, **overrides):
+    def fake_curriculum(
+        profile, variant, init, seed, out, keep_stage2=False, overwrite=False, **overrides
+    ):
         seen_cfgs.append(GRPOStageConfig.for_stage(3, profile, variant=variant, **overrides))
         return {"stages": [], "sft": metrics, "final": metrics}
 
@@ -114,7 +119,7 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     stage whose run card matches; another start or config trains it again."""
     calls = []
 
-    def fake_run(cfg, init, out, before=None, preflight=True):
+    def fake_run(cfg, init, out, before=None, preflight=True, overwrite=False):
         calls.append((cfg.stage, str(init)))
         (out / "merged").mkdir(parents=True, exist_ok=True)
         # new weights, new stamp
@@ -145,7 +150,7 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     assert [c[0] for c in calls[4:]] == [2, 3]
 
 
-def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_path):
+def test_a_run_folder_begun_from_another_start_is_refused_or_moved_aside(tmp_path):
     start = tmp_path / "sft"
     (start / "merged").mkdir(parents=True)
     (start / "merged" / "model.safetensors").write_bytes(b"v1")
@@ -157,13 +162,20 @@ def test_a_run_folder_begun_from_another_start_is_moved_aside_not_resumed(tmp_pa
     before = start_id(start)
     (start / "merged" / "model.safetensors").write_bytes(b"v2, retrained in place")
     assert start_id(start) != before
-    claim_run_dir(run, start)  # same path, other weights: the old run is kept beside, not continued
-    assert (tmp_path / "run.prev" / "trainer" / "checkpoint-2").is_dir() and not (
+    with pytest.raises(FolderError, match="holds a run begun from another start"):
+        claim_run_dir(run, start)  # same path, other weights: never continued, never lost
+    assert (run / "trainer" / "checkpoint-2").is_dir() and not (tmp_path / "run.prev").exists()
+    (tmp_path / "run.prev").mkdir()  # a user's own folder there: kept, the run goes to .prev-2
+    claim_run_dir(run, start, overwrite=True)
+    assert (tmp_path / "run.prev-2" / "trainer" / "checkpoint-2").is_dir() and not (
         run / "trainer"
     ).exists()
+    assert (tmp_path / "run.prev").is_dir()
     legacy = tmp_path / "legacy"
     (legacy / "trainer" / "checkpoint-5").mkdir(parents=True)  # checkpoints without a start mark
-    claim_run_dir(legacy, start)
+    with pytest.raises(FolderError, match="unknown start"):
+        claim_run_dir(legacy, start)
+    claim_run_dir(legacy, start, overwrite=True)
     assert (tmp_path / "legacy.prev" / "trainer" / "checkpoint-5").is_dir()
 
 

@@ -13,6 +13,7 @@ from pr1lib import worlds
 from pr1lib.config.recipe import (
     CLIP_HIGH,
     NOTEBOOK_PRESETS,
+    ROLLOUT_MODES,
     STAGE_PRESETS,
     STAGE_REWARDS,
     STAGE_SOURCES,
@@ -21,6 +22,9 @@ from pr1lib.config.recipe import (
     VARIANTS,
 )
 from pr1lib.profiles import Preset, check_profile
+from pr1lib.validate import allowed_values
+
+ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,60 @@ class GRPOStageConfig(Preset):
             chosen = worlds.get(world)
             own = {"data": chosen.stage_source(stage), **chosen.grpo_presets(variant)}
         return cls.for_profile(profile, **{**recipe, **short, **own, **overrides})
+
+    def check(self) -> None:
+        """Refuse what each field alone allows but the fields together do not (and a reward or
+        grader name its registry lacks): TRL would refuse it later, or train something else.
+        Light: the command line runs it before anything loads."""
+        for name, value in (("reward", self.reward), ("grader", self.grader)):
+            allowed = allowed_values(name)  # registered by pr1lib.reward_modes and graders
+            if value is not None and allowed is not None and value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if self.rollout_mode not in ROLLOUTS:
+            raise ValueError(f"rollout must be one of {ROLLOUTS}, got {self.rollout_mode!r}")
+        if self.parallel_steps > self.window:
+            raise ValueError(
+                f"parallel_steps={self.parallel_steps} counts tiered steps of each window: it "
+                f"must be at most window={self.window}"
+            )
+        if self.per_device_train_batch_size % self.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size={self.per_device_train_batch_size} counts "
+                f"completions: it must be a multiple of num_generations={self.num_generations}"
+            )
+        for rule, why in self._needs():
+            if rule:
+                raise ValueError(why)
+        kept = self.prefilter_range
+        if len(kept) != 2 or not 0 <= kept[0] <= kept[1] <= 1:
+            raise ValueError(
+                f"prefilter_range={self.prefilter_range} must be two pass rates "
+                "(lowest, highest) with 0 <= lowest <= highest <= 1"
+            )
+
+    def _needs(self) -> list[tuple[bool, str]]:
+        """(broken, why) of the rules between the variant, the rollouts and the reward."""
+        trl = self.rollout_mode == "trl"
+        return [
+            (
+                self.variant == "unseen" and self.rollout_mode != "forked",
+                "the unseen variant trains on paths that never saw each other: use "
+                "rollout='forked'",
+            ),
+            (
+                self.dynamic_sampling and trl,
+                "dynamic_sampling refills batches through the rollout engine: use rollout=None",
+            ),
+            (
+                bool(self.prefilter_k) and trl,
+                "prefilter_k samples the prompts through the rollout engine: use rollout=None",
+            ),
+            (
+                self.variant == "plain" and self.reward != "accuracy",
+                f"the plain variant writes no blocks, so the {self.reward} reward would pay it "
+                "nothing: use reward='accuracy' (the paper's GRPO baseline)",
+            ),
+        ]
 
     @property
     def source(self) -> str:

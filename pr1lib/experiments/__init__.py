@@ -28,7 +28,11 @@ class Study:
     name: str  # the module's file name
     help: str
     flags: tuple[str, ...] = ()
-    sets: tuple[str, ...] | None = None  # the --set keys it takes (None: GRPOStageConfig's fields)
+    sets: dict[str, str] | None = (
+        None  # --set keys it takes and their types (None: GRPOStageConfig's)
+    )
+    fixes: tuple[str, ...] = ()  # config fields the study sets itself (per arm or phase): no --set
+    folders: bool = True  # it writes run folders (--out, --overwrite, --resume)
 
     @property
     def module(self) -> str:
@@ -43,46 +47,53 @@ STUDIES = {
         "curriculum",
         "every RL stage of a variant from its SFT (seen: 2 -> 3, unseen: 3), per seed",
         ("variant", "init", "steps", "notebook"),
+        fixes=("variant",),
     ),
     "ablation": Study(
         "ablation",
         "the reward ablation (the paper's Table 4): one Stage 3 per reward arm, same start",
         ("variant", "init", "steps", "notebook", "refresh"),
+        fixes=("variant", "reward"),
     ),
     "dose": Study(
         "dose",
         "dose-response: Stage-2 runs of the alternating reward at 0/2/5/10 tiered steps per 10 "
         "and at b = 0/0.2/0.5/1 (easy problems)",
         ("init", "steps"),
+        fixes=("reward", "window", "parallel_steps", "tiered_bonus"),
     ),
     "unseen-stage2": Study(
         "unseen_stage2",
         "the unseen variant from its SFT two ways: Stage 3 directly (the paper) and 2 then 3",
         ("init", "steps", "notebook", "refresh"),
+        fixes=("variant",),
     ),
     "midtraining": Study(
         "midtraining",
         "the mid-training scaffold (Figure 4): alternating reward, then accuracy only",
         ("variant", "init", "steps", "switch", "refresh"),
+        fixes=("variant", "reward", "max_steps", "save_steps"),
     ),
     "controls": Study(
         "controls",
         "is it parallel thinking or more search? one arm (--arm) of plain / plain-sft / serial / "
         "seen / unseen, Stage 2 then 3 per seed, accuracy and sequential decode steps",
         ("arm", "init"),
+        fixes=("variant",),
     ),
     "blockcost": Study(
         "blockcost",
         "forced block vs forced plain accuracy per tier, with a paired-bootstrap interval",
         ("model", "variant", "n", "k"),
-        sets=(
-            "temperature",
-            "max_completion_length",
-            "max_path_length",
-            "max_blocks",
-            "batch_size",
-            "path_headers",
-        ),
+        folders=False,
+        sets={
+            "temperature": "float",
+            "max_completion_length": "int",
+            "max_path_length": "int",
+            "max_blocks": "int",
+            "batch_size": "int",
+            "path_headers": "bool",
+        },
     ),
 }
 
@@ -90,7 +101,7 @@ STUDIES = {
 @dataclass
 class StudyRun:
     """What a study's ``main`` gets: the parsed command, checked. ``overrides`` are typed
-    ``--set`` values; ``claim(folder)`` holds a run folder for the study (``pr1lib.runs.claim``
+    ``--set`` values; ``claim(folder)`` holds a run folder for the study (``pr1lib.folders.claim``
     with the command's ``--overwrite`` / ``--resume``)."""
 
     profile: str
@@ -100,6 +111,7 @@ class StudyRun:
     overrides: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # the study's own flags that were given
     claim: Callable[[Path], ContextManager] | None = None
+    overwrite: bool = False  # --overwrite: a folder holding another run moves aside (kept)
 
     def option(self, name: str, default: Any = None) -> Any:
         value = self.options.get(name)

@@ -21,11 +21,12 @@ from typing import Any, Sequence
 
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
+from pr1lib.folders import move_aside
 from pr1lib.grpo import run_grpo
 from pr1lib.metrics import paired_bootstrap
 from pr1lib.paper import TABLE4
 from pr1lib.paths import runs_dir
-from pr1lib.runs import finished_run, move_aside
+from pr1lib.runs import finished_run
 from pr1lib.starts import default_init
 
 # The arms (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward mode.
@@ -54,6 +55,7 @@ def run_ablation(
     out: str | Path | None = None,
     arms: Sequence[str] = tuple(ARMS),
     refresh: bool = False,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> list[dict]:
     """Stage 3 from one SFT checkpoint (default: the variant's SFT run), once per arm. An arm
@@ -78,6 +80,7 @@ def run_ablation(
                 before=before,
                 preflight=False,
                 evaluate_tiers=(data_tier(cfg.source),),
+                overwrite=overwrite,
             ).result
         results[arm] = {**done, "arm": arm}
         out.mkdir(parents=True, exist_ok=True)
@@ -204,6 +207,7 @@ def main(run: StudyRun) -> list[dict]:
                 seed,
                 out,
                 refresh=run.option("refresh", False),
+                overwrite=run.overwrite,
                 **run.grpo_overrides(),
             )
         summary = ablation_summary(arms)

@@ -39,11 +39,13 @@ def run_curriculum(
     keep_stage2: bool = False,
     stage_overrides: dict[int, dict] | None = None,
     sft_metrics: dict | None = None,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Every stage of ``curriculum(variant)``, each from the previous one's ``merged/``; returns
     ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``.
-    ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed)."""
+    ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed); a stage
+    folder holding another run is refused unless ``overwrite`` (it moves aside)."""
     init = init if init is not None else default_init(2, variant, profile, seed)
     root = Path(out) if out else runs_dir()
     results, before = [], sft_metrics
@@ -58,7 +60,9 @@ def run_curriculum(
         out = root / run_name(cfg)
         done = finished_run(out, cfg, init)
         if done is None:
-            done = run_grpo(cfg, init, out, before=before, preflight=False).result
+            done = run_grpo(
+                cfg, init, out, before=before, preflight=False, overwrite=overwrite
+            ).result
         results.append(done)
         init, before = out, done["after"]
     return {
@@ -181,6 +185,7 @@ def main(run: StudyRun) -> list[dict]:
                 seed,
                 out,
                 sft_metrics=results[0]["sft"] if results else None,
+                overwrite=run.overwrite,
                 **run.grpo_overrides(),
             )
         results.append(result)

@@ -43,6 +43,7 @@ def dose_response(
     out: str | Path | None = None,
     world: str | None = "tinyworld",
     arms: Sequence[tuple] | None = None,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> list[dict]:
     """Stage-2 runs (easy problems, where a block costs almost nothing) with the alternating
@@ -69,7 +70,13 @@ def dose_response(
         done = (
             finished_run(folder, cfg, init)
             or run_grpo(
-                cfg, init, folder, before=before, preflight=False, evaluate_tiers=("easy",)
+                cfg,
+                init,
+                folder,
+                before=before,
+                preflight=False,
+                evaluate_tiers=("easy",),
+                overwrite=overwrite,
             ).result
         )
         before, easy = done["before"], done["after"]["easy"]
@@ -95,7 +102,15 @@ def main(run: StudyRun) -> list[dict]:
     for seed in run.seeds:
         out = run.seed_out(seed, dose_dir(run.profile, run.world, seed))
         with run.claim(out):
-            rows = dose_response(run.profile, run.init("seen"), seed, out, run.world, **overrides)
+            rows = dose_response(
+                run.profile,
+                run.init("seen"),
+                seed,
+                out,
+                run.world,
+                overwrite=run.overwrite,
+                **overrides,
+            )
         for row in rows:
             print(json.dumps(row), flush=True)
         results.append({"profile": run.profile, "world": run.world, "seed": seed, "rows": rows})

@@ -10,9 +10,10 @@ from typing import Any
 
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
+from pr1lib.folders import FolderError, move_aside
 from pr1lib.grpo import run_grpo
 from pr1lib.paths import runs_dir
-from pr1lib.runs import move_aside
+from pr1lib.runs import start_id
 
 
 def _scaffold_configs(
@@ -49,6 +50,7 @@ def mid_training(
     out: str | Path | None = None,
     tiers: tuple[str, ...] = ("hard",),
     refresh: bool = False,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Alternating reward for steps [0, ``switch_step``), then a second run from that checkpoint
@@ -56,23 +58,27 @@ def mid_training(
     ``seed + 1`` so its prompts are new ones). Returns ``curve`` (training rows, steps counted from
     the start of phase 1, ``phase`` = ``alternating`` / ``accuracy``), ``held_out`` (the stage
     metrics on ``tiers`` at the start, switch and end) and the two run folders. Cached in
-    ``OUT/mid_training.json`` until ``refresh`` or a change; the runs of another config are moved
-    aside (``runs.move_aside``), never deleted."""
+    ``OUT/mid_training.json`` until ``refresh`` or a change. The runs of another config or start
+    are refused, or with ``refresh`` / ``overwrite`` moved aside (``folders.move_aside``), never
+    deleted."""
     out = Path(out) if out else runs_dir() / f"mid-training-{profile}-{variant}-seed{seed}"
     first, second = _scaffold_configs(profile, switch_step, total_steps, seed, variant, overrides)
     key = json.dumps(
-        {"init": str(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
+        {"init": start_id(init), "configs": [first.to_dict(), second.to_dict()], "tiers": tiers},
         sort_keys=True,
         default=str,
     )
     cache = out / "mid_training.json"
-    if cache.exists() and not refresh and json.loads(cache.read_text()).get("key") == key:
-        return json.loads(cache.read_text())["result"]
-    if cache.exists():  # another config (or refresh): its checkpoints must not be resumed
-        for phase in ("alternating", "accuracy"):
-            move_aside(out / phase, "the scaffold's config changed (or --refresh)")
-        move_aside(cache, "the scaffold's config changed (or --refresh)")
-    run1 = run_grpo(first, init, out / "alternating", evaluate_tiers=tiers, preflight=False)
+    if (cached := _cached(cache, key, refresh or overwrite)) is not None:
+        return cached
+    run1 = run_grpo(
+        first,
+        init,
+        out / "alternating",
+        evaluate_tiers=tiers,
+        preflight=False,
+        overwrite=overwrite,
+    )
     run2 = run_grpo(
         second,
         run1.run_dir,
@@ -80,6 +86,7 @@ def mid_training(
         evaluate_tiers=tiers,
         before=run1.result["after"],
         preflight=False,
+        overwrite=overwrite,
     )
     result = {
         "profile": profile,
@@ -93,6 +100,25 @@ def mid_training(
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
     return result
+
+
+def _cached(cache: Path, key: str, again: bool) -> dict | None:
+    """The cached result of the same scaffold (``None``: run it). A cache of another config or
+    start is refused unless ``again`` (``--refresh`` / ``--overwrite``): then its runs move aside
+    (kept) and the scaffold runs anew."""
+    if not cache.exists():
+        return None
+    if not again and json.loads(cache.read_text()).get("key") == key:
+        return json.loads(cache.read_text())["result"]
+    if not again:
+        raise FolderError(
+            f"{cache.parent} holds the scaffold of another config or start: pass --refresh to "
+            "run it again (the old runs move aside, kept), or pick another --out"
+        )
+    for phase in ("alternating", "accuracy"):  # their checkpoints must not be resumed
+        move_aside(cache.parent / phase, "the scaffold's config changed (or --refresh)")
+    move_aside(cache, "the scaffold's config changed (or --refresh)")
+    return None
 
 
 def _phases(run1: Any, run2: Any, switch_step: int, total_steps: int, tiers: tuple[str, ...]):
@@ -134,6 +160,7 @@ def main(run: StudyRun) -> list[dict]:
                 variant,
                 out,
                 refresh=run.option("refresh", False),
+                overwrite=run.overwrite,
                 **overrides,
             )
         results.append({k: v for k, v in result.items() if k != "curve"})

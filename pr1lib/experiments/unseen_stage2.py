@@ -29,6 +29,7 @@ def unseen_stage2_effect(
     seed: int = 0,
     out: str | Path | None = None,
     refresh: bool = False,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """The unseen variant from its SFT checkpoint two ways: Stage 3 directly (the paper's recipe)
@@ -48,7 +49,14 @@ def unseen_stage2_effect(
         return cached
     for name, keep in (("direct", False), ("kept", True)):
         runs = run_curriculum(
-            profile, "unseen", init, seed, out / name, keep_stage2=keep, **overrides
+            profile,
+            "unseen",
+            init,
+            seed,
+            out / name,
+            keep_stage2=keep,
+            overwrite=overwrite or refresh,
+            **overrides,
         )
         result[name] = {
             "stages": [
@@ -104,6 +112,7 @@ def main(run: StudyRun) -> list[dict]:
                 seed,
                 out,
                 run.option("refresh", False),
+                overwrite=run.overwrite,
                 **run.grpo_overrides(),
             )
         table = unseen_stage2_table(effect)
