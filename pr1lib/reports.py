@@ -45,6 +45,46 @@ def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str | None = No
     return fig
 
 
+def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
+    """The parallel-vs-serial table (``study controls`` without ``--arm``) as one row per arm:
+    mean@k at T = 1 with its 95 % interval over problems, greedy, block rate, tokens and
+    sequential decode steps (means over the seeds)."""
+    rows = []
+    for r in table["rows"]:
+        low, high = r["interval"]["low"], r["interval"]["high"]
+        rows.append(
+            {
+                "arm": r["arm"],
+                "mean@k (T=1)": round(r["accuracy"], 3),
+                "95% interval": f"[{low:.3f}, {high:.3f}]",
+                "greedy": round(r["greedy"], 3),
+                "block rate": round(r["parallel_ratio"], 3),
+                "tokens": round(r["mean_length"], 1),
+                "sequential steps": round(r["mean_sequential_steps"], 1),
+                "what": r["what"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def controls_figure(table: dict[str, Any]):
+    """Accuracy against a cap on sequential decode steps, one line per arm (a sample counts when
+    it is right and fits the cap): where the same search, decoded as parallel paths, finishes
+    sooner than written out in one stream."""
+    fig = go.Figure()
+    for r in table["rows"]:
+        caps = {int(c): v for c, v in r["accuracy_at_steps"].items()}
+        fig.add_scatter(x=list(caps), y=list(caps.values()), mode="lines+markers", name=r["arm"])
+    fig.update_layout(
+        title="Accuracy under a cap on sequential decode steps (held-out hard, mean@k at T = 1)",
+        xaxis=dict(title="sequential decode steps allowed (a block costs its longest path)"),
+        yaxis=dict(title="mean@k within the cap", rangemode="tozero"),
+        height=380,
+        width=720,
+    )
+    return fig
+
+
 def write_eval_outputs(
     result: dict[str, Any], out: str | Path, run_dir: str | Path | None = None
 ) -> dict[str, str]:

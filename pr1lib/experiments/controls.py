@@ -35,7 +35,7 @@ from pr1lib import worlds
 from pr1lib.config import SFTStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
-from pr1lib.metrics import paired_bootstrap
+from pr1lib.metrics import mean_interval, paired_bootstrap
 from pr1lib.paths import runs_dir
 from pr1lib.runs import CARD
 
@@ -169,12 +169,21 @@ def final_hard(root: Path, arm: str, seeds: list[int]) -> list[dict]:
 
 
 def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] = tuple(ARMS)) -> dict:
-    """One row per arm (mean over seeds of the end's hard accuracy, greedy, block rate, tokens and
-    sequential decode steps, accuracy under step caps) and the ``CONTRASTS``: differences with a
-    95 % paired bootstrap over problems (each problem's accuracy averaged over the seeds)."""
+    """One row per arm (mean over seeds of the end's hard accuracy, with a 95 % interval over
+    problems; greedy, block rate, tokens and sequential decode steps, accuracy under step caps)
+    and the ``CONTRASTS``: differences with a 95 % paired bootstrap over problems (each problem's
+    accuracy averaged over the seeds)."""
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
-    rows = [{"arm": arm, "what": ARMS[arm].what, **_mean_row(ends[arm])} for arm in arms]
     per_problem = {arm: _problem_means(ends[arm]) for arm in arms}
+    rows = [
+        {
+            "arm": arm,
+            "what": ARMS[arm].what,
+            **_mean_row(ends[arm]),
+            "interval": {k: round(v, 4) for k, v in mean_interval(per_problem[arm]).items()},
+        }
+        for arm in arms
+    ]
     contrasts = {
         f"{a}-{b}": {
             k: round(v, 4) for k, v in paired_bootstrap(per_problem[a], per_problem[b]).items()
