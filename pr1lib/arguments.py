@@ -94,6 +94,11 @@ def card_flag(p: argparse.ArgumentParser) -> None:
 def _tour(p: argparse.ArgumentParser) -> None:
     add_common(p)
     p.add_argument("--only", nargs="*", default=None, help="notebook prefixes to run, e.g. 00 01")
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="print seconds per notebook and the slowest cells (always saved: timings.json)",
+    )
     p.epilog = (
         "--set KEY=VALUE sets a parameter the notebooks declare (e.g. INIT=runs/x); "
         "PROFILE and SEED come from --profile and --seed"

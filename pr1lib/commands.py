@@ -84,7 +84,7 @@ def claim_folder(
 
 # ----------------------------------------------------------------------------- data and models
 def tour(args: Any) -> int:
-    from pr1lib.tour import notebook_parameters, run_tour, select_notebooks
+    from pr1lib.tour import notebook_parameters, run_tour, select_notebooks, tour_timings
 
     profile = args.profile  # resolved by pr1lib.cli (the tour defaults to tiny)
     params = notebook_parameters(select_notebooks(args.only), args.overrides)
@@ -97,12 +97,24 @@ def tour(args: Any) -> int:
     failed = sum(r.error is not None for r in runs)
     for headline in read_headlines(report.parent):
         print(f"[tour] {headline['title']}\n{headline['markdown']}")
+    if args.timings:
+        _print_timings(tour_timings(runs))
     print(f"[tour] report: {report}")
     print_json(
         {"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)},
         args,
     )
     return 1 if failed else 0
+
+
+def _print_timings(timings: dict[str, dict]) -> None:
+    """Where the tour's time went: every notebook, then the ten slowest cells of all."""
+    cells = []
+    for stem, t in timings.items():
+        print(f"[tour] {stem}: {t['seconds']:.0f} s")
+        cells += [(c["seconds"], f"{stem} cell {c['cell']}: {c['first_line']}") for c in t["cells"]]
+    for seconds, where in sorted(cells, reverse=True)[:10]:
+        print(f"[tour]   {seconds:6.1f} s  {where}")
 
 
 def pretrain_tiny(args: Any) -> int:

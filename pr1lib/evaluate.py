@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -345,6 +346,7 @@ def run_eval(
             cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
         )
     set_seed(cfg.seed)
+    start = time.perf_counter()
     rows = evaluate_records(
         records,
         sample,
@@ -363,6 +365,7 @@ def run_eval(
         "benchmark": cfg.benchmark,
         "mode": cfg.mode,
         **summarize(rows, cfg.grader),
+        "seconds": round(time.perf_counter() - start, 1),  # wall time (a cached row costs none)
         "results": str(path) if path is not None else None,
         "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict(),
     }

@@ -72,7 +72,8 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # (almost) no block (tiny: 0.0 % in every measured table); smoke's random model may write tags
     "pass@k minus mean@k, base model": {"*": (0, 1)},
     "parallel ratio, base model": {"smoke": (0, 1), "tiny": (0, 0.05)},
-    "mean@k, base model": {"smoke": (0, 0.5)},  # tiny: depends on the task world; measure it
+    # tiny: TinyWorld's base on hard items, 36.8 % at T = 1 (results/tinyworld-base-hard-t1.json)
+    "mean@k, base model": {"smoke": (0, 0.5), "tiny": (0.25, 0.5)},
 }
 
 

@@ -26,10 +26,12 @@ from pr1lib.runtime import profile_threads, set_threads
 from pr1lib.validate import local_folder
 
 
-def find_checkpoints(profile: str, seed: int = 0, root: str | Path | None = None):
-    """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
-    ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
-    folders that were searched.
+def find_checkpoints(
+    profile: str, seed: int = 0, root: str | Path | None = None, base: str | None = None
+):
+    """``(found, missing)``: ``found`` maps ``base`` to the profile's model (or to ``base``: a
+    world's base model) and each stage of ``STAGE_RUNS`` with a ``merged/`` model to its run
+    folder; ``missing`` maps the others to the folders that were searched.
 
     >>> import tempfile
     >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
@@ -37,7 +39,7 @@ def find_checkpoints(profile: str, seed: int = 0, root: str | Path | None = None
     ({'base': 'data/tiny-base'}, ['grpo-gsm8k', 'rl-seen'])
     """
     root = Path(root) if root else runs_dir()
-    found, missing = {"base": ModelConfig.for_profile(profile).name}, {}
+    found, missing = {"base": base or ModelConfig.for_profile(profile).name}, {}
     for key, (_, patterns) in STAGE_RUNS.items():
         if key == "base":
             continue
@@ -165,3 +167,52 @@ def read_headlines(folder: str | Path) -> list[dict]:
     """Every headline in ``folder``: notebook 07's first, then the others by name."""
     others = sorted(Path(folder).glob("headline-*.json"))
     return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
+
+
+# the contrasts a headline reads (treatment, control): RL over its cold start, and over plain GRPO
+HEADLINE_CONTRASTS = (
+    ("rl-seen", "sft-seen"),
+    ("rl-seen", "grpo-gsm8k"),
+    ("rl-unseen-s2", "sft-unseen"),
+)
+
+
+def headline_intervals(ours: dict[str, dict[str, dict]], benchmark: str):
+    """One row per checkpoint scored on ``benchmark``: mean@k with its 95 % interval over problems
+    (``metrics.mean_interval``), pass@k, the block rate, n and k."""
+    import pandas as pd
+
+    from pr1lib.metrics import mean_interval
+
+    rows = {}
+    for key, per_bench in ours.items():
+        s = per_bench.get(benchmark)
+        if s is None:
+            continue
+        ci = mean_interval(s["per_problem"]["accuracy"])
+        rows[key] = {
+            "mean@k": round(s["accuracy"], 3),
+            "95% interval": f"[{ci['low']:.3f}, {ci['high']:.3f}]",
+            "pass@k": round(s["pass_at_k"], 3),
+            "block rate": round(s["parallel_ratio"], 3),
+            "n": s["n"],
+            "k": s["k"],
+        }
+    return pd.DataFrame(rows).T
+
+
+def headline_verdict(ours: dict[str, dict[str, dict]], benchmark: str) -> list[str]:
+    """What the headline shows, computed: each ``HEADLINE_CONTRASTS`` pair found in ``ours``, its
+    gap in points on the same problems and whether the 95 % paired interval excludes zero."""
+    from pr1lib.metrics import describe_gap, paired_bootstrap
+
+    lines = []
+    for a, b in HEADLINE_CONTRASTS:
+        if benchmark not in ours.get(a, {}) or benchmark not in ours.get(b, {}):
+            continue
+        d = paired_bootstrap(
+            ours[a][benchmark]["per_problem"]["accuracy"],
+            ours[b][benchmark]["per_problem"]["accuracy"],
+        )
+        lines.append(describe_gap(f"{a} - {b} on {benchmark}", d))
+    return lines or [f"no pair of {HEADLINE_CONTRASTS} was scored on {benchmark}"]

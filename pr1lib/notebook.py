@@ -149,3 +149,35 @@ def execute(
 def cell_sources(nb) -> list[tuple[str, str]]:
     """(cell type, source) pairs — what must agree between a ``.py`` and its ``.ipynb`` twin."""
     return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+def cell_timings(nb, top: int | None = None) -> list[dict]:
+    """Seconds per executed code cell, slowest first (``top``: that many), from the timestamps
+    nbclient records (``metadata.execution``): what to make faster first.
+
+    >>> import nbformat
+    >>> cell = nbformat.v4.new_code_cell("train()")
+    >>> cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:01.000Z",
+    ...                               "shell.execute_reply": "2026-01-01T00:00:04.500Z"}
+    >>> cell_timings(nbformat.v4.new_notebook(cells=[cell]))
+    [{'cell': 1, 'seconds': 3.5, 'first_line': 'train()'}]
+    """
+    from datetime import datetime
+
+    def when(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    out = []
+    for n, cell in enumerate(nb.cells, 1):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type != "code" or not {"iopub.execute_input", "shell.execute_reply"} <= set(
+            stamps
+        ):
+            continue
+        seconds = when(stamps["shell.execute_reply"]) - when(stamps["iopub.execute_input"])
+        lines = [line for line in cell.source.splitlines() if line.strip()] or [""]
+        out.append(
+            {"cell": n, "seconds": round(seconds.total_seconds(), 1), "first_line": lines[0][:80]}
+        )
+    out.sort(key=lambda t: -t["seconds"])
+    return out[:top] if top else out

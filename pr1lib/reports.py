@@ -67,6 +67,51 @@ def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ARM_LABELS = {
+    "plain": "plain GRPO<br>(no cold start)",
+    "plain-sft": "plain SFT<br>→ GRPO",
+    "serial": "serial-search SFT<br>→ GRPO",
+    "seen": "Parallel-R1<br>Seen",
+    "unseen": "Parallel-R1<br>Unseen",
+}
+
+
+def controls_bars(table: dict[str, Any], title: str = "TinyWorld hard problems, mean@8 at T = 1"):
+    """Each arm's accuracy at its start (the cold start) and after RL (Stage 2 then 3; a 95 %
+    interval over problems), side by side: the tour's headline picture."""
+    arms = [r["arm"] for r in table["rows"]]
+    x = [ARM_LABELS.get(a, a) for a in arms]
+    ends = [r["accuracy"] for r in table["rows"]]
+    fig = go.Figure()
+    fig.add_bar(
+        x=x, y=[r["start"] for r in table["rows"]], name="cold start", marker_color="#9db4d3"
+    )
+    fig.add_bar(
+        x=x,
+        y=ends,
+        name="after RL (Stage 2 → 3)",
+        marker_color="#1f4e8c",
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            array=[r["interval"]["high"] - e for r, e in zip(table["rows"], ends)],
+            arrayminus=[e - r["interval"]["low"] for r, e in zip(table["rows"], ends)],
+        ),
+        text=[f"{e:.0%}" for e in ends],
+        textposition="outside",
+    )
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        yaxis=dict(title="mean@8 (share of samples right)", range=[0, 1], tickformat=".0%"),
+        xaxis=dict(title="arm (same problems, steps and seeds)"),
+        legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+        height=400,
+        width=820,
+    )
+    return fig
+
+
 def controls_figure(table: dict[str, Any]):
     """Accuracy against a cap on sequential decode steps, one line per arm (a sample counts when
     it is right and fits the cap): where the same search, decoded as parallel paths, finishes

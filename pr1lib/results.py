@@ -32,7 +32,8 @@ from pr1lib.versions import library_versions
 RESULTS = REPO_ROOT / "results"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # a README link into a card: [text](results/NAME.json#dotted.key)
-LINK = re.compile(r"\[([^\]]+)\]\((results/[a-z0-9._-]+\.json)#([A-Za-z0-9_.@+%-]+)\)")
+# a link into a card, from the repository root or from docs/ (``../results/``)
+LINK = re.compile(r"\[([^\]]+)\]\((?:\.\./)?(results/[a-z0-9._-]+\.json)#([A-Za-z0-9_.@+%-]+)\)")
 MAX_LIST = 12  # longer lists (per-problem rows, completions) stay out of a card
 
 
@@ -196,10 +197,13 @@ def lookup(card: dict, key: str) -> Any:
 def quoted_matches(text: str, value: Any) -> bool:
     """Whether a README's quoted ``text`` shows ``value`` to the digits it quotes.
 
-    A fraction quoted with ``%`` is multiplied by 100; the text's decimals set the rounding.
+    A fraction quoted with ``%`` or in points is multiplied by 100; the text's decimals set the
+    rounding.
 
     >>> quoted_matches("18.3 %", 0.18333), quoted_matches("7,298", 7298)
     (True, True)
+    >>> quoted_matches("+26.4 points", 0.2637)
+    True
     >>> quoted_matches("90 %", 0.93)
     False
     """
@@ -207,7 +211,8 @@ def quoted_matches(text: str, value: Any) -> bool:
     if not found or isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     shown = float(found.group(0).replace(",", ""))
-    scaled = value * 100 if "%" in text and abs(value) <= 1 else value
+    percent = "%" in text or "point" in text
+    scaled = value * 100 if percent and abs(value) <= 1 else value
     return abs(scaled - shown) <= 0.5 * 10 ** -len(found.group(1) or "") + 1e-9
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from pr1lib.expect import Seen
-from pr1lib.notebook import Executed, execute, list_notebooks
+from pr1lib.notebook import Executed, cell_timings, execute, list_notebooks
 from pr1lib.paths import runs_dir
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -103,7 +103,11 @@ def checks_html(checks: list[dict]) -> str:
 def _section(run: Executed, index: int) -> str:
     status = "ok" if run.error is None else "FAILED"
     head = f"<h2>{html.escape(run.path.stem)} — {html.escape(notebook_title(run.nb))}</h2>"
-    meta = f'<p class="meta">{status} · {run.seconds:.0f} s</p>'
+    slow = "; ".join(
+        f"cell {t['cell']} {t['seconds']:.0f} s ({html.escape(t['first_line'])})"
+        for t in cell_timings(run.nb, top=3)
+    )
+    meta = f'<p class="meta">{status} · {run.seconds:.0f} s · slowest cells: {slow or "-"}</p>'
     err = f"<pre class='err'>{html.escape(run.error[-3000:])}</pre>" if run.error else ""
     body = "\n".join(report_outputs(run.nb, f"fig{index}")) or "<p><em>(no report cells)</em></p>"
     return f"<section>{head}{meta}{err}{checks_html(run.checks)}{body}</section>"
@@ -288,4 +292,12 @@ def run_tour(
     (out / "checks.json").write_text(
         json.dumps(checks, indent=2, ensure_ascii=False), encoding="utf-8"
     )
+    (out / "timings.json").write_text(json.dumps(tour_timings(runs), indent=1), encoding="utf-8")
     return report, runs
+
+
+def tour_timings(runs: list[Executed]) -> dict[str, Any]:
+    """Seconds per notebook and per code cell, slowest first (``timings.json``, ``--timings``)."""
+    return {
+        r.path.stem: {"seconds": round(r.seconds, 1), "cells": cell_timings(r.nb)} for r in runs
+    }

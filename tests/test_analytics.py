@@ -266,3 +266,53 @@ def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
     assert tag == headline.results_tag("sft-seen", str(REPO_ROOT / "data" / "tiny-base"))
     (model / "config.json").write_text((model / "config.json").read_text() + " ")
     assert headline.results_tag("sft-seen", str(model.parent)) != tag
+
+
+def test_headline_intervals_and_verdict_read_the_same_problems():
+    """A row per scored checkpoint with its interval; RL 0.4 above its SFT on every problem is a
+    gap of +40 points beyond noise; a pair with a missing checkpoint is skipped."""
+
+    def scored(accuracies):
+        return {
+            "accuracy": sum(accuracies) / len(accuracies),
+            "pass_at_k": 1.0,
+            "parallel_ratio": 0.5,
+            "n": len(accuracies),
+            "k": 4,
+            "per_problem": {"accuracy": accuracies},
+        }
+
+    ours = {
+        "sft-seen": {"b": scored([0.25, 0.5] * 10)},
+        "rl-seen": {"b": scored([0.75, 0.75] * 10)},
+    }
+    table = headline.headline_intervals(ours, "b")
+    assert list(table.index) == ["sft-seen", "rl-seen"] and table.loc["rl-seen", "n"] == 20
+    (line,) = headline.headline_verdict(ours, "b")
+    assert line.startswith("rl-seen - sft-seen on b: +37.5 points [") and line.endswith(
+        "beyond noise"
+    )
+    assert "no pair" in headline.headline_verdict(ours, "other")[0]
+
+
+def test_tour_timings_list_the_slowest_cell_first_and_the_report_names_it(tmp_path):
+    import nbformat
+
+    from pr1lib.notebook import Executed
+    from pr1lib.tour import tour_timings
+
+    def cell(source, start, end):
+        c = nbformat.v4.new_code_cell(source)
+        stamp = "2026-01-01T00:00:{:04.1f}Z"
+        c.metadata["execution"] = {
+            "iopub.execute_input": stamp.format(start),
+            "shell.execute_reply": stamp.format(end),
+        }
+        return c
+
+    nb = nbformat.v4.new_notebook(cells=[cell("load()", 0, 2), cell("train()", 2, 32)])
+    run = Executed(tmp_path / "04_sft_lora.ipynb", nb, 33.0)
+    timings = tour_timings([run])["04_sft_lora"]
+    assert timings["seconds"] == 33.0
+    assert [(c["cell"], c["seconds"]) for c in timings["cells"]] == [(2, 30.0), (1, 2.0)]
+    assert "slowest cells: cell 2 30 s (train())" in build_report([run], "tiny")

@@ -283,6 +283,7 @@ def test_sample_rows_are_run_evals_rows_in_memory(toy, tmp_path):
     kept = ev.ResultsFile(written["results"]).rows
     assert [r["samples"] for r in rows] == [kept[str(r["id"])]["samples"] for r in rows]
     assert metrics.summarize(rows)["accuracy"] == written["accuracy"]
+    assert written["seconds"] >= 0 and written["mean_sequential_steps"] <= written["mean_length"]
 
 
 def test_forked_mode_without_tags_is_a_clear_error(toy):

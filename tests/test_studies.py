@@ -254,7 +254,7 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
     cold start (the world's SFT with the tags taken out) and plain RL; the seen arm starts from the
     shipped SFT. Both run Stage 2 then Stage 3, the table pairs them problem by problem."""
     from pr1lib.experiments import controls
-    from pr1lib.reports import controls_figure, controls_frame
+    from pr1lib.reports import controls_bars, controls_figure, controls_frame
 
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
     serial = controls.run_arm("smoke", "tinyworld", "serial", [0], out=tmp_path)
@@ -274,8 +274,12 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
     for row in table["rows"]:  # the mean over problems is the seeds' mean, inside its interval
         assert row["interval"]["mean"] == pytest.approx(row["accuracy"], abs=1e-3)
         assert row["interval"]["low"] <= row["accuracy"] <= row["interval"]["high"]
+        assert 0 <= row["start"] <= 1
     figure = controls_figure(table)
     assert [t.name for t in figure.data] == ["seen", "serial"]
+    assert controls.verdict(table)[0].startswith("seen - serial: ")
+    bars = controls_bars(table)
+    assert list(bars.data[1].y) == [r["accuracy"] for r in table["rows"]]
     assert list(controls_frame(table)["arm"]) == ["seen", "serial"]
     with pytest.raises(ValueError, match="study controls --arm plain --seeds 0"):
         controls.controls_table(tmp_path, [0], arms=("plain",))

@@ -35,7 +35,7 @@ from pr1lib import worlds
 from pr1lib.config import SFTStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
-from pr1lib.metrics import mean_interval, paired_bootstrap
+from pr1lib.metrics import describe_gap, mean_interval, paired_bootstrap
 from pr1lib.paths import runs_dir
 from pr1lib.runs import CARD
 
@@ -154,32 +154,35 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
 CONTRASTS = (("seen", "plain"), ("seen", "plain-sft"), ("seen", "serial"), ("unseen", "serial"))
 
 
-def final_hard(root: Path, arm: str, seeds: list[int]) -> list[dict]:
-    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card)."""
+def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
+    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card); with
+    ``stage="s2", when="before"``: the arm's start, its cold start before any RL."""
     out = []
     for seed in seeds:
-        cards = sorted((root / arm / f"seed{seed}").glob("grpo-*-s3-*/" + CARD))
+        cards = sorted((root / arm / f"seed{seed}").glob(f"grpo-*-{stage}-*/" + CARD))
         if not cards:
             raise ValueError(
-                f"no finished Stage 3 of arm {arm!r}, seed {seed} under {root}: run "
+                f"no finished Stage {stage[1]} of arm {arm!r}, seed {seed} under {root}: run "
                 f"python -m pr1lib study controls --arm {arm} --seeds {seed}"
             )
-        out.append(json.loads(cards[-1].read_text())["after"]["hard"])
+        out.append(json.loads(cards[-1].read_text())[when]["hard"])
     return out
 
 
 def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] = tuple(ARMS)) -> dict:
-    """One row per arm (mean over seeds of the end's hard accuracy, with a 95 % interval over
-    problems; greedy, block rate, tokens and sequential decode steps, accuracy under step caps)
-    and the ``CONTRASTS``: differences with a 95 % paired bootstrap over problems (each problem's
-    accuracy averaged over the seeds)."""
+    """One row per arm: means over the seeds of the end's hard accuracy (with a 95 % interval over
+    problems), of the start's, greedy, block rate, tokens, sequential decode steps and accuracy
+    under step caps; and the ``CONTRASTS``: differences with a 95 % paired bootstrap over problems
+    (each problem's accuracy averaged over the seeds)."""
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
+    starts = {arm: final_hard(root, arm, seeds, "s2", "before") for arm in arms}
     per_problem = {arm: _problem_means(ends[arm]) for arm in arms}
     rows = [
         {
             "arm": arm,
             "what": ARMS[arm].what,
             **_mean_row(ends[arm]),
+            "start": round(statistics.fmean(e["accuracy"] for e in starts[arm]), 4),
             "interval": {k: round(v, 4) for k, v in mean_interval(per_problem[arm]).items()},
         }
         for arm in arms
@@ -192,6 +195,28 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] = tuple(A
         if a in arms and b in arms
     }
     return {"seeds": seeds, "rows": rows, "contrasts": contrasts}
+
+
+def verdict(table: dict[str, Any]) -> list[str]:
+    """One line per contrast, computed from the numbers: the gap, its interval and whether it is
+    beyond noise; then what the unseen arm's paths save in sequential decode steps.
+
+    >>> row = lambda arm, acc, steps: {"arm": arm, "accuracy": acc, "mean_sequential_steps": steps}
+    >>> t = {"rows": [row("unseen", 0.5, 60.0), row("serial", 0.5, 100.0)],
+    ...      "contrasts": {"unseen-serial": {"diff": 0.01, "low": -0.03, "high": 0.05}}}
+    >>> verdict(t)[0]
+    'unseen - serial: +1.0 points [-3.0, +5.0]: within noise'
+    >>> verdict(t)[1]
+    'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
+    """
+    lines = [describe_gap(name.replace("-", " - ", 1), c) for name, c in table["contrasts"].items()]
+    rows = {r["arm"]: r for r in table["rows"]}
+    if "unseen" in rows and "serial" in rows:
+        a, b = rows["unseen"]["mean_sequential_steps"], rows["serial"]["mean_sequential_steps"]
+        lines.append(
+            f"unseen decodes in {a / b:.2f}x the sequential steps of serial ({a:.0f} vs {b:.0f})"
+        )
+    return lines
 
 
 def _mean_row(ends: list[dict]) -> dict[str, Any]:
