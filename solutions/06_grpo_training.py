@@ -45,8 +45,9 @@ def exercise_1(profile: str = "smoke", steps: int = 2) -> dict:
     Prediction: the parallel ratio rises. The structure reward pays a valid block whatever the
     answer, so at weight 0.3 a block is worth 0.3 on every completion, right or wrong, and GRPO's
     group standardisation turns any difference into an advantage. Accuracy on the hard tier does
-    not gain from it and usually loses: on the tiny model a block costs accuracy (section 7's
-    ablation), and the model is now paid for blocks that do no work (notebook 05, section 2).
+    not gain from it and usually loses: the structure arm of the TinyWorld ablation (results in
+    docs/results.md) opens a block in almost every sample and ends below the alternating arm's
+    accuracy, because the model is now paid for blocks that do no work (notebook 05, section 2).
 
     What is measured here is the mechanics: TRL sums the two rewards with weights 1.0 and 0.3
     (``reward_weights``), so the logged ``reward`` is ``accuracy + 0.3 · structure`` at every

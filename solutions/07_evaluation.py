@@ -141,8 +141,9 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
     from wherever phase 1 left it. A longer phase 1 hands phase 2 a model with a firmer habit
     and so a higher ratio for longer after the switch; it does not stop the fall. Held-out
     accuracy at the end depends on whether blocks help the model: the paper's 4B model gained
-    from a long scaffold (Figure 4), while on the tiny model a block costs accuracy (notebook
-    06's ablation), so a longer phase 1 leaves fewer accuracy-only steps and no better end.
+    from a long scaffold (Figure 4); on TinyGSM a block costs accuracy, so there a longer phase 1
+    leaves fewer accuracy-only steps and no better end, while on TinyWorld's hard items a block
+    pays and accuracy alone already keeps it (docs/tinyworld.md, the reward ablation).
 
     Read the measured verdicts with ``switch_effect``'s noise bars: a short CPU run seldom tells
     these apart, and on ``smoke`` (random weights, a few steps) only the mechanics are real: each

@@ -277,9 +277,13 @@ def test_rollout_engine_adapter(toy, mode):
 def test_sample_rows_are_run_evals_rows_in_memory(toy, tmp_path):
     model, tok = toy
     cfg = EvalConfig(benchmark="tinyworld-hard", n=3, k=2, max_completion_length=6, seed=1)
-    ev.set_seed(cfg.seed)  # run_eval seeds itself; a stage's evaluation leaves the RNG alone
     rows = ev.sample_rows(model, tok, cfg)
-    written = ev.run_eval(model, tok, config=cfg, out_dir=tmp_path, tag="toy", progress=False)
+    # the same sampler (its generator seeded by cfg.seed); run_eval alone reseeds each batch, so
+    # that a resumed eval repeats an uninterrupted one, while a stage's evaluation keeps its draws
+    same = ev.make_generate_fn(model, tok, cfg)
+    written = ev.run_eval(
+        model, tok, config=cfg, out_dir=tmp_path, tag="toy", progress=False, generate_fn=same
+    )
     kept = ev.ResultsFile(written["results"]).rows
     assert [r["samples"] for r in rows] == [kept[str(r["id"])]["samples"] for r in rows]
     assert metrics.summarize(rows)["accuracy"] == written["accuracy"]

@@ -234,6 +234,21 @@ def test_table4_verdict_needs_gaps_beyond_the_bootstrap_interval():
     assert table4_verdict(clear[:2])["reproduced"] is None  # an arm missing: no verdict
 
 
+def test_table4_verdict_is_given_under_both_readings_of_parallel_only():
+    """The tiered arm as "parallel only" is an assumption: with a structure arm whose blocks do
+    not rise above alternating's, the other reading's verdict differs and both are reported."""
+    spread = [0.0, 0.1, 0.2, 0.1, 0.0, 0.1, 0.2, 0.1] * 5
+    arms = [
+        _arm("accuracy", spread),
+        _arm("alternating", [r + 0.4 for r in spread]),
+        _arm("parallel", [r + 0.7 for r in spread], accuracy=0.4),
+        _arm("structure", [r + 0.4 for r in spread[::-1]], accuracy=0.4),
+    ]
+    readings = table4_verdict(arms)["readings"]
+    assert readings == {"tiered (assumed)": True, "structure (the paper's words)": False}
+    assert set(table4_verdict(arms[:3])["readings"]) == {"tiered (assumed)"}
+
+
 def test_dose_response_runs_one_arm_per_dose_and_bonus(tmp_path):
     """Two arms in smoke from the shipped TinyWorld SFT: one row each, with the arm's knobs and
     the held-out easy tier's numbers; the runs' configs carry the dose and the bonus."""

@@ -30,8 +30,8 @@ from pr1lib.runs import finished_run
 from pr1lib.starts import default_init
 
 # The arms (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward mode.
-# The paper's "parallel only" arm is most likely the tiered reward on every step (80.3 % parallel,
-# not ~100 %); "structure" (blocks whatever the answer) is this project's extra arm.
+# "parallel" plays the paper's "parallel only" (an assumption: READINGS); "structure" (blocks
+# whatever the answer) is the other reading of it.
 ARMS: dict[str, str] = {
     "accuracy": "accuracy",
     "alternating": "alternating",
@@ -148,22 +148,41 @@ def ablation_table(results: Sequence[dict]) -> list[dict[str, Any]]:
     return rows
 
 
+# Which arm plays the paper's "parallel only": an assumption. The default reading is the tiered
+# reward on every step (its 80.3 % parallel is not ~100 %); the paper's text says "structure alone",
+# so every verdict is also given with the structure arm in that place.
+READINGS = {"tiered (assumed)": "parallel", "structure (the paper's words)": "structure"}
+
+
 def table4_verdict(results: Sequence[dict]) -> dict[str, Any]:
     """Is the paper's order reproduced? Parallel ratio (T = 1) accuracy < alternating < parallel,
     each step's gap with a 95 % bootstrap interval over problems above zero, and alternating's
     accuracy at least parallel-only's. ``reproduced`` is ``None`` when an arm or the per-problem
-    numbers are missing (say, results from before they were kept)."""
+    numbers are missing (say, results from before they were kept). The top-level verdict reads
+    "parallel only" as the tiered arm (an assumption, ``READINGS``); ``readings`` gives it under
+    each reading whose arm ran."""
     arms = {r.get("arm", r["reward"]): _metrics(r, "after") for r in results}
-    if any("per_problem" not in arms.get(a, {}) for a in ORDER):
-        return {"reproduced": None, "why": f"needs the arms {ORDER} with per-problem results"}
+    out = _verdict(arms, "parallel")
+    out["readings"] = {
+        reading: _verdict(arms, arm)["reproduced"]
+        for reading, arm in READINGS.items()
+        if arm in arms
+    }
+    return out
+
+
+def _verdict(arms: dict[str, dict], parallel: str) -> dict[str, Any]:
+    order = (*ORDER[:2], parallel)
+    if any("per_problem" not in arms.get(a, {}) for a in order):
+        return {"reproduced": None, "why": f"needs the arms {order} with per-problem results"}
     gaps = {
         f"{a}<{b}": paired_bootstrap(
             arms[b]["per_problem"]["parallel"], arms[a]["per_problem"]["parallel"]
         )
-        for a, b in zip(ORDER, ORDER[1:])
+        for a, b in zip(order, order[1:])
     }
     ordered = all(g["low"] > 0 for g in gaps.values())
-    keeps = arms["alternating"]["accuracy"] >= arms["parallel"]["accuracy"]
+    keeps = arms["alternating"]["accuracy"] >= arms[parallel]["accuracy"]
     return {
         "reproduced": ordered and keeps,
         "order_beyond_noise": ordered,
