@@ -21,7 +21,7 @@ help:
 	@echo "make lab    - open JupyterLab on notebooks/"
 	@echo "make sync   - regenerate the .ipynb twins from the jupytext .py sources (and vice versa)"
 	@echo "make outputs - run the notebooks (tiny) and write their twins with outputs; ONLY=\"04 06\" for some"
-	@echo "make repo-url URL=https://github.com/OWNER/NAME - point every badge and install cell at a fork"
+	@echo "make repo-url URL=https://github.com/OWNER/NAME [BRANCH=b] - point every badge and install cell at a fork"
 	@echo "make bench  - speed/memory benchmarks, JSON into runs/bench/"
 
 venv: $(STAMP)
@@ -69,7 +69,7 @@ outputs: $(STAMP)
 
 repo-url: $(STAMP)
 	@test -n "$(URL)" || { echo "usage: make repo-url URL=https://github.com/OWNER/NAME"; exit 2; }
-	$(BIN)/python -m pr1lib repo-url $(URL)
+	$(BIN)/python -m pr1lib repo-url $(URL) $(if $(BRANCH),--branch $(BRANCH))
 
 bench: $(STAMP)
 	$(BIN)/python -m pr1lib bench all --out runs/bench

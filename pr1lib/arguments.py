@@ -389,6 +389,7 @@ def _outputs(p: argparse.ArgumentParser) -> None:
 
 def _repo_url(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="https://github.com/OWNER/NAME (a fork's, say)")
+    p.add_argument("--branch", default=None, help="the branch to point at (default: the setting's)")
 
 
 EPILOGS = {

@@ -341,7 +341,7 @@ def outputs(args: Any) -> int:
 def repo_url(args: Any) -> int:
     from pr1lib.publish import set_repo_url
 
-    changed = set_repo_url(args.url)
+    changed = set_repo_url(args.url, branch=args.branch)
     for path in changed:
         print(f"rewrote {path.name}", flush=True)
     print_json({"url": args.url, "changed": len(changed)}, args)

@@ -14,19 +14,29 @@ import pytest
 
 from pr1lib.notebook import list_notebooks, read
 from pr1lib.paths import REPO_ROOT
-from pr1lib.publish import binder_badge, colab_badge, install_cell, repo_url, set_repo_url
+from pr1lib.publish import (
+    badge_line,
+    binder_badge,
+    colab_badge,
+    install_cell,
+    repo_branch,
+    repo_url,
+    set_repo_url,
+)
 
 URL = repo_url()
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _install_cells(nb) -> list[str]:
-    return [c.source for c in nb.cells if c.cell_type == "code" and "REPO_URL = " in c.source]
+    return [c.source for c in nb.cells if c.cell_type == "code" and "REPO_URL, BRANCH" in c.source]
 
 
 @pytest.mark.parametrize("path", list_notebooks(), ids=lambda p: p.stem)
 def test_every_notebook_installs_from_the_one_url(path):
-    assert _install_cells(read(path)) == [install_cell(URL)], "run `make repo-url URL=...`"
+    nb = read(path)
+    assert _install_cells(nb) == [install_cell(URL)], "run `make repo-url URL=...`"
+    assert nb.cells[0].source.rstrip().endswith(badge_line(URL, path.stem)), "no Colab badge"
     assert colab_badge(URL, path.stem) in README, f"README: no Colab badge for {path.stem}"
     assert binder_badge(URL, path.stem) in README, f"README: no Binder badge for {path.stem}"
 
@@ -42,15 +52,21 @@ def test_repo_url_rewrites_every_badge_and_install_cell(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, tmp_path / name)
     shutil.copytree(REPO_ROOT / "notebooks", tmp_path / "notebooks")
+    assert set_repo_url(URL, root=tmp_path) == []  # the committed files already agree
     fork = "https://github.com/someone-else/pr1-fork"
-    changed = set_repo_url(fork, root=tmp_path)
-    assert repo_url(tmp_path) == fork and len(changed) == 2 + 2 * len(list_notebooks())
+    changed = set_repo_url(fork, root=tmp_path, branch="dev")
+    assert (repo_url(tmp_path), repo_branch(tmp_path)) == (fork, "dev")
+    assert len(changed) == 2 + 2 * len(list_notebooks())
     old = URL.removeprefix("https://github.com/")
     for path in changed:
         assert old not in path.read_text(encoding="utf-8"), path.name
     stem = list_notebooks()[0].stem
-    assert colab_badge(fork, stem) in (tmp_path / "README.md").read_text(encoding="utf-8")
-    assert _install_cells(read(tmp_path / "notebooks" / f"{stem}.ipynb")) == [install_cell(fork)]
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert colab_badge(fork, stem, "dev") in readme and binder_badge(fork, stem, "dev") in readme
+    for suffix in (".ipynb", ".py"):
+        nb = read(tmp_path / "notebooks" / f"{stem}{suffix}")
+        assert _install_cells(nb) == [install_cell(fork, "dev")]
+        assert nb.cells[0].source.rstrip().endswith(badge_line(fork, stem, "dev"))
     with pytest.raises(ValueError, match="not a GitHub repository URL"):
         set_repo_url("gitlab.com/x/y", root=tmp_path)
 
