@@ -29,7 +29,8 @@ LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
     ),
     ("metrics doctor plots dashboard live", "scoring and what a learner looks at"),
     (
-        "models decode kvcache engine rollout steering hf_teacher chat_teacher standin",
+        "models decode kvcache rowcache regroup engine rollout steering hf_teacher chat_teacher "
+        "standin",
         "models and engines",
     ),
     (
