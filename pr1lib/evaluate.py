@@ -46,7 +46,7 @@ from pr1lib.modelfiles import model_hash
 from pr1lib.models import checkpoint_folder, load_policy
 from pr1lib.prompts import chat_prompt
 from pr1lib.rollout import generate as rollout
-from pr1lib.runtime import set_seed
+from pr1lib.runtime import profile_threads, set_seed, set_threads
 from pr1lib.tokens import add_parallel_tags, has_tags
 from pr1lib.validate import local_folder
 
@@ -230,9 +230,12 @@ def hf_generate_fn(
     return generate
 
 
-def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
+def rollout_generate_fn(
+    model: Any, tokenizer: Any, cfg: EvalConfig, cache: str | None = None
+) -> GenerateFn:
     """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``,
-    sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone)."""
+    sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone);
+    ``cache``: the rows' cache (``pr1lib.engine.pick_streams``; ``None``: the fastest)."""
     rcfg = RolloutConfig(
         mode=cfg.mode,
         num_paths=cfg.num_paths,
@@ -251,7 +254,7 @@ def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> Generate
         drop = {tokenizer.eos_token_id, tokenizer.pad_token_id}  # as the engine's own decoding
         texts = [
             Completion(r.text, [t for t in r.completion_ids if t not in drop])
-            for r in rollout(model, tokenizer, repeated, rcfg, generator=gen)
+            for r in rollout(model, tokenizer, repeated, rcfg, generator=gen, cache=cache)
         ]
         return [texts[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
@@ -345,6 +348,7 @@ def run_eval(
             cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
         )
     set_seed(cfg.seed)
+    set_threads(profile_threads(cfg.profile))  # tiny: one thread (two stall a busy 2-core box)
     rows = evaluate_records(
         records,
         sample,

@@ -285,6 +285,25 @@ def test_sample_rows_are_run_evals_rows_in_memory(toy, tmp_path):
     assert metrics.summarize(rows)["accuracy"] == written["accuracy"]
 
 
+@pytest.mark.parametrize("mode", ["reread", "forked"])
+def test_the_rollout_adapter_samples_the_same_on_either_cache(toy, mode):
+    """The evaluation's sampler on packed rows (the default for this model) and on the shared
+    cache before them: the same completions (texts and token ids), problem by problem."""
+    model, tok = toy
+    steer(model, {tok.convert_tokens_to_ids("<Parallel>"): 3.0, tok.eos_token_id: 1.0})
+    try:
+        cfg = EvalConfig(mode=mode, k=3, max_completion_length=24, max_path_length=8)
+        prompts = [f"Problem: {i}" for i in range(5)]
+        out = [
+            ev.rollout_generate_fn(model, tok, cfg, cache=c)(prompts, 3) for c in (None, "shared")
+        ]
+        assert out[0] == out[1] and any("<Parallel>" in t for texts in out[0] for t in texts)
+        ids = [[t.token_ids for t in texts] for texts in out[0]]
+        assert ids == [[t.token_ids for t in texts] for texts in out[1]]
+    finally:
+        model.lm_head = model.lm_head.head
+
+
 def test_forked_mode_without_tags_is_a_clear_error(toy):
     model, _ = toy
     from _tiny import EOS
