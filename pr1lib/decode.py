@@ -14,7 +14,10 @@ A decoding step feeds one token per row. Two things make it cheaper than the mod
   float32 Qwen3 with plain layers (no LoRA or 4-bit wrappers: the rollout samples from the merged
   copy) and full attention, on the CPU; anything else takes the model's forward.
 
-``pr1lib.kvcache.Streams`` uses both; the tests check them against the model's forward and SDPA.
+``pr1lib.kvcache.Streams`` uses both. ``row_step`` (with ``LeanWeights``: q/k/v and gate/up
+joined into one matrix each, copied once per rollout) is the same step for rows whose keys sit
+packed in one buffer for all layers (``pr1lib.rowcache.RowStreams``, the engine's default where
+``supported`` holds). The tests check them against the model's forward and SDPA.
 """
 
 from __future__ import annotations
