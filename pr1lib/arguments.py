@@ -329,13 +329,13 @@ def _blockcost(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=("rollout", "grpo", "all"))
+    p.add_argument("which", choices=("rollout", "grpo", "eval", "limit", "engine", "all"))
     p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
     p.add_argument(
         "--repeats",
         type=count(1),
         default=None,
-        help="interleaved repeats (default: 5 for rollout, 2 for grpo)",
+        help="interleaved repeats (default: 5 for rollout, 2 for grpo, 1 for eval, 3 for limit)",
     )
     p.add_argument(
         "--model",
@@ -346,7 +346,9 @@ def _bench(p: argparse.ArgumentParser) -> None:
         "--steps", type=count(2), default=None, help="grpo: steps per run, the first a warm-up (3)"
     )
     p.add_argument("--path-len", type=count(1), default=None, help="rollout: path length (48)")
-    p.add_argument("--threads", type=count(1), default=None, help="rollout: threads (1)")
+    p.add_argument(
+        "--threads", type=count(1), default=None, help="rollout, eval, limit: threads (1)"
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
     add_folder_flags(p)
 

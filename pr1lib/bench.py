@@ -1,14 +1,19 @@
-"""``python -m pr1lib bench rollout|grpo|all``: the speed benchmarks in ``benchmarks/``, JSON last.
+"""``python -m pr1lib bench rollout|grpo|eval|limit|engine|all``: the speed benchmarks in
+``benchmarks/``, JSON last.
 
 ``bench rollout`` runs ``benchmarks/rollout.py`` (forked versus single-path decoding, the seen
 engine versus ``model.generate``, unseen versus seen training); ``bench grpo`` runs
 ``benchmarks/grpo.py`` (GRPO steps on the tiny profile, the first path versus today's, seen and
-unseen; ``--model`` picks the policy); ``bench all`` runs both and adds
-``benchmarks/pretrain_tiny.py`` when it exists. With ``--out DIR`` each result is also written
-to ``DIR/<name>.json``. The benchmarks live in the repository, not in the installed package.
+unseen; ``--model`` picks the policy); ``bench eval`` runs ``benchmarks/eval.py`` (TinyWorld
+hard problems x 8 samples at T = 1, the evaluation before packed rows versus today's, the same
+samples); ``bench limit`` runs ``benchmarks/limit.py`` (the engine's tokens/s at batch 8, 64,
+256 beside this machine's matmul limit and what bounds it); ``bench engine`` runs eval and limit
+side by side; ``bench all`` runs rollout and grpo and adds ``benchmarks/pretrain_tiny.py`` when
+it exists. With ``--out DIR`` each result is also written to ``DIR/<name>.json``. The
+benchmarks live in the repository, not in the installed package.
 
 >>> sorted(BENCHMARKS)
-['grpo', 'pretrain_tiny', 'rollout']
+['eval', 'grpo', 'limit', 'pretrain_tiny', 'rollout']
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ from typing import Any
 from pr1lib.paths import REPO_ROOT
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
-BENCHMARKS = {"rollout": "rollout.py", "grpo": "grpo.py", "pretrain_tiny": "pretrain_tiny.py"}
+BENCHMARKS = {
+    "rollout": "rollout.py",
+    "grpo": "grpo.py",
+    "eval": "eval.py",
+    "limit": "limit.py",
+    "pretrain_tiny": "pretrain_tiny.py",
+}
 GRPO_REPEATS = 2  # bench grpo without --repeats: a run of steps takes a minute, not a second
 
 
@@ -62,9 +73,19 @@ def run_benchmarks(
     model: str | None = None,
     steps: int = 3,
 ) -> dict[str, Any]:
-    """``rollout``, ``grpo`` or ``all`` (both, and ``pretrain_tiny``); each result also goes to
-    ``OUT/<name>.json``. ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``."""
+    """``rollout``, ``grpo``, ``eval``, ``limit``, ``engine`` (eval and limit) or ``all``
+    (rollout, grpo and ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``.
+    ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``, 1 for ``eval``, 3 for
+    ``limit``."""
     results = {}
+    if which in ("eval", "engine"):
+        results["eval"] = load_bench_script("eval").run(
+            repeats=repeats or 1, threads=threads, quick=quick
+        )
+    if which in ("limit", "engine"):
+        results["limit"] = load_bench_script("limit").run(
+            repeats or 3, threads=threads, quick=quick
+        )
     if which in ("rollout", "all"):
         results["rollout"] = load_bench_script("rollout").run(
             repeats or 5, path_len, threads, quick
@@ -78,4 +99,4 @@ def run_benchmarks(
         Path(out).mkdir(parents=True, exist_ok=True)
         for name, result in results.items():
             (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=2))
-    return results if which == "all" else results[which]
+    return results if which in ("all", "engine") else results[which]

@@ -42,7 +42,8 @@ COMMANDS = {
     ),
     "bench": (
         "commands_measure",
-        "speed benchmarks (rollout engine, unseen training, GRPO steps); JSON last",
+        "speed benchmarks (rollout engine, unseen training, GRPO steps, evaluation, the "
+        "engine's limit); JSON last",
     ),
     "export-verl": (
         "commands",

@@ -14,7 +14,10 @@ A decoding step feeds one token per row. Two things make it cheaper than the mod
   float32 Qwen3 with plain layers (no LoRA or 4-bit wrappers: the rollout samples from the merged
   copy) and full attention, on the CPU; anything else takes the model's forward.
 
-``pr1lib.kvcache.Streams`` uses both; the tests check them against the model's forward and SDPA.
+``pr1lib.kvcache.Streams`` uses both. ``row_step`` (with ``LeanWeights``: q/k/v and gate/up
+joined into one matrix each, copied once per rollout) is the same step for rows whose keys sit
+packed in one buffer for all layers (``pr1lib.rowcache.RowStreams``, the engine's default where
+``supported`` holds). The tests check them against the model's forward and SDPA.
 """
 
 from __future__ import annotations
@@ -166,3 +169,135 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     """Rotary embedding: ``x cos + rotate_half(x) sin`` over the last dim (``(R, H, 1, D)``)."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+# ----------------------------------------------------------------------------- packed rows
+class LeanWeights:
+    """A supported model's weights for ``row_step``: each layer's q/k/v and gate/up projections
+    joined into one matrix each (one matmul instead of three and two; the same numbers). Build
+    it once per rollout: the joined matrices are copies, taken when it is built.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1))
+    >>> w = LeanWeights(model); tuple(w.layers[0][1][0].shape), tuple(w.layers[0][2][0].shape)
+    ((16, 8), (16, 8))
+    """
+
+    def __init__(self, model: Any):
+        config, self.model, self.core = model.config, model, model.model
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim, self.inner = config.head_dim, config.intermediate_size
+        self.layers = []
+        for layer in self.core.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
+            self.layers.append((layer, _joined(qkv), _joined([mlp.gate_proj, mlp.up_proj])))
+        self.qk_norms = [
+            _stacked(layer.self_attn, self.heads, self.kv_heads) for layer in self.core.layers
+        ]
+
+
+def _stacked(attn: Any, heads: int, kv_heads: int) -> tuple[torch.Tensor, float]:
+    """The q and k norms' weights, one row per head ``(H + H_kv, D)``, and their epsilon: one
+    normalisation for both (``rms_norm`` without a weight, then the weights: the same numbers)."""
+    q, k = attn.q_norm, attn.k_norm
+    if q.variance_epsilon != k.variance_epsilon:
+        raise ValueError("decode.LeanWeights needs one epsilon for the q and k norms")
+    weight = torch.cat(
+        [q.weight.detach().expand(heads, -1), k.weight.detach().expand(kv_heads, -1)]
+    )
+    return weight, q.variance_epsilon
+
+
+def _joined(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One ``(sum of outputs, inputs)`` weight (and bias) for several linears on one input."""
+    weight = torch.cat([m.weight.detach() for m in linears])  # (O1 + O2 + ..., I)
+    biases = [m.bias for m in linears]
+    bias = None if any(b is None for b in biases) else torch.cat([b.detach() for b in biases])
+    return weight, bias
+
+
+@torch.no_grad()
+def row_step(
+    w: LeanWeights,
+    ids: torch.Tensor,
+    positions: torch.Tensor,
+    kv: torch.Tensor,
+    at: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """The logits ``(R, V)`` of one token per row when every row keeps its keys packed at the
+    front of its own row of a buffer (``pr1lib.rowcache``). ``ids``, ``positions``, ``at``:
+    ``(R,)``, ``at`` the column where each row's new key and value go; ``kv`` every layer's keys
+    and values, ``(2 L, R', H_kv, C, D)`` (keys of layer ``l`` at ``l``, values at ``L + l``;
+    rows ``:R`` in use); ``mask`` ``(R, W)`` the columns each row attends (its new key
+    included). The model's arithmetic; attention is one query per row against its GQA group:
+    ``q kᵀ`` and ``p v`` as two batched matmuls over ``R x H_kv``.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=2, num_attention_heads=2,
+    ...     num_key_value_heads=1)).eval()
+    >>> kv, w = torch.zeros(4, 1, 1, 4, 4), LeanWeights(model)  # 2 layers, 1 row, 4 columns
+    >>> for t, tok in enumerate([3, 4, 5]):  # three tokens, one at a time
+    ...     mask = torch.arange(3)[None, :] <= t
+    ...     out = row_step(w, torch.tensor([tok]), torch.tensor([t]), kv, torch.tensor([t]), mask)
+    >>> torch.allclose(out, model(torch.tensor([[3, 4, 5]])).logits[:, -1], atol=1e-5)
+    True
+    """
+    x = w.core.embed_tokens(ids)  # (R, E)
+    cos, sin = w.core.rotary_emb(x[:, None], positions[:, None])  # (R, 1, D) each
+    flat, bias = _targets(w, kv, at, mask)
+    for i, (layer, qkv, gate_up) in enumerate(w.layers):
+        h = _norm(layer.input_layernorm, x)
+        x = x + _row_attention(
+            w, layer.self_attn, h, (qkv, w.qk_norms[i]), (kv, i, flat, bias), (cos, sin)
+        )
+        h, mlp = _norm(layer.post_attention_layernorm, x), layer.mlp
+        both = F.linear(h, *gate_up)  # (R, 2I)
+        x = x + _linear(mlp.down_proj, mlp.act_fn(both[:, : w.inner]) * both[:, w.inner :])
+    return w.model.lm_head(_norm(w.core.norm, x))  # (R, V)
+
+
+def _targets(
+    w: LeanWeights, kv: torch.Tensor, at: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flat rows ``(2 R H_kv,)`` of the new keys (then values) of layer 0 in ``kv`` viewed
+    as ``(2 L R' H_kv C, D)``, and the additive mask ``(R H_kv, G, W)`` (0 or -inf)."""
+    rows, width, groups = len(at), mask.shape[1], w.heads // w.kv_heads
+    layer = kv[0].numel() // kv.shape[-1]  # flat rows per layer's keys
+    heads = torch.arange(w.kv_heads, device=at.device) * kv.shape[3]  # (H_kv,)
+    flat = (torch.arange(rows, device=at.device) * w.kv_heads * kv.shape[3] + at)[:, None] + heads
+    flat = torch.cat([flat.reshape(-1), flat.reshape(-1) + len(w.layers) * layer])  # keys, values
+    bias = torch.zeros(mask.shape, dtype=kv.dtype, device=at.device)  # (R, W)
+    bias = bias.masked_fill_(~mask, float("-inf"))[:, None, None, :]  # (R, 1, 1, W)
+    bias = bias.expand(rows, w.kv_heads, groups, width).reshape(rows * w.kv_heads, groups, width)
+    return flat, bias
+
+
+def _row_attention(
+    w: LeanWeights,
+    attn: Any,
+    h: torch.Tensor,
+    weights: tuple[tuple[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, float]],
+    cache: tuple[torch.Tensor, int, torch.Tensor, torch.Tensor],
+    rotary: tuple[torch.Tensor, torch.Tensor],
+) -> torch.Tensor:
+    """One layer's attention output ``(R, E)`` for the normed input ``h`` ``(R, E)``; writes
+    every row's new key and value into the buffer (``cache``: buffer, layer, flat rows, mask);
+    q and k are normed and rotated together."""
+    (kv, i, flat, bias), (cos, sin), (qkv, (norms, eps)) = cache, rotary, weights
+    rows, d, n_q, n_kv, width = h.shape[0], w.head_dim, w.heads, w.kv_heads, bias.shape[-1]
+    out = F.linear(h, *qkv).view(rows, n_q + 2 * n_kv, d)  # (R, H + 2 H_kv, D)
+    qk = F.rms_norm(out[:, : n_q + n_kv], (d,), None, eps) * norms  # (R, H + H_kv, D) normed
+    qk = qk * cos + torch.cat((-qk[..., d // 2 :], qk[..., : d // 2]), dim=-1) * sin
+    new = torch.cat([qk[:, n_q:], out[:, n_q + n_kv :]]).reshape(-1, d)  # (2 R H_kv, D)
+    kv.view(-1, d).index_copy_(0, flat + i * (kv[0].numel() // d), new)
+    keys = kv[i, :rows, :, :width].reshape(rows * n_kv, width, d)  # (R H_kv, W, D) a view
+    values = kv[len(w.layers) + i, :rows, :, :width].reshape(rows * n_kv, width, d)
+    q = qk[:, :n_q].reshape(rows * n_kv, n_q // n_kv, d)  # (R H_kv, G, D) each group's queries
+    scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=attn.scaling)  # (R H_kv, G, W)
+    mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, G, D)
+    return _linear(attn.o_proj, mixed.view(rows, n_q * d))  # (R, E)

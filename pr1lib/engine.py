@@ -1,7 +1,14 @@
-"""The decision loop of ``pr1lib.rollout``: one shared cache, the rules, forks, merges and drops.
+"""The decision loop of ``pr1lib.rollout``: sample every row's next token, apply the rules,
+fork, merge and finish rows (``pr1lib.regroup`` moves the rows in the cache).
 
 ``Engine(model, tokenizer, config, generator).run(prompt_ids)`` returns one ``Rollout`` per prompt;
 ``pr1lib.rollout.generate`` is the public entry and describes the modes.
+
+The caches (``pick_streams``): ``pr1lib.rowcache.RowStreams`` (each row's keys packed in its own
+row of one buffer; a fork, merge or finished row copies only what moves) where
+``pr1lib.decode.supported`` covers the model, else ``pr1lib.kvcache.Streams`` (one column count
+shared by all rows). Either samples the same tokens: the rows draw their random numbers in one
+*logical* order whatever their places in the cache (``pr1lib.regroup``).
 
 Rules (all deterministic):
 
@@ -34,14 +41,16 @@ from typing import Any, Sequence
 
 import torch
 
+from pr1lib import decode
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.format import path_header
 from pr1lib.kvcache import Streams
-from pr1lib.structure import TagIds, tag_ids
+from pr1lib.regroup import _Row, _Rows
+from pr1lib.rowcache import RowStreams
+from pr1lib.structure import TagIds, attn_implementation, tag_ids
 
 BLOCK_LIMITS = ("stop", "mask")  # RolloutConfig.at_block_limit: the paper's stop | go on, masked
-# Re-read paths are fed this many tokens per forward: logits for all rows are (R, chunk, V).
-REREAD_CHUNK = 64
+CACHES = ("rows", "shared")  # RowStreams | kvcache.Streams (the cache before RowStreams)
 
 
 @dataclass
@@ -96,32 +105,36 @@ def sample_tokens(
     return picked.squeeze(1).clamp(max=cdf.shape[-1] - 1)  # (R,)
 
 
-@dataclass(eq=False)
-class _Row:
-    """Python bookkeeping of one cache row."""
+def pick_streams(model: Any, config: RolloutConfig, cache: str | None = None) -> Any:
+    """The cache for a rollout: ``cache`` ``"rows"`` (``RowStreams``), ``"shared"``
+    (``kvcache.Streams``) or ``None``: rows where they apply (``fast_cache``, a model
+    ``decode.supported`` covers, SDPA attention), else shared; ``fast_cache=False`` is always
+    the first engine (``Streams(model, buffered=False)``).
 
-    sample: int
-    kind: str = "trunk"  # "trunk" | "summary" | "path"
-    feed: int | None = None  # token to feed at the next step (None: the row idles)
-    queue: list[int] = field(default_factory=list)  # forced tokens to feed after ``feed``
-    fork_pending: bool = False  # it is feeding <Parallel>: fork at the next decision
-    done: bool = False
-    # path rows only
-    index: int = 0
-    group: list["_Row"] = field(default_factory=list)
-    cap: int = 0
-    n_prefix: int = 0
-    buf: Rollout | None = None
-    closing: bool = False  # it is feeding </Path>
-    waiting: bool = False  # </Path> fed: waiting for the siblings
-    after_lp: float = 0.0  # log-prob of the next linearized token after its </Path>
+    >>> pick_streams(None, RolloutConfig(), cache="paged")
+    Traceback (most recent call last):
+    ...
+    ValueError: cache must be one of ('rows', 'shared') or None, got 'paged'
+    """
+    if cache not in (None, *CACHES):
+        raise ValueError(f"cache must be one of {CACHES} or None, got {cache!r}")
+    fits = cache is None and decode.supported(model) and attn_implementation(model) == "sdpa"
+    if config.fast_cache and (cache == "rows" or fits):
+        return RowStreams(model, config.max_completion_length + 1)  # a whole completion's room
+    return Streams(model, config.fast_cache)
 
 
-class Engine:
-    """The decision loop over ``Streams``: sample, apply the rules, fork, merge, drop."""
+class Engine(_Rows):
+    """The decision loop over the rows' cache (``pick_streams``; ``cache`` chooses): sample,
+    apply the rules, fork, merge, drop; ``pr1lib.regroup._Rows`` moves the rows."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, config: RolloutConfig, generator: torch.Generator | None
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: RolloutConfig,
+        generator: torch.Generator | None,
+        cache: str | None = None,
     ):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
@@ -141,26 +154,25 @@ class Engine:
             else []
             for j in range(config.num_paths)
         ]
-        self.streams = Streams(model, config.fast_cache)
+        self.streams = pick_streams(model, config, cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
 
     # -- the loop ---------------------------------------------------------------------------
     @torch.no_grad()
     def run(self, prompts: Sequence[Sequence[int]]) -> list[Rollout]:
+        """Every prompt's sample, in order."""
         self.samples = [Rollout(list(p)) for p in prompts]
         self.rows = [_Row(sample=i) for i in range(len(prompts))]
         logits = self.streams.prefill(prompts, self.pad)  # (R, V)
+        self.place()
         self.steps = 0
         while True:
             self.decide(logits)
             self.regroup()
             if not self.rows:
                 break
-            feed = [self.pad if r.feed is None else r.feed for r in self.rows]
-            dev = logits.device
-            live = torch.tensor([r.feed is not None for r in self.rows], device=dev)  # (R,)
-            logits = self.streams.step(torch.tensor(feed, device=dev), live)  # (R, V)
-            self.steps += 1
+            logits = self.advance()  # (R, V), the rows' logical order
+        getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
         for s in self.samples:
             self.finalize(s)
         return self.samples
@@ -253,7 +265,7 @@ class Engine:
                 feed=self.tags.path,
                 index=j,
                 cap=cap,
-                n_prefix=self.streams.n_real(i),
+                n_prefix=self.streams.n_real(row.slot),
                 buf=Rollout([]),
             )
             for j in range(k)
@@ -298,102 +310,6 @@ class Engine:
             self.finish(row, "length")
         return row
 
-    # -- cache bookkeeping ------------------------------------------------------------------
-    @staticmethod
-    def changes(row: _Row) -> bool:
-        """Does the row end, fork, or complete its group of paths?"""
-        if row.done:
-            return True
-        return all(r.waiting for r in row.group) if row.kind == "path" else bool(row.group)
-
-    def regroup(self) -> None:
-        """Apply forks, merges and finished rows to ``Streams`` (only when something changed)."""
-        if not any(map(self.changes, self.rows)):
-            return  # nothing forks, merges or ends this step
-        if self.cfg.mode == "reread":
-            self.reread()  # before reading the rows' lengths: it adds keys to path 1's rows
-        rows, plan, pos = [], [], []
-        old_pos, real = self.streams.pos.tolist(), self.streams.valid.sum(dim=1).tolist()
-        where = {id(r): i for i, r in enumerate(self.rows)}
-        for i, row in enumerate(self.rows):
-            n = real[i]
-            merging = row.kind == "path" and all(r.waiting for r in row.group)
-            if row.done or (merging and row is not row.group[0]):
-                continue  # dropped, or merged into the group's first row
-            if merging:
-                rows.append(self.merge(row.group))
-                segments, next_pos = self.merge_plan(row.group, where, real, old_pos)
-                plan.append(segments), pos.append(next_pos)
-            elif row.group and row.kind != "path":  # a fork: k copies of the row
-                rows += row.group
-                plan += [[(i, 0, n)]] * len(row.group)
-                pos += [old_pos[i]] * len(row.group)
-            else:
-                rows.append(row), plan.append([(i, 0, n)]), pos.append(old_pos[i])
-        keep = _from_tail([(r, p, q) for r, p, q in zip(rows, plan, pos) if not r.done])
-        self.rows = [r for r, _, _ in keep]
-        if self.rows:
-            self.streams.regroup([p for _, p, _ in keep], [q for _, _, q in keep])
-
-    def merge_plan(
-        self, group: list[_Row], where: dict[int, int], real: list[int], old_pos: list[int]
-    ) -> tuple[list[tuple[int, int, int]], int]:
-        """The summary row's cache segments and next position, for ``Streams.regroup``."""
-        idx = [where[id(r)] for r in group]
-        first = [(idx[0], 0, real[idx[0]])]  # the prefix and path 1 (and, re-read, paths 2..k)
-        if self.cfg.mode == "reread":
-            return first, old_pos[idx[0]]  # sequential: right after the re-read paths
-        rest = [(j, r.n_prefix, real[j]) for j, r in zip(idx[1:], group[1:])]  # path keys only
-        return first + rest, max(old_pos[j] for j in idx)  # max path end + 1
-
-    # -- reread mode: the seen summary ----------------------------------------------------
-    def reread(self) -> None:
-        """Feed paths 2..k of every completed group onto its path 1 row (which holds the prefix
-        and path 1), causally at sequential positions, and record their causal log-probs: the
-        seen trainer's view. The paths were *sampled* apart; only the summary reads them so."""
-        groups = [
-            r.group
-            for r in self.rows
-            if r.kind == "path" and r is r.group[0] and all(x.waiting for x in r.group)
-        ]
-        if not groups:
-            return
-        rows = [self.rows.index(g[0]) for g in groups]
-        seqs = [sum((r.buf.completion_ids for r in g[1:]), []) for g in groups]
-        for g, lp in zip(groups, self.feed_rows(rows, seqs, self.tags.end_parallel)):
-            at = 0
-            for r in g[1:]:  # lp[c] is the log-prob of the token after re-read token c
-                n = len(r.buf.completion_ids)
-                r.buf.logprobs[1:] = lp[at : at + n - 1]  # its <Path>'s: the previous after_lp
-                r.after_lp = lp[at + n - 1]  # the next <Path>, or </Parallel>
-                at += n
-
-    def feed_rows(self, rows: list[int], seqs: list[list[int]], last: int) -> list[list[float]]:
-        """Feed ``seqs[g]`` on row ``rows[g]`` while the other rows idle, ``REREAD_CHUNK`` columns
-        per forward; returns each fed token's log-prob of the token after it (``last`` after the
-        last one), at the rollout temperature like every recorded log-prob."""
-        dev, width = self.streams.pos.device, max(len(q) for q in seqs)
-        ids = torch.full((len(self.rows), width), self.pad, device=dev)  # (R, W)
-        target = torch.full((len(rows), width), self.pad, device=dev)  # (G, W)
-        for g, (i, q) in enumerate(zip(rows, seqs)):
-            ids[i, : len(q)] = torch.tensor(q, device=dev)
-            target[g, : len(q)] = torch.tensor(q[1:] + [last], device=dev)
-        lens = torch.zeros(len(self.rows), dtype=torch.long, device=dev)  # (R,)
-        lens[rows] = torch.tensor([len(q) for q in seqs], device=dev)
-        live = torch.arange(width, device=dev)[None, :] < lens[:, None]  # (R, W)
-        temp = self.cfg.temperature if self.cfg.temperature > 0 else 1.0
-        out = []
-        for a in range(0, width, REREAD_CHUNK):
-            b = a + REREAD_CHUNK
-            if self.cfg.fast_cache:  # only these rows run; the others get holes for free
-                logits = self.streams.extend_rows(rows, ids[rows, a:b], live[rows, a:b])
-            else:
-                logits = self.streams.extend(ids[:, a:b], live[:, a:b])[rows]  # (G, q, V)
-            logp = torch.log_softmax(logits.float() / temp, dim=-1)  # (G, q, V)
-            out.append(logp.gather(-1, target[:, a:b, None]).squeeze(-1))  # (G, q)
-        self.reread_tokens += int(lens.sum())
-        return [lp[: len(q)] for lp, q in zip(torch.cat(out, dim=1).tolist(), seqs)]
-
     def finalize(self, s: Rollout) -> None:
         cut = self.cfg.max_completion_length
         s.completion_ids, s.logprobs = s.completion_ids[:cut], s.logprobs[:cut]
@@ -401,14 +317,3 @@ class Engine:
         s.finish_reason = s.finish_reason or "length"
         text_ids = [t for t in s.completion_ids if t not in (self.eos, self.tags.pad)]
         s.text = self.tok.decode(text_ids, skip_special_tokens=False)
-
-
-def _from_tail(keep: list[tuple[_Row, list, int]]) -> list[tuple[_Row, list, int]]:
-    """If the regroup only drops rows (each kept row continues one old row, none twice), the
-    survivors keep their places and the last rows fill the freed ones, so that the cache moves
-    those rows alone (``Streams.regroup``); any other regroup keeps its order."""
-    old = [p[0][0] if len(p) == 1 else -1 for _, p, _ in keep]
-    if -1 in old or len(set(old)) < len(old):
-        return keep
-    at, tail = dict(zip(old, keep)), iter(k for k, o in zip(keep, old) if o >= len(keep))
-    return [at[j] if j in at else next(tail) for j in range(len(keep))]

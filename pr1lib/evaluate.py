@@ -3,9 +3,8 @@ greedy before/after evaluation of the training stages (``evaluate_policy``), on 
 
 The runner sends each problem's prompt to a *generate function*, a small protocol that any
 sampler fits: ``generate_fn(prompts: list[str], num_samples: int) -> list[list[str]]`` returns,
-for every prompt, ``num_samples`` completion texts with the tags left in. ``make_generate_fn``
-builds one from a model: the training rollout engine (``pr1lib.rollout``, ``seen`` or ``forked``)
-when the tokenizer has the tags, else plain ``model.generate`` (``hf_generate_fn``, ``seen`` only).
+for every prompt, ``num_samples`` completion texts with the tags left in (``pr1lib.samplers``:
+the training rollout engine, or plain ``model.generate``).
 
 Every problem becomes one line of a JSONL results file (one file per model x benchmark x mode):
 its k completions, both graders' verdicts (``pr1lib.graders``: official, project) and per-sample
@@ -28,13 +27,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 from tqdm.auto import tqdm
 
 from pr1lib import worlds
 from pr1lib.config import (
     EVAL_SETS,
-    ROLLOUT_MODES,
     EvalConfig,
     ModelConfig,
     RolloutConfig,
@@ -42,16 +39,14 @@ from pr1lib.config import (
 from pr1lib.evalsets import load_benchmark
 from pr1lib.graders import default_grader, get_grader
 from pr1lib.jsonl import JsonlLog
-from pr1lib.metrics import Completion, score_problem, summarize
+from pr1lib.metrics import score_problem, summarize
 from pr1lib.modelfiles import model_hash
 from pr1lib.models import checkpoint_folder, load_policy
 from pr1lib.prompts import chat_prompt
-from pr1lib.rollout import generate as rollout
-from pr1lib.runtime import set_seed
+from pr1lib.runtime import profile_threads, set_seed, set_threads
+from pr1lib.samplers import GenerateFn, make_generate_fn
 from pr1lib.tokens import add_parallel_tags, has_tags
 from pr1lib.validate import local_folder
-
-GenerateFn = Callable[[list[str], int], list[list[str]]]
 
 
 # ----------------------------------------------------------------------------- results file
@@ -184,102 +179,6 @@ def _batches(records: list[dict], done: dict, size: int):
             yield start, batch
 
 
-# ----------------------------------------------------------------------------- generate functions
-def decode_completion(ids: list[int], tokenizer: Any) -> str:
-    """Completion ids -> text with the tags kept: cut at the first eos, drop pad, keep the rest
-    (a ``Completion``: the text plus the ids it was decoded from).
-
-    >>> class Tok:
-    ...     eos_token_id, pad_token_id = 0, 0
-    ...     def decode(self, ids, skip_special_tokens=False): return "|".join(map(str, ids))
-    >>> decode_completion([5, 6, 0, 0], Tok())
-    '5|6'
-    """
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    eos_ids = set(eos) if isinstance(eos, (list, tuple)) else {eos}
-    cut = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
-    kept = [t for t in ids[:cut] if t != pad]
-    return Completion(tokenizer.decode(kept, skip_special_tokens=False), kept)
-
-
-def hf_generate_fn(
-    model: Any, tokenizer: Any, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0
-) -> GenerateFn:
-    """A ``GenerateFn`` over plain ``model.generate``: one causal stream per sample (``seen``)."""
-
-    def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
-        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(
-            model.device
-        )
-        with torch.no_grad():
-            out = model.generate(
-                **enc,
-                do_sample=True,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=0,
-                max_new_tokens=max_new_tokens,
-                num_return_sequences=num_samples,
-                pad_token_id=tokenizer.pad_token_id,
-            )  # (B * num_samples, L + T)
-        texts = [
-            decode_completion(row, tokenizer)
-            for row in out[:, enc["input_ids"].shape[1] :].tolist()
-        ]
-        return [texts[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
-
-    return generate
-
-
-def rollout_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
-    """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``,
-    sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone)."""
-    rcfg = RolloutConfig(
-        mode=cfg.mode,
-        num_paths=cfg.num_paths,
-        max_blocks=cfg.max_blocks,
-        max_completion_length=cfg.max_completion_length,
-        max_path_length=cfg.max_path_length,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        path_headers=cfg.path_headers,
-        profile=cfg.profile,
-    )
-    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
-
-    def generate(prompts: list[str], num_samples: int) -> list[list[str]]:
-        repeated = [p for p in prompts for _ in range(num_samples)]  # k rows per prompt
-        drop = {tokenizer.eos_token_id, tokenizer.pad_token_id}  # as the engine's own decoding
-        texts = [
-            Completion(r.text, [t for t in r.completion_ids if t not in drop])
-            for r in rollout(model, tokenizer, repeated, rcfg, generator=gen)
-        ]
-        return [texts[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
-
-    return generate
-
-
-def make_generate_fn(model: Any, tokenizer: Any, cfg: EvalConfig) -> GenerateFn:
-    """``cfg.engine``: ``rollout`` (both modes), ``generate`` (plain ``model.generate``, ``seen``
-    only) or ``auto`` = rollout when the tokenizer has the tags, else generate."""
-    if cfg.mode not in ROLLOUT_MODES:
-        raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {cfg.mode!r}")
-    engine = (
-        cfg.engine if cfg.engine != "auto" else ("rollout" if has_tags(tokenizer) else "generate")
-    )
-    if engine == "rollout":
-        return rollout_generate_fn(model, tokenizer, cfg)
-    if engine != "generate":
-        raise ValueError(f"engine must be auto, rollout or generate, got {cfg.engine!r}")
-    if cfg.mode == "forked":
-        raise ValueError(
-            "forked mode needs the rollout engine, and this tokenizer lacks the parallel "
-            "tags (add them with pr1lib.tokens.add_parallel_tags), or engine='generate' "
-            "was asked; use --mode seen for plain model.generate"
-        )
-    return hf_generate_fn(model, tokenizer, cfg.max_completion_length, cfg.temperature, cfg.top_p)
-
-
 _RESUMABLE_FIELDS = ("n", "batch_size", "grader", "engine")  # may change between runs of one file
 
 
@@ -346,6 +245,7 @@ def run_eval(
             cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
         )
     set_seed(cfg.seed)
+    set_threads(profile_threads(cfg.profile))  # tiny: one thread (two stall a busy 2-core box)
     start = time.perf_counter()
     rows = evaluate_records(
         records,

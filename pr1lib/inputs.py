@@ -25,7 +25,7 @@ BENCH_FLAGS = {
     "model": ("grpo", "all"),
     "steps": ("grpo", "all"),
     "path_len": ("rollout", "all"),
-    "threads": ("rollout", "all"),
+    "threads": ("rollout", "eval", "limit", "engine", "all"),
 }
 FOLDER_FLAGS = ("overwrite", "resume")
 

@@ -1,6 +1,8 @@
 """Decoding rows that share one KV cache: per-row positions, key masks with holes, regrouping.
 
-``Streams`` is the memory under ``pr1lib.rollout``'s engine. Every row of the batch has its own
+``Streams`` is the memory under ``pr1lib.rollout``'s engine for a model that
+``pr1lib.rowcache.RowStreams`` (packed rows, the tiny model's) does not cover, and the prefill
+and re-read forwards of ``RowStreams`` itself. Every row of the batch has its own
 position counter and its own key mask (``valid``): a row that idles while the others decode adds
 a *hole* (a masked column) instead of a key. ``regroup`` rebuilds the rows from segments of the
 old rows' real keys (a fork repeats a row, a merge concatenates rows, a drop omits one) and

@@ -22,13 +22,15 @@
   by re-prefilling prompt + paths as one vLLM request. ``stats["reprefill_tokens"]`` counts the
   re-read tokens.
 
-All rows of all prompts share one cache (``pr1lib.kvcache.Streams``): every row has its own
-positions and key mask, finished paths wait with masked "holes" for their siblings, and forks,
-merges and finished rows trigger one regroup that also compacts the holes away. A regroup
-copies the cache once, so memory peaks at about twice the cache; pass prompts in chunks if that
-is too much.
+All rows of all prompts share one cache: ``pr1lib.rowcache.RowStreams`` for a model that
+``pr1lib.decode.supported`` covers (the tiny model on the CPU: each row's keys packed in its own
+row of one buffer; a fork, merge or finished row copies only what moves), else
+``pr1lib.kvcache.Streams`` (one column count for all rows, finished paths waiting with masked
+"holes", a regroup that copies the cache once, so memory peaks at about twice the cache; pass
+prompts in chunks if that is too much). Both sample the same tokens.
 
-The decision loop and its rules live in ``pr1lib.engine``.
+The decision loop and its rules live in ``pr1lib.engine``, the row bookkeeping in
+``pr1lib.regroup``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def generate(
     config: RolloutConfig | None = None,
     generator: torch.Generator | None = None,
     stats: dict | None = None,
+    cache: str | None = None,
     **overrides: Any,
 ) -> list[Rollout]:
     """Sample one completion per prompt (token ids or strings); see the module docstring.
@@ -82,7 +85,10 @@ def generate(
     dict receives ``fed_tokens`` (tokens run through the model: each prompt and completion token
     at most once, plus in ``reread`` mode the re-read paths), ``reprefill_tokens`` (those re-read
     tokens: paths 2..k of every block; 0 in the other modes) and ``steps`` (decoding steps).
-    ``generator`` (on the model's device) makes sampling reproducible; it is shared by the batch.
+    ``generator`` (on the model's device) makes sampling reproducible; it is shared by the batch,
+    each step drawing one number per row in the rows' order. ``cache`` picks the rows' cache
+    (``pr1lib.engine.pick_streams``; ``None``: the fastest that applies; the choice changes no
+    sample, only the rounding of the last bits).
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.models import train_tiny_tokenizer
@@ -101,7 +107,7 @@ def generate(
     True
     """
     config = (config or RolloutConfig()).replace(**overrides)
-    engine = Engine(model, tokenizer, config, generator)
+    engine = Engine(model, tokenizer, config, generator, cache)
     rollouts = engine.run(_encode_prompts(tokenizer, prompts))
     if stats is not None:
         stats.update(

@@ -150,8 +150,11 @@ class EngineRollout:
     Samples with ``pr1lib.rollout.generate`` from the live policy (no gradients, eval mode), with
     the global torch RNG, which the trainer seeds and restores on resume. With
     ``train_forced_tokens`` every token gets loss (the official choice); otherwise ``env_mask``
-    keeps the engine's tags out.
+    keeps the engine's tags out. ``cache``: the rows' cache (``pr1lib.engine.pick_streams``;
+    ``None``, the fastest; ``bench grpo`` sets the class attribute to time another).
     """
+
+    cache: str | None = None
 
     def __init__(self, cfg: GRPOStageConfig, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -166,10 +169,12 @@ class EngineRollout:
         model.eval()
         try:
             if self.merged is None:
-                rollouts = generate(model, self.tokenizer, prompts, self.config)
+                rollouts = generate(model, self.tokenizer, prompts, self.config, cache=self.cache)
             else:
                 with self.merged.use(model) as policy:
-                    rollouts = generate(policy, self.tokenizer, prompts, self.config)
+                    rollouts = generate(
+                        policy, self.tokenizer, prompts, self.config, cache=self.cache
+                    )
         finally:
             model.train(was_training)
         self.seconds += time.perf_counter() - start

@@ -29,11 +29,12 @@ LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
     ),
     ("metrics doctor plots dashboard live", "scoring and what a learner looks at"),
     (
-        "models decode kvcache engine rollout steering hf_teacher chat_teacher standin",
+        "models decode kvcache rowcache regroup engine rollout steering hf_teacher chat_teacher "
+        "standin",
         "models and engines",
     ),
     (
-        "folders runs results evaluate traces coldstart pretrain sampling preflight starts",
+        "folders runs results samplers evaluate traces coldstart pretrain sampling preflight starts",
         "the pieces a stage is made of",
     ),
     ("sft sft_live grpo grpo_trainer", "the training stages"),

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pr1lib import evaluate as ev
-from pr1lib import metrics
+from pr1lib import metrics, samplers
 from pr1lib.config import EvalConfig
 from pr1lib.paper import (
     TABLE2,
@@ -246,7 +246,8 @@ def test_decode_keeps_tags_and_drops_pad_and_eos(toy):
     _, tok = toy
     text = "ab<Parallel><Path>c</Path>"
     assert (
-        ev.decode_completion(ids(tok, text) + [tok.eos_token_id, tok.pad_token_id, 5], tok) == text
+        samplers.decode_completion(ids(tok, text) + [tok.eos_token_id, tok.pad_token_id, 5], tok)
+        == text
     )
 
 
@@ -254,7 +255,7 @@ def test_hf_generate_fn_returns_k_tagged_texts_per_prompt(toy):
     model, tok = toy
     steer(model, {tok.convert_tokens_to_ids("<Parallel>"): 12.0})  # the model now loves <Parallel>
     try:
-        out = ev.hf_generate_fn(model, tok, max_new_tokens=3)(["Problem: 1+1", "Q"], 3)
+        out = samplers.hf_generate_fn(model, tok, max_new_tokens=3)(["Problem: 1+1", "Q"], 3)
         assert [len(o) for o in out] == [3, 3]
         assert all("<Parallel>" in text for texts in out for text in texts)  # tags survive decoding
         # lengths from the sampled ids, not a re-tokenisation
@@ -288,6 +289,26 @@ def test_sample_rows_are_run_evals_rows_in_memory(toy, tmp_path):
     assert [r["samples"] for r in rows] == [kept[str(r["id"])]["samples"] for r in rows]
     assert metrics.summarize(rows)["accuracy"] == written["accuracy"]
     assert written["seconds"] >= 0 and written["mean_sequential_steps"] <= written["mean_length"]
+
+
+@pytest.mark.parametrize("mode", ["reread", "forked"])
+def test_the_rollout_adapter_samples_the_same_on_either_cache(toy, mode):
+    """The evaluation's sampler on packed rows (the default for this model) and on the shared
+    cache before them: the same completions (texts and token ids), problem by problem."""
+    model, tok = toy
+    steer(model, {tok.convert_tokens_to_ids("<Parallel>"): 3.0, tok.eos_token_id: 1.0})
+    try:
+        cfg = EvalConfig(mode=mode, k=3, max_completion_length=24, max_path_length=8)
+        prompts = [f"Problem: {i}" for i in range(5)]
+        out = [
+            samplers.rollout_generate_fn(model, tok, cfg, cache=c)(prompts, 3)
+            for c in (None, "shared")
+        ]
+        assert out[0] == out[1] and any("<Parallel>" in t for texts in out[0] for t in texts)
+        ids = [[t.token_ids for t in texts] for texts in out[0]]
+        assert ids == [[t.token_ids for t in texts] for texts in out[1]]
+    finally:
+        model.lm_head = model.lm_head.head
 
 
 def test_forked_mode_without_tags_is_a_clear_error(toy):

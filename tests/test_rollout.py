@@ -102,8 +102,8 @@ def test_dropping_rows_moves_only_the_last_rows_into_the_gaps(model):
     """A regroup that only drops rows (the engine puts the last rows into the freed places,
     ``_from_tail``) copies those rows within the cache's own memory; the next step's logits are
     the first engine's, which rebuilds the cache."""
-    from pr1lib.engine import _from_tail
     from pr1lib.kvcache import storage
+    from pr1lib.regroup import _from_tail
 
     keep = [(object(), [(old, 0, 9)], 0) for old in (0, 2, 5, 6)]  # rows 1, 3, 4 dropped
     assert [p[0][0] for _, p, _ in _from_tail(keep)] == [0, 5, 2, 6]
@@ -469,31 +469,46 @@ def test_sampled_tokens_follow_the_tempered_softmax(temperature, top_p, expected
 
 
 @pytest.mark.parametrize("mode", ["forked", "reread", "seen"])
-def test_fast_cache_samples_what_the_first_engine_samples(steered, mode):
-    """The in-place KV cache, the re-reads on their own rows, the cheaper regroups and the
-    prefill of each distinct prompt once change no numbers: the first engine
-    (``fast_cache=False``) samples the same tokens with the same log-probs; the fast one feeds
+def test_every_cache_samples_what_the_first_engine_samples(steered, mode):
+    """The in-place KV cache, the re-reads on their own rows, the cheaper regroups, the prefill
+    of each distinct prompt once, the packed rows (``RowStreams``, the default for this model)
+    and the shared-column cache before them change no numbers: the first engine
+    (``fast_cache=False``) samples the same tokens with the same log-probs; the fast ones feed
     the model each repeated prompt once."""
-    stats = {True: {}, False: {}}
     prompts = PROMPTS * 2  # groups repeat their prompt
+    ways = {"rows": {}, "shared": dict(cache="shared"), "first": dict(fast_cache=False)}
+    stats = {way: {} for way in ways}
     out = {
-        fast: run(
-            steered,
-            seed=9,
-            prompts=prompts,
-            mode=mode,
-            num_paths=3,
-            fast_cache=fast,
-            stats=stats[fast],
-        )
-        for fast in (True, False)
+        way: run(steered, seed=9, prompts=prompts, mode=mode, num_paths=3, stats=stats[way], **kw)
+        for way, kw in ways.items()
     }
-    assert sum(r.blocks for r in out[True]) > 0 or mode == "seen"
-    assert [r.completion_ids for r in out[True]] == [r.completion_ids for r in out[False]]
-    pairs = [(a, b) for x, y in zip(out[True], out[False]) for a, b in zip(x.logprobs, y.logprobs)]
-    assert max(abs(a - b) for a, b in pairs) < 1e-5
-    once = sum(len(tokens(p)) for p in PROMPTS)
-    assert stats[True]["fed_tokens"] == stats[False]["fed_tokens"] - once
+    assert sum(r.blocks for r in out["rows"]) > 0 or mode == "seen"
+    for way in ("rows", "shared"):
+        assert [r.completion_ids for r in out[way]] == [r.completion_ids for r in out["first"]]
+        pairs = [
+            (a, b) for x, y in zip(out[way], out["first"]) for a, b in zip(x.logprobs, y.logprobs)
+        ]
+        assert max(abs(a - b) for a, b in pairs) < 1e-5
+        once = sum(len(tokens(p)) for p in PROMPTS)
+        assert stats[way]["fed_tokens"] == stats["first"]["fed_tokens"] - once
+
+
+def test_finished_rows_leave_the_batch(steered, monkeypatch):
+    """Each step decodes only the rows of samples still going: a finished row is dropped at once
+    (seen mode: one row per sample)."""
+    from pr1lib.rowcache import RowStreams
+
+    widths, step = [], RowStreams.step
+    monkeypatch.setattr(
+        RowStreams,
+        "step",
+        lambda self, tokens, live: widths.append(len(tokens)) or step(self, tokens, live),
+    )
+    rollouts = run(steered, seed=6, prompts=PROMPTS * 2, mode="seen")
+    ends = sorted(len(r.completion_ids) for r in rollouts)
+    assert len(set(ends)) > 1, "expected samples of unequal length"
+    going = [sum(n > t + 1 for n in ends) for t in range(len(widths))]  # samples past token t+1
+    assert widths == going
 
 
 def test_decode_attention_is_sdpa_for_one_query_token():
@@ -519,13 +534,14 @@ def test_decode_attention_is_sdpa_for_one_query_token():
 
 
 def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model, monkeypatch):
-    """While the fast engine decodes, its one-token steps run ``decode.step`` (the toy model is a
-    plain float32 Qwen3) or, for a model it does not cover, the model with ``DECODE_ATTENTION``;
-    afterwards the model attends with SDPA again; the first engine runs plain SDPA throughout."""
+    """While the fast engine decodes, its one-token steps run ``decode.row_step`` on packed rows
+    (the toy model is a plain float32 Qwen3), ``decode.step`` on the shared cache, or, for a
+    model it does not cover, the model with ``DECODE_ATTENTION``; afterwards the model attends
+    with SDPA again; the first engine runs plain SDPA throughout."""
     import pr1lib.decode as decode
 
-    seen, lean = [], []
-    real_attention, real_step = decode.decode_attention, decode.step
+    seen, lean, rows = [], [], []
+    real_attention, real_step, real_rows = decode.decode_attention, decode.step, decode.row_step
     monkeypatch.setitem(
         decode.AttentionInterface._global_mapping,
         decode.DECODE_ATTENTION,
@@ -534,16 +550,20 @@ def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model
         ),
     )
     monkeypatch.setattr(decode, "step", lambda *a: lean.append(1) or real_step(*a))
+    monkeypatch.setattr(decode, "row_step", lambda *a: rows.append(1) or real_rows(*a))
     run(model, seed=3, max_completion_length=6)
-    assert lean and seen and 1 not in seen  # the prefill: the model; the steps: decode.step
+    assert rows and seen and 1 not in seen and not lean  # the prefill: the model; steps: rows
+    rows.clear(), seen.clear()
+    run(model, seed=3, max_completion_length=6, cache="shared")
+    assert lean and seen and 1 not in seen and not rows  # the shared cache: decode.step
     assert model.config._attn_implementation == "sdpa"
     seen.clear(), lean.clear()
     monkeypatch.setattr(decode, "supported", lambda model: False)
     run(model, seed=3, max_completion_length=6)
-    assert not lean and seen.count(1) >= len(seen) // 2  # the model, one query token a step
+    assert not lean and not rows and seen.count(1) >= len(seen) // 2  # the model, one token a step
     seen.clear()
     run(model, seed=3, max_completion_length=6, fast_cache=False)  # the first engine: plain SDPA
-    assert seen == [] and lean == []
+    assert seen == [] and lean == [] and rows == []
 
 
 def test_the_lean_step_gives_the_models_logits(model):

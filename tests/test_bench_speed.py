@@ -1,0 +1,41 @@
+"""``bench eval`` and ``bench limit`` smoke runs: one JSON object last, with the keys the README
+and the result cards read (no timing is asserted: the machine is shared)."""
+
+from __future__ import annotations
+
+import json
+
+from pr1lib.cli import main
+
+
+def last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_bench_eval_quick_compares_the_two_paths(capsys):
+    assert main(["bench", "eval", "--quick"]) == 0
+    out = last_json(capsys)
+    assert out["benchmark"] == "eval" and out["paths"] == ["before", "after"]
+    for variant in ("seen", "unseen"):
+        result = out[variant]
+        assert (
+            result["before"]["completions_per_s"] > 0 and result["after"]["completions_per_s"] > 0
+        )
+        assert result["same_samples"] is True  # the same algorithm samples the same
+        assert result["accuracy_diff"] == 0
+        assert result["after"]["accuracy"] == result["before"]["accuracy"]
+        assert out[f"{variant}_speedup"] == result["speedup"] > 0
+    assert out["speedup"] > 0 and out["cpu_speedup"] > 0 and out["same_samples"] is True
+    assert out["command_check"]["command_speedup"] > 0
+
+
+def test_bench_limit_quick_reports_every_batch_beside_the_limit(capsys):
+    assert main(["bench", "limit", "--quick"]) == 0
+    out = last_json(capsys)
+    assert out["matmul_gflops"] > 0 and set(out["engine_over_limit"]) == {"8", "64", "256"}
+    for batch in ("8", "64", "256"):
+        row = out[batch]
+        assert row["limit_tokens_per_s"] > row["engine_tokens_per_s"] > 0
+        assert row["engine_over_limit"] == out["engine_over_limit"][batch]
+        assert row["flops_per_token"] > 2 * 900_000  # the tiny model: about 0.9M weights a token
+        assert row["kv_read_gb_per_s"] > 0 and row["attention_limit_tokens_per_s"] > 0
