@@ -98,7 +98,9 @@ def controls_bars(table: dict[str, Any], title: str = "TinyWorld hard problems, 
             arrayminus=[e - r["interval"]["low"] for r, e in zip(table["rows"], ends)],
         ),
         text=[f"{e:.0%}" for e in ends],
-        textposition="outside",
+        textposition="inside",
+        insidetextanchor="start",
+        textfont=dict(color="white"),
     )
     fig.update_layout(
         title=title,
