@@ -165,3 +165,64 @@ def read_headlines(folder: str | Path) -> list[dict]:
     """Every headline in ``folder``: notebook 07's first, then the others by name."""
     others = sorted(Path(folder).glob("headline-*.json"))
     return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
+
+
+def paired_change(a: dict, b: dict, key: str = "accuracy", seed: int = 0) -> dict[str, float]:
+    """``a`` minus ``b`` in points for one metric of two evaluations of the same problems (their
+    ``per_problem`` lists, ``pr1lib.metrics``), with the paired-bootstrap 95 % interval over
+    problems (``metrics.paired_bootstrap``).
+
+    >>> after = {"per_problem": {"accuracy": [1.0, 0.5, 1.0, 0.75]}}
+    >>> before = {"per_problem": {"accuracy": [0.5, 0.5, 0.25, 0.5]}}
+    >>> paired_change(after, before)["diff"]
+    37.5
+    """
+    from pr1lib.metrics import paired_bootstrap
+
+    d = paired_bootstrap(a["per_problem"][key], b["per_problem"][key], seed=seed)
+    return {k: round(100 * v, 1) for k, v in d.items()}
+
+
+def change_words(label: str, change: dict[str, float], what: str = "accuracy") -> str:
+    """One computed line: the change, its interval and whether it is beyond the noise.
+
+    >>> change_words("SFT vs base", {"diff": -3.0, "low": -6.5, "high": 0.5})
+    'SFT vs base: accuracy -3.0 points (95 % interval -6.5 to +0.5): within the noise'
+    >>> change_words("RL vs SFT", {"diff": 12.0, "low": 8.0, "high": 16.0}).split(": ")[-1]
+    'higher, beyond the noise'
+    """
+    low, high = change["low"], change["high"]
+    verdict = (
+        "higher, beyond the noise"
+        if low > 0
+        else "lower, beyond the noise"
+        if high < 0
+        else "within the noise"
+    )
+    return (
+        f"{label}: {what} {change['diff']:+.1f} points (95 % interval {low:+.1f} to "
+        f"{high:+.1f}): {verdict}"
+    )
+
+
+def change_table(named: dict[str, dict], against: str, keys=("accuracy", "parallel")) -> list:
+    """For every evaluation in ``named`` but ``against``: its change from ``against`` per metric
+    of ``per_problem`` (points, 95 % interval) and the computed line (``change_words``).
+
+    >>> named = {"base": {"per_problem": {"accuracy": [0.0, 0.5], "parallel": [0.0, 0.0]}},
+    ...          "SFT": {"per_problem": {"accuracy": [0.5, 0.5], "parallel": [1.0, 1.0]}}}
+    >>> rows = change_table(named, "base"); rows[0]["model"], rows[0]["accuracy Δ"]
+    ('SFT', 25.0)
+    """
+    rows = []
+    for name, result in named.items():
+        if name == against:
+            continue
+        row: dict[str, Any] = {"model": name, "against": against}
+        for key in keys:
+            change = paired_change(result, named[against], key)
+            row[f"{key} Δ"] = change["diff"]
+            row[f"{key} 95 % interval"] = f"{change['low']:+.1f} to {change['high']:+.1f}"
+            row[f"{key}: what this shows"] = change_words(f"{name} vs {against}", change, key)
+        rows.append(row)
+    return rows

@@ -266,3 +266,20 @@ def test_cached_results_are_reused_only_for_the_same_weights(tmp_path):
     assert tag == headline.results_tag("sft-seen", str(REPO_ROOT / "data" / "tiny-base"))
     (model / "config.json").write_text((model / "config.json").read_text() + " ")
     assert headline.results_tag("sft-seen", str(model.parent)) != tag
+
+
+def test_change_table_gives_each_model_its_paired_interval_and_verdict():
+    from pr1lib.headline import change_table, change_words, paired_change
+
+    base = {"per_problem": {"accuracy": [0.0, 0.25, 0.5, 0.0] * 25, "parallel": [0.0] * 100}}
+    better = {"per_problem": {"accuracy": [1.0, 0.75, 1.0, 0.5] * 25, "parallel": [1.0] * 100}}
+    same = {"per_problem": {"accuracy": [0.25, 0.0, 0.25, 0.25] * 25, "parallel": [0.0] * 100}}
+    rows = change_table({"base": base, "better": better, "same": same}, "base")
+    assert [r["model"] for r in rows] == ["better", "same"]  # every model but the reference
+    assert rows[0]["accuracy Δ"] == 62.5 and rows[0]["parallel Δ"] == 100.0
+    assert rows[0]["accuracy: what this shows"].endswith("higher, beyond the noise")
+    assert (
+        rows[1]["accuracy Δ"] == 0.0 and "within the noise" in rows[1]["accuracy: what this shows"]
+    )
+    worse = paired_change(base, better)  # a - b: the sign follows the order
+    assert worse["high"] < 0 and "lower, beyond the noise" in change_words("x", worse)
