@@ -61,9 +61,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
-    # 04: forced block minus forced plain, TinyWorld hard, 50 x 2 (card, 200 x 4: +0.26 [0.21,
-    # 0.32]; one SD here ~0.07, so 0 is ~3 SD below); smoke samples a random model: any value
-    "TinyWorld hard: forced block minus forced plain": {"smoke": (-1, 1), "tiny": (0, 0.6)},
+    # 04: the shipped seen SFT minus the TinyWorld base, hard mean@4 at T = 1 on 200 items (cards:
+    # 0.484 at k = 4 vs 0.368 at k = 8, +0.12; a paired SD here ~0.025, so 0 is ~4 SD below)
+    "TinyWorld hard: shipped seen SFT minus base, accuracy at T = 1": {
+        "smoke": (-1, 1),
+        "tiny": (0, 0.3),
+    },
     # 06: 30 accuracy-only steps from data/tinyworld-sft (measured: ratio 0.21 -> 0.91, hard
     # accuracy +0.19 at 100 x 4; the 60-step card runs reach 0.97); floors ~3 SD below
     "TinyWorld hard parallel ratio after Stage 3": {"smoke": (0, 1), "tiny": (0.6, 1)},
