@@ -61,11 +61,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
-    # 04: the shipped seen SFT minus the TinyWorld base, hard mean@4 at T = 1 on 200 items (cards:
-    # 0.484 at k = 4 vs 0.368 at k = 8, +0.12; a paired SD here ~0.025, so 0 is ~4 SD below)
+    # 04: the shipped seen SFT minus the TinyWorld base, hard mean@4 at T = 1 on 200 items
+    # (measured in the notebook: +0.045, paired 95 % interval -0.009 to +0.10; the cards, k = 4
+    # vs k = 8: +0.12); the SFT opens a block on a fifth of the items, so the gain is small
     "TinyWorld hard: shipped seen SFT minus base, accuracy at T = 1": {
         "smoke": (-1, 1),
-        "tiny": (0, 0.3),
+        "tiny": (-0.05, 0.25),
     },
     # 06: 30 accuracy-only steps from data/tinyworld-sft (measured: ratio 0.21 -> 0.91, hard
     # accuracy +0.19 at 100 x 4; the 60-step card runs reach 0.97); floors ~3 SD below
