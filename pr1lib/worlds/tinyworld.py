@@ -480,7 +480,7 @@ WORLD = register(
             dynamic_sampling=True,
         ),
         variant_presets={"unseen": dict(rollout=None)},
-        # notebook 06: 60 Stage-3 steps move hard accuracy beyond the noise on tiny, 30 did not
+        # notebook 06, tiny: 60 Stage-3 steps (results/tinyworld-nb06-stage3-60.json), 30 too few
         notebook_presets={
             2: {"tiny": {"eval_n": 200}},
             3: {"tiny": {"max_steps": 60, "eval_n": 200}},
