@@ -68,8 +68,8 @@ EXPECTED: dict[str, dict[str, Range]] = {
         "smoke": (-1, 1),
         "tiny": (-0.05, 0.25),
     },
-    # 06: 30 accuracy-only steps from data/tinyworld-sft (measured: ratio 0.21 -> 0.91, hard
-    # accuracy +0.19 at 100 x 4; the 60-step card runs reach 0.97); floors ~3 SD below
+    # 06: Stage 2 (15 steps) then 60 accuracy-only Stage-3 steps from data/tinyworld-sft
+    # (measured: hard ratio 0.23 -> 0.95, accuracy +0.128 at 200 x 4); floors ~3 SD below
     "TinyWorld hard parallel ratio after Stage 3": {"smoke": (0, 1), "tiny": (0.6, 1)},
     "TinyWorld hard accuracy gain, Stage 3": {"smoke": (-1, 1), "tiny": (0.05, 0.5)},
     # 07: pass@k >= mean@k always; the base model was never trained on the tags, so it opens
