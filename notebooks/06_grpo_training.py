@@ -182,8 +182,8 @@ print("runs go under", OUT)
 # completion length. The rows also go to `metrics.csv` in the run folder. **Loss near 0 is normal
 # here**: with β = 0 and one update per batch, GRPO's loss is ~0 at every step; watch the reward.
 #
-# The button of the panel calls `run_next(session, panel.state)`: train that many more steps,
-# saving a checkpoint at the end, resuming from it the next time. The next cell makes the same call,
+# The button of the panel calls `run_next(session, panel.state)`: train that many more steps, saving
+# a checkpoint at the end, resuming from it the next time. The training cell below makes that call,
 # so a headless run does exactly what a click does. Knobs a reward mode ignores are greyed out:
 # window and tiered steps move only the alternating reward, and the main reward's weight matters
 # only next to a structure bonus (GRPO divides each group's rewards by their spread, so a lone
@@ -299,13 +299,14 @@ curriculum[["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_leng
 {k: run3.result[k] for k in ("steps", "train_seconds", "rollout_seconds", "run_dir")}
 
 # %% [markdown]
-# You should see: each stage's run card and `merged/`, and the panel's line with the measured
-# seconds per step.
+# You should see: each stage's run card and `merged/`, and the panel's line with its clip and the
+# seconds per step (measured once this session has trained; a rerun that resumes a finished run
+# trains nothing and says so).
 
 # %%
 for stage in (run2, run3):
     assert (stage.run_dir / "run_card.json").exists() and (stage.run_dir / "merged").is_dir()
-assert "s/step (measured)" in panel.facts.value and "ε" in panel.facts.value
+assert "ε" in panel.facts.value and "s/step" in panel.facts.value  # the clip, the speed
 
 # %% [markdown]
 # ## 5. The baseline: plain GRPO on the same problems and steps
