@@ -310,7 +310,9 @@ plot = LiveLossPlot()
 trained = {}
 for variant in ("seen", "unseen"):
     cfg = live_config(variant)
-    trained[variant] = sft.run_sft(cfg, DATA or OUT / "coldstart", OUT / variant, evaluate=False,
+    # a short run's folder is not the SFT checkpoint later notebooks look for (runs.STAGE_RUNS)
+    folder = OUT / (variant if NB.sft_steps is None else f"{variant}-short")
+    trained[variant] = sft.run_sft(cfg, DATA or OUT / "coldstart", folder, evaluate=False,
                                    callbacks=[plot.callback(variant)],
                                    model_cfg=models.stage_model_config(cfg, BASE), quiet=True)
     print(f"{variant}: {trained[variant].result['steps']} steps in "
