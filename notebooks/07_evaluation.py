@@ -151,8 +151,10 @@ from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_tab
 
 from pr1lib import worlds
 
-world_base = worlds.get(NB.world).init("plain") if NB.world else None  # the world's base model
-found, missing = find_checkpoints(PROFILE, SEED, base=world_base)
+# in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
+shipped = {"base": "plain", "sft-seen": "seen", "sft-unseen": "unseen"}
+defaults = {k: worlds.get(NB.world).init(v) for k, v in shipped.items()} if NB.world else {}
+found, missing = find_checkpoints(PROFILE, SEED, defaults=defaults)
 print("found:")
 for key, where in found.items():
     print(f"  {key:13s} {where}")

@@ -61,11 +61,15 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
-    # 04: forced block minus forced plain, TinyWorld hard, 50 x 2 (card, 200 x 4: +0.26 [0.21,
-    # 0.32]; one SD here ~0.07, so 0 is ~3 SD below); smoke samples a random model: any value
-    "TinyWorld hard: forced block minus forced plain": {"smoke": (-1, 1), "tiny": (0, 0.6)},
-    # 06: 30 accuracy-only steps from data/tinyworld-sft (measured: ratio 0.21 -> 0.91, hard
-    # accuracy +0.19 at 100 x 4; the 60-step card runs reach 0.97); floors ~3 SD below
+    # 04: the shipped seen SFT minus the TinyWorld base, hard mean@4 at T = 1 on 200 items
+    # (measured in the notebook: +0.045, paired 95 % interval -0.009 to +0.10; the cards, k = 4
+    # vs k = 8: +0.12); the SFT opens a block on a fifth of the items, so the gain is small
+    "TinyWorld hard: shipped seen SFT minus base, accuracy at T = 1": {
+        "smoke": (-1, 1),
+        "tiny": (-0.05, 0.25),
+    },
+    # 06: Stage 2 (15 steps) then 60 accuracy-only Stage-3 steps from data/tinyworld-sft
+    # (measured: hard ratio 0.23 -> 0.95, accuracy +0.128 at 200 x 4); floors ~3 SD below
     "TinyWorld hard parallel ratio after Stage 3": {"smoke": (0, 1), "tiny": (0.6, 1)},
     "TinyWorld hard accuracy gain, Stage 3": {"smoke": (-1, 1), "tiny": (0.05, 0.5)},
     # 07: pass@k >= mean@k always; the base model was never trained on the tags, so it opens

@@ -27,11 +27,15 @@ from pr1lib.validate import local_folder
 
 
 def find_checkpoints(
-    profile: str, seed: int = 0, root: str | Path | None = None, base: str | None = None
+    profile: str,
+    seed: int = 0,
+    root: str | Path | None = None,
+    defaults: dict[str, str] | None = None,
 ):
-    """``(found, missing)``: ``found`` maps ``base`` to the profile's model (or to ``base``: a
-    world's base model) and each stage of ``STAGE_RUNS`` with a ``merged/`` model to its run
-    folder; ``missing`` maps the others to the folders that were searched.
+    """``(found, missing)``: ``found`` maps ``base`` to the profile's model and each stage of
+    ``STAGE_RUNS`` with a ``merged/`` model to its run folder; ``missing`` maps the others to the
+    folders that were searched. ``defaults`` (a world's shipped models: ``base``, ``sft-seen``,
+    ...) stand in for the profile's model and for a stage no run folder holds.
 
     >>> import tempfile
     >>> found, missing = find_checkpoints("tiny", root=tempfile.mkdtemp())
@@ -39,16 +43,17 @@ def find_checkpoints(
     ({'base': 'data/tiny-base'}, ['grpo-gsm8k', 'rl-seen'])
     """
     root = Path(root) if root else runs_dir()
-    found, missing = {"base": base or ModelConfig.for_profile(profile).name}, {}
+    defaults = defaults or {}
+    found, missing = {"base": defaults.get("base") or ModelConfig.for_profile(profile).name}, {}
     for key, (_, patterns) in STAGE_RUNS.items():
         if key == "base":
             continue
         folders = [root / p.format(p=profile, s=seed) for p in patterns]
         hit = next((f for f in folders if (f / "merged").is_dir()), None)
-        if hit is None:
-            missing[key] = [str(f) for f in folders]
+        if hit is not None or key in defaults:
+            found[key] = str(hit) if hit is not None else defaults[key]
         else:
-            found[key] = str(hit)
+            missing[key] = [str(f) for f in folders]
     return found, missing
 
 
@@ -203,16 +208,73 @@ def headline_intervals(ours: dict[str, dict[str, dict]], benchmark: str):
 
 def headline_verdict(ours: dict[str, dict[str, dict]], benchmark: str) -> list[str]:
     """What the headline shows, computed: each ``HEADLINE_CONTRASTS`` pair found in ``ours``, its
-    gap in points on the same problems and whether the 95 % paired interval excludes zero."""
-    from pr1lib.metrics import describe_gap, paired_bootstrap
-
-    lines = []
-    for a, b in HEADLINE_CONTRASTS:
-        if benchmark not in ours.get(a, {}) or benchmark not in ours.get(b, {}):
-            continue
-        d = paired_bootstrap(
-            ours[a][benchmark]["per_problem"]["accuracy"],
-            ours[b][benchmark]["per_problem"]["accuracy"],
+    change in points on the same problems (``paired_change``) read by ``change_words``."""
+    lines = [
+        change_words(
+            f"{a} vs {b} on {benchmark}", paired_change(ours[a][benchmark], ours[b][benchmark])
         )
-        lines.append(describe_gap(f"{a} - {b} on {benchmark}", d))
+        for a, b in HEADLINE_CONTRASTS
+        if benchmark in ours.get(a, {}) and benchmark in ours.get(b, {})
+    ]
     return lines or [f"no pair of {HEADLINE_CONTRASTS} was scored on {benchmark}"]
+
+
+def paired_change(a: dict, b: dict, key: str = "accuracy", seed: int = 0) -> dict[str, float]:
+    """``a`` minus ``b`` in points for one metric of two evaluations of the same problems (their
+    ``per_problem`` lists, ``pr1lib.metrics``), with the paired-bootstrap 95 % interval over
+    problems (``metrics.paired_bootstrap``).
+
+    >>> after = {"per_problem": {"accuracy": [1.0, 0.5, 1.0, 0.75]}}
+    >>> before = {"per_problem": {"accuracy": [0.5, 0.5, 0.25, 0.5]}}
+    >>> paired_change(after, before)["diff"]
+    37.5
+    """
+    from pr1lib.metrics import paired_bootstrap
+
+    d = paired_bootstrap(a["per_problem"][key], b["per_problem"][key], seed=seed)
+    return {k: round(100 * v, 1) for k, v in d.items()}
+
+
+def change_words(label: str, change: dict[str, float], what: str = "accuracy") -> str:
+    """One computed line: the change, its interval and whether it is beyond the noise.
+
+    >>> change_words("SFT vs base", {"diff": -3.0, "low": -6.5, "high": 0.5})
+    'SFT vs base: accuracy -3.0 points (95 % interval -6.5 to +0.5): within the noise'
+    >>> change_words("RL vs SFT", {"diff": 12.0, "low": 8.0, "high": 16.0}).split(": ")[-1]
+    'higher, beyond the noise'
+    """
+    low, high = change["low"], change["high"]
+    verdict = (
+        "higher, beyond the noise"
+        if low > 0
+        else "lower, beyond the noise"
+        if high < 0
+        else "within the noise"
+    )
+    return (
+        f"{label}: {what} {change['diff']:+.1f} points (95 % interval {low:+.1f} to "
+        f"{high:+.1f}): {verdict}"
+    )
+
+
+def change_table(named: dict[str, dict], against: str, keys=("accuracy", "parallel")) -> list:
+    """For every evaluation in ``named`` but ``against``: its change from ``against`` per metric
+    of ``per_problem`` (points, 95 % interval) and the computed line (``change_words``).
+
+    >>> named = {"base": {"per_problem": {"accuracy": [0.0, 0.5], "parallel": [0.0, 0.0]}},
+    ...          "SFT": {"per_problem": {"accuracy": [0.5, 0.5], "parallel": [1.0, 1.0]}}}
+    >>> rows = change_table(named, "base"); rows[0]["model"], rows[0]["accuracy Δ"]
+    ('SFT', 25.0)
+    """
+    rows = []
+    for name, result in named.items():
+        if name == against:
+            continue
+        row: dict[str, Any] = {"model": name, "against": against}
+        for key in keys:
+            change = paired_change(result, named[against], key)
+            row[f"{key} Δ"] = change["diff"]
+            row[f"{key} 95 % interval"] = f"{change['low']:+.1f} to {change['high']:+.1f}"
+            row[f"{key}: what this shows"] = change_words(f"{name} vs {against}", change, key)
+        rows.append(row)
+    return rows

@@ -356,17 +356,6 @@ def mean_interval(values: Sequence[float], n_boot: int = 2000, seed: int = 0) ->
     return {"mean": d["diff"], "low": d["low"], "high": d["high"]}
 
 
-def describe_gap(name: str, gap: dict[str, float]) -> str:
-    """A ``paired_bootstrap`` result in one line, in points, read by its interval.
-
-    >>> describe_gap("a - b", {"diff": 0.1, "low": 0.02, "high": 0.18})
-    'a - b: +10.0 points [+2.0, +18.0]: beyond noise'
-    """
-    beyond = "beyond noise" if gap["low"] > 0 or gap["high"] < 0 else "within noise"
-    points = [100 * gap[k] for k in ("diff", "low", "high")]
-    return f"{name}: {points[0]:+.1f} points [{points[1]:+.1f}, {points[2]:+.1f}]: {beyond}"
-
-
 BOOTSTRAP = "paired bootstrap over problems, 2000 resamples, percentile 95% interval"
 
 

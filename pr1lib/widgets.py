@@ -19,9 +19,17 @@ and a "run next N steps" button. The panel follows the session, whoever trains i
 the cell): its "at step N" label and the preview's first step move with every optimizer step, and
 each reward mode keeps one colour (``MODE_COLORS``) in the preview.
 
+Choosing a reward also takes the clip-high the paper pairs with it (``CLIP_HIGH``: ε_high = 0.28
+with the alternating reward, else symmetric 0.2), and the panel says so. Given the rows of a
+dose-response card (``dose_rows``), it also shows the held-out block rate that schedule reached
+there (``expected_block_rate``), and after each run the measured seconds per step.
+
 >>> state = PanelState(reward="alternating", window=4, parallel_steps=1, steps=8)
 >>> active_modes(state)
 ['accuracy', 'accuracy', 'accuracy', 'tiered', 'accuracy', 'accuracy', 'accuracy', 'tiered']
+>>> config_changes(state)["epsilon_high"], config_changes(state.replace(reward="accuracy"))[
+...     "epsilon_high"]
+(0.28, None)
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from pr1lib.config import CLIP_HIGH
 from pr1lib.live import LiveFigure
 from pr1lib.reward_modes import REWARD_MODES
 from pr1lib.rewards import schedule
@@ -71,6 +80,8 @@ def config_changes(state: PanelState) -> dict[str, Any]:
     (('structure', 0.2),)
     >>> config_changes(PanelState(tiered_bonus=0.5))["tiered_bonus"]
     0.5
+    >>> config_changes(PanelState(reward="alternating"))["epsilon_high"]  # the paper's S2 pairing
+    0.28
     """
     extra = (("structure", float(state.structure_weight)),) if state.structure_weight else ()
     return {
@@ -80,7 +91,110 @@ def config_changes(state: PanelState) -> dict[str, Any]:
         "reward_weight": float(state.reward_weight),
         "extra_rewards": extra,
         "tiered_bonus": float(state.tiered_bonus),
+        "epsilon_high": CLIP_HIGH.get(state.reward),  # None: symmetric, epsilon (0.2)
     }
+
+
+def clip_note(state: PanelState) -> str:
+    """What the chosen reward does to the PPO clip.
+
+    >>> clip_note(PanelState(reward="alternating"))
+    'alternating: clip-high ε_high = 0.28 (the paper pairs it with S2), low ε = 0.2'
+    >>> clip_note(PanelState(reward="accuracy"))
+    'accuracy: symmetric clip ε = 0.2 (ε_high = 0.28 comes only with alternating)'
+    """
+    high = CLIP_HIGH.get(state.reward)
+    if high is not None:
+        return (
+            f"{state.reward}: clip-high ε_high = {high:g} (the paper pairs it with S2), low ε = 0.2"
+        )
+    return f"{state.reward}: symmetric clip ε = 0.2 (ε_high = 0.28 comes only with alternating)"
+
+
+DOSE_CARDS = ("tinyworld-dose", "tinyworld-dose-s1", "tinyworld-dose-s2")  # seeds 0, 1, 2
+
+
+def dose_rows(cards: tuple[str, ...] = DOSE_CARDS) -> list[dict]:
+    """Every row of the committed dose-response cards (``results/NAME.json``), its seed added."""
+    from pr1lib.results import committed
+
+    rows = []
+    for name in cards:
+        card = committed(name)
+        if card is not None:
+            seed = card["numbers"].get("seed")
+            rows += [{**row, "seed": seed} for row in card["numbers"]["rows"]]
+    return rows
+
+
+def expected_block_rate(state: PanelState, rows: list[dict]) -> dict | None:
+    """The held-out block rate the dose-response runs reached with ``state``'s schedule: mean,
+    lowest and highest over the seeds, and where they started; ``None`` when no run matches
+    (a reward the study did not run, a window whose tiered share it did not try).
+
+    >>> rows = [{"tiered_steps": 2, "bonus": 0.2, "parallel_ratio": p, "steps": 30,
+    ...          "start_parallel_ratio": 0.3} for p in (0.3, 0.5)]
+    >>> expected_block_rate(PanelState(reward="alternating"), rows)["mean"]
+    0.4
+    >>> expected_block_rate(PanelState(reward="structure"), rows) is None
+    True
+    """
+    share = {"accuracy": 0.0, "tiered": 1.0}.get(state.reward)
+    if state.reward == "alternating" and state.window:
+        share = state.parallel_steps / state.window
+    if share is None:
+        return None
+    found = [
+        r["parallel_ratio"]
+        for r in rows
+        if abs(r["tiered_steps"] / 10 - share) < 1e-9
+        and (share == 0 or abs(r["bonus"] - state.tiered_bonus) < 1e-9)
+    ]
+    if not found:
+        return None
+    start = rows[0]["start_parallel_ratio"]
+    return {
+        "mean": sum(found) / len(found),
+        "low": min(found),
+        "high": max(found),
+        "runs": len(found),
+        "start": start,
+        "steps": rows[0]["steps"],
+    }
+
+
+def facts_text(state: PanelState, rows: list[dict] | None, seconds_per_step: float | None) -> str:
+    """The panel's line under the knobs: clip, expected block rate, seconds per step.
+
+    >>> facts_text(PanelState(reward="accuracy"), None, 2.5).split(" · ")[-1]
+    '2.5 s/step (measured)'
+    """
+    parts = [clip_note(state)]
+    if rows is not None:
+        block = expected_block_rate(state, rows)
+        parts.append(
+            "expected block rate: no dose-response run with this schedule"
+            if block is None
+            else f"expected block rate {block['mean']:.0%} after {block['steps']} steps "
+            f"({block['low']:.0%}-{block['high']:.0%} over {block['runs']} runs; "
+            f"start {block['start']:.0%}; dose-response card)"
+        )
+    parts.append(
+        "s/step: measured after the first run"
+        if seconds_per_step is None
+        else f"{seconds_per_step:.1f} s/step (measured)"
+    )
+    return " · ".join(parts)
+
+
+def measured_seconds_per_step(session: Any) -> float | None:
+    """Mean ``step_time`` of the session's logged steps, else its train seconds per step."""
+    rows = getattr(session, "rows", None) or []
+    times = [r["step_time"] for r in rows if r.get("step_time")]
+    if times:
+        return sum(times) / len(times)
+    seconds, step = getattr(session, "train_seconds", 0.0), getattr(session, "step", 0)
+    return seconds / step if seconds and step else None
 
 
 def active_modes(state: PanelState) -> list[str]:
@@ -164,7 +278,9 @@ class ControlPanel:
     """ipywidgets front end of the functions above, bound to a ``GRPOSession`` (or none: preview
     only)."""
 
-    def __init__(self, session: Any = None, state: PanelState | None = None) -> None:
+    def __init__(
+        self, session: Any = None, state: PanelState | None = None, dose: list[dict] | None = None
+    ) -> None:
         import ipywidgets as w
 
         cfg = getattr(session, "cfg", None)
@@ -204,23 +320,28 @@ class ControlPanel:
             description="run next steps", button_style="primary", disabled=session is None
         )
         self.status = w.Label(value=f"at step {start}")
+        self.dose, self.facts = dose, w.Label()
         self.preview, self.messages = LiveFigure(live=True), w.Output()
         for control in self.controls:
             control.observe(lambda _change: self.redraw(), names="value")
         self.button.on_click(lambda _button: self.run())
-        self.widget = w.VBox(
+        self.widget = self._layout(w)
+        if session is not None and hasattr(session, "callbacks"):
+            session.callbacks.append(_Follow(self))
+        self.redraw()
+
+    def _layout(self, w: Any) -> Any:
+        return w.VBox(
             [
                 w.HBox([self.reward, self.steps]),
                 w.HBox([self.window, self.parallel_steps, self.tiered_bonus]),
                 w.HBox([self.reward_weight, self.structure_weight]),
                 w.HBox([self.button, self.status]),
+                self.facts,
                 self.preview.widget,
                 self.messages,
             ]
         )
-        if session is not None and hasattr(session, "callbacks"):
-            session.callbacks.append(_Follow(self))
-        self.redraw()
 
     @property
     def controls(self) -> list:
@@ -256,6 +377,9 @@ class ControlPanel:
         self.window.disabled = self.parallel_steps.disabled = not scheduled
         self.tiered_bonus.disabled = self.reward.value not in TIERED_MODES
         self.reward_weight.disabled = not self.structure_weight.value
+        self.facts.value = facts_text(
+            self.state, self.dose, measured_seconds_per_step(self.session)
+        )
         self.preview.update(schedule_figure(self.state))
 
     def follow(self, step: int) -> None:

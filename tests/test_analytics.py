@@ -129,6 +129,12 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
     assert found["rl-unseen-s2"].endswith("grpo-tiny-unseen-s3-alternating-seed1")
     assert set(missing) == {"sft-unseen", "grpo-gsm8k", "rl-seen", "rl-unseen-s1"}
     assert str(tmp_path / "06_grpo_training-tiny/stage3") in missing["rl-seen"]
+    shipped = {"base": "data/tinyworld-base", "sft-seen": "data/tinyworld-sft"}
+    shipped["sft-unseen"] = "data/tinyworld-sft-unseen"
+    found, missing = headline.find_checkpoints("tiny", seed=1, root=tmp_path, defaults=shipped)
+    assert found["base"] == "data/tinyworld-base"
+    assert found["sft-seen"] == str(tmp_path / "04_sft_lora-tiny/seen")  # a run folder first
+    assert found["sft-unseen"] == "data/tinyworld-sft-unseen" and "sft-unseen" not in missing
 
 
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):
@@ -289,9 +295,8 @@ def test_headline_intervals_and_verdict_read_the_same_problems():
     table = headline.headline_intervals(ours, "b")
     assert list(table.index) == ["sft-seen", "rl-seen"] and table.loc["rl-seen", "n"] == 20
     (line,) = headline.headline_verdict(ours, "b")
-    assert line.startswith("rl-seen - sft-seen on b: +37.5 points [") and line.endswith(
-        "beyond noise"
-    )
+    assert line.startswith("rl-seen vs sft-seen on b: accuracy +37.5 points (95 % interval +")
+    assert line.endswith("higher, beyond the noise")
     assert "no pair" in headline.headline_verdict(ours, "other")[0]
 
 
@@ -316,3 +321,20 @@ def test_tour_timings_list_the_slowest_cell_first_and_the_report_names_it(tmp_pa
     assert timings["seconds"] == 33.0
     assert [(c["cell"], c["seconds"]) for c in timings["cells"]] == [(2, 30.0), (1, 2.0)]
     assert "slowest cells: cell 2 30 s (train())" in build_report([run], "tiny")
+
+
+def test_change_table_gives_each_model_its_paired_interval_and_verdict():
+    from pr1lib.headline import change_table, change_words, paired_change
+
+    base = {"per_problem": {"accuracy": [0.0, 0.25, 0.5, 0.0] * 25, "parallel": [0.0] * 100}}
+    better = {"per_problem": {"accuracy": [1.0, 0.75, 1.0, 0.5] * 25, "parallel": [1.0] * 100}}
+    same = {"per_problem": {"accuracy": [0.25, 0.0, 0.25, 0.25] * 25, "parallel": [0.0] * 100}}
+    rows = change_table({"base": base, "better": better, "same": same}, "base")
+    assert [r["model"] for r in rows] == ["better", "same"]  # every model but the reference
+    assert rows[0]["accuracy Δ"] == 62.5 and rows[0]["parallel Δ"] == 100.0
+    assert rows[0]["accuracy: what this shows"].endswith("higher, beyond the noise")
+    assert (
+        rows[1]["accuracy Δ"] == 0.0 and "within the noise" in rows[1]["accuracy: what this shows"]
+    )
+    worse = paired_change(base, better)  # a - b: the sign follows the order
+    assert worse["high"] < 0 and "lower, beyond the noise" in change_words("x", worse)

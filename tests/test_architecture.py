@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
         "models and engines",
     ),
     (
-        "folders runs results samplers evaluate traces coldstart pretrain sampling preflight starts",
+        "folders runs results samplers evaluate traces coldstart pretrain sampling preflight "
+        "starts",
         "the pieces a stage is made of",
     ),
     ("sft sft_live grpo grpo_trainer", "the training stages"),

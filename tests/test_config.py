@@ -60,6 +60,12 @@ def test_stage2_is_short_and_the_notebook_preset_shorter_still():
     assert GRPOStageConfig.for_stage(2, "paper").max_steps == 35
     short = GRPOStageConfig.for_stage(3, "tiny", notebook=True)
     assert (short.per_device_train_batch_size, short.max_steps) == (32, 30)
+    world = GRPOStageConfig.for_stage(3, "tiny", notebook=True, world="tinyworld")
+    assert (world.per_device_train_batch_size, world.max_steps, world.eval_n) == (32, 60, 200)
+    assert GRPOStageConfig.for_stage(3, "tiny", world="tinyworld").max_steps == 60  # the full run
+    assert GRPOStageConfig.for_stage(2, "tiny", notebook=True, world="tinyworld").eval_n == 200
+    smoke = GRPOStageConfig.for_stage(3, "smoke", notebook=True, world="tinyworld")
+    assert (smoke.max_steps, smoke.eval_n) == (3, 4)  # smoke keeps its sizes
     assert GRPOStageConfig.for_stage(3, "smoke", notebook=True) == GRPOStageConfig.for_stage(
         3, "smoke"
     )

@@ -5,7 +5,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from pr1lib.dashboard import Dashboard, dashboard_figure, eta_text, keep_row, read_metrics
-from pr1lib.widgets import ControlPanel, PanelState, active_modes, config_changes, schedule_figure
+from pr1lib.widgets import (
+    ControlPanel,
+    PanelState,
+    active_modes,
+    config_changes,
+    dose_rows,
+    expected_block_rate,
+    schedule_figure,
+)
 
 
 def _log(dash: Dashboard, step: int, **logs) -> None:
@@ -111,7 +119,9 @@ def test_panel_functions_without_a_frontend():
         "reward_weight": 1.0,
         "extra_rewards": (),
         "tiered_bonus": 0.2,
+        "epsilon_high": 0.28,  # the paper's clip-high comes with the alternating reward
     }
+    assert config_changes(state.replace(reward="accuracy"))["epsilon_high"] is None
 
 
 def test_control_panel_reads_its_widgets():
@@ -175,3 +185,29 @@ def test_each_reward_mode_keeps_its_colour():
     assert list(second)[0] == "tiered"  # tiered comes first from step 3, in its own colour
     assert first == second and first["accuracy"] != first["tiered"]
     assert colours(PanelState(reward="accuracy", steps=2))["accuracy"] == first["accuracy"]
+
+
+def test_expected_block_rate_reads_the_committed_dose_cards():
+    rows = dose_rows()
+    assert {r["seed"] for r in rows} == {0, 1, 2}  # the three committed seeds
+    paper = expected_block_rate(PanelState(reward="alternating"), rows)  # 2 tiered of 10, b 0.2
+    found = [r["parallel_ratio"] for r in rows if (r["tiered_steps"], r["bonus"]) == (2, 0.2)]
+    assert paper["runs"] == 3 and paper["mean"] == sum(found) / 3
+    accuracy = expected_block_rate(PanelState(reward="accuracy"), rows)
+    every = expected_block_rate(PanelState(reward="tiered"), rows)
+    assert accuracy["mean"] < paper["mean"] < every["mean"]  # the dose orders the block rate
+    assert expected_block_rate(PanelState(window=4, parallel_steps=1), rows) is None  # not run
+    assert expected_block_rate(PanelState(reward="parallel_correct"), rows) is None
+
+
+def test_panel_says_the_clip_and_the_expected_block_rate():
+    session = _FakeSession()
+    panel = ControlPanel(session, PanelState(reward="accuracy"), dose=dose_rows())
+    assert "symmetric clip" in panel.facts.value and "expected block rate" in panel.facts.value
+    panel.reward.value = "alternating"
+    assert "ε_high = 0.28" in panel.facts.value
+    assert panel.state.reward == "alternating"
+    assert "s/step: measured after the first run" in panel.facts.value
+    session.rows = [{"step": 1, "step_time": 2.0}, {"step": 2, "step_time": 4.0}]
+    panel.follow(2)
+    assert "3.0 s/step (measured)" in panel.facts.value

@@ -292,7 +292,7 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
         assert 0 <= row["start"] <= 1
     figure = controls_figure(table)
     assert [t.name for t in figure.data] == ["seen", "serial"]
-    assert controls.verdict(table)[0].startswith("seen - serial: ")
+    assert controls.verdict(table)[0].startswith("seen vs serial: accuracy ")
     bars = controls_bars(table)
     assert list(bars.data[1].y) == [r["accuracy"] for r in table["rows"]]
     assert list(controls_frame(table)["arm"]) == ["seen", "serial"]

@@ -182,6 +182,7 @@ class GRPOStageConfig(Preset):
         if world is not None:
             chosen = worlds.get(world)
             own = {"data": chosen.stage_source(stage), **chosen.grpo_presets(variant)}
+            own.update(chosen.notebook_sizes(stage, profile) if notebook else {})
         return cls.for_profile(profile, **{**recipe, **short, **own, **overrides})
 
     def check(self) -> None:

@@ -271,6 +271,9 @@ class NotebookConfig(Preset):
     path_len: int = 48  # notebook 03's timing demo: tokens per path ...
     repeats: int = 3  # ... and timed repeats
     nll_n: int = 64  # held-out examples in notebook 04's loss comparison
+    # notebook 04's live SFT runs: this many steps (rows: steps x batch, one epoch) of the world's
+    # cold start; None: the stage config's own length (smoke: 4 steps; colab, paper: their recipe)
+    sft_steps: int | None = 150
     llm_teacher: str = "standin"  # notebook 02's LLM demo: standin (no model) | hf (a real one)
     benchmarks: tuple[str, ...] = ("tinyworld-hard",)  # notebook 07's table: sets, problems, k
     table_n: int | None = 200  # the headline's problems: its 95 % intervals stay within ±5 points
@@ -292,6 +295,7 @@ class NotebookConfig(Preset):
             path_len=8,
             repeats=1,
             nll_n=16,
+            sft_steps=None,
             table_n=4,
             benchmarks=("tinyworld-easy",),
             table_k=2,
@@ -303,6 +307,7 @@ class NotebookConfig(Preset):
         ),
         "colab": dict(
             world=None,
+            sft_steps=None,
             model_label="Qwen3 small (colab)",
             llm_teacher="hf",
             table_n=100,
@@ -314,6 +319,7 @@ class NotebookConfig(Preset):
         ),
         "paper": dict(
             world=None,
+            sft_steps=None,
             model_label="Qwen3-4B-Base (this repo)",
             llm_teacher="hf",
             table_n=None,

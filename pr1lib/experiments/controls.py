@@ -35,7 +35,7 @@ from pr1lib import worlds
 from pr1lib.config import SFTStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
-from pr1lib.metrics import describe_gap, mean_interval, paired_bootstrap
+from pr1lib.metrics import mean_interval, paired_bootstrap
 from pr1lib.paths import runs_dir
 from pr1lib.runs import CARD
 
@@ -205,11 +205,16 @@ def verdict(table: dict[str, Any]) -> list[str]:
     >>> t = {"rows": [row("unseen", 0.5, 60.0), row("serial", 0.5, 100.0)],
     ...      "contrasts": {"unseen-serial": {"diff": 0.01, "low": -0.03, "high": 0.05}}}
     >>> verdict(t)[0]
-    'unseen - serial: +1.0 points [-3.0, +5.0]: within noise'
+    'unseen vs serial: accuracy +1.0 points (95 % interval -3.0 to +5.0): within the noise'
     >>> verdict(t)[1]
     'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
     """
-    lines = [describe_gap(name.replace("-", " - ", 1), c) for name, c in table["contrasts"].items()]
+    from pr1lib.headline import change_words
+
+    lines = [
+        change_words(name.replace("-", " vs ", 1), {k: 100 * v for k, v in c.items()})
+        for name, c in table["contrasts"].items()
+    ]
     rows = {r["arm"]: r for r in table["rows"]}
     if "unseen" in rows and "serial" in rows:
         a, b = rows["unseen"]["mean_sequential_steps"], rows["serial"]["mean_sequential_steps"]

@@ -51,6 +51,9 @@ class World:
     sft_presets: dict[str, Any] = field(default_factory=dict)  # SFTStageConfig: its cold start
     sft_variant_presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # per variant
     stages: dict[int, str] = field(default_factory=dict)  # RL stage -> tier (2: easy, 3: hard)
+    # notebook 06's sizes on its problems (``notebook=True``), per stage and profile, on top of
+    # ``config.NOTEBOOK_PRESETS``: stage -> profile -> GRPOStageConfig overrides
+    notebook_presets: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def source(self, tier: str) -> str:
         """The source name of one tier: ``tinyworld-hard``."""
@@ -73,6 +76,11 @@ class World:
     def sft_overrides(self, variant: str) -> dict[str, Any]:
         """Its cold-start SFT overrides for ``variant`` (its problems, rows and schedule)."""
         return {**self.sft_presets, **self.sft_variant_presets.get(variant, {})}
+
+    def notebook_sizes(self, stage: int, profile: str) -> dict[str, Any]:
+        """Notebook 06's sizes for ``stage`` on this world's problems in ``profile`` (``{}``: the
+        profile's own notebook sizes)."""
+        return self.notebook_presets.get(stage, {}).get(profile, {})
 
     def grpo_presets(self, variant: str) -> dict[str, Any]:
         """Its GRPO overrides for ``variant``: its lengths, stage presets, the variant's own."""

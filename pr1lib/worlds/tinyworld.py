@@ -480,9 +480,13 @@ WORLD = register(
             dynamic_sampling=True,
         ),
         variant_presets={"unseen": dict(rollout=None)},
-        # the shipped SFTs (data/tinyworld-sft*): full fine-tuning, 12,000 rows of both tiers,
-        # half of them plain, 2 epochs (1,500 steps); 6,000 rows missed the easy target
-        # (docs/tinyworld.md)
+        # notebook 06, tiny: 60 Stage-3 steps (results/tinyworld-nb06-stage3-60.json), 30 too few
+        notebook_presets={
+            2: {"tiny": {"eval_n": 200}},
+            3: {"tiny": {"max_steps": 60, "eval_n": 200}},
+        },
+        # the shipped SFTs (data/tinyworld-sft*): full fine-tuning, 12,000 rows of both tiers, half
+        # plain, 2 epochs (1,500 steps); 6,000 rows missed the easy target (docs/tinyworld.md)
         sft_presets=dict(
             source="tinyworld-easy+tinyworld-hard",
             use_lora=False,
