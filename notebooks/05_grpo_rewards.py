@@ -15,6 +15,8 @@
 #
 # Words in bold are defined in the [glossary](../docs/glossary.md); where each piece sits in the
 # recipe is in [docs/recipe.md](../docs/recipe.md#7-rewards).
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pr1-tutorial/pr1/blob/main/notebooks/05_grpo_rewards.ipynb)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
@@ -28,7 +30,7 @@ INIT = None  # SFT run folder (with merged/) the doctor loads; None: the seen SF
 # rerunning a notebook resumes from its last checkpoint.*
 
 # %%
-REPO_URL = "https://github.com/pr1-tutorial/pr1"  # a fork: `make repo-url URL=...`
+REPO_URL, BRANCH = "https://github.com/pr1-tutorial/pr1", "main"  # a fork: `make repo-url URL=...`
 import importlib.util
 import os
 import subprocess
@@ -47,10 +49,10 @@ def quiet(*command):  # True when the command succeeded; git never waits for a p
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     print(f"installing pr1lib from {REPO_URL} (a few minutes) ...")
-    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth",
-                                          "1", REPO_URL, "pr1")):
+    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth", "1",
+                                          "--branch", BRANCH, REPO_URL, "pr1")):
         raise SetupStopped(f"could not clone {REPO_URL}: no network, or "
-                           "no such repository (a fork: set REPO_URL)")
+                           "no such repository or branch (a fork: set REPO_URL)")
     if not quiet(sys.executable, "-m", "pip", "install", "-q", "-e",
                  "pr1[colab]"):
         raise SetupStopped("pip could not install ./pr1 (to see why: "

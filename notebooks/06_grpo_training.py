@@ -21,6 +21,8 @@
 # does not pay, is the one contrast, at the end (section 9). The rewards themselves are notebook
 # 05; the terms in bold are in the [glossary](../docs/glossary.md), the recipe in
 # [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pr1-tutorial/pr1/blob/main/notebooks/06_grpo_training.ipynb)
 
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
@@ -39,7 +41,7 @@ LIVE = False
 # rerunning a notebook resumes from its last checkpoint.*
 
 # %%
-REPO_URL = "https://github.com/pr1-tutorial/pr1"  # a fork: `make repo-url URL=...`
+REPO_URL, BRANCH = "https://github.com/pr1-tutorial/pr1", "main"  # a fork: `make repo-url URL=...`
 import importlib.util
 import os
 import subprocess
@@ -58,10 +60,10 @@ def quiet(*command):  # True when the command succeeded; git never waits for a p
 
 if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     print(f"installing pr1lib from {REPO_URL} (a few minutes) ...")
-    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth",
-                                          "1", REPO_URL, "pr1")):
+    if not (os.path.isdir("pr1") or quiet("git", "clone", "-q", "--depth", "1",
+                                          "--branch", BRANCH, REPO_URL, "pr1")):
         raise SetupStopped(f"could not clone {REPO_URL}: no network, or "
-                           "no such repository (a fork: set REPO_URL)")
+                           "no such repository or branch (a fork: set REPO_URL)")
     if not quiet(sys.executable, "-m", "pip", "install", "-q", "-e",
                  "pr1[colab]"):
         raise SetupStopped("pip could not install ./pr1 (to see why: "
