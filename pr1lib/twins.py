@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pr1lib.notebook import NOTEBOOK_DIR
+from pr1lib.paths import runs_dir, shown
 from pr1lib.tour import run_notebooks
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -233,9 +234,18 @@ def make_outputs(
     work: Path | None = None,
     dest: Path = NOTEBOOK_DIR,
 ) -> dict[str, int]:
-    """Execute the notebooks (``only``: name prefixes) and write their twins with outputs."""
+    """Execute the notebooks (``only``: name prefixes) and write their twins with outputs, from
+    one clean run: runs left by an earlier one (``NN_*`` folders under the runs folder) are
+    refused before anything runs."""
     import tempfile
 
+    left = sorted(p.name for p in runs_dir().glob("[0-9][0-9]_*"))
+    if left:
+        raise ValueError(
+            f"{shown(runs_dir())} holds notebook runs ({', '.join(left[:3])}, ...): twins come "
+            "from one clean run; run `make outputs` in a fresh clone, or set PR1_RUNS_DIR to an "
+            "empty folder"
+        )
     import kaleido
 
     work = Path(work or tempfile.mkdtemp(prefix="pr1-outputs-"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from _probes import run_cli, snapshot
 
 import pr1lib.commands  # noqa: F401 - heavy imports (and their log lines) before any capture
 from pr1lib.cli import main
@@ -27,24 +28,6 @@ GSM8K_ROW = {"question": "Tom has 2 apples and buys 3. How many?", "answer": "2+
 
 
 # ----------------------------------------------------------------------------- what a probe sees
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (its bytes) and folder (``None``) under ``root``."""
-    return {
-        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, list[str]]:
-    """The exit code and the non-empty lines printed (stdout, then stderr) of one command."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exit_:  # argparse refuses the arguments themselves
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, [line for line in (out.out + out.err).splitlines() if line.strip()]
-
-
 @pytest.fixture(autouse=True)
 def quiet_env(tmp_path, monkeypatch):
     """Smoke sizes, runs and data inside the test's folder, never the hub."""

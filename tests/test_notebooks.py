@@ -15,7 +15,7 @@ import pytest
 from pr1lib.expect import EXPECT_ENV, Seen
 from pr1lib.notebook import cell_sources, list_notebooks, read
 from pr1lib.tour import CHAIN, build_report, lanes, report_outputs, run_notebooks
-from pr1lib.twins import KERNELSPEC, figures_by_cell
+from pr1lib.twins import KERNELSPEC, figures_by_cell, twin_problems
 
 # pr1lib.runtime.quiet_known_noise
 NOISE = ("kernels-community", "is_gradient_checkpointing", "multivariate normal")
@@ -35,6 +35,16 @@ def test_ipynb_twin_matches_source(path):
     assert cell_sources(read(twin)) == cell_sources(read(path)), (
         f"{twin.name} drifted: run `make sync`"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_twin_shows_a_learner_nothing_broken(path):
+    """What GitHub and Colab show before anyone runs a cell (``twins.twin_problems``): no figure
+    without data, no machine path, no unexplained stderr, no run moved aside, no missing run."""
+    import nbformat
+
+    problems = twin_problems(nbformat.read(path.with_suffix(".ipynb"), 4))
+    assert not problems, f"{path.stem}: {problems[:3]}: rerun `make outputs` in a fresh clone"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -144,3 +154,13 @@ def test_no_cell_repeats_a_figure_and_no_known_noise(smoke_runs, name):
         assert not repeated, f"{name}, code cell {index}: figures shown more than once {repeated}"
     text = str([c.get("outputs", []) for c in run.nb.cells])
     assert not [n for n in NOISE if n in text], f"{name}: known noise in its outputs"
+
+
+def test_outputs_refuse_runs_left_by_an_earlier_run(tmp_path, monkeypatch):
+    """Twins come from one clean run: a runs folder holding a notebook's run is refused first."""
+    from pr1lib.twins import make_outputs
+
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
+    (tmp_path / "04_sft_lora-tiny").mkdir()
+    with pytest.raises(ValueError, match="one clean run"):
+        make_outputs("smoke", only=["04"])
