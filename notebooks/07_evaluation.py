@@ -13,7 +13,9 @@
 # - how to read the paper's Figure 3 (blocks drifting toward the end of the response) on your own
 #   run, and how to say honestly whether the tiny run shows it;
 # - the mid-training scaffold: an alternating reward first, then accuracy only, and what happens at
-#   the switch.
+#   the switch;
+# - whether a gain comes from *parallel* thinking or from a search any model could write serially:
+#   five controlled arms, and accuracy against sequential decode steps.
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -149,7 +151,12 @@ import pandas as pd
 
 from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
 
-found, missing = find_checkpoints(PROFILE, SEED)
+from pr1lib import worlds
+
+# in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
+shipped = {"base": "plain", "sft-seen": "seen", "sft-unseen": "unseen"}
+defaults = {k: worlds.get(NB.world).init(v) for k, v in shipped.items()} if NB.world else {}
+found, missing = find_checkpoints(PROFILE, SEED, defaults=defaults)
 print("found:")
 for key, where in found.items():
     print(f"  {key:13s} {where}")
@@ -224,18 +231,25 @@ assert headline.filter(like="ours:").notna().any(axis=1).all()  # no empty row o
 base = ours["base"][NB.benchmarks[0]]
 should_see("parallel ratio, base model", base["parallel_ratio"], PROFILE)
 should_see("mean@k, base model", base["accuracy"], PROFILE)
-should_see("pass@k minus mean@k, base model",
-           base["pass_at_k"] - base["accuracy"], PROFILE)
+gap_ok = should_see("pass@k minus mean@k, base model",
+                    base["pass_at_k"] - base["accuracy"], PROFILE)
 
 # %% [markdown]
-# How far to trust a row: at the tiny model's ~5 % on hard problems, one row's mean@k over 100
-# problems × 4 samples lands anywhere in about ±2.5 points of its true value (95 % of resampled
-# tables), while notebook 06's short RL moves hard accuracy by about a point either way. On 300
-# problems × 8 samples, Stage 3 leaves the seen variant at 5.0 % (its SFT: 5.8 %) and brings the
-# unseen one from 3.8 % to 4.9 % (`results/nb06-tiny-*-hard-t1.json` against
-# `results/sft-tiny-*-hard-t1.json`). So on this tier the RL rows and the SFT rows are the same
-# within noise: at this scale RL's gain shows on the easy tier (notebook 06's before/after table)
-# and on TinyWorld's hard items, where a block pays (notebook 06 §8 and its headline).
+# How far to trust a row: each mean@k below carries a 95 % interval from resampling the problems,
+# and each comparison is a paired bootstrap on the same problems. The lines after the table are
+# computed from these numbers: RL against its own cold start, and against plain GRPO with the same
+# steps (section 7 adds the controls that separate *parallel* from *more search*).
+
+# %%
+from pr1lib.headline import headline_intervals, headline_verdict
+
+hard = NB.benchmarks[0]
+print("\n".join(headline_verdict(ours, hard)))
+for a, b, name in (("rl-seen", "sft-seen", "R1-Seen minus SFT-Seen, hard mean@k"),
+                   ("rl-seen", "grpo-gsm8k", "R1-Seen minus plain GRPO, hard mean@k")):
+    if hard in ours.get(a, {}) and hard in ours.get(b, {}):  # the tour checks the lesson
+        should_see(name, ours[a][hard]["accuracy"] - ours[b][hard]["accuracy"], PROFILE)
+headline_intervals(ours, hard)
 
 # %% [markdown]
 # pass@j for j = 1, 2, 4, … k, per checkpoint, from the same samples (the unbiased estimator again).
@@ -402,6 +416,58 @@ figure3(
 ).add_vline(x=scaffold["switch_step"], line_dash="dash")
 
 # %% [markdown]
+# ## 7. Parallel thinking, or just more search?
+#
+# Parallel-R1 beats plain GRPO in TinyWorld, but that comparison changes two things at once. The
+# cold start teaches a *search* (try the candidate pairs, check each one, keep the one that fits),
+# and it writes that search inside `<Parallel>` blocks. Which of the two pays? The `controls` study
+# (`pr1lib/experiments/controls.py`) answers with five arms that differ in one thing each, on the
+# same held-out hard problems, with the same Stage 2 and Stage 3 steps and the same three seeds:
+#
+# | arm | cold start | what it controls for |
+# |---|---|---|
+# | plain | none (the base model) | RL alone |
+# | plain-sft | the same rows, each a one-guess solution | an SFT with the same steps, no search |
+# | serial | the same search, the tags taken out (`format.serialize`) | the search without parallel form |
+# | seen | the shipped SFT: the search in blocks | Parallel-R1-Seen |
+# | unseen | the search in blocks, numbered paths, the unseen mask | Parallel-R1-Unseen |
+#
+# Besides accuracy, every sample is scored in **sequential decode steps**: a block whose paths are
+# decoded side by side (the forked engine of notebook 03) costs its longest path, not the sum. So
+# the same search can finish in fewer steps when it is written as paths a machine can run at once.
+# This is expensive (five arms × three seeds of Stages 2 and 3, about two hours on two cores), so
+# the cell reads the committed card; the command on its first line runs it again.
+
+# %%
+from pr1lib.experiments.controls import verdict
+from pr1lib.reports import controls_bars, controls_figure, controls_frame
+from pr1lib.results import committed
+
+card = committed("tinyworld-controls")
+print("the committed run:", card["command"])
+controls = card["numbers"]  # the five arms' table, built from their run folders
+controls_frame(controls)
+
+# %% tags=["report"]
+controls_bars(controls)
+
+# %% [markdown]
+# Each contrast below is a paired bootstrap over the same problems (each problem's accuracy
+# averaged over the seeds), read by the code, not by hand:
+
+# %%
+print("\n".join(verdict(controls)))
+
+# %% [markdown]
+# Accuracy is not the whole story: what a block can buy is *time*. The next figure counts a sample
+# only if it is right **and** fits a cap on sequential decode steps (APR's way of comparing
+# searches at equal latency). Where a serial trace does not fit a cap, the same search as parallel
+# paths may.
+
+# %% tags=["report"]
+controls_figure(controls)
+
+# %% [markdown]
 # ## Summary
 #
 # - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right,
@@ -416,6 +482,9 @@ figure3(
 #   results.
 # - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
 #   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
+# - A claim about *parallel* thinking needs its controls: a plain SFT with the same steps and a
+#   serial search with the same content. Section 7 reads them from the committed card, with each
+#   gap's interval, and counts what parallel paths save in sequential decode steps.
 
 # %% [markdown]
 # ## Exercises

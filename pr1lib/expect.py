@@ -78,6 +78,11 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "parallel ratio, base model": {"smoke": (0, 1), "tiny": (0, 0.05)},
     # tiny: TinyWorld's base on hard items, 36.8 % at T = 1 (results/tinyworld-base-hard-t1.json)
     "mean@k, base model": {"smoke": (0, 0.5), "tiny": (0.25, 0.5)},
+    # 07's headline, TinyWorld hard at T = 1: Parallel-R1-Seen over its SFT and over plain GRPO.
+    # On 3 seeds (results/tinyworld-controls.json, 300 x 8): +15.4 to +19.7 points over the SFT,
+    # +26.2 over plain GRPO on average; notebook 06's own run at 200 x 4: +12.8 and +24.2
+    "R1-Seen minus SFT-Seen, hard mean@k": {"smoke": (-1, 1), "tiny": (0.08, 0.35)},
+    "R1-Seen minus plain GRPO, hard mean@k": {"smoke": (-1, 1), "tiny": (0.10, 0.45)},
 }
 
 
