@@ -160,6 +160,7 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
         legend=dict(font=dict(size=10)),
     )
     fig.update_xaxes(title_text="optimizer step", row=2)
+    fig.update_xaxes(dtick=max(1, -(-len(set(steps)) // 8)))  # whole steps, about 8 ticks
     return fig
 
 

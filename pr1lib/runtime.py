@@ -33,6 +33,10 @@ NOISE_LOGS = {  # logger -> message prefix dropped from it
     # 01 runs that default on purpose to measure those rows (the library passes
     # mean_resizing=False), and the prose beside it explains them
     "transformers.modeling_utils": "The new embeddings will be initialized from a multivariate",
+    # resuming a run of a model with tied embeddings: the checkpoint keeps the embedding only, and
+    # the output layer is that same tensor, so nothing is missing (any other missing key is kept)
+    "transformers.trainer": "There were missing keys in the checkpoint model loaded: "
+    "['lm_head.weight']",
 }
 COLAB_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts Google Drive
 

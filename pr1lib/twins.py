@@ -234,13 +234,13 @@ def make_outputs(
     work: Path | None = None,
     dest: Path = NOTEBOOK_DIR,
 ) -> dict[str, int]:
-    """Execute the notebooks (``only``: name prefixes) and write their twins with outputs, from
-    one clean run: runs left by an earlier one (``NN_*`` folders under the runs folder) are
-    refused before anything runs."""
+    """Execute the notebooks (``only``: name prefixes) and write their twins with outputs. All of
+    them come from one clean run: runs left by an earlier one (``NN_*`` folders under the runs
+    folder) are refused before anything runs, unless ``only`` reruns some on purpose."""
     import tempfile
 
     left = sorted(p.name for p in runs_dir().glob("[0-9][0-9]_*"))
-    if left:
+    if left and not only:  # --only reruns some notebooks on purpose, on the runs already there
         raise ValueError(
             f"{shown(runs_dir())} holds notebook runs ({', '.join(left[:3])}, ...): twins come "
             "from one clean run; run `make outputs` in a fresh clone, or set PR1_RUNS_DIR to an "

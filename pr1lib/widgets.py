@@ -239,7 +239,7 @@ def schedule_figure(state: PanelState, title: str | None = None):
             name="structure bonus",
             marker_color=MODE_COLORS["structure bonus"],
         )
-    fig.update_xaxes(title="optimizer step (log row)")
+    fig.update_xaxes(title="optimizer step (log row)", dtick=1)  # whole steps only
     fig.update_yaxes(title="weight")
     return fig
 

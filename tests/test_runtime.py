@@ -41,6 +41,16 @@ def test_known_noise_is_silenced_and_other_warnings_are_kept(caplog):
         resize.warning("The new embeddings will be initialized from a multivariate normal ...")
         resize.warning("a real transformers problem")
     assert [r.getMessage() for r in caplog.records] == ["a real transformers problem"]
+    caplog.clear()
+    resume = logging.getLogger("transformers.trainer")
+    with caplog.at_level(logging.WARNING):  # the tied output layer is not missing; others are
+        resume.warning(
+            "There were missing keys in the checkpoint model loaded: ['lm_head.weight']."
+        )
+        resume.warning("There were missing keys in the checkpoint model loaded: ['q_proj.weight'].")
+    assert [r.getMessage() for r in caplog.records] == [
+        "There were missing keys in the checkpoint model loaded: ['q_proj.weight']."
+    ]
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
         runtime.quiet_known_noise()  # filters go in front of "default"
