@@ -68,7 +68,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
 # %%
 from pr1lib import worlds
 from pr1lib.config import NotebookConfig
-from pr1lib.paths import REPO_ROOT, runs_dir
+from pr1lib.paths import REPO_ROOT, runs_dir, shown
 from pr1lib.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
@@ -118,7 +118,7 @@ def stage1_config(variant: str = "seen") -> SFTStageConfig:
 
 config = stage1_config("seen")
 model_config = models.stage_model_config(config, BASE)
-shown = ["source", "train_n", "plain_share", "learning_rate", "lr_scheduler_type", "warmup_ratio",
+fields = ["source", "train_n", "plain_share", "learning_rate", "lr_scheduler_type", "warmup_ratio",
          "num_train_epochs", "max_steps", "per_device_train_batch_size",
          "gradient_accumulation_steps", "max_length", "loss_reduction", "use_lora",
          "load_in_4bit", "budget_vram_gib", "budget_minutes"]
@@ -126,14 +126,14 @@ recipes = pd.DataFrame({
     **{f"{p} · TinyWorld": SFTStageConfig.for_world("tinyworld", p).to_dict()
        for p in ("smoke", "tiny")},
     **{p: SFTStageConfig.for_profile(p).to_dict() for p in ("colab", "paper")}})
-recipes.loc[shown].astype(str)
+recipes.loc[fields].astype(str)
 
 # %% [markdown]
 # `load_in_4bit = None` means "whatever the profile's model config says": NF4 for `colab`, full
 # precision elsewhere. This run's model:
 
 # %%
-print(model_config)
+print(model_config.replace(name=shown(model_config.name)))  # paths as the repository names them
 
 # %% [markdown]
 # ## 2. The memory budget for the GPU profiles
@@ -370,7 +370,7 @@ if WORLD:  # tiny, smoke: the shipped full-length SFT of each variant
 else:
     carried = {v: trained[v].run_dir / "merged" for v in ("seen", "unseen")}
 for variant, path in carried.items():
-    print(f"  {variant}: {path}")
+    print(f"  {variant}: {shown(path)}")
 
 # %% [markdown]
 # ### 6.2 LoRA beside full fine-tuning
@@ -444,8 +444,8 @@ print(f"{judge.benchmark}: {judge.n} problems x {judge.k} samples at T = 1, and 
 from pr1lib.expect import should_see
 from pr1lib.headline import change_table, change_words, paired_change
 
-shown = ["accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "mean_length"]
-table = pd.DataFrame({n: {**{k: m[k] for k in shown}, "greedy accuracy": m["greedy"]["accuracy"]}
+columns = ["accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "mean_length"]
+table = pd.DataFrame({n: {**{k: m[k] for k in columns}, "greedy accuracy": m["greedy"]["accuracy"]}
                       for n, m in scores.items()}).T
 if WORLD:
     should_see("TinyWorld hard: shipped seen SFT minus base, accuracy at T = 1",

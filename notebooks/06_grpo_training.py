@@ -163,7 +163,7 @@ pd.DataFrame(plan).T
 
 # %%
 from pr1lib import grpo, starts
-from pr1lib.paths import runs_dir
+from pr1lib.paths import runs_dir, shown
 
 if INIT:
     init = INIT
@@ -171,9 +171,10 @@ elif WORLD:
     init = REPO_ROOT / WORLD.init("seen")  # the shipped seen SFT
 else:
     init = starts.default_init(2, "seen", PROFILE, SEED)
-print("Stage 2 starts from:", init or "the base model (no SFT run found; run notebook 04 first)")
+print("Stage 2 starts from:",
+      shown(init) if init else "the base model (no SFT run found; run notebook 04 first)")
 OUT = runs_dir() / f"06_grpo_training-{PROFILE}"
-print("runs go under", OUT)
+print("runs go under", shown(OUT))
 
 # %% [markdown]
 # ## 3. Stage 2 with the panel and the live dashboard, on the easy items
@@ -298,7 +299,8 @@ curriculum[["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_leng
 # `train_seconds` and `rollout_seconds` say where the time went: on a CPU, sampling dominates.
 
 # %%
-{k: run3.result[k] for k in ("steps", "train_seconds", "rollout_seconds", "run_dir")}
+{**{k: run3.result[k] for k in ("steps", "train_seconds", "rollout_seconds")},
+ "run_dir": shown(run3.result["run_dir"])}
 
 # %% [markdown]
 # You should see: each stage's run card and `merged/`, and the panel's line with its clip and the
@@ -364,7 +366,7 @@ r1_unseen = run_curriculum(PROFILE, "unseen", REPO_ROOT / WORLD.init("unseen") i
                            SEED, notebook=True, world=NB.world,
                            out=unseen_stage2_dir(PROFILE, SEED) / "direct")
 unseen = r1_unseen["stages"][-1]
-print("unseen start:", r1_unseen["stages"][0]["init"], "| reward:", unseen["reward"])
+print("unseen start:", shown(r1_unseen["stages"][0]["init"]), "| reward:", unseen["reward"])
 print("what this shows:", change_words("Parallel-R1 (unseen) vs its SFT, hard tier",
                                        paired_change(unseen["after"]["hard"],
                                                      unseen["before"]["hard"])))
@@ -394,7 +396,7 @@ before_after(unseen)
 # %%
 if not WORLD:
     study = unseen_stage2_table(unseen_stage2_effect(PROFILE, seed=SEED, notebook=True))
-    print("unseen start:", study["init"])
+    print("unseen start:", shown(study["init"]))
     display(pd.DataFrame(study["rows"]).set_index("recipe").T)  # held-out: mean@k, T = 1, greedy
 
 # %% [markdown]
