@@ -358,7 +358,7 @@ scaffold = mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
                         eval_n=NB.scaffold_eval_n,
                         per_device_train_batch_size=NB.scaffold_batch)
 print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
-      f"{time.perf_counter() - start:.0f} s) in {scaffold['runs']}")
+      f"{time.perf_counter() - start:.0f} s) in {[shown(r) for r in scaffold['runs']]}")
 
 # %% tags=["report"]
 scaffold_figure(scaffold)
