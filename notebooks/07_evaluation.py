@@ -75,9 +75,10 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # T = 1.0 with the parallel rollout engine (docs/recipe.md#10-evaluation-protocol). A laptop
 # cannot, so each profile picks its own benchmarks and sizes below. Every row is sampled at T = 1
 # the way its variant rolls out in RL (`pr1lib.config.VARIANT_ROLLOUT`: unseen checkpoints with
-# forked paths, seen ones as they were trained, the plain baseline as one stream) and with its own
-# prompt. `table_n` is the number of problems, `table_k` the samples per problem;
-# `switch`/`total` are the scaffold's steps (§6).
+# forked paths, seen ones as they were trained, the plain baseline as one stream; a world may say
+# otherwise: TinyWorld's seen paths see each other, so its seen rows sample plainly,
+# `pr1lib.worlds.World.rollout`) and with its own prompt. `table_n` is the number of problems,
+# `table_k` the samples per problem; `switch`/`total` are the scaffold's steps (§6).
 
 # %%
 from pr1lib.config import NotebookConfig
@@ -180,7 +181,9 @@ for key, where in missing.items():
 import time
 
 start = time.perf_counter()
-ours = evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k)
+# a world may sample a variant its own way (TinyWorld's seen paths see each other): the same here
+modes = {v: worlds.get(NB.world).rollout(v) for v in ("seen", "unseen")} if NB.world else None
+ours = evaluate_checkpoints(found, PROFILE, NB.benchmarks, n=NB.table_n, k=NB.table_k, modes=modes)
 print(f"evaluated {len(ours)} checkpoints in {time.perf_counter() - start:.0f} s")
 metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per_response",
            "first_block_position", "path_diversity", "mean_length", "n", "k"]

@@ -84,11 +84,13 @@ def evaluate_checkpoints(
     benchmarks: tuple[str, ...] = (),
     out: str | Path | None = None,
     progress: bool = False,
+    modes: dict[str, str | None] | None = None,
     **eval_overrides: Any,
 ):
     """``{stage: {benchmark: summary}}`` for every checkpoint of ``found`` (``run_eval`` with the
     profile's ``EvalConfig`` + ``eval_overrides``), each rolled out and prompted as its variant
-    was trained (``STAGE_RUNS``: the paper's protocol). Results files go to ``OUT`` (one per
+    was trained (``STAGE_RUNS``: the paper's protocol; ``modes``: variant -> rollout mode where a
+    world trains it otherwise, ``worlds.World.rollout``). Results files go to ``OUT`` (one per
     stage x benchmark x mode); a complete one for the same weights is read back without loading
     the model."""
     set_threads(profile_threads(profile))
@@ -100,7 +102,7 @@ def evaluate_checkpoints(
             profile,
             **{
                 "prompt_style": PROMPTS[profile][variant],
-                "mode": VARIANT_ROLLOUT[variant],
+                "mode": (modes or {}).get(variant) or VARIANT_ROLLOUT[variant],
                 **eval_overrides,
             },
         )

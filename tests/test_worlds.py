@@ -142,3 +142,13 @@ def test_the_world_name_check_finds_a_planted_test(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text('def f(s):\n    return s.startswith("tinyworld-") or s == "tinygsm"\n')
     assert _world_tests(planted) == ["planted.py:2", "planted.py:2"]
+
+
+def test_a_world_says_how_its_variants_roll_out():
+    """TinyWorld's seen paths must see each other (plain sampling); its unseen paths are forked as
+    the recipe's; TinyGSM keeps the recipe's everywhere."""
+    from pr1lib import worlds
+
+    assert worlds.get("tinyworld").rollout("seen") == "seen"
+    assert worlds.get("tinyworld").rollout("unseen") is None
+    assert worlds.get("tinygsm").rollout("seen") is None

@@ -55,6 +55,11 @@ class World:
     # ``config.NOTEBOOK_PRESETS``: stage -> profile -> GRPOStageConfig overrides
     notebook_presets: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
+    def rollout(self, variant: str) -> str | None:
+        """The rollout mode this world's RL samples ``variant`` with (``None``: the recipe's own,
+        ``config.VARIANT_ROLLOUT``); its checkpoints are evaluated the same way."""
+        return {**self.stage_presets, **self.variant_presets.get(variant, {})}.get("rollout")
+
     def source(self, tier: str) -> str:
         """The source name of one tier: ``tinyworld-hard``."""
         if tier not in self.tiers:
