@@ -250,10 +250,11 @@ from pr1lib.headline import headline_intervals, headline_verdict
 
 hard = NB.benchmarks[0]
 print("\n".join(headline_verdict(ours, hard)))
-for a, b, name in (("rl-seen", "sft-seen", "R1-Seen minus SFT-Seen, hard mean@k"),
-                   ("rl-seen", "grpo-gsm8k", "R1-Seen minus plain GRPO, hard mean@k")):
-    if hard in ours.get(a, {}) and hard in ours.get(b, {}):  # the tour checks the lesson
-        should_see(name, ours[a][hard]["accuracy"] - ours[b][hard]["accuracy"], PROFILE)
+acc = {key: by[hard]["accuracy"] for key, by in ours.items() if hard in by}
+if {"rl-seen", "sft-seen", "grpo-gsm8k"} <= set(acc):  # the tour checks the lesson
+    should_see("R1-Seen minus SFT-Seen, hard mean@k", acc["rl-seen"] - acc["sft-seen"], PROFILE)
+    should_see("R1-Seen minus plain GRPO, hard mean@k", acc["rl-seen"] - acc["grpo-gsm8k"],
+               PROFILE)
 headline_intervals(ours, hard)
 
 # %% [markdown]

@@ -27,7 +27,8 @@ def test_the_line_says_range_value_and_verdict(capsys):
 def test_ranges_come_from_the_table_per_profile():
     assert expected_range("parallel ratio, base model", "tiny") == (0, 0.05)
     assert expected_range("hacks paid more than honest_parallel", "paper") == (0, 0)  # "*"
-    assert expected_range("mean@k, base model", "tiny") is None  # left for a measured tour
+    assert expected_range("mean@k, base model", "tiny") == (0.25, 0.5)  # TinyWorld's, measured
+    assert expected_range("mean@k, base model", "colab") is None  # left for a measured tour
     assert Seen("x", float("nan"), 0, 1, "smoke").ok is False
     assert Seen("x", 3.0, None, None, "tiny").ok is None
 
