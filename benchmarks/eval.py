@@ -47,6 +47,7 @@ from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import evaluate_records, load_for_eval
 from pr1lib.metrics import summarize
 from pr1lib.prompts import chat_prompt
+from pr1lib.runtime import quiet_known_noise
 from pr1lib.samplers import rollout_generate_fn
 
 VARIANTS = {
@@ -187,6 +188,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300, help="problems")
     parser.add_argument("--k", type=int, default=8, help="samples per problem")

@@ -41,6 +41,7 @@ from transformers import TrainerCallback
 from pr1lib.config import GRPOStageConfig
 from pr1lib.grpo import GRPOSession
 from pr1lib.models import load_training_policy, stage_model_config
+from pr1lib.runtime import quiet_known_noise
 
 BEFORE = dict(
     merge_rollout_lora=False, fast_cache=False, length_buckets=1, share_prompts=False
@@ -161,6 +162,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model or run folder (default: profile's)")
     parser.add_argument("--steps", type=int, default=3, help="steps per run (the first is warm-up)")

@@ -40,6 +40,7 @@ import torch
 from pr1lib.config import RolloutConfig
 from pr1lib.paths import REPO_ROOT
 from pr1lib.rollout import generate
+from pr1lib.runtime import quiet_known_noise
 from pr1lib.steering import steer_logits
 from pr1lib.structure import attention_inputs, tag_ids
 
@@ -317,6 +318,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--path-len", type=int, default=48)

@@ -23,6 +23,7 @@ import torch
 from pr1lib.config import EvalConfig, ModelConfig, SFTStageConfig
 from pr1lib.evaluate import run_eval
 from pr1lib.models import base_model_dir, checkpoint_folder, load_policy, stage_model_config
+from pr1lib.runtime import quiet_known_noise
 from pr1lib.sft import run_sft
 from pr1lib.tokens import add_parallel_tags, has_tags
 from pr1lib.validate import parse_sets
@@ -106,6 +107,7 @@ def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
 
 
 def main() -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("eval")

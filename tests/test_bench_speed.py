@@ -39,3 +39,23 @@ def test_bench_limit_quick_reports_every_batch_beside_the_limit(capsys):
         assert row["engine_over_limit"] == out["engine_over_limit"][batch]
         assert row["flops_per_token"] > 2 * 900_000  # the tiny model: about 0.9M weights a token
         assert row["kv_read_gb_per_s"] > 0 and row["attention_limit_tokens_per_s"] > 0
+
+
+def test_every_benchmark_script_drops_the_known_noise_first():
+    """Run directly (``.venv/bin/python benchmarks/limit.py``), a script drops the notes the CLI
+    drops (``runtime.NOISE_LOGS``: bitsandbytes' offline kernel note, ...) before it loads a
+    model; ``cli_help`` times ``--help`` alone and ``gpu_check`` runs on the GPU machine."""
+    import ast
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[1] / "benchmarks"
+    checked = []
+    for path in sorted(scripts.glob("*.py")):
+        if path.stem in ("cli_help", "gpu_check"):
+            continue
+        tree = ast.parse(path.read_text())
+        main_fn = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "main")
+        first = main_fn.body[0]
+        assert ast.unparse(first) == "quiet_known_noise()", path.name
+        checked.append(path.stem)
+    assert {"eval", "grpo", "limit", "rollout", "tinyworld", "pretrain_tiny"} <= set(checked)
