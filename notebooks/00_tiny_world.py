@@ -404,7 +404,8 @@ pd.read_csv(runs_dir() / "00_pretrain_smoke" / "loss.csv")
 #   tutorial follows, from the cold-start traces (02) to the headline (07).
 # - TinyGSM has a sampling gap but nothing to check against: the named contrast where a block
 #   does not pay.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Make the base model start its solution with a **wrong** pair from the lists (write

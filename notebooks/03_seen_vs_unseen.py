@@ -496,6 +496,7 @@ speed
 #    the mode, and `kind` classifies each block. What did the seen SFT's path 2 always have in front
 #    of it during training, and what is missing when it is forked?
 #    </details>
-#
+
+# %% [markdown]
 # Solutions, with the reasoning: [solutions/03_seen_vs_unseen.py](../solutions/03_seen_vs_unseen.py)
 # (`python solutions/03_seen_vs_unseen.py` runs them).

@@ -71,17 +71,7 @@ def rollout_generate_fn(
     """A ``GenerateFn`` over ``pr1lib.rollout.generate`` (the training engine) in ``cfg.mode``,
     sampling from its own generator seeded with ``cfg.seed`` (the global RNG is left alone);
     ``cache``: the rows' cache (``pr1lib.engine.pick_streams``; ``None``: the fastest)."""
-    rcfg = RolloutConfig(
-        mode=cfg.mode,
-        num_paths=cfg.num_paths,
-        max_blocks=cfg.max_blocks,
-        max_completion_length=cfg.max_completion_length,
-        max_path_length=cfg.max_path_length,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        path_headers=cfg.path_headers,
-        profile=cfg.profile,
-    )
+    rcfg = RolloutConfig.of(cfg, cfg.mode)
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
 
     def generate(prompts: list[str], num_samples: int) -> list[list[str]]:

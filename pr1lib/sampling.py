@@ -44,18 +44,7 @@ from pr1lib.rollout import as_columns, generate
 
 def rollout_config(cfg: GRPOStageConfig) -> RolloutConfig:
     """The engine's settings for this stage's rollouts (mode, paths, blocks, lengths, sampling)."""
-    return RolloutConfig(
-        mode=cfg.rollout_mode,
-        num_paths=cfg.num_paths,
-        max_blocks=cfg.max_blocks,
-        max_completion_length=cfg.max_completion_length,
-        max_path_length=cfg.max_path_length,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        fast_cache=cfg.fast_cache,
-        path_headers=cfg.path_headers,
-        profile=cfg.profile,
-    )
+    return RolloutConfig.of(cfg, cfg.rollout_mode, fast_cache=cfg.fast_cache)
 
 
 # ----------------------------------------------------------------------- the policy to sample from

@@ -399,3 +399,24 @@ class RolloutConfig(Preset):
         "colab": dict(max_completion_length=1024, max_path_length=512),
         "paper": dict(max_completion_length=3000, max_path_length=4096),
     }
+
+    SHARED: ClassVar[tuple[str, ...]] = (
+        "num_paths",
+        "max_blocks",
+        "max_completion_length",
+        "max_path_length",
+        "temperature",
+        "top_p",
+        "path_headers",
+        "profile",
+    )  # the fields a stage's or an evaluation's config gives its rollouts under the same names
+
+    @classmethod
+    def of(cls, settings: Any, mode: str, **extra: Any) -> "RolloutConfig":
+        """The rollout settings ``SHARED`` with ``settings`` (a ``GRPOStageConfig`` or an
+        ``EvalConfig``), in ``mode``, plus ``extra``.
+
+        >>> RolloutConfig.of(EvalConfig(temperature=0.5), "seen").temperature
+        0.5
+        """
+        return cls(mode=mode, **{name: getattr(settings, name) for name in cls.SHARED}, **extra)
