@@ -34,6 +34,7 @@ there (``expected_block_rate``), and after each run the measured seconds per ste
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -320,7 +321,7 @@ class ControlPanel:
             description="run next steps", button_style="primary", disabled=session is None
         )
         self.status = w.Label(value=f"at step {start}")
-        self.dose, self.facts = dose, w.Label()
+        self.dose, self.facts = dose, w.HTML()  # HTML wraps a long line; a Label cuts it
         self.preview, self.messages = LiveFigure(live=True), w.Output()
         for control in self.controls:
             control.observe(lambda _change: self.redraw(), names="value")
@@ -377,9 +378,8 @@ class ControlPanel:
         self.window.disabled = self.parallel_steps.disabled = not scheduled
         self.tiered_bonus.disabled = self.reward.value not in TIERED_MODES
         self.reward_weight.disabled = not self.structure_weight.value
-        self.facts.value = facts_text(
-            self.state, self.dose, measured_seconds_per_step(self.session)
-        )
+        facts = facts_text(self.state, self.dose, measured_seconds_per_step(self.session))
+        self.facts.value = html.escape(facts, quote=False)
         self.preview.update(schedule_figure(self.state))
 
     def follow(self, step: int) -> None:
