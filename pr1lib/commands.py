@@ -26,7 +26,7 @@ from pr1lib.config import (
 from pr1lib.folders import claim
 from pr1lib.inputs import check_apart
 from pr1lib.modelfiles import torch_file_damage
-from pr1lib.paths import runs_dir
+from pr1lib.paths import runs_dir, shown
 from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets
 
 
@@ -97,11 +97,14 @@ def tour(args: Any) -> int:
     failed = sum(r.error is not None for r in runs)
     for headline in read_headlines(report.parent):
         print(f"[tour] {headline['title']}\n{headline['markdown']}")
+    timings = tour_timings(runs)
     if args.timings:
-        _print_timings(tour_timings(runs))
+        _print_timings(timings)
     print(f"[tour] report: {report}")
+    seconds = round(time.perf_counter() - start, 1)
+    notebooks = {stem: t["seconds"] for stem, t in timings.items()}  # a card keeps them
     print_json(
-        {"report": str(report), "failed": failed, "seconds": round(time.perf_counter() - start, 1)},
+        {"report": shown(report), "failed": failed, "seconds": seconds, "notebooks": notebooks},
         args,
     )
     return 1 if failed else 0

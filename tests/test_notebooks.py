@@ -164,3 +164,20 @@ def test_outputs_refuse_runs_left_by_an_earlier_run(tmp_path, monkeypatch):
     (tmp_path / "04_sft_lora-tiny").mkdir()
     with pytest.raises(ValueError, match="one clean run"):
         make_outputs("smoke")
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_tour_command_prints_seconds_per_notebook_for_its_card(tmp_path, capsys, monkeypatch):
+    import json
+
+    from pr1lib.cli import main
+
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
+    out = tmp_path / "tour"
+    assert main(["tour", "--profile", "smoke", "--only", "01", "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(result["notebooks"]) == ["01_parallel_format"]
+    assert 0 < result["notebooks"]["01_parallel_format"] <= result["seconds"]
+    assert result["failed"] == 0
+    assert result["report"] == "$PR1_RUNS_DIR/tour/report.html"  # no machine path in a card
