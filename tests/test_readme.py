@@ -134,3 +134,16 @@ def test_every_library_name_the_docs_cite_exists(page):
     names = set(re.findall(r"`(pr1lib(?:\.[A-Za-z_]\w*)+)", page.read_text(encoding="utf-8")))
     stale = sorted(n for n in names if not _resolves(n))
     assert not stale, f"{page.name} cites names that do not exist: {stale}"
+
+
+def test_notebook_minutes_come_from_the_tour_card():
+    """The notebook table's "tiny (min)" column is the tour card's seconds per notebook / 60."""
+    card = json.loads((REPO_ROOT / "results" / "tour-tiny.json").read_text(encoding="utf-8"))
+    seconds = card["numbers"]["notebooks"]
+    assert card["numbers"]["failed"] == 0 and set(seconds) == {p.stem for p in list_notebooks()}
+    table = README.split("## Notebooks", 1)[1].split("\n\n", 2)[1]
+    rows = re.findall(r"^\| \[(\d\d_[a-z_]+)\]\([^)]*\) \| [^|]* \| ([\d.]+) \|", table, re.M)
+    assert len(rows) == len(seconds)
+    for stem, minutes in rows:
+        assert float(minutes) == round(seconds[stem] / 60, 1), stem
+    assert "(results/tour-tiny.json)" in README
