@@ -8,7 +8,8 @@ Each variant samples ``--k`` completions of each of the first ``--n`` TinyWorld 
 T = 1 (the tiny profile's lengths for TinyWorld: 384 tokens, paths of 128), 16 prompts (16 x k
 rows) per ``generate`` call: ``seen`` is ``data/tinyworld-sft`` in ``reread`` mode, ``unseen``
 is ``data/tinyworld-sft-unseen`` in ``forked`` mode. Two paths, interleaved (``--repeats``
-rounds, medians), on ``--threads`` torch threads:
+rounds, medians), on ``--threads`` torch threads (default ``runtime.TINY_THREADS``, the eval
+command's for the tiny profile):
 
 - ``before``: the shared-column cache (``pr1lib.kvcache.Streams`` with ``decode.step``), the
   engine's only cache before packed rows.
@@ -23,11 +24,11 @@ is the same, and so are the samples: ``same_samples`` (every completion text equ
 ``accuracy_diff`` (after - before, paired over problems; 0 when the samples agree).
 
 ``command_check``: the ``eval`` command used to leave torch's default thread count (all cores)
-on the shared cache; ``run_eval`` now runs the tiny profiles on one thread
-(``runtime.profile_threads``) on packed rows. On the first ``THREADS_N`` problems of the seen
-variant: the old command's way (shared cache, torch's default threads) against today's (packed
-rows, one thread), ``command_speedup``, and the old way on one thread, ``one_thread_speedup``
-(both depend on what else holds the cores).
+on the shared cache; ``run_eval`` now runs the tiny profile on ``runtime.profile_threads``'s
+count on packed rows. On the first ``THREADS_N`` problems of the seen variant: the old command's
+way against today's, ``command_speedup``; the old way on one thread, ``one_thread_speedup``;
+today's on one thread against today's, ``threads_speedup`` (all depend on what else holds the
+cores: two threads wait on each other when another job holds one).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import time
 from typing import Any
@@ -47,7 +47,7 @@ from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import evaluate_records, load_for_eval
 from pr1lib.metrics import summarize
 from pr1lib.prompts import chat_prompt
-from pr1lib.runtime import quiet_known_noise
+from pr1lib.runtime import TINY_THREADS, profile_threads, quiet_known_noise, usable_cores
 from pr1lib.samplers import rollout_generate_fn
 
 VARIANTS = {
@@ -136,13 +136,19 @@ def bench_variant(name: str, n: int, k: int, repeats: int) -> dict[str, Any]:
 
 def bench_command(n: int, k: int) -> dict[str, Any]:
     """The old ``eval`` command's way (shared cache, torch's default threads) against today's
-    (packed rows, one thread), and the old way on one thread (seen variant)."""
+    (packed rows, ``profile_threads("tiny")``), and each on one thread (seen variant)."""
     folder, mode = VARIANTS["seen"]
     model, tok = load_for_eval(folder, "tiny", lambda *a, **kw: None)
     cfg = eval_config(mode, n, k)
     records = load_benchmark(cfg.benchmark, n, seed=cfg.seed)
-    before, default = torch.get_num_threads(), os.cpu_count() or 1
-    ways = {"old": (default, "shared"), "old_one_thread": (1, "shared"), "new": (1, None)}
+    before, default = torch.get_num_threads(), usable_cores()
+    new = min(profile_threads("tiny") or default, default)
+    ways = {
+        "old": (default, "shared"),
+        "old_one_thread": (1, "shared"),
+        "new": (new, None),
+        "new_one_thread": (1, None),
+    }
     seconds = {}
     try:
         for way, (threads, cache) in ways.items():
@@ -154,14 +160,16 @@ def bench_command(n: int, k: int) -> dict[str, Any]:
         "n": n,
         "k": k,
         "default_threads": default,
+        "new_threads": new,
         **{f"{way}_seconds": round(s, 2) for way, s in seconds.items()},
         "command_speedup": round(seconds["old"] / seconds["new"], 3),
         "one_thread_speedup": round(seconds["old"] / seconds["old_one_thread"], 3),
+        "threads_speedup": round(seconds["new_one_thread"] / seconds["new"], 3),
     }
 
 
 def run(
-    n: int = 300, k: int = 8, repeats: int = 1, threads: int = 1, quick: bool = False
+    n: int = 300, k: int = 8, repeats: int = 1, threads: int = TINY_THREADS, quick: bool = False
 ) -> dict[str, Any]:
     """All measurements as one dict (``quick``: 8 problems x 2 samples, one round)."""
     torch.set_num_threads(threads)
@@ -193,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=300, help="problems")
     parser.add_argument("--k", type=int, default=8, help="samples per problem")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=TINY_THREADS, help="torch threads")
     parser.add_argument("--quick", action="store_true", help="8 problems x 2 samples (a smoke run)")
     args = parser.parse_args(argv)
     print(json.dumps(run(args.n, args.k, args.repeats, args.threads, args.quick)))

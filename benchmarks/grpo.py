@@ -5,19 +5,23 @@
 
 For each variant (``seen``: re-read rollouts and the causal loss; ``unseen``: forked rollouts
 and the path-isolating loss) a fresh copy of the same policy trains ``--steps`` Stage-3 steps
-(accuracy reward, the tiny profile's batch and lengths, the same seed) twice: with the first
-settings (``before``: ``merge_rollout_lora=False, fast_cache=False, length_buckets=1,
+(accuracy reward, the tiny profile's batch and lengths, the same seed) three times: with the
+first settings (``before``: ``merge_rollout_lora=False, fast_cache=False, length_buckets=1,
 share_prompts=False``: LoRA layers in the rollout, a ``torch.cat`` KV cache and re-reads on every
-row, one padded loss batch with every row's prompt) and with today's defaults (``after``).
+row, one padded loss batch with every row's prompt; one torch thread, the default then), with
+today's defaults on one thread (``one_thread``) and with today's defaults (``after``: the
+profile's ``num_threads``, ``runtime.TINY_THREADS``).
 Repeats are interleaved so that load from other processes hits both alike; the first step of
 every run is a warm-up and is not counted.
 
 Reported per variant and path: seconds per step (wall) and CPU seconds of this process per step
-(other jobs on a shared machine disturb those less), completions per second, and the rollout's
-share of the step. Ratios: ``speedup`` (completions/s after over before, geometric mean of the
-variants; ``seen_speedup``, ``unseen_speedup`` each), ``cpu_speedup`` (the same on CPU seconds)
-and ``..._over_...`` for the parts. Both paths sample the same completions (same seed, same
-model: ``same_batches``) and reach the same losses (``loss_max_abs_diff``).
+(other jobs on a shared machine disturb those less; they count every thread), completions per
+second, and the rollout's share of the step. Ratios: ``speedup`` (completions/s after over
+before, geometric mean of the variants; ``seen_speedup``, ``unseen_speedup`` each),
+``cpu_speedup`` (the same on CPU seconds), ``step_after_over_before`` and ``threads_speedup``
+(one thread over the profile's, today's settings). The paths sample the same completions (same
+seed, same model: ``same_batches``, before against after) and reach the same losses
+(``loss_max_abs_diff``; the thread count changes only the last floating-point bits).
 
 The model is ``--model`` (a folder or run folder), else the profile's (``data/tiny-base``,
 which opens no blocks: give an SFT checkpoint to time the parallel engine for real).
@@ -35,7 +39,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import TrainerCallback
 
 from pr1lib.config import GRPOStageConfig
@@ -44,8 +47,13 @@ from pr1lib.models import load_training_policy, stage_model_config
 from pr1lib.runtime import quiet_known_noise
 
 BEFORE = dict(
-    merge_rollout_lora=False, fast_cache=False, length_buckets=1, share_prompts=False
+    merge_rollout_lora=False,
+    fast_cache=False,
+    length_buckets=1,
+    share_prompts=False,
+    num_threads=1,
 )  # the first path
+PATHS = {"before": BEFORE, "one_thread": dict(num_threads=1), "after": {}}
 VARIANTS = ("seen", "unseen")
 
 
@@ -110,11 +118,11 @@ def run(
     profile, steps, repeats = ("smoke", 2, 1) if quick else ("tiny", steps, repeats)
     base = GRPOStageConfig.for_stage(3, profile, reward="accuracy", max_steps=steps)
     policy = load_training_policy(stage_model_config(base, model), base.train_tag_rows)
-    results: dict[str, dict[str, list]] = {v: {"before": [], "after": []} for v in VARIANTS}
+    results: dict[str, dict[str, list]] = {v: {p: [] for p in PATHS} for v in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for variant in VARIANTS:
-                for path, flags in (("before", BEFORE), ("after", {})):
+                for path, flags in PATHS.items():
                     cfg = GRPOStageConfig.for_stage(
                         3,
                         profile,
@@ -138,7 +146,9 @@ def report(
         "benchmark": "grpo",
         "model_source": model or stage_model_config(base).name,
         "profile": base.profile,
-        "threads": torch.get_num_threads(),
+        "threads": {
+            path: flags.get("num_threads", base.num_threads) for path, flags in PATHS.items()
+        },
         "steps": steps,
         "repeats": repeats,
         "completions_per_step": batch,
@@ -152,7 +162,14 @@ def report(
         speed.append(after["completions_per_s"] / before["completions_per_s"])
         cpu_speed.append(after["cpu_completions_per_s"] / before["cpu_completions_per_s"])
         ratio = after["seconds_per_step"] / before["seconds_per_step"]
-        out[variant] = {"before": before, "after": after, "step_after_over_before": round(ratio, 3)}
+        one = summary(paths["one_thread"], batch)
+        out[variant] = {
+            "before": before,
+            "one_thread": one,
+            "after": after,
+            "step_after_over_before": round(ratio, 3),
+            "threads_speedup": round(one["seconds_per_step"] / after["seconds_per_step"], 3),
+        }
         out[f"{variant}_speedup"] = round(speed[-1], 3)
         out[f"{variant}_cpu_speedup"] = round(cpu_speed[-1], 3)
     out["same_batches"], out["loss_max_abs_diff"] = same_all, max(diffs)

@@ -347,7 +347,10 @@ def _bench(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--path-len", type=count(1), default=None, help="rollout: path length (48)")
     p.add_argument(
-        "--threads", type=count(1), default=None, help="rollout, eval, limit: threads (1)"
+        "--threads",
+        type=count(1),
+        default=None,
+        help="rollout, limit: threads (1); eval: threads (the tiny profile's, 2)",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
     add_folder_flags(p)

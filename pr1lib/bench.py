@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.paths import REPO_ROOT
+from pr1lib.runtime import TINY_THREADS
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
 BENCHMARKS = {
@@ -68,7 +69,7 @@ def run_benchmarks(
     out: str | None = None,
     repeats: int | None = None,
     path_len: int = 48,
-    threads: int = 1,
+    threads: int | None = None,
     quick: bool = False,
     model: str | None = None,
     steps: int = 3,
@@ -76,19 +77,20 @@ def run_benchmarks(
     """``rollout``, ``grpo``, ``eval``, ``limit``, ``engine`` (eval and limit) or ``all``
     (rollout, grpo and ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``.
     ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``, 1 for ``eval``, 3 for
-    ``limit``."""
+    ``limit``; ``threads`` ``None``: one for ``rollout`` and ``limit`` (a core's limit),
+    ``runtime.TINY_THREADS`` for ``eval`` (the eval command's); ``grpo`` takes the configs'."""
     results = {}
     if which in ("eval", "engine"):
         results["eval"] = load_bench_script("eval").run(
-            repeats=repeats or 1, threads=threads, quick=quick
+            repeats=repeats or 1, threads=threads or TINY_THREADS, quick=quick
         )
     if which in ("limit", "engine"):
         results["limit"] = load_bench_script("limit").run(
-            repeats or 3, threads=threads, quick=quick
+            repeats or 3, threads=threads or 1, quick=quick
         )
     if which in ("rollout", "all"):
         results["rollout"] = load_bench_script("rollout").run(
-            repeats or 5, path_len, threads, quick
+            repeats or 5, path_len, threads or 1, quick
         )
     if which in ("grpo", "all"):
         repeats_grpo = repeats or GRPO_REPEATS

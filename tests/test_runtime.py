@@ -85,14 +85,35 @@ def test_colab_setup_turns_widgets_on_and_keeps_runs_on_drive(monkeypatch, tmp_p
     assert runs_dir() == tmp_path / "MyDrive" / "pr1-runs"
 
 
-@pytest.mark.parametrize("profile, threads", [("tiny", 1), ("colab", None)])
-def test_start_notebook_runs_the_tiny_models_on_one_thread(monkeypatch, profile, threads):
+@pytest.mark.parametrize("profile, threads", [("tiny", 2), ("smoke", 1), ("colab", None)])
+def test_start_notebook_sets_the_profile_threads_capped_at_the_cores(monkeypatch, profile, threads):
     import torch
 
     from pr1lib.runtime import start_notebook
 
     calls = []
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     monkeypatch.setattr("pr1lib.runtime.environment_report", lambda *a: "")
+    monkeypatch.setattr("pr1lib.runtime.usable_cores", lambda: 8)
     start_notebook(profile, 0)
     assert calls == ([threads] if threads else [])
+    calls.clear()
+    monkeypatch.setattr("pr1lib.runtime.usable_cores", lambda: 1)  # a one-core machine
+    start_notebook(profile, 0)
+    assert calls == ([1] if threads else [])
+
+
+def test_omp_num_threads_in_the_environment_wins_over_the_profile(monkeypatch):
+    import torch
+
+    from pr1lib.runtime import set_threads, usable_cores
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    set_threads(2)
+    assert calls == []
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    set_threads(2)
+    assert calls == [min(2, usable_cores())]

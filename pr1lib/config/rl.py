@@ -22,6 +22,7 @@ from pr1lib.config.recipe import (
     VARIANTS,
 )
 from pr1lib.profiles import Preset, check_profile
+from pr1lib.runtime import TINY_THREADS
 from pr1lib.validate import allowed_values
 
 ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
@@ -87,7 +88,7 @@ class GRPOStageConfig(Preset):
     eval_k: int = 4  # (the paper's protocol), and greedy beside it
     eval_max_new_tokens: int = 320
     eval_mode: str | None = None  # rollout mode of the before/after evaluation; None: as rollouts
-    num_threads: int | None = 1  # torch CPU threads: one is fastest for the tiny model
+    num_threads: int | None = TINY_THREADS  # torch CPU threads (tiny's); smoke: one
     merge_rollout_lora: bool = True  # sample from a copy with the LoRA merged in (sampling.py)
     fast_cache: bool = True  # RolloutConfig.fast_cache: in-place KV, re-reads on their rows only
     length_buckets: int = 8  # the loss runs in this many length-sorted chunks (less padding)
@@ -107,6 +108,7 @@ class GRPOStageConfig(Preset):
             eval_n=4,
             eval_k=2,
             eval_max_new_tokens=24,
+            num_threads=1,
         ),
         "colab": dict(
             learning_rate=1e-5,

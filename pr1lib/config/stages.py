@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from pr1lib import worlds
 from pr1lib.config.recipe import VARIANT_ROLLOUT
 from pr1lib.profiles import Preset, check_profile
+from pr1lib.runtime import TINY_THREADS
 from pr1lib.validate import register_choices
 
 register_choices(trace_style=("parallel", "serial"))
@@ -187,7 +188,7 @@ class SFTStageConfig(Preset):
     eval_mode: str | None = None  # rollout mode before/after; None: seen -> seen, unseen -> forked
     budget_vram_gib: float | None = None  # stated budget for the GPU profiles (memory_estimate)
     budget_minutes: float | None = None
-    num_threads: int | None = 1  # torch CPU threads; 1 is fastest for the tiny model
+    num_threads: int | None = TINY_THREADS  # torch CPU threads (tiny's); smoke: one
     seed: int = 0
     profile: str = "tiny"
 
@@ -201,6 +202,7 @@ class SFTStageConfig(Preset):
             eval_n=4,
             eval_k=2,
             eval_max_new_tokens=24,
+            num_threads=1,
         ),
         "colab": dict(
             learning_rate=2e-4,
