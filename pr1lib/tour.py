@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 from pr1lib.expect import Seen
 from pr1lib.notebook import Executed, cell_timings, execute, list_notebooks
 from pr1lib.paths import runs_dir
+from pr1lib.runtime import profile_threads, usable_cores
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -214,7 +215,8 @@ def notebook_parameters(paths: list[Path], items: Iterable[str]) -> dict[str, An
 
 
 # Notebooks that load what notebook 04 trains (05's doctor, 06's Stage 2, 07's table) run in order
-# on one lane; the others (00-03) run beside them on a second one, each on its own kernel and core.
+# on one lane; the others (00-03) run on a second one, each lane on its own kernel: beside the
+# first where the cores hold both lanes' threads (``lane_workers``), else after it.
 CHAIN = ("04", "05", "06", "07")
 
 
@@ -226,6 +228,20 @@ def lanes(paths: list[Path]) -> list[list[Path]]:
     """
     chain = [p for p in paths if p.name[:2] in CHAIN]
     return [lane for lane in (chain, [p for p in paths if p not in chain]) if lane]
+
+
+def lane_workers(profile: str, n_lanes: int, cores: int | None = None) -> int:
+    """How many lanes run at once: all of them where ``cores`` (default ``usable_cores()``) hold
+    every lane's torch threads (``profile_threads``; ``None``, a GPU profile's, counts as one),
+    else one after another: two threads that share a core with another kernel wait on each other
+    and run slower than one.
+
+    >>> [lane_workers(name, 2, cores) for name, cores in [("tiny", 2), ("tiny", 4), ("smoke", 2)]]
+    [1, 2, 2]
+    """
+    threads = profile_threads(profile) or 1
+    cores = usable_cores() if cores is None else cores
+    return n_lanes if threads * n_lanes <= cores else 1
 
 
 def _run_lane(
@@ -256,13 +272,14 @@ def run_notebooks(
 ) -> list[Executed]:
     """Execute the notebooks (only those whose name starts with one of ``only``, if given) and
     save each executed copy under ``out``; each gets the ``params`` its parameters cell declares.
-    The ``lanes`` run at once (two kernels); the result keeps the notebooks' order."""
+    The ``lanes`` run at once where the cores allow (``lane_workers``), the training chain first
+    otherwise; the result keeps the notebooks' order."""
     from concurrent.futures import ThreadPoolExecutor
 
     out.mkdir(parents=True, exist_ok=True)
     paths = select_notebooks(only)
     groups = lanes(paths)
-    with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
+    with ThreadPoolExecutor(max_workers=lane_workers(profile, len(groups)) or 1) as pool:
         futures = [pool.submit(_run_lane, g, profile, out, seed, params or {}) for g in groups]
         done = {path: run for f in futures for path, run in f.result().items()}
     return [done[path] for path in paths]
