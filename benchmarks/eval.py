@@ -8,7 +8,7 @@ Each variant samples ``--k`` completions of each of the first ``--n`` TinyWorld 
 T = 1 (the tiny profile's lengths for TinyWorld: 384 tokens, paths of 128), 16 prompts (16 x k
 rows) per ``generate`` call: ``seen`` is ``data/tinyworld-sft`` in ``reread`` mode, ``unseen``
 is ``data/tinyworld-sft-unseen`` in ``forked`` mode. Two paths, interleaved (``--repeats``
-rounds, medians), on ``--threads`` torch threads (default ``runtime.TINY_THREADS``, the eval
+rounds, medians), on ``--threads`` torch threads (default ``profiles.TINY_THREADS``, the eval
 command's for the tiny profile):
 
 - ``before``: the shared-column cache (``pr1lib.kvcache.Streams`` with ``decode.step``), the
@@ -46,8 +46,9 @@ from pr1lib.config import EvalConfig
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import evaluate_records, load_for_eval
 from pr1lib.metrics import summarize
+from pr1lib.profiles import TINY_THREADS
 from pr1lib.prompts import chat_prompt
-from pr1lib.runtime import TINY_THREADS, profile_threads, quiet_known_noise, usable_cores
+from pr1lib.runtime import profile_threads, quiet_known_noise, usable_cores
 from pr1lib.samplers import rollout_generate_fn
 
 VARIANTS = {

@@ -10,7 +10,7 @@ first settings (``before``: ``merge_rollout_lora=False, fast_cache=False, length
 share_prompts=False``: LoRA layers in the rollout, a ``torch.cat`` KV cache and re-reads on every
 row, one padded loss batch with every row's prompt; one torch thread, the default then), with
 today's defaults on one thread (``one_thread``) and with today's defaults (``after``: the
-profile's ``num_threads``, ``runtime.TINY_THREADS``).
+profile's ``num_threads``, ``profiles.TINY_THREADS``).
 Repeats are interleaved so that load from other processes hits both alike; the first step of
 every run is a warm-up and is not counted.
 

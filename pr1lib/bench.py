@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.paths import REPO_ROOT
-from pr1lib.runtime import TINY_THREADS
+from pr1lib.profiles import TINY_THREADS
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
 BENCHMARKS = {
@@ -78,7 +78,7 @@ def run_benchmarks(
     (rollout, grpo and ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``.
     ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``, 1 for ``eval``, 3 for
     ``limit``; ``threads`` ``None``: one for ``rollout`` and ``limit`` (a core's limit),
-    ``runtime.TINY_THREADS`` for ``eval`` (the eval command's); ``grpo`` takes the configs'."""
+    ``profiles.TINY_THREADS`` for ``eval`` (the eval command's); ``grpo`` takes the configs'."""
     results = {}
     if which in ("eval", "engine"):
         results["eval"] = load_bench_script("eval").run(

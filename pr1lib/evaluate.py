@@ -245,7 +245,7 @@ def run_eval(
             cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
         )
     set_seed(cfg.seed)
-    set_threads(profile_threads(cfg.profile))  # tiny: runtime.TINY_THREADS
+    set_threads(profile_threads(cfg.profile))  # tiny: profiles.TINY_THREADS
     start = time.perf_counter()
     rows = evaluate_records(
         records,

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pr1lib.profiles import check_profile
+from pr1lib.profiles import TINY_THREADS, check_profile
 from pr1lib.versions import library_versions
 
 # Known noise, silenced in one place (quiet_known_noise); every other warning stays visible.
@@ -54,12 +54,6 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-# torch threads for the ~1M-parameter models (tiny profile): two decode, evaluate and train
-# 1.5-1.7x faster than one on a quiet 2-core machine, with the same samples (``bench grpo`` and
-# ``bench eval`` time both); more were not measured. The smoke models are too small to gain.
-TINY_THREADS = 2
 
 
 def usable_cores() -> int:

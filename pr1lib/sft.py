@@ -402,7 +402,7 @@ def run_sft(
     an earlier base-model evaluation (the base is the same for seen and unseen); ``model_cfg``
     replaces the profile's model (e.g. a local folder); ``quiet`` drops the printed log lines."""
     start = time.perf_counter()
-    set_threads(cfg.num_threads)  # tiny: runtime.TINY_THREADS, smoke: one
+    set_threads(cfg.num_threads)  # tiny: profiles.TINY_THREADS, smoke: one
     run_dir = Path(out or runs_dir() / f"sft-{cfg.profile}-{cfg.variant}")
     run_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = model_cfg or stage_model_config(cfg)

@@ -21,8 +21,7 @@ from pr1lib.config.recipe import (
     VARIANT_ROLLOUT,
     VARIANTS,
 )
-from pr1lib.profiles import Preset, check_profile
-from pr1lib.runtime import TINY_THREADS
+from pr1lib.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.validate import allowed_values
 
 ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate

@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 
 from pr1lib import worlds
 from pr1lib.config.recipe import VARIANT_ROLLOUT
-from pr1lib.profiles import Preset, check_profile
-from pr1lib.runtime import TINY_THREADS
+from pr1lib.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.validate import register_choices
 
 register_choices(trace_style=("parallel", "serial"))
