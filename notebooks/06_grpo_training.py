@@ -376,8 +376,9 @@ before_after(unseen)
 # How to read it on `tiny`: the computed line says whether the unseen model's hard accuracy moved
 # beyond the noise, and the table how its share of answers with a block moved. In this world the
 # alternating reward raises that share (the two tiered steps of every ten pay for blocks) without
-# making the unseen model more accurate on hard items, unlike the seen run of section 4, and
-# unlike the paper, where Parallel-R1-Unseen (S2) gains over its SFT. Our reading, not the
+# making the unseen model measurably more accurate on hard items (a change within the noise,
+# either sign from run to run), unlike the seen run of section 4, and unlike the paper, where
+# Parallel-R1-Unseen (S2) gains over its SFT. Our reading, not the
 # paper's: the unseen block's paths decode forked from the same prefix, so the second path cannot
 # know it is the second and may try the same cheap price as the first, instead of the other one;
 # a forced unseen block is worth half as much as a seen one on hard items (+13 against +26 points,
