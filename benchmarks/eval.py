@@ -48,7 +48,7 @@ from pr1lib.evaluate import evaluate_records, load_for_eval
 from pr1lib.metrics import summarize
 from pr1lib.profiles import TINY_THREADS
 from pr1lib.prompts import chat_prompt
-from pr1lib.runtime import profile_threads, quiet_known_noise, usable_cores
+from pr1lib.runtime import profile_threads, quiet_known_noise, set_threads, usable_cores
 from pr1lib.samplers import rollout_generate_fn
 
 VARIANTS = {
@@ -143,7 +143,8 @@ def bench_command(n: int, k: int) -> dict[str, Any]:
     cfg = eval_config(mode, n, k)
     records = load_benchmark(cfg.benchmark, n, seed=cfg.seed)
     before, default = torch.get_num_threads(), usable_cores()
-    new = min(profile_threads("tiny") or default, default)
+    set_threads(profile_threads("tiny"))  # as run_eval sets them
+    new = torch.get_num_threads()
     ways = {
         "old": (default, "shared"),
         "old_one_thread": (1, "shared"),

@@ -92,8 +92,8 @@ def bench(args: Any) -> int:
         check_model(args.model)  # a missing folder: one error line, before any work
         if args.out:
             check_apart(args.out, args.model, "--model")
-    defaults = {"path_len": 48, "steps": 3}  # None when not given (pr1lib.inputs); threads: each
-    # benchmark's own (run_benchmarks)
+    # None when not given (pr1lib.inputs); threads stay None: each benchmark's own (run_benchmarks)
+    defaults = {"path_len": 48, "steps": 3}
     for key, value in defaults.items():
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     with ExitStack() as held:

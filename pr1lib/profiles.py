@@ -20,13 +20,13 @@ from typing import Any, ClassVar
 from pr1lib.validate import check_fields, register_choices, unknown_key
 
 PROFILES = ("smoke", "tiny", "colab", "paper")
+register_choices(profile=PROFILES, model_profile=PROFILES)
 
 # torch threads for the ~1M-parameter models (tiny profile, ``runtime.profile_threads``): two
 # decode, evaluate and train 1.4-1.7x faster than one on a quiet 2-core machine, with the same
 # samples (``bench grpo`` and ``bench eval`` time both); more were not measured. The smoke
 # models are too small to gain.
 TINY_THREADS = 2
-register_choices(profile=PROFILES, model_profile=PROFILES)
 
 
 def check_profile(name: str | None) -> str:
