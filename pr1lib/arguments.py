@@ -245,7 +245,18 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "n": (("--n",), dict(type=count(1), help="held-out problems per tier (default 200)")),
     "arm": (
         ("--arm",),
-        dict(choices=("plain", "plain-sft", "serial", "seen", "unseen"), help="the arm to run"),
+        dict(
+            choices=("plain", "plain-sft", "serial", "seen", "unseen", "unseen-s3", "all"),
+            help="the arm to run (all: every arm, then the table)",
+        ),
+    ),
+    "sft_seeds": (
+        ("--sft-seeds",),
+        dict(
+            type=count(0),
+            nargs="+",
+            help="the cold starts' SFT seeds: RL seed i starts from the (i mod n)-th (default 0)",
+        ),
     ),
     "k": (("--k",), dict(type=count(1), help="samples per problem and condition (default 4)")),
 }
@@ -329,7 +340,9 @@ def _blockcost(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("which", choices=("rollout", "grpo", "eval", "limit", "engine", "all"))
+    p.add_argument(
+        "which", choices=("rollout", "grpo", "eval", "limit", "engine", "latency", "all")
+    )
     p.add_argument("--out", default=None, help="also write DIR/<benchmark>.json")
     p.add_argument(
         "--repeats",

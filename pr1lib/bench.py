@@ -8,12 +8,14 @@ unseen; ``--model`` picks the policy); ``bench eval`` runs ``benchmarks/eval.py`
 hard problems x 8 samples at T = 1, the evaluation before packed rows versus today's, the same
 samples); ``bench limit`` runs ``benchmarks/limit.py`` (the engine's tokens/s at batch 8, 64,
 256 beside this machine's matmul limit and what bounds it); ``bench engine`` runs eval and limit
-side by side; ``bench all`` runs rollout and grpo and adds ``benchmarks/pretrain_tiny.py`` when
-it exists. With ``--out DIR`` each result is also written to ``DIR/<name>.json``. The
+side by side; ``bench latency`` runs ``benchmarks/latency.py`` (seconds per answer of
+WideWorld's forked unseen model against its serial one, at batch 1 and 64); ``bench all`` runs
+rollout and grpo and adds ``benchmarks/pretrain_tiny.py`` when it exists. With ``--out DIR``
+each result is also written to ``DIR/<name>.json``. The
 benchmarks live in the repository, not in the installed package.
 
 >>> sorted(BENCHMARKS)
-['eval', 'grpo', 'limit', 'pretrain_tiny', 'rollout']
+['eval', 'grpo', 'latency', 'limit', 'pretrain_tiny', 'rollout']
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ BENCHMARKS = {
     "eval": "eval.py",
     "limit": "limit.py",
     "pretrain_tiny": "pretrain_tiny.py",
+    "latency": "latency.py",
 }
 GRPO_REPEATS = 2  # bench grpo without --repeats: a run of steps takes a minute, not a second
 
@@ -83,6 +86,10 @@ def run_benchmarks(
     if which in ("eval", "engine"):
         results["eval"] = load_bench_script("eval").run(
             repeats=repeats or 1, threads=threads or TINY_THREADS, quick=quick
+        )
+    if which == "latency":
+        results["latency"] = load_bench_script("latency").run(
+            repeats=repeats or 3, threads=threads or 1, quick=quick
         )
     if which in ("limit", "engine"):
         results["limit"] = load_bench_script("limit").run(

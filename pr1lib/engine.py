@@ -149,7 +149,7 @@ class Engine(_Rows):
         self.newline = tokenizer.encode("\n", add_special_tokens=False)
         # numbered paths: the tokens path j opens with, forced after its <Path>
         self.headers = [
-            tokenizer.encode(path_header(j), add_special_tokens=False)
+            tokenizer.encode(path_header(j, config.header_style), add_special_tokens=False)
             if config.path_headers
             else []
             for j in range(config.num_paths)

@@ -312,9 +312,12 @@ def held_out_config(
     ('tinygsm-hard', 4, 1.0)
     """
     path_cap = RolloutConfig.for_profile(profile).max_path_length
+    benchmark = held_out_set(profile, tier, source)
+    found = worlds.find_source(benchmark)
+    layout = found[0].layout() if found else {}  # its blocks' paths, as it trains them
     return EvalConfig.for_profile(
         profile,
-        benchmark=held_out_set(profile, tier, source),
+        benchmark=benchmark,
         n=n,
         k=k,
         mode=mode,
@@ -325,7 +328,7 @@ def held_out_config(
         engine="rollout",
         seed=seed,
         prompt_style=prompt_style,
-        path_headers=path_headers,
+        **{**layout, "path_headers": path_headers or layout.get("path_headers", False)},
     )
 
 

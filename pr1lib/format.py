@@ -272,9 +272,21 @@ def serialize(text: str) -> str:
     return TAG_RE.sub("", _BETWEEN_PARTS.sub("\n", text))
 
 
-def path_header(index: int) -> str:
-    """The header path ``index`` (0-based) opens with: ``(1)``, ``(2)``, ... (``number_paths``)."""
-    return f"({index + 1})"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+HEADER_STYLES = ("number", "letter")  # a path's header: (1), (2), ... or (B), (C), ...
+
+
+def path_header(index: int, style: str = "number") -> str:
+    """The header path ``index`` (0-based) opens with: ``(1)``, ``(2)``, ... (``number_paths``);
+    ``style="letter"``: ``(B)``, ``(C)``, ... (the (index+1)-th label either way: label 0, ``(0)``
+    or ``(A)``, is left to what comes before the block).
+
+    >>> path_header(0), path_header(2, "letter")
+    ('(1)', '(D)')
+    """
+    if style not in HEADER_STYLES:
+        raise ValueError(f"header style must be one of {HEADER_STYLES}, got {style!r}")
+    return f"({index + 1})" if style == "number" else f"({LETTERS[index + 1]})"
 
 
 def number_paths(text: str) -> str:

@@ -27,6 +27,7 @@ from pr1lib.format import END_PATH, PARALLEL, PATH, parallel_stats, parse
 from pr1lib.graders import GRADERS, check, default_grader, get_grader
 from pr1lib.reward_modes import reward_range
 from pr1lib.rewards import BASE_MODES, completion_text, score_terms, terms
+from pr1lib.searchstats import mode_summary, sample_facts
 from pr1lib.tokens import has_tags
 
 
@@ -197,6 +198,7 @@ def score_problem(
             "text": text,
             **check(benchmark, text, record["answer"]),
             **sample_stats(text, tokenizer, mode),
+            **sample_facts(benchmark, record["question"], text),
         }
         for text in completions
     ]
@@ -247,7 +249,8 @@ def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
     ``ratios`` (parallel, strictly valid, valid with a block) and ``valid_official_ratio``,
     ``answer_rate``, ``blocks_per_response``, ``first_block_position`` (mean over samples with
     a block), ``mean_length`` in ``length_unit``, ``path_overlap`` / ``path_diversity``
-    (sibling paths; ``None`` without blocks), ``n``, ``k``.
+    (sibling paths; ``None`` without blocks), ``n``, ``k``; where the benchmark's world reads
+    them (``pr1lib.searchstats``), ``answer_modes``, ``split_rate`` and ``n_blocks``.
 
     >>> rows = [score_problem({"id": i, "question": "", "answer": "2"}, t, "gsm8k")
     ...         for i, t in enumerate([["Final Answer: 2", "Final Answer: 3"], ["no", "no"]])]
@@ -280,6 +283,7 @@ def summarize(rows: list[dict], grader: str | None = None) -> dict[str, Any]:
         "path_overlap": overlap,
         "path_diversity": None if overlap is None else 1.0 - overlap,
         "per_problem": per_problem(rows, grader),
+        **mode_summary(rows, grader),
     }
 
 

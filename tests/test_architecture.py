@@ -27,15 +27,15 @@ LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
         "runtime graders rewards reward_modes hacking tokens structure data evalsets buckets",
         "the core",
     ),
-    ("metrics doctor plots dashboard live", "scoring and what a learner looks at"),
+    ("metrics searchstats doctor plots dashboard live", "scoring and what a learner looks at"),
     (
         "models decode kvcache rowcache regroup engine rollout steering hf_teacher chat_teacher "
         "standin",
         "models and engines",
     ),
     (
-        "folders runs results samplers evaluate traces coldstart pretrain sampling preflight "
-        "starts",
+        "folders runs results samplers evaluate traces coldstart sftdata pretrain sampling "
+        "preflight starts",
         "the pieces a stage is made of",
     ),
     ("sft sft_live grpo grpo_trainer", "the training stages"),

@@ -303,3 +303,13 @@ def test_linearize_keeps_free_text_and_first_paths_only(parts):
 def test_linearize_refuses_a_malformed_response():
     with pytest.raises(ValueError, match="malformed"):
         linearize("<Parallel><Path>a</Path>")
+
+
+def test_number_paths_numbers_each_block_from_one():
+    """A second block's paths are numbered (1), (2) again, as the engine writes them per fork."""
+    from pr1lib.format import number_paths
+
+    block = "<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel><Summary>s</Summary>"
+    text = number_paths(f"x\n{block}\ny\n{block}\nFinal Answer: 1")
+    assert text.count("<Path>(1) ") == 2 and text.count("<Path>(3) ") == 2
+    assert "<Path>(4)" not in text and validate(text) == []

@@ -277,6 +277,7 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
     assert serial["start"] == str(tmp_path / "serial" / "sft") and seen["start"].endswith("sft")
     sft_card = json.loads((tmp_path / "serial" / "sft" / "run_card.json").read_text())
     assert sft_card["config"]["trace_style"] == "serial"
+    _assert_trained_as_recorded(tmp_path, "serial", "plain")
     stages = sorted(p.name for p in (tmp_path / "serial" / "seed0").iterdir())
     assert [s.split("-")[2:5] for s in stages] == [["plain", "s2", "accuracy"]] + [
         ["plain", "s3", "accuracy"]
@@ -300,8 +301,55 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
         controls.controls_table(tmp_path, [0], arms=("plain",))
 
 
+def _assert_trained_as_recorded(root, arm: str, variant: str, world: str = "tinyworld") -> None:
+    """What an arm trained, read from what it wrote rather than from its config: its SFT rows (a
+    serial arm's carry no tag, yet hold the search), the weights its SFT started from (the world's
+    base, by content hash) and those each RL stage started from (the stage before, the first one
+    the arm's own SFT)."""
+    from pr1lib import worlds
+    from pr1lib.format import TAG_RE
+    from pr1lib.runs import start_id
+    from pr1lib.sftdata import load_rows
+
+    sft = root / arm / "sft"
+    rows = load_rows(sft)
+    assert rows and not any(TAG_RE.search(r["completion"]) for r in rows)
+    assert any(r["completion"].count("check:") > 1 for r in rows)  # searches, not only guesses
+    card = json.loads((sft / "run_card.json").read_text())
+    assert card["start"] == start_id(worlds.get(world).init("plain"))
+    start = sft
+    for stage in sorted((root / arm / "seed0").glob(f"grpo-*-{variant}-s*")):
+        assert json.loads((stage / "run_card.json").read_text())["start"] == start_id(start)
+        start = stage
+
+
+def test_a_contrast_keeps_its_sign_on_data_where_it_is_known(tmp_path):
+    """The table's contrast ``a-b`` is a minus b: arm ``seen`` right on every problem, ``serial``
+    on half of them, gives +0.5 with an interval above zero (and the reverse order would not)."""
+    from pr1lib.experiments import controls
+
+    for arm, right in (("seen", [1.0] * 40), ("serial", [1.0, 0.0] * 20)):
+        for stage, when in (("s2", "before"), ("s3", "after")):
+            folder = tmp_path / arm / "seed0" / f"grpo-tiny-x-{stage}-accuracy-seed0"
+            folder.mkdir(parents=True)
+            hard = {
+                "accuracy": sum(right) / len(right),
+                "pass_at_k": 1.0,
+                "parallel_ratio": 0.0,
+                "mean_length": 10.0,
+                "mean_sequential_steps": 10.0,
+                "greedy": {"accuracy": 0.5},
+                "per_problem": {"accuracy": right},
+            }
+            card = {"before": {"hard": hard}, "after": {"hard": hard}}
+            (folder / "run_card.json").write_text(json.dumps(card))
+    table = controls.controls_table(tmp_path, [0], arms=("seen", "serial"))
+    contrast = table["contrasts"]["seen-serial"]
+    assert contrast["diff"] == pytest.approx(0.5) and contrast["low"] > 0
+
+
 def test_the_command_line_offers_exactly_the_control_arms():
     from pr1lib.arguments import STUDY_FLAGS
     from pr1lib.experiments.controls import ARMS
 
-    assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted(ARMS)
+    assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted([*ARMS, "all"])

@@ -61,6 +61,7 @@ class GRPOStageConfig(Preset):
     max_path_length: int = 64  # per path, tags included (the engine forces </Path> at the cap)
     max_blocks: int = 4  # the paper: after the 4th block decoding stops (no answer: reward -1)
     path_headers: bool = False  # forked: the engine opens path j with "(j+1)" (numbered paths)
+    header_style: str = "number"  # path_headers' labels: "number" (1), (2) ... | "letter" (B), (C)
     num_paths: int = 2
     learning_rate: float = 2e-4
     lr_scheduler_type: str = "constant"

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 from pr1lib import worlds
 from pr1lib.config.recipe import VARIANT_ROLLOUT
+from pr1lib.format import HEADER_STYLES
 from pr1lib.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.validate import register_choices
 
-register_choices(trace_style=("parallel", "serial"))
+register_choices(trace_style=("parallel", "serial"), header_style=HEADER_STYLES)
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,7 @@ class EvalConfig(Preset):
     max_path_length: int = 128  # forked mode: tokens per path, tags included (the paper: 4096)
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
     path_headers: bool = False  # forked: the engine opens path j with "(j+1)" (numbered paths)
+    header_style: str = "number"  # path_headers' labels: "number" (1), (2) ... | "letter" (B), (C)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
     grader: str | None = None  # accuracy / pass_at_k: official | project; None: DEFAULT_GRADERS
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
@@ -392,6 +394,7 @@ class RolloutConfig(Preset):
     top_p: float = 1.0
     distinct_greedy_paths: bool = True  # greedy forked: path j opens with the (j+1)-th best token
     path_headers: bool = False  # forked: path j opens with its number "(j+1)" (format.number_paths)
+    header_style: str = "number"  # path_headers' labels: "number" (1), (2) ... | "letter" (B), (C)
     fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the old engine)
     profile: str = "tiny"
 
@@ -409,6 +412,7 @@ class RolloutConfig(Preset):
         "temperature",
         "top_p",
         "path_headers",
+        "header_style",
         "profile",
     )  # the fields a stage's or an evaluation's config gives its rollouts under the same names
 

@@ -7,7 +7,7 @@ no study: ``--help`` stays fast). Adding a study is one file here and one line i
 (docs/architecture.md).
 
 >>> sorted(STUDIES)
-['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'unseen-stage2']
+['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'split', 'unseen-stage2']
 >>> STUDIES["dose"].module, "refresh" in STUDIES["dose"].flags
 ('pr1lib.experiments.dose', False)
 """
@@ -77,9 +77,17 @@ STUDIES = {
     "controls": Study(
         "controls",
         "is it parallel thinking or more search? one arm (--arm) of plain / plain-sft / serial / "
-        "seen / unseen, Stage 2 then 3 per seed, accuracy and sequential decode steps",
-        ("arm", "init"),
+        "seen / unseen (Stage 2 then 3) / unseen-s3 (Stage 3 only) per seed, or all; accuracy, "
+        "sequential decode steps, answer modes and split rates",
+        ("arm", "init", "sft_seeds"),
         fixes=("variant",),
+    ),
+    "split": Study(
+        "split",
+        "do parallel paths split a search? forced blocks whose paths take their assigned shares",
+        ("model", "variant", "n"),
+        folders=False,
+        sets={},
     ),
     "blockcost": Study(
         "blockcost",
@@ -93,6 +101,8 @@ STUDIES = {
             "max_blocks": "int",
             "batch_size": "int",
             "path_headers": "bool",
+            "num_paths": "int",
+            "header_style": "str",
         },
     ),
 }

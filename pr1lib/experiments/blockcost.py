@@ -92,9 +92,12 @@ def sample(
     batch_size: int = 64,
     seed: int = 0,
     path_headers: bool = False,
+    num_paths: int = 2,
+    header_style: str = "number",
 ) -> list[list[str]]:
     """``k`` completions per prompt, forced to open with a block (``block=True``) or to have
-    none (``path_headers``: forked paths open with their numbers, for a model trained so)."""
+    none (``path_headers``: forked paths open with their numbers, for a model trained so;
+    ``num_paths`` per block, a world's ``layout``)."""
     cfg = RolloutConfig(
         mode=mode,
         temperature=temperature,
@@ -103,6 +106,8 @@ def sample(
         max_blocks=max_blocks if block else 0,
         at_block_limit="mask",
         path_headers=path_headers,
+        num_paths=num_paths,
+        header_style=header_style,
     )  # after its block the answer still follows
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)

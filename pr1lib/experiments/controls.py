@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pr1lib import worlds
-from pr1lib.config import SFTStageConfig
+from pr1lib.config import GRPOStageConfig, SFTStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
 from pr1lib.metrics import mean_interval, paired_bootstrap
@@ -44,15 +45,19 @@ from pr1lib.runs import CARD
 class Arm:
     """One arm: the variant its RL trains, and its cold start (``None``: the base model; a dict:
     the SFT overrides on top of the world's seen SFT, trained by the study; ``"shipped"``: the
-    world's checkpoint of that variant)."""
+    world's checkpoint of that variant, trained by the study like a dict where the world ships
+    none). ``stages``: the RL stages it runs; ``sft_of``: the arm whose cold starts it shares."""
 
     variant: str
     cold_start: str | dict[str, Any] | None
     what: str
     sft_variant: str = "seen"
     grpo: dict[str, Any] = field(default_factory=dict)
+    stages: tuple[int, ...] = (2, 3)
+    sft_of: str | None = None
 
 
+NUMBERED = {"path_headers": True}  # paths open with their numbers (TinyWorld's extension)
 ARMS = {
     "plain": Arm("plain", None, "plain GRPO from the base model"),
     "plain-sft": Arm("plain", {"plain_share": 1.0}, "plain SFT on the same rows, then plain GRPO"),
@@ -62,12 +67,36 @@ ARMS = {
     "seen": Arm("seen", "shipped", "Parallel-R1-Seen: the search in blocks, paths see each other"),
     "unseen": Arm(
         "unseen",
-        {"path_headers": True},
+        NUMBERED,
         "Parallel-R1-Unseen: numbered paths that cannot see each other",
         sft_variant="unseen",
-        grpo={"path_headers": True},
+        grpo=NUMBERED,
+    ),
+    "unseen-s3": Arm(
+        "unseen",
+        NUMBERED,
+        "Parallel-R1-Unseen in the paper's curriculum: SFT, then Stage 3 only (as many RL steps)",
+        sft_variant="unseen",
+        grpo=NUMBERED,
+        stages=(3,),
+        sft_of="unseen",
     ),
 }
+ALL = tuple(ARMS)  # --arm all: every arm, in this order, then the table
+
+
+def arm_spec(world: str, arm: str) -> Arm:
+    """``ARMS[arm]`` as it runs in ``world``: a world whose traces number their own paths (its
+    ``layout``) needs no numbering on top, and a shipped start the world lacks is trained."""
+    spec, chosen = ARMS[arm], worlds.get(world)
+    own = chosen.layout().get("path_headers", False)
+    cold = spec.cold_start
+    if cold == "shipped" and chosen.init(spec.variant) is None:
+        cold = {}
+    if own and isinstance(cold, dict):
+        cold = {k: v for k, v in cold.items() if k not in NUMBERED}
+    grpo = {k: v for k, v in spec.grpo.items() if not (own and k in NUMBERED)}
+    return replace(spec, cold_start=cold, grpo=grpo)
 
 
 def controls_dir(profile: str, world: str) -> Path:
@@ -76,19 +105,27 @@ def controls_dir(profile: str, world: str) -> Path:
 
 def sft_config(world: str, profile: str, arm: str, seed: int = 0) -> SFTStageConfig:
     """The cold start an arm trains: the world's SFT with the arm's overrides."""
-    spec = ARMS[arm]
+    spec = arm_spec(world, arm)
     return SFTStageConfig.for_world(world, profile, spec.sft_variant, seed=seed, **spec.cold_start)
 
 
-def cold_start(world: str, profile: str, arm: str, root: Path) -> str | None:
+def sft_folder(root: Path, arm: str, sft_seed: int = 0) -> Path:
+    """``ROOT/ARM/sft`` (SFT seed 0) or ``ROOT/ARM/sft-sN``; an arm that shares another's cold
+    starts (``sft_of``) uses that arm's folders."""
+    owner = ARMS[arm].sft_of or arm
+    return root / owner / ("sft" if sft_seed == 0 else f"sft-s{sft_seed}")
+
+
+def cold_start(world: str, profile: str, arm: str, root: Path, sft_seed: int = 0) -> str | None:
     """Where an arm's RL starts: the base model, the world's shipped SFT, or the arm's own SFT
-    (trained here once, into ``ROOT/ARM/sft``, and reused while its config is the same)."""
-    spec, chosen = ARMS[arm], worlds.get(world)
+    of ``sft_seed`` (trained here once, into ``sft_folder``, and reused while its config is the
+    same)."""
+    spec, chosen = arm_spec(world, arm), worlds.get(world)
     if spec.cold_start is None:
         return chosen.init("plain")
     if spec.cold_start == "shipped":
         return chosen.init(spec.variant)
-    cfg, folder = sft_config(world, profile, arm), root / arm / "sft"
+    cfg, folder = sft_config(world, profile, arm, sft_seed), sft_folder(root, arm, sft_seed)
     card = folder / CARD
     done = card.is_file() and json.loads(card.read_text()).get("config") == cfg.to_dict()
     if not done:
@@ -107,28 +144,95 @@ def run_arm(
     seeds: list[int],
     init: str | None = None,
     out: Path | None = None,
+    sft_seeds: Sequence[int] = (0,),
     **overrides: Any,
 ) -> dict[str, Any]:
-    """One arm over ``seeds``: its cold start, then Stage 2 and Stage 3 per seed; the start is
-    evaluated once (the held-out sets do not depend on the seed)."""
-    spec, root = ARMS[arm], Path(out) if out else controls_dir(profile, world)
-    start = init or cold_start(world, profile, arm, root)
+    """One arm over ``seeds``: its cold start (the i-th RL seed starts from SFT seed
+    ``sft_seeds[i % len(sft_seeds)]``), then its RL stages per seed; each start is evaluated once
+    (the held-out sets do not depend on the seed). Where the world assigns its paths shares
+    (``block_splits``), a parallel arm's split rate is measured after SFT and after RL."""
+    spec, root = arm_spec(world, arm), Path(out) if out else controls_dir(profile, world)
+    stage_overrides = _stage_overrides(profile, world, spec, overrides)
     runs: list[dict] = []
-    for seed in seeds:
-        runs.append(
-            run_curriculum(
-                profile,
-                spec.variant,
-                start,
-                seed,
-                root / arm / f"seed{seed}",
-                keep_stage2=True,  # every arm: Stage 2 then Stage 3, the profile's steps
-                sft_metrics=runs[0]["sft"] if runs else None,
-                world=world,
-                **{**spec.grpo, **overrides},
-            )
+    evaluated: dict[str, dict] = {}
+    for i, seed in enumerate(seeds):
+        sft_seed = sft_seeds[i % len(sft_seeds)]
+        start = init or cold_start(world, profile, arm, root, sft_seed)
+        result = run_curriculum(
+            profile,
+            spec.variant,
+            start,
+            seed,
+            root / arm / f"seed{seed}",
+            keep_stage2=2 in spec.stages,
+            stage_overrides=stage_overrides,
+            sft_metrics=evaluated.get(str(start)),
+            world=world,
+            **{**spec.grpo, **overrides},
         )
-    return {"arm": arm, "what": spec.what, "start": start, **arm_summary(runs)}
+        evaluated.setdefault(str(start), result["sft"])
+        end = result["stages"][-1]["run_dir"]
+        runs.append({**result, "sft_seed": sft_seed, "start": str(start), "end": end})
+    return {
+        "arm": arm,
+        "what": spec.what,
+        "start": runs[0]["start"] if runs else None,
+        "stages": list(spec.stages),
+        "sft_seeds": [r["sft_seed"] for r in runs],
+        **arm_summary(runs),
+        "splits": arm_splits(profile, world, spec, runs, root / arm),
+    }
+
+
+def _stage_overrides(profile: str, world: str, spec: Arm, overrides: dict) -> dict[int, dict]:
+    """An arm without Stage 2 runs as many RL steps in Stage 3 as the others run in both."""
+    if 2 in spec.stages:
+        return {}
+    steps = [
+        GRPOStageConfig.for_stage(s, profile, variant=spec.variant, world=world, **overrides)
+        for s in (2, 3)
+    ]
+    return {3: {"max_steps": sum(c.max_steps for c in steps)}}
+
+
+def arm_splits(profile: str, world: str, spec: Arm, runs: list[dict], folder: Path) -> dict | None:
+    """The forced split rate (``experiments.split``) of each distinct start and each seed's end;
+    ``None`` for a plain arm or a world whose paths have no assigned shares."""
+    if spec.variant == "plain" or worlds.get(world).block_splits is None:
+        return None
+    starts = dict.fromkeys(r["start"] for r in runs)
+    return {
+        "sft": [measure_split(profile, world, spec.variant, s, folder) for s in starts],
+        "rl": [measure_split(profile, world, spec.variant, r["end"], folder) for r in runs],
+    }
+
+
+def measure_split(
+    profile: str, world: str, variant: str, model: str, folder: Path, n: int = 250
+) -> dict:
+    """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
+    mode its variant trains with; kept in ``folder/splits.json`` (one entry per model) and
+    reused."""
+    path = Path(folder) / "splits.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    if kept.get(str(model), {}).get("n_asked") == n:
+        return kept[str(model)]
+    from pr1lib.config import VARIANT_ROLLOUT
+    from pr1lib.evaluate import load_for_eval
+    from pr1lib.experiments.split import forced_split
+
+    chosen = worlds.get(world)
+    mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
+    policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
+    result = {
+        "model": model,
+        "n_asked": n,
+        **forced_split(policy, tokenizer, chosen, n, mode),
+        "greedy": forced_split(policy, tokenizer, chosen, n, mode, temperature=0.0),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**kept, str(model): result}, indent=1))
+    return result
 
 
 def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
@@ -151,7 +255,13 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
 
 
 # the comparisons the table draws (treatment, control), each a paired bootstrap over problems
-CONTRASTS = (("seen", "plain"), ("seen", "plain-sft"), ("seen", "serial"), ("unseen", "serial"))
+CONTRASTS = (
+    ("seen", "plain"),
+    ("seen", "plain-sft"),
+    ("seen", "serial"),
+    ("unseen", "serial"),
+    ("unseen-s3", "serial"),
+)
 
 
 def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
@@ -169,13 +279,17 @@ def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: 
     return out
 
 
-def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] = tuple(ARMS)) -> dict:
-    """One row per arm: means over the seeds of the end's hard accuracy (with a 95 % interval over
-    problems), of the start's, greedy, block rate, tokens, sequential decode steps and accuracy
-    under step caps; and the ``CONTRASTS``: differences with a 95 % paired bootstrap over problems
-    (each problem's accuracy averaged over the seeds)."""
+def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = None) -> dict:
+    """One row per arm (``None``: every arm with a folder under ``root``): means over the seeds of
+    the end's hard accuracy (with a 95 % interval over problems), of the start's, greedy, block
+    rates, tokens, sequential decode steps, accuracy under step caps and per answer mode, the
+    forced split rates after SFT and after RL (where measured); and the ``CONTRASTS``: differences
+    with a 95 % paired bootstrap over problems (each problem's accuracy averaged over the seeds)."""
+    arms = arms or tuple(a for a in ARMS if (Path(root) / a).is_dir())
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
-    starts = {arm: final_hard(root, arm, seeds, "s2", "before") for arm in arms}
+    starts = {
+        arm: final_hard(root, arm, seeds, f"s{ARMS[arm].stages[0]}", "before") for arm in arms
+    }
     per_problem = {arm: _problem_means(ends[arm]) for arm in arms}
     rows = [
         {
@@ -184,6 +298,7 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] = tuple(A
             **_mean_row(ends[arm]),
             "start": round(statistics.fmean(e["accuracy"] for e in starts[arm]), 4),
             "interval": {k: round(v, 4) for k, v in mean_interval(per_problem[arm]).items()},
+            **split_columns(Path(root) / (ARMS[arm].sft_of or arm), Path(root) / arm),
         }
         for arm in arms
     ]
@@ -216,23 +331,73 @@ def verdict(table: dict[str, Any]) -> list[str]:
         for name, c in table["contrasts"].items()
     ]
     rows = {r["arm"]: r for r in table["rows"]}
-    if "unseen" in rows and "serial" in rows:
-        a, b = rows["unseen"]["mean_sequential_steps"], rows["serial"]["mean_sequential_steps"]
-        lines.append(
-            f"unseen decodes in {a / b:.2f}x the sequential steps of serial ({a:.0f} vs {b:.0f})"
-        )
+    for arm in ("unseen", "unseen-s3"):
+        if arm in rows and "serial" in rows:
+            lines.append(steps_words(rows[arm], rows["serial"]))
     return lines
+
+
+def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
+    """How many sequential decode steps an arm takes against the serial arm, overall and, where
+    answer modes are read, on search-mode answers.
+
+    >>> steps_words({"arm": "unseen", "mean_sequential_steps": 60.0},
+    ...             {"arm": "serial", "mean_sequential_steps": 100.0})
+    'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
+    """
+    a, b = row["mean_sequential_steps"], serial["mean_sequential_steps"]
+    words = (
+        f"{row['arm']} decodes in {a / b:.2f}x the sequential steps of serial ({a:.0f} vs {b:.0f})"
+    )
+    mine, theirs = (r.get("answer_modes", {}).get("search", {}) for r in (row, serial))
+    x, y = mine.get("mean_sequential_steps"), theirs.get("mean_sequential_steps")
+    if x and y:
+        words += f"; on search-mode answers {x / y:.2f}x ({x:.0f} vs {y:.0f})"
+    return words
+
+
+def split_columns(sft_root: Path, rl_root: Path) -> dict[str, Any]:
+    """``split_rate`` (after RL) and ``split_rate_sft`` with their block counts, pooled over the
+    measured models in ``splits.json`` files (``measure_split``); ``{}`` where none was."""
+    out: dict[str, Any] = {}
+    for key, folder, pick in (("", rl_root, "/seed"), ("_sft", sft_root, "/sft")):
+        path = folder / "splits.json"
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+        found = [v for m, v in kept.items() if pick in m]
+        if found:
+            blocks = sum(v["n_blocks"] for v in found)
+            rate = sum(v["split_rate"] * v["n_blocks"] for v in found) / max(blocks, 1)
+            out.update({f"split_rate{key}": round(rate, 4), f"n_blocks{key}": blocks})
+    return out
 
 
 def _mean_row(ends: list[dict]) -> dict[str, Any]:
     keys = ("accuracy", "pass_at_k", "parallel_ratio", "mean_length", "mean_sequential_steps")
+    keys += tuple(k for k in ("valid_block_rate",) if all(k in e for e in ends))
     row = {k: round(statistics.fmean(e[k] for e in ends), 4) for k in keys}
+    if all("answer_modes" in e for e in ends):
+        row["answer_modes"] = _mean_modes([e["answer_modes"] for e in ends])
     row["greedy"] = round(statistics.fmean(e["greedy"]["accuracy"] for e in ends), 4)
     caps = ends[0].get("accuracy_at_steps", {})
     row["accuracy_at_steps"] = {
         cap: round(statistics.fmean(e["accuracy_at_steps"][cap] for e in ends), 4) for cap in caps
     }
     return row
+
+
+def _mean_modes(per_seed: list[dict]) -> dict[str, dict]:
+    """Each answer mode's share, accuracy and steps, averaged over the seeds that have the mode."""
+    out = {}
+    for mode in per_seed[0]:
+        cells = [m[mode] for m in per_seed]
+        out[mode] = {
+            key: _fmean([c[key] for c in cells if c.get(key) is not None]) for key in cells[0]
+        }
+    return out
+
+
+def _fmean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
 
 
 def _problem_means(ends: list[dict]) -> list[float]:
@@ -242,17 +407,48 @@ def _problem_means(ends: list[dict]) -> list[float]:
 
 
 def main(run: StudyRun) -> list[dict]:
-    """``study controls --arm A``: one arm over the seeds (one card); without ``--arm``: the table
-    of all five from their finished runs (no training)."""
+    """``study controls --arm A``: one arm over the seeds (one card); ``--arm all``: every arm in
+    turn, then the table (a rerun reuses what finished); without ``--arm``: the table of the arms
+    under ``--out`` from their finished runs (no training). The card keeps the wall time the
+    arms took, summed over the invocations that ran them."""
     world, arm = run.world or "tinyworld", run.option("arm")
     out = run.out or controls_dir(run.profile, world)
-    if arm is None:
-        table = controls_table(out, run.seeds)
-        for row in table["rows"]:
-            print(json.dumps({k: row[k] for k in ("arm", "accuracy", "mean_sequential_steps")}))
-        return [{"profile": run.profile, "world": world, **table}]
+    sft_seeds = run.option("sft_seeds") or [0]
     overrides = {k: v for k, v in run.grpo_overrides().items() if k != "world"}
-    with run.claim(out / arm):
-        result = run_arm(run.profile, world, arm, run.seeds, run.option("init"), out, **overrides)
-    print(json.dumps({k: result[k] for k in ("arm", "start", "seeds")}, default=str), flush=True)
-    return [{"profile": run.profile, "world": world, **result}]
+    for name in ALL if arm == "all" else [arm] if arm else []:
+        started = time.perf_counter()
+        with run.claim(out / name):
+            result = run_arm(
+                run.profile, world, name, run.seeds, run.option("init"), out, sft_seeds, **overrides
+            )
+        _add_wall(out / name, time.perf_counter() - started)
+        print(
+            json.dumps({k: result[k] for k in ("arm", "start", "seeds")}, default=str), flush=True
+        )
+    if arm not in (None, "all"):
+        return [{"profile": run.profile, "world": world, "wall": _walls(out, [arm]), **result}]
+    table = controls_table(out, run.seeds)
+    for row in table["rows"]:
+        print(json.dumps({k: row[k] for k in ("arm", "accuracy", "mean_sequential_steps")}))
+    walls = _walls(out, [r["arm"] for r in table["rows"]])
+    return [
+        {"profile": run.profile, "world": world, "sft_seeds": sft_seeds, "wall": walls, **table}
+    ]
+
+
+def _add_wall(folder: Path, seconds: float) -> None:
+    """Add ``seconds`` to the wall time kept in ``folder/wall.json`` (an interrupted arm's time
+    counts once it finishes, in the run that finishes it)."""
+    path = folder / "wall.json"
+    before = json.loads(path.read_text())["seconds"] if path.is_file() else 0.0
+    path.write_text(json.dumps({"seconds": round(before + seconds, 1)}))
+
+
+def _walls(root: Path, arms: list[str]) -> dict[str, float]:
+    """Each arm's wall seconds (``wall.json``) and their ``total``."""
+    walls = {}
+    for arm in arms:
+        path = Path(root) / arm / "wall.json"
+        walls[arm] = json.loads(path.read_text())["seconds"] if path.is_file() else None
+    walls["total"] = round(sum(v for v in walls.values() if v), 1)
+    return walls

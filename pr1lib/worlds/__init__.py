@@ -11,7 +11,7 @@ This package sits low: it imports the pure modules (format, prompts, tasks, the 
 never a stage.
 
 >>> names()
-('tinygsm', 'tinyworld')
+('tinygsm', 'tinyworld', 'wideworld')
 >>> world, tier = find_source("tinyworld-hard"); world.title, tier
 ('TinyWorld', 'hard')
 >>> find_source("gsm8k") is None, get("tinyworld").init("unseen")
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 # the worlds this package registers on import: one module per name, in this folder
-BUILTIN = ("tinygsm", "tinyworld")
+BUILTIN = ("tinygsm", "tinyworld", "wideworld")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,14 @@ class World:
     generate: Callable[..., list[dict]]
     rule_teacher: Callable[..., Any]
     plain_solution: Callable[[str, str], str]
+    # the same item as one serial stream (the serial-search control); None: ``format.serialize``
+    serial_solution: Callable[[str, str], str] | None = None
+    # "guess" or "search": how a completion answered (a world whose traces may stop after a
+    # checked guess); None: the world has no answer modes
+    answer_mode: Callable[[str], str] | None = None
+    # per block of a completion to ``question``: did its paths take their assigned shares (a
+    # world whose paths are told their share); None: the world assigns no shares
+    block_splits: Callable[[str, str], list[bool]] | None = None
     tiers: tuple[str, ...] = ("easy", "hard")
     tier_labels: dict[str, str] = field(default_factory=dict)  # a model card's words per tier
     # shipped folders (relative to the repository): "base", and the SFT per variant ("seen",
@@ -78,6 +86,11 @@ class World:
         cold start) its base model; ``None`` when none is shipped."""
         return self.checkpoints.get("base" if variant == "plain" else variant)
 
+    def layout(self) -> dict[str, Any]:
+        """How a block of its traces is laid out for the rollout engine (``RolloutConfig`` names:
+        ``num_paths``, ``path_headers``); ``{}``: the engine's defaults (two unnumbered paths)."""
+        return {k: self.budgets[k] for k in LAYOUT if k in self.budgets}
+
     def sft_overrides(self, variant: str) -> dict[str, Any]:
         """Its cold-start SFT overrides for ``variant`` (its problems, rows and schedule)."""
         return {**self.sft_presets, **self.sft_variant_presets.get(variant, {})}
@@ -92,6 +105,11 @@ class World:
         return {**self.budgets, **self.stage_presets, **self.variant_presets.get(variant, {})}
 
 
+LAYOUT = (
+    "num_paths",
+    "path_headers",
+    "header_style",
+)  # the budgets that say how its blocks are laid out
 REGISTRY: dict[str, World] = {}
 
 

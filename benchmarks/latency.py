@@ -1,0 +1,124 @@
+"""Seconds per answer: a search decoded as forked paths that cannot see each other (unseen) against
+the same search written out in one stream (serial), side by side in one run; prints one JSON object
+(last line).
+
+    .venv/bin/python benchmarks/latency.py [--unseen RUN] [--serial RUN] [--n 64] [--repeats 3]
+    .venv/bin/python -m pr1lib bench latency      # the same, through the CLI
+
+Both models answer the first ``--n`` held-out WideWorld hard problems once each at T = 1 (the
+world's lengths and block layout: nine lettered paths per block), in the rollout mode each trains
+with (unseen: ``forked``; serial: ``seen``), on ``--threads`` torch threads:
+
+- **batch 1**: one problem per ``generate`` call, as a user waiting for one answer sees it;
+- **batch 64**: 64 problems per call, as a server filling its batch sees it (forked paths then
+  take 9 rows each: the saving in steps competes with the rows for the cores).
+
+Rounds are interleaved (serial then unseen, then the other way round) and the medians are kept.
+``seconds_per_answer`` is ``{"1": {"serial": s, "unseen": s}, "64": {...}}``; ``unseen_over_serial``
+the ratio per batch size (below 1: the forked paths answer sooner); beside them each model's
+accuracy, mean sequential decode steps and tokens on those samples, so a speed-up is read beside
+what it answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from pr1lib import worlds
+from pr1lib.config import RolloutConfig
+from pr1lib.evalsets import load_benchmark
+from pr1lib.evaluate import load_for_eval
+from pr1lib.metrics import Completion, completion_metrics, sample_stats
+from pr1lib.prompts import chat_prompt
+from pr1lib.rollout import generate
+from pr1lib.runtime import quiet_known_noise
+
+WORLD = "wideworld"
+MODELS = {"serial": ("data/wideworld-serial-r1", "seen"), "unseen": ("data/wideworld-r1", "forked")}
+BATCHES = (1, 64)
+
+
+def answer(model: Any, tok: Any, prompts: list[str], cfg: RolloutConfig, batch: int) -> dict:
+    """Every prompt answered once, ``batch`` prompts per call: wall seconds and the texts."""
+    gen = torch.Generator().manual_seed(0)
+    texts, start = [], time.perf_counter()
+    for i in range(0, len(prompts), batch):
+        rollouts = generate(model, tok, prompts[i : i + batch], cfg, generator=gen)
+        texts += [Completion(r.text, r.completion_ids) for r in rollouts]
+    return {"seconds": time.perf_counter() - start, "texts": texts}
+
+
+def facts(texts: list[Any], golds: list[str], tok: Any, mode: str) -> dict[str, float]:
+    """Accuracy, mean sequential decode steps and tokens of the samples timed."""
+    stats = [sample_stats(t, tok, mode) for t in texts]
+    return {
+        "accuracy": round(completion_metrics(texts, golds)["accuracy"], 4),
+        "mean_sequential_steps": round(statistics.fmean(s["sequential_steps"] for s in stats), 1),
+        "mean_tokens": round(statistics.fmean(s["length"] for s in stats), 1),
+    }
+
+
+def run(
+    unseen: str | None = None,
+    serial: str | None = None,
+    n: int = 64,
+    repeats: int = 3,
+    threads: int = 1,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """All measurements as one dict (``quick``: 4 problems, batches 1 and 4, one round)."""
+    torch.set_num_threads(threads)
+    n, repeats, batches = (4, 1, (1, 4)) if quick else (n, repeats, BATCHES)
+    world = worlds.get(WORLD)
+    records = load_benchmark(world.source("hard"), n, seed=0)
+    paths = {"serial": serial or MODELS["serial"][0], "unseen": unseen or MODELS["unseen"][0]}
+    loaded = {k: load_for_eval(p, "tiny", lambda *a, **kw: None) for k, p in paths.items()}
+    seconds: dict[str, dict[str, list[float]]] = {str(b): {k: [] for k in paths} for b in batches}
+    done: dict[str, dict] = {}
+    for round_ in range(repeats):
+        order = list(paths) if round_ % 2 == 0 else list(paths)[::-1]
+        for batch in batches:
+            for name in order:
+                model, tok = loaded[name]
+                mode = MODELS[name][1]
+                cfg = RolloutConfig.for_profile("tiny", mode=mode, **world.budgets)
+                prompts = [chat_prompt(r["question"], tok, "tiny") for r in records]
+                result = answer(model, tok, prompts, cfg, batch)
+                seconds[str(batch)][name].append(result["seconds"] / len(records))
+                done[name] = facts(result["texts"], [r["answer"] for r in records], tok, mode)
+    per = {b: {k: round(statistics.median(v), 4) for k, v in s.items()} for b, s in seconds.items()}
+    return {
+        "benchmark": "latency",
+        "world": WORLD,
+        "n": n,
+        "repeats": repeats,
+        "threads": threads,
+        "models": paths,
+        "seconds_per_answer": per,
+        "unseen_over_serial": {b: round(s["unseen"] / s["serial"], 3) for b, s in per.items()},
+        "samples": done,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--unseen", default=None, help=f"default {MODELS['unseen'][0]}")
+    parser.add_argument("--serial", default=None, help=f"default {MODELS['serial'][0]}")
+    parser.add_argument("--n", type=int, default=64, help="problems (each answered once)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--quick", action="store_true", help="4 problems, one round (a smoke run)")
+    args = parser.parse_args(argv)
+    result = run(args.unseen, args.serial, args.n, args.repeats, args.threads, args.quick)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Do parallel paths split a search? The share of forced blocks whose paths take the shares they
+were assigned (a world's ``block_splits``: WideWorld's path j checks deal (j+1)).
+
+For each held-out hard problem whose teacher trace opens a block, the model gets the prompt and
+the trace's text before the block (WideWorld: the guess, deal (0), checked and failed), its first
+completion token is forced to ``<Parallel>`` (``blockcost.open_with_block``) and it writes the
+rest: one sample per problem at T = 1, in the rollout mode of its variant (unseen: forked, the
+engine writing each path's number). ``split_rate`` is the share of those blocks in which every
+path checked its own deal with that deal's prices; ``path_rate`` the share of single paths that
+did; ``accuracy`` how often the forced block's answer was right.
+
+``python -m pr1lib study split --world wideworld --model RUN --variant unseen --n 250`` prints
+one JSON object last.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from pr1lib.evalsets import load_benchmark
+from pr1lib.experiments import StudyRun
+from pr1lib.experiments.blockcost import BLOCK_MODES, sample
+from pr1lib.format import PARALLEL
+from pr1lib.metrics import completion_metrics
+from pr1lib.prompts import chat_prompt
+
+
+def forced_prefixes(world: Any, records: list[dict]) -> list[tuple[dict, str]]:
+    """``(record, text before its block)`` for every record whose teacher trace opens one."""
+    teacher, out = world.rule_teacher(), []
+    for i, record in enumerate(records):
+        problem = {"id": f"split-{i}", "question": record["question"]}
+        text = teacher.trace({**problem, "answer_text": record["answer"]})["text"]
+        if PARALLEL in text:
+            out.append((record, text[: text.index(PARALLEL)]))
+    return out
+
+
+def forced_split(
+    model: Any,
+    tokenizer: Any,
+    world: Any,
+    n: int = 250,
+    mode: str = "forked",
+    seed: int = 0,
+    temperature: float = 1.0,
+    **sampling: Any,
+) -> dict[str, Any]:
+    """The split rate of ``n`` forced blocks on ``world``'s held-out hard problems (module doc).
+
+    >>> from pr1lib import worlds
+    >>> from pr1lib.models import build_random_tiny
+    >>> from pr1lib.tokens import add_parallel_tags
+    >>> model, tok = build_random_tiny(seed=0); _ = add_parallel_tags(tok, model)
+    >>> out = forced_split(model.eval(), tok, worlds.get("wideworld"), n=2,
+    ...                    max_completion_length=40, max_path_length=4)
+    >>> out["n_blocks"], out["split_rate"]  # random weights: no path names its deal
+    (2, 0.0)
+    """
+    if world.block_splits is None:
+        raise ValueError(f"{world.title} assigns its paths no shares: it has no split rate")
+    records = load_benchmark(world.source("hard"), 2 * n + 20, seed=0)
+    chosen = forced_prefixes(world, records)[:n]
+    prompts = [chat_prompt(r["question"], tokenizer, "tiny") + pre for r, pre in chosen]
+    layout = {**world.budgets, **sampling}  # its lengths and its blocks' layout
+    texts = [
+        pre + row[0]
+        for (_, pre), row in zip(
+            chosen,
+            sample(model, tokenizer, prompts, 1, True, mode, temperature, seed=seed, **layout),
+        )
+    ]
+    splits = [world.block_splits(r["question"], t)[:1] for (r, _), t in zip(chosen, texts)]
+    firsts = [s[0] for s in splits if s]
+    scored = completion_metrics(texts, [r["answer"] for r, _ in chosen])
+    return {
+        "split_rate": round(statistics.fmean(firsts), 4) if firsts else 0.0,
+        "n_blocks": len(firsts),
+        "accuracy": round(scored["accuracy"], 4),
+        "valid_ratio": round(scored["valid_ratio"], 4),
+        "mode": mode,
+        "temperature": temperature,
+        "example": texts[0] if texts else None,
+    }
+
+
+def main(run: StudyRun) -> list[dict]:
+    """``study split``: the forced split rate of ``--model`` (or the world's shipped SFT of
+    ``--variant``) per seed, at T = 1 and greedy."""
+    from pr1lib import worlds
+    from pr1lib.evaluate import load_for_eval
+
+    variant = run.option("variant", "unseen")
+    world = worlds.get(run.world or "wideworld")
+    name = run.option("model") or run.option("init") or world.init(variant)
+    if name is None:
+        raise ValueError(f"{world.name} ships no {variant} SFT: give --model")
+    model, tokenizer = load_for_eval(name, run.profile)
+    results = []
+    for seed in run.seeds:
+        sampled = forced_split(
+            model, tokenizer, world, run.option("n", 250), BLOCK_MODES[variant], seed
+        )
+        greedy = forced_split(
+            model, tokenizer, world, run.option("n", 250), BLOCK_MODES[variant], seed, 0.0
+        )
+        results.append(
+            {"model": name, "variant": variant, "seed": seed, **sampled, "greedy": greedy}
+        )
+        print({k: sampled[k] for k in ("split_rate", "n_blocks", "accuracy")}, flush=True)
+    return results
