@@ -5,8 +5,8 @@ answer mode (share, accuracy, sequential decode steps) beside the split rate of 
 Only worlds that define the readings (``World.answer_mode``, ``World.block_splits``: WideWorld)
 add these keys; every other benchmark's samples and summaries stay as they were.
 
->>> q = "Deals of one toy and one book: (A) 7 and 46, (B) 12 and 40. Al pays 52 coins for one deal."
->>> facts = sample_facts("wideworld-hard", q, "(A) 7+46=53 vs 52 ✗\\n<Parallel><Path>(B) 12+40=52")
+>>> q = "Deals of one toy and one book: (A) 4 and 9, (B) 6 and 8. Al pays 14 coins for one deal."
+>>> facts = sample_facts("wideworld-hard", q, "(A) 4+9=13 vs 14 ✗\\n<Parallel><Path>(B) 6+8=14")
 >>> facts["answer_mode"], facts["splits"]
 ('search', [True])
 """

@@ -1,17 +1,18 @@
 """WideWorld: a wide search whose candidates are named, so paths that cannot see each other can
 still split it (docs/wideworld.md).
 
-Every problem opens with a lettered list of deals, ``Deals of one toy and one book: (A) 7 and
-46, (B) 12 and 40, ..., (J) 21 and 33.`` Two tiers, in GSM8K's record shape (step lines, then
-``#### N``; the steps are written compactly, without ``<<...>>`` annotations, to keep the traces
-short):
+Every problem opens with a lettered list of deals, ``Deals of one toy and one book: (A) 4 and
+9, (B) 5 and 6, ..., (J) 6 and 9.`` (one-digit prices, the book dearer than the toy). Two tiers,
+in GSM8K's record shape (step lines, then ``#### N``; the steps are written compactly, without
+``<<...>>`` annotations, to keep the traces short):
 
 - ``easy`` (forward, one step): the sum of one named deal, how much more its dear item costs, or
-  whether it costs a given total (``(D) 12+40=52 vs 52 ✓``, 1 or 0).
-- ``hard`` (search): ``Mia pays 52 coins for one deal. How much more does its book cost than its
+  whether it costs a given total (``(D) 6+8=14 vs 14 ✓``, 1 or 0).
+- ``hard`` (search): ``Mia pays 14 coins for one deal. How much more does its book cost than its
   toy?`` Exactly one of the ten deals sums to the total. *Finding* it means checking deals one
-  by one; *checking* one is an addition and a comparison, ``(C) 12+40=52 vs 52 ✓ 40-12=28``, and
-  the deal that checks out also gives the answer. A blind guess is right 1 time in 10.
+  by one; *checking* one is an addition and a comparison, ``(C) 6+8=14 vs 14 ✓ 8-6=2``, and
+  the deal that checks out also gives the answer. A blind guess of the deal is right 1 time in
+  10, of the answer (1 to 8, uniform) 1 time in 8.
 
 The rule teacher (``WideTeacher``) writes one search in three forms that share every line:
 
@@ -26,10 +27,9 @@ Each path opens with its deal's letter, and the question says what that deal is,
 its share without seeing its siblings: the forked engine writes ``(B)`` to ``(J)`` into the paths
 as forced tokens (``RolloutConfig.path_headers`` with ``header_style="letter"``: path j opens
 with the (j+1)-th letter) and the model copies that deal's prices. The guess is deal (A), so the
-block's letters are the engine's. Letters, not numbers: a letter token appears nowhere else in a
-question, so finding a deal is a one-token look-up (with numbers, the tiny model mixed labels up
-with prices: docs/wideworld.md).
-Decoded that way, a block costs its longest path: one line.
+block's letters are the engine's. Decoded that way, a block costs its longest path: one line.
+Letters and one-digit prices make finding a deal a one-token look-up (with numbered deals and
+two-digit prices the tiny model mixed up digits of neighbouring deals: docs/wideworld.md).
 
 >>> rec = generate(1, "hard", "test", seed=0)[0]
 >>> len(parse_hard(rec["question"])[0].deals), rec["answer"].splitlines()[-1].startswith("#### ")
@@ -51,13 +51,13 @@ from pr1lib.worlds import World, register
 
 TIERS = ("easy", "hard")
 GOODS = (("toy", "book"), ("cake", "drink"), ("pen", "bag"), ("hat", "scarf"))
-LOW, HIGH = (2, 25), (30, 70)  # the cheap item's and the dear item's prices: sums are two digits
+TOP = 9  # prices are one digit, 1 to 9, the dear item dearer than the cheap one: a price is one
+# token, so finding a deal's prices is one look-up (two-digit prices were copied digit by digit and
+# the tiny model mixed digits of neighbouring deals up: docs/wideworld.md, design notes)
 DEALS = 10  # deals per hard problem: a guess, then a block of DEALS - 1 paths
 OK, NO = "✓", "✗"
 LABELS = LETTERS[:DEALS]  # deal j is called (LABELS[j]): (A) is the guess, (B)..(J) the paths
-# how far a wrong deal's sum lands from the total: near it, and often by whole tens, so neither the
-# tens digit nor the units digit alone tells the deal that checks out
-MISSES = (*range(1, 10), 10, 10, 10, 20, 20)
+MISSES = (1, 1, 2, 2, 3, 4, 5)  # how far a wrong deal's sum lands from the total: near it
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Deals:
     deals: tuple[tuple[int, int], ...]
 
     def header(self) -> str:
-        """``Deals of one toy and one book: (A) 7 and 46, (B) 12 and 40.``"""
+        """``Deals of one toy and one book: (A) 4 and 9, (B) 6 and 8.``"""
         listing = ", ".join(f"({LABELS[j]}) {a} and {b}" for j, (a, b) in enumerate(self.deals))
         return f"Deals of one {self.names[0]} and one {self.names[1]}: {listing}."
 
@@ -77,10 +77,10 @@ class Deals:
 def line(j: int, pair: tuple[int, int], total: int) -> str:
     """The check of the j-th deal: its sum beside the total; the one that checks out also answers.
 
-    >>> line(2, (12, 40), 52)
-    '(C) 12+40=52 vs 52 ✓ 40-12=28'
-    >>> line(0, (7, 46), 52)
-    '(A) 7+46=53 vs 52 ✗'
+    >>> line(2, (6, 8), 14)
+    '(C) 6+8=14 vs 14 ✓ 8-6=2'
+    >>> line(0, (4, 9), 14)
+    '(A) 4+9=13 vs 14 ✗'
     """
     a, b = pair
     head = f"({LABELS[j]}) {a}+{b}={a + b} vs {total}"
@@ -89,8 +89,8 @@ def line(j: int, pair: tuple[int, int], total: int) -> str:
 
 # --------------------------------------------------------------------------- problems
 def _pair_with_sum(rng: random.Random, total: int) -> tuple[int, int] | None:
-    """A (cheap, dear) pair inside the price ranges that sums to ``total``, else ``None``."""
-    lows = [a for a in range(LOW[0], LOW[1] + 1) if HIGH[0] <= total - a <= HIGH[1]]
+    """A (cheap, dear) pair of one-digit prices that sums to ``total``, else ``None``."""
+    lows = [a for a in range(1, TOP) if a < total - a <= TOP]
     if not lows:
         return None
     a = rng.choice(lows)
@@ -99,14 +99,21 @@ def _pair_with_sum(rng: random.Random, total: int) -> tuple[int, int] | None:
 
 def _hard_deals(rng: random.Random) -> tuple[list[tuple[int, int]], int, int]:
     """``(deals, total, right)``: DEALS distinct pairs, exactly one (index ``right``) summing
-    to ``total``, and no other with the right pair's difference (a wrong deal never answers)."""
-    a, b = rng.randint(*LOW), rng.randint(*HIGH)
-    total, right = a + b, rng.randrange(DEALS)
-    deals = [(a, b)]
+    to ``total``, and no other with the right pair's difference (a wrong deal never answers); a
+    right pair with too few such neighbours (a total at the edge) is drawn again."""
+    deals: list[tuple[int, int]] = []
     while len(deals) < DEALS:
-        pair = _pair_with_sum(rng, total + rng.choice(MISSES) * rng.choice((-1, 1)))
-        if pair and pair not in deals and pair[1] - pair[0] != b - a:
-            deals.append(pair)
+        gap = rng.randint(1, TOP - 1)  # the answer, uniform: no answer is a better blind guess
+        a = rng.randint(1, TOP - gap)
+        b = a + gap
+        total, deals = a + b, [(a, b)]
+        for _ in range(50 * DEALS):
+            pair = _pair_with_sum(rng, total + rng.choice(MISSES) * rng.choice((-1, 1)))
+            if pair and pair not in deals and pair[1] - pair[0] != b - a:
+                deals.append(pair)
+            if len(deals) == DEALS:
+                break
+    right = rng.randrange(DEALS)
     wrong = deals[1:]
     rng.shuffle(wrong)
     return wrong[:right] + [(a, b)] + wrong[right:], total, right
@@ -118,7 +125,7 @@ def _who(rng: random.Random) -> tuple[str, str]:
 
 
 def hard_problem(rng: random.Random) -> dict:
-    """``Deals ... Mia pays 52 coins for one deal. How much more does its book cost than its
+    """``Deals ... Mia pays 14 coins for one deal. How much more does its book cost than its
     toy?`` (a search over the deals).
 
     >>> rec = hard_problem(random.Random(3))
@@ -146,7 +153,8 @@ def easy_problem(rng: random.Random) -> dict:
     names, (who, pron) = rng.choice(GOODS), _who(rng)
     deals: list[tuple[int, int]] = []
     for _ in range(rng.randint(2, DEALS)):
-        pair = (rng.randint(*LOW), rng.randint(*HIGH))
+        a = rng.randint(1, TOP - 1)
+        pair = (a, rng.randint(a + 1, TOP))
         deals += [pair] if pair not in deals else []
     j = rng.randrange(len(deals))
     (a, b), shop = deals[j], Deals(names, tuple(deals))
@@ -159,7 +167,8 @@ def easy_problem(rng: random.Random) -> dict:
         ask = f"In deal ({name}), how much more does the {names[1]} cost than the {names[0]}?"
         steps, final = f"({name}) {b}-{a}={b - a}", b - a
     else:
-        total = a + b + (0 if rng.random() < 0.5 else rng.choice(MISSES) * rng.choice((-1, 1)))
+        miss = 0 if rng.random() < 0.5 else rng.choice(MISSES) * rng.choice((-1, 1))
+        total = a + b + (miss if a + b + miss > 1 else -miss)
         ask = f"Does deal ({name}) cost exactly {total} coins (1 for yes, 0 for no)?"
         mark = OK if a + b == total else NO
         steps, final = f"({name}) {a}+{b}={a + b} vs {total} {mark}", int(a + b == total)
@@ -199,8 +208,8 @@ _HARD_RE = re.compile(r"pays (\d+) coins for one deal\.")
 def parse_deals(question: str) -> Deals | None:
     """The lettered deals of a WideWorld question, or ``None`` when it is not one.
 
-    >>> parse_deals("Deals of one toy and one book: (A) 7 and 46, (B) 12 and 40. Tom ...").deals
-    ((7, 46), (12, 40))
+    >>> parse_deals("Deals of one toy and one book: (A) 4 and 9, (B) 6 and 8. Tom ...").deals
+    ((4, 9), (6, 8))
     """
     head = _HEAD_RE.search(question)
     found = _DEAL_RE.findall(question)
@@ -218,7 +227,7 @@ def parse_hard(question: str) -> tuple[Deals, int] | None:
 def solve(deals: Deals, total: int) -> int | None:
     """The index of the one deal that sums to ``total`` (``None`` unless exactly one does).
 
-    >>> solve(Deals(GOODS[0], ((7, 46), (12, 40))), 52)
+    >>> solve(Deals(GOODS[0], ((4, 9), (6, 8))), 14)
     1
     """
     hits = [j for j, (a, b) in enumerate(deals.deals) if a + b == total]
@@ -231,8 +240,8 @@ _LINE_RE = re.compile(r"\(([A-Z])\) (\d+)\+(\d+)=")
 def checked_deals(text: str) -> list[tuple[int, tuple[int, int]]]:
     """Every deal a text checks, in order: ``(index of the letter it names, (prices it adds))``.
 
-    >>> checked_deals("(A) 7+46=53 vs 52 ✗\\n<Parallel><Path>(B) 12+40=52 vs 52 ✓ 40-12=28")
-    [(0, (7, 46)), (1, (12, 40))]
+    >>> checked_deals("(A) 4+9=13 vs 14 ✗\\n<Parallel><Path>(B) 6+8=14 vs 14 ✓ 8-6=2")
+    [(0, (4, 9)), (1, (6, 8))]
     """
     return [(LETTERS.index(j), (int(a), int(b))) for j, a, b in _LINE_RE.findall(text)]
 
@@ -273,11 +282,11 @@ def parallel_trace(deals: Deals, total: int) -> str:
     """The teacher's trace: deal (A) checked first (a right guess answers at once), else one block
     of one path per remaining deal and a summary holding the answer.
 
-    >>> print(parallel_trace(Deals(GOODS[0], ((7, 46), (12, 40), (9, 40))), 52))
-    (A) 7+46=53 vs 52 ✗
-    <Parallel><Path>(B) 12+40=52 vs 52 ✓ 40-12=28</Path><Path>(C) 9+40=49 vs 52 ✗</Path></Parallel>
-    <Summary>28</Summary>
-    Final Answer: 28
+    >>> print(parallel_trace(Deals(GOODS[0], ((4, 9), (6, 8), (5, 7))), 14))
+    (A) 4+9=13 vs 14 ✗
+    <Parallel><Path>(B) 6+8=14 vs 14 ✓ 8-6=2</Path><Path>(C) 5+7=12 vs 14 ✗</Path></Parallel>
+    <Summary>2</Summary>
+    Final Answer: 2
     """
     lines, right = search_lines(deals, total), solve(deals, total)
     a, b = deals.deals[right]
@@ -291,10 +300,10 @@ def parallel_trace(deals: Deals, total: int) -> str:
 def serial_trace(deals: Deals, total: int) -> str:
     """The same search as one stream: deal after deal, stopping at the first ✓.
 
-    >>> print(serial_trace(Deals(GOODS[0], ((7, 46), (12, 40), (9, 40))), 52))
-    (A) 7+46=53 vs 52 ✗
-    (B) 12+40=52 vs 52 ✓ 40-12=28
-    Final Answer: 28
+    >>> print(serial_trace(Deals(GOODS[0], ((4, 9), (6, 8), (5, 7))), 14))
+    (A) 4+9=13 vs 14 ✗
+    (B) 6+8=14 vs 14 ✓ 8-6=2
+    Final Answer: 2
     """
     right = solve(deals, total)
     a, b = deals.deals[right]
@@ -325,9 +334,9 @@ def answer_mode(text: str) -> str:
     """``"guess"`` when a completion checks at most one deal and opens no block, else
     ``"search"``.
 
-    >>> answer_mode("(A) 7+46=53 vs 53 ✓ 39\\nFinal Answer: 39")
+    >>> answer_mode("(A) 4+9=13 vs 13 ✓ 9-4=5\\nFinal Answer: 5")
     'guess'
-    >>> answer_mode("(A) 7+46=53 vs 52 ✗\\n(B) 8+44=52 vs 52 ✓ 36\\nFinal Answer: 36")
+    >>> answer_mode("(A) 4+9=13 vs 14 ✗\\n(B) 6+8=14 vs 14 ✓ 8-6=2\\nFinal Answer: 2")
     'search'
     """
     return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
@@ -382,6 +391,7 @@ WORLD = register(
         answer_mode=answer_mode,
         block_splits=block_splits,
         tier_labels={"easy": "one named deal, one step", "hard": "search ten deals for the one"},
+        checkpoints={"base": "data/wideworld-base"},
         budgets={
             "max_completion_length": 320,
             "max_path_length": 32,
