@@ -86,16 +86,23 @@ def _norm(text: str) -> str:
 
 
 def check_trace(
-    problem: dict, trace: dict, prompt_style: str, max_tokens: int, tokenizer: Any = None
+    problem: dict,
+    trace: dict,
+    prompt_style: str,
+    max_tokens: int,
+    tokenizer: Any = None,
+    require_block: bool = True,
 ) -> tuple[str | None, str]:
-    """``(reason, detail)`` for the first failed check, or ``(None, "")`` when the trace is kept."""
+    """``(reason, detail)`` for the first failed check, or ``(None, "")`` when the trace is kept
+    (``require_block=False``: a trace without a block is kept too, for a world whose teacher
+    answers some items without one: ``World.blockless_rows``)."""
     text = trace.get("text") or ""
     if trace.get("error") or not text.strip():
         return "teacher_error", trace.get("error") or "empty trace"
     errors = validate(text, strict=True)
     if errors:
         return "invalid_format", errors[0]
-    if parallel_stats(text)["blocks"] < 1:
+    if require_block and parallel_stats(text)["blocks"] < 1:
         return "no_block", "no <Parallel> block"
     predicted = extract_answer(text)
     if not answers_match(predicted, problem["answer"]):
@@ -113,6 +120,7 @@ def filter_traces(
     max_tokens: int = 1024,
     tokenizer: Any = None,
     dedupe: bool = True,
+    require_block: bool = True,
 ):
     """Split traces into ``(kept, rejected)`` rows: the problem's fields plus ``completion``,
     ``teacher`` and, for rejected rows, ``reason`` and ``detail``. Duplicate questions (after
@@ -120,7 +128,9 @@ def filter_traces(
     kept, rejected, seen = [], [], set()
     for problem, trace in zip(problems, traces):
         row = {**problem, "completion": trace.get("text") or "", "teacher": trace["teacher"]}
-        reason, detail = check_trace(problem, trace, prompt_style, max_tokens, tokenizer)
+        reason, detail = check_trace(
+            problem, trace, prompt_style, max_tokens, tokenizer, require_block
+        )
         key = _norm(problem["question"])
         if reason is None and dedupe and key in seen:
             reason, detail = "duplicate", "question already kept"
@@ -352,8 +362,16 @@ def run_coldstart(
     cache = TraceCache(out / "traces.jsonl")
     asked = sum(not cache.done(p["id"], teacher.name) for p in problems)
     traces = generate_traces(teacher, problems, cache.path, batch, progress)
+    found = worlds.find_source(config.source)
+    require_block = not (found and found[0].blockless_rows)
     kept, rejected = filter_traces(
-        problems, traces, config.prompt_style, config.max_tokens, tokenizer, config.dedupe
+        problems,
+        traces,
+        config.prompt_style,
+        config.max_tokens,
+        tokenizer,
+        config.dedupe,
+        require_block,
     )
     summary = summarize(kept, rejected)
     dataset = build_dataset(kept, config.prompt_style)

@@ -66,6 +66,7 @@ def _eval(args: Any) -> dict:
     if args.n == 0:  # --n 0: every problem
         overrides["n"] = None
     cfg = EvalConfig.for_profile(profile, **overrides)
+    cfg = cfg.replace(**{**world_layout(cfg.benchmark), **overrides})
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
     cfg = cfg.replace(
         prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style
@@ -83,6 +84,15 @@ def _eval(args: Any) -> dict:
             model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name), progress=not args.json
         )
         return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
+
+
+def world_layout(benchmark: str) -> dict[str, Any]:
+    """A world's block layout for its own benchmark (``World.layout``: WideWorld's nine lettered
+    paths), so ``eval`` decodes its checkpoints as they were trained; ``{}`` elsewhere."""
+    from pr1lib import worlds
+
+    found = worlds.find_source(benchmark)
+    return found[0].layout() if found else {}
 
 
 def bench(args: Any) -> int:

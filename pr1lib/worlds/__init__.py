@@ -47,6 +47,9 @@ class World:
     # per block of a completion to ``question``: did its paths take their assigned shares (a
     # world whose paths are told their share); None: the world assigns no shares
     block_splits: Callable[[str, str], list[bool]] | None = None
+    # its cold start keeps traces without a block (a checked guess that answers, an easy item):
+    # the same answer modes in every arm's rows; False: only traces with a block (the paper's)
+    blockless_rows: bool = False
     tiers: tuple[str, ...] = ("easy", "hard")
     tier_labels: dict[str, str] = field(default_factory=dict)  # a model card's words per tier
     # shipped folders (relative to the repository): "base", and the SFT per variant ("seen",

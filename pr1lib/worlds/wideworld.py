@@ -390,6 +390,7 @@ WORLD = register(
         serial_solution=serial_solution,
         answer_mode=answer_mode,
         block_splits=block_splits,
+        blockless_rows=True,
         tier_labels={"easy": "one named deal, one step", "hard": "search ten deals for the one"},
         checkpoints={"base": "data/wideworld-base"},
         budgets={
@@ -400,12 +401,9 @@ WORLD = register(
             "header_style": "letter",
         },
         stages={2: "hard", 3: "hard"},
-        stage_presets=dict(
-            eval_max_new_tokens=320,
-            use_lora=False,
-            learning_rate=1e-4,
-            dynamic_sampling=True,
-        ),
+        # no dynamic sampling: its cold starts answer ~97 % of hard items, so most groups are all
+        # right and refilling them would multiply the rollouts for a few mixed groups
+        stage_presets=dict(eval_max_new_tokens=320, use_lora=False, learning_rate=1e-4),
         sft_presets=dict(
             source="wideworld-easy+wideworld-hard",
             use_lora=False,
