@@ -442,6 +442,76 @@ speed
 # the merge keeps the paths' cached keys, so training and decoding agree token for token.
 
 # %% [markdown]
+# ## 9. Paths told their share: a wide search decoded side by side
+#
+# Section 7's paths collide because nothing in a path says which part of the search is its own.
+# **WideWorld** (`pr1lib/worlds/wideworld.py`, [docs/wideworld.md](../docs/wideworld.md)) writes
+# the plan before the block, where every path can read it: the question lists ten deals named (A)
+# to (J), and exactly one of them costs the total. The model checks deal (A) first, as a serial
+# search would; when that fails it opens one block of **nine** paths, and the forked engine writes
+# each path's letter, (B) to (J), into the path as forced tokens (`path_headers` with
+# `header_style="letter"`), so a path knows its deal without seeing its siblings and copies that
+# deal's prices from the question. Below, WideWorld's shipped unseen SFT
+# (`data/wideworld-sft-unseen`, a tiny-profile model on every profile) answers held-out hard items
+# whose deal (A) fails, made to open its block right after that guess
+# (`pr1lib.experiments.split.forced_split` runs the same on 250 items):
+
+# %%
+from pr1lib.experiments.split import forced_prefixes
+from pr1lib.metrics import sample_stats
+from pr1lib.worlds import wideworld
+
+WIDE = worlds.get("wideworld")
+wide_model, wide_tok = load_for_eval(REPO_ROOT / WIDE.init("unseen"), "tiny")
+wide_items = forced_prefixes(WIDE, load_world(WIDE.source("hard"), 2 * NB.eval_n, "test",
+                                              seed=SEED))[: NB.eval_n]
+wide_prompts = [chat_prompt(r["question"], wide_tok, "tiny") + pre for r, pre in wide_items]
+wide_texts = [pre + s[0] for (_, pre), s in zip(wide_items, sample(
+    wide_model, wide_tok, wide_prompts, 1, True, "forked", seed=SEED, **WIDE.budgets))]
+record, text = wide_items[0][0], wide_texts[0]
+deals = wideworld.parse_deals(record["question"]).deals
+print(record["question"], "\n\n" + text[: text.find("<Parallel>")])
+pd.DataFrame(
+    [
+        {"engine wrote": q.text[:3], "the model wrote": q.text[3:],
+         "the question's deal": f"{deals[j + 1][0]} and {deals[j + 1][1]}",
+         "its own deal?": wideworld.checked_deals(q.text)[:1] == [(j + 1, deals[j + 1])]}
+        for j, q in enumerate(parse_response(text).blocks[0].paths)
+    ],
+    index=pd.Index(range(1, len(deals)), name="path"),
+)
+
+# %% [markdown]
+# The first three characters of every path are the engine's; the rest is the model's, copied
+# from the deal its letter names and checked against the total. Over all the items, how often did
+# **every** path of a block take its own deal, and what did the block cost in sequential decode
+# steps (a block decoded as forked paths costs its longest path) against the same tokens decoded
+# one after another?
+
+# %%
+splits = [WIDE.block_splits(r["question"], t)[:1] for (r, _), t in zip(wide_items, wide_texts)]
+split_rate = sum(s == [True] for s in splits) / len(splits)
+forked_steps = sum(sample_stats(t, wide_tok, "forked")["sequential_steps"] for t in wide_texts)
+serial_steps = sum(sample_stats(t, wide_tok, "seen")["sequential_steps"] for t in wide_texts)
+right = completion_metrics(wide_texts, [r["answer"] for r, _ in wide_items])["accuracy"]
+print(f"{len(wide_items)} forced blocks: every path on its own deal in {split_rate:.0%}, answer "
+      f"right {right:.0%}; decoded forked they cost {forked_steps / serial_steps:.2f}x the "
+      "sequential steps of the same tokens in one stream")
+
+# %%
+should_see("WideWorld unseen SFT, forked: share of blocks whose paths take their own deal",
+           split_rate, PROFILE)
+should_see("WideWorld unseen SFT: forked steps over the same tokens in one stream",
+           forked_steps / serial_steps, PROFILE)
+
+# %% [markdown]
+# You should see: nearly every block splits the search as its letters say, and the nine paths
+# cost about a third of the steps the same tokens take in one stream. The same tokens are not a
+# fair rival, though: a serial search stops at the deal that checks out, so it writes fewer of
+# them. Notebook 07 measures R1-Unseen against that serial search, trained the same way, in
+# sequential steps and in seconds.
+
+# %% [markdown]
 # ## Summary
 #
 # - "Unseen" is the causal mask minus one kind of cell: a path's token never sees a sibling path of
@@ -456,6 +526,9 @@ speed
 # - The price of the isolation: the shipped unseen TinyWorld SFT often sends both paths to the same
 #   part of the search, because neither can see which part the other took. Numbered paths are the
 #   project's fix, measured in `study controls` (notebook 07); notebook 04 trains both variants.
+# - Where the plan is written before the block (WideWorld's lettered deals) and the engine writes
+#   each path's letter, paths that cannot see each other still split the search, and the block
+#   costs its longest path.
 
 # %% [markdown]
 # ## Exercises

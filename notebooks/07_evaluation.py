@@ -474,6 +474,62 @@ print("\n".join(verdict(controls)))
 controls_figure(controls)
 
 # %% [markdown]
+# ## 8. A search split across paths: WideWorld
+#
+# Section 7's answer was *the search*: written without tags it does as well, and the unseen form,
+# whose paths cannot see each other, split its two prices only by chance. WideWorld
+# ([docs/wideworld.md](../docs/wideworld.md), notebook 03 section 9) is built to ask what parallel
+# paths buy when they do split a search: ten lettered deals, one of which costs the total; a
+# serial search checks them one by one and stops at the one that checks out; Parallel-R1 checks
+# deal (A) and, when it fails, opens one block of nine paths, each told its deal by the letter the
+# engine writes. The same `controls` study runs on it, with every cold start trained in one run of
+# the pipeline (two SFT seeds for the serial, seen and unseen arms), three RL seeds per arm, and
+# one more arm: the unseen variant in the paper's own curriculum, SFT then Stage 3 only, as many
+# RL steps (`unseen-s3`).
+
+# %%
+wide = committed("wideworld-controls")
+print("the committed run:", wide["command"])
+print(f"wall time of the arms: {wide['numbers']['wall']['total'] / 3600:.1f} h")
+wide_table = wide["numbers"]
+controls_frame(wide_table)
+
+# %% [markdown]
+# Every sample is an answer in one of two modes: a checked guess (deal (A) was right, one line, no
+# block) or a search. Both forms may stop after the guess, so the modes are the same in every arm
+# and the steps are compared mode by mode:
+
+# %%
+from pr1lib.reports import cap_words, latency_frame, modes_frame
+
+print("\n".join([*verdict(wide_table), cap_words(wide_table)]))
+modes_frame(wide_table)
+
+# %% tags=["report"]
+controls_figure(wide_table)
+
+# %% [markdown]
+# Sequential steps are what a machine that runs the paths at once would take. Seconds are what
+# this CPU took: `python -m pr1lib bench latency` times R1-Unseen (forked) and the serial arm, both
+# after RL (seed 0, shipped as `data/wideworld-r1` and `data/wideworld-serial-r1`), on the same 64
+# held-out hard items, one answer per call (a user waiting) and 64 per call (a server's batch):
+
+# %%
+latency = committed("wideworld-latency")
+print("the committed run:", latency["command"])
+latency_frame(latency["numbers"])
+
+# %%
+rows = {r["arm"]: r for r in wide_table["rows"]}
+step_ratio = rows["unseen"]["mean_sequential_steps"] / rows["serial"]["mean_sequential_steps"]
+seconds_ratio = latency["numbers"]["unseen_over_serial"]["1"]
+print(f"R1-Unseen takes {step_ratio:.2f}x the serial arm's sequential steps and "
+      f"{seconds_ratio:.2f}x its seconds per answer at batch 1")
+should_see("WideWorld: R1-Unseen's sequential steps over the serial arm's", step_ratio, PROFILE)
+should_see("WideWorld: R1-Unseen's seconds per answer over serial's, batch 1", seconds_ratio,
+           PROFILE)
+
+# %% [markdown]
 # ## Summary
 #
 # - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right,
@@ -491,6 +547,8 @@ controls_figure(controls)
 # - A claim about *parallel* thinking needs its controls: a plain SFT with the same steps and a
 #   serial search with the same content. Section 7 reads them from the committed card, with each
 #   gap's interval, and counts what parallel paths save in sequential decode steps.
+# - Where paths are told their share (WideWorld, section 8), the parallel search is measured
+#   against the serial one in accuracy per answer mode, sequential steps and seconds.
 
 # %% [markdown]
 # ## Exercises

@@ -58,6 +58,13 @@ EXPECTED: dict[str, dict[str, Range]] = {
         "smoke": (0, 1),
         "tiny": (0.25, 0.8),
     },
+    # 03: WideWorld's shipped unseen SFT (a tiny-profile model on every profile), one forced forked
+    # block after a failed guess (study split, 250 items: 0.93 at T = 1, 0.98 greedy); steps of
+    # nine forked paths over the same tokens in one stream (teacher traces: ~0.3)
+    "WideWorld unseen SFT, forked: share of blocks whose paths take their own deal": {
+        "*": (0.75, 1)
+    },
+    "WideWorld unseen SFT: forked steps over the same tokens in one stream": {"*": (0.15, 0.55)},
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},

@@ -47,24 +47,82 @@ def pass_curve_figure(ours: dict[str, dict[str, dict]], checker: str | None = No
 
 def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
     """The parallel-vs-serial table (``study controls`` without ``--arm``) as one row per arm:
-    mean@k at T = 1 with its 95 % interval over problems, greedy, block rate, tokens and
-    sequential decode steps (means over the seeds)."""
+    mean@k at T = 1 with its 95 % interval over problems, greedy, block rate (and the strictly
+    valid one), tokens and sequential decode steps (means over the seeds), and where measured the
+    forced split rate after SFT and after RL."""
     rows = []
     for r in table["rows"]:
         low, high = r["interval"]["low"], r["interval"]["high"]
-        rows.append(
-            {
-                "arm": r["arm"],
-                "mean@k (T=1)": round(r["accuracy"], 3),
-                "95% interval": f"[{low:.3f}, {high:.3f}]",
-                "greedy": round(r["greedy"], 3),
-                "block rate": round(r["parallel_ratio"], 3),
-                "tokens": round(r["mean_length"], 1),
-                "sequential steps": round(r["mean_sequential_steps"], 1),
-                "what": r["what"],
-            }
-        )
-    return pd.DataFrame(rows)
+        row = {
+            "arm": r["arm"],
+            "mean@k (T=1)": round(r["accuracy"], 3),
+            "95% interval": f"[{low:.3f}, {high:.3f}]",
+            "greedy": round(r["greedy"], 3),
+            "block rate": round(r["parallel_ratio"], 3),
+            "valid blocks": _rounded(r.get("valid_block_rate")),
+            "tokens": round(r["mean_length"], 1),
+            "sequential steps": round(r["mean_sequential_steps"], 1),
+            "split (SFT)": _rounded(r.get("split_rate_sft")),
+            "split (RL)": _rounded(r.get("split_rate")),
+            "what": r["what"],
+        }
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame.dropna(axis=1, how="all")  # columns a world does not measure
+
+
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def modes_frame(table: dict[str, Any]) -> pd.DataFrame:
+    """Per arm and answer mode (a checked guess, or a search): its share of the samples, their
+    accuracy and mean sequential decode steps (``study controls`` in a world that reads modes).
+
+    >>> cell = {"share": 0.5, "accuracy": 1.0, "mean_sequential_steps": 20.0}
+    >>> modes_frame({"rows": [{"arm": "a", "answer_modes": {"guess": cell, "search": cell}}]}).shape
+    (2, 5)
+    """
+    rows = [
+        {"arm": r["arm"], "mode": mode, **{k: _rounded(v) for k, v in cell.items()}}
+        for r in table["rows"]
+        for mode, cell in r.get("answer_modes", {}).items()
+    ]
+    return pd.DataFrame(rows).rename(columns={"mean_sequential_steps": "sequential steps"})
+
+
+def cap_words(table: dict[str, Any], arm: str = "unseen", rival: str = "serial") -> str:
+    """Both arms' accuracy at the smallest cap on sequential decode steps where ``arm`` keeps 95 %
+    of its own accuracy: what a deadline does to each.
+
+    >>> row = lambda a, acc, caps: {"arm": a, "accuracy": acc, "accuracy_at_steps": caps}
+    >>> cap_words({"rows": [row("unseen", 0.9, {"32": 0.1, "64": 0.9}),
+    ...                     row("serial", 0.9, {"32": 0.0, "64": 0.3})]})
+    'within 64 sequential steps: unseen 90.0 %, serial 30.0 % (+60.0 points)'
+    """
+    rows = {r["arm"]: r for r in table["rows"]}
+    mine, theirs = rows[arm], rows[rival]
+    caps = sorted(mine["accuracy_at_steps"], key=int)
+    cap = next(c for c in caps if mine["accuracy_at_steps"][c] >= 0.95 * mine["accuracy"])
+    a, b = mine["accuracy_at_steps"][cap], theirs["accuracy_at_steps"][cap]
+    return (
+        f"within {cap} sequential steps: {arm} {100 * a:.1f} %, {rival} {100 * b:.1f} % "
+        f"({100 * (a - b):+.1f} points)"
+    )
+
+
+def latency_frame(numbers: dict[str, Any]) -> pd.DataFrame:
+    """``bench latency``'s seconds per answer, serial and unseen side by side per batch size, with
+    their ratio.
+
+    >>> latency_frame({"seconds_per_answer": {"1": {"serial": 0.2, "unseen": 0.1}},
+    ...                "unseen_over_serial": {"1": 0.5}}).loc["1"].tolist()
+    [0.2, 0.1, 0.5]
+    """
+    frame = pd.DataFrame(numbers["seconds_per_answer"]).T
+    frame["unseen / serial"] = pd.Series(numbers["unseen_over_serial"])
+    frame.index.name = "batch"
+    return frame
 
 
 ARM_LABELS = {

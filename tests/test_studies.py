@@ -353,3 +353,33 @@ def test_the_command_line_offers_exactly_the_control_arms():
     from pr1lib.experiments.controls import ARMS
 
     assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted([*ARMS, "all"])
+
+
+def test_the_controls_card_sums_each_arms_wall_time_over_resumed_runs_and_pools_split_rates(
+    tmp_path,
+):
+    """An arm interrupted and resumed counts both runs' seconds; the table pools the forced split
+    rates of an arm's RL ends (and of its SFTs) by their block counts."""
+    from pr1lib.experiments import controls
+
+    (tmp_path / "unseen").mkdir()
+    controls._add_wall(tmp_path / "unseen", 100.0)
+    controls._add_wall(tmp_path / "unseen", 50.5)
+    assert controls._walls(tmp_path, ["unseen", "plain"]) == {
+        "unseen": 150.5,
+        "plain": None,
+        "total": 150.5,
+    }
+    kept = {
+        str(tmp_path / "unseen" / "sft"): {"split_rate": 0.9, "n_blocks": 100},
+        str(tmp_path / "unseen" / "seed0" / "x"): {"split_rate": 1.0, "n_blocks": 100},
+        str(tmp_path / "unseen" / "seed1" / "x"): {"split_rate": 0.5, "n_blocks": 300},
+    }
+    (tmp_path / "unseen" / "splits.json").write_text(json.dumps(kept))
+    columns = controls.split_columns(tmp_path / "unseen", tmp_path / "unseen")
+    assert columns == {
+        "split_rate": 0.625,
+        "n_blocks": 400,
+        "split_rate_sft": 0.9,
+        "n_blocks_sft": 100,
+    }

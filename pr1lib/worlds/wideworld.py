@@ -392,7 +392,7 @@ WORLD = register(
         block_splits=block_splits,
         blockless_rows=True,
         tier_labels={"easy": "one named deal, one step", "hard": "search ten deals for the one"},
-        checkpoints={"base": "data/wideworld-base"},
+        checkpoints={"base": "data/wideworld-base", "unseen": "data/wideworld-sft-unseen"},
         budgets={
             "max_completion_length": 320,
             "max_path_length": 32,
