@@ -91,6 +91,46 @@ def modes_frame(table: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows).rename(columns={"mean_sequential_steps": "sequential steps"})
 
 
+def headline_figure(search: dict[str, Any], split: dict[str, Any]):
+    """The README's picture, two panels: left, TinyWorld's controls (``controls_bars``: the search
+    pays, with or without tags); right, WideWorld's accuracy within a cap on sequential decode
+    steps for the serial, seen and unseen arms (``controls_figure``: where a split search finishes
+    sooner)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.55, 0.45],
+        subplot_titles=(
+            "TinyWorld hard: mean@8 at T = 1, cold start → after RL",
+            "WideWorld hard: mean@8 within a cap on sequential steps",
+        ),
+    )
+    for trace in controls_bars(search).data:
+        fig.add_trace(trace.update(legendgroup="bars"), row=1, col=1)
+    colours = {"serial": "#d62728", "seen": "#9467bd", "unseen": "#1f77b4", "unseen-s3": "#17becf"}
+    for r in split["rows"]:
+        if r["arm"] not in colours:
+            continue
+        caps = {int(c): v for c, v in r["accuracy_at_steps"].items()}
+        fig.add_scatter(
+            x=list(caps),
+            y=list(caps.values()),
+            mode="lines+markers",
+            name=f"WideWorld {r['arm']}",
+            line=dict(color=colours[r["arm"]]),
+            row=1,
+            col=2,
+        )
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    fig.update_xaxes(title="sequential decode steps allowed", type="log", row=1, col=2)
+    legend = dict(orientation="h", y=-0.25)
+    fig.update_layout(barmode="group", height=430, width=1200, legend=legend)
+    return fig
+
+
 def cap_words(table: dict[str, Any], arm: str = "unseen", rival: str = "serial") -> str:
     """Both arms' accuracy at the smallest cap on sequential decode steps where ``arm`` keeps 95 %
     of its own accuracy: what a deadline does to each.
