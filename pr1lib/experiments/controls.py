@@ -444,11 +444,21 @@ def _add_wall(folder: Path, seconds: float) -> None:
     path.write_text(json.dumps({"seconds": round(before + seconds, 1)}))
 
 
-def _walls(root: Path, arms: list[str]) -> dict[str, float]:
-    """Each arm's wall seconds (``wall.json``) and their ``total``."""
-    walls = {}
+def _walls(root: Path, arms: list[str]) -> dict[str, Any]:
+    """Each arm's wall seconds (``wall.json``) and their ``total``; ``runs``: the seconds its SFT
+    and RL run cards record, per arm and ``total`` (what the study takes run after run, whatever
+    invocations and lanes ran it)."""
+    walls: dict[str, Any] = {}
     for arm in arms:
         path = Path(root) / arm / "wall.json"
         walls[arm] = json.loads(path.read_text())["seconds"] if path.is_file() else None
     walls["total"] = round(sum(v for v in walls.values() if v), 1)
+    runs = {arm: _run_seconds(Path(root) / arm) for arm in arms}
+    walls["runs"] = {**runs, "total": round(sum(runs.values()), 1)}
     return walls
+
+
+def _run_seconds(folder: Path) -> float:
+    """The ``seconds`` of every run card under ``folder`` (its SFTs and RL stages)."""
+    cards = sorted(folder.glob(f"*/{CARD}")) + sorted(folder.glob(f"seed*/*/{CARD}"))
+    return round(sum(json.loads(c.read_text()).get("seconds", 0.0) for c in cards), 1)
