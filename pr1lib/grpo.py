@@ -306,13 +306,14 @@ def finish(
 
 
 # ----------------------------------------------------------------------------- pre-flight doctor
-def doctor_checks(session: GRPOSession, n: int = 8) -> list:
+def doctor_checks(session: GRPOSession, n: int = 8, groups: int = 2) -> list:
     """``pr1lib.doctor.doctor`` on the real tokenizer, prompt, batch and reward of a session, with
-    gold completions from the rule teacher's parallel traces and one dry-run group per prompt."""
+    ``n`` gold completions from the rule teacher's parallel traces and one dry-run group for each
+    of the first ``groups`` prompts (more groups: a steadier ``group_variance`` verdict)."""
     cfg, tok = session.cfg, session.tokenizer
     golds, answers = gold_completions(cfg, n)
     golds, answers = (golds or None), (answers or None)
-    groups = dry_run_groups(session, n=2)
+    groups = dry_run_groups(session, n=groups)
     reward = reward_funcs(cfg)[0]
     step = cfg.window - 1 if REWARD_MODES[cfg.reward].scheduled else 0  # tiered: gold reaches 1.2
     return doctor(
