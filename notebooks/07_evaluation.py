@@ -151,7 +151,8 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 import pandas as pd
 
 from pr1lib import worlds
-from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
+from pr1lib.headline import (evaluate_checkpoints, find_checkpoints, headline_table,
+                             loaded_label, write_headline)
 from pr1lib.paths import shown
 
 # in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
@@ -208,7 +209,8 @@ per_stage.round(3)
 # %% tags=["report"]
 from pr1lib.paper import side_by_side
 
-table = side_by_side(ours, NB.model_label)
+MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size
+table = side_by_side(ours, MODEL)
 print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
 table
 
@@ -217,9 +219,9 @@ table
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = headline_table(ours, NB.model_label)
+headline = headline_table(ours, MODEL)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
-         f"ours = {NB.model_label} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
+         f"ours = {MODEL} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
 write_headline(headline, title)
 print(title)
 headline

@@ -137,6 +137,42 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
     assert found["sft-unseen"] == "data/tinyworld-sft-unseen" and "sft-unseen" not in missing
 
 
+def test_trained_checkpoints_are_labelled_by_what_was_loaded_never_random(tmp_path):
+    """The issue: 07's headline and 06's table called TinyWorld's trained checkpoints "smoke
+    (random weights)". The label now comes from the files loaded: architecture and size."""
+    import shutil
+
+    from pr1lib.config import NotebookConfig
+    from pr1lib.worlds import get
+
+    world = get("tinyworld")
+    shipped = {k: world.init(v) for k, v in (("base", "plain"), ("sft-seen", "seen"))}
+    run = tmp_path / "06_grpo_training-smoke" / "stage3"
+    shutil.copytree(REPO_ROOT / "data" / "tinyworld-sft", run / "merged")  # a trained RL run
+    found, _ = headline.find_checkpoints("smoke", root=tmp_path, defaults=shipped)
+    assert set(found) == {"base", "sft-seen", "rl-seen"}
+    smoke = NotebookConfig.for_profile("smoke").model_label
+    label = headline.loaded_label(found, smoke)
+    assert label == "Qwen3 (0.92M params)" and "random" not in label
+    assert (
+        headline.headline_table(
+            {
+                "rl-seen": {
+                    "tinyworld-easy": dict(
+                        accuracy=0.5, pass_at_k=1.0, parallel_ratio=1.0, n=2, k=2, checker="strict"
+                    )
+                }
+            },
+            label,
+        )
+        .filter(like="ours: Qwen3 (0.92M params)")
+        .shape[1]
+        == 3
+    )
+    # smoke's own random model has no folder: only it keeps the profile's label
+    assert headline.loaded_label({"base": "random-tiny-qwen3"}, smoke) == smoke
+
+
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv(headline.HEADLINE_ENV, str(tmp_path / "tour"))
