@@ -542,13 +542,14 @@ fig
 # %% tags=["report"]
 from pr1lib.experiments.curriculum import world_headline
 from pr1lib.headline import loaded_label, write_headline
+from pr1lib.paper import for_display
 
 if WORLD:  # the model named by what was loaded (its architecture and size)
     world_table = world_headline(seen_run, loaded_label({"sft": init}, NB.model_label), WORLD.name)
     write_headline(world_table, f"{WORLD.title} headline ({PROFILE}): Stages 2 + 3 from "
                    f"{shown(init)}, held-out problems, T = 1 (greedy beside)",
                    name="headline-tinyworld.json")
-    display(world_table)
+    display(for_display(world_table))
 
 # %% [markdown]
 # ## 9. The contrast: when a block does not pay (TinyGSM)
