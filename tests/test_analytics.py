@@ -111,6 +111,17 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
     assert effect["accuracy"]["after"] == pytest.approx((0.2 + 0.25 + 0.3) / 3)
 
 
+def test_step_axes_tick_whole_steps_only():
+    """07's Figure 3 and scaffold figure ticked 1.5, 2.5 on a 3-step run."""
+    frame = pd.DataFrame(_rows([0.1, 0.2, 0.3], [0.5, 0.6, 0.7])).assign(run="r")
+    curve = [{"step": s, "accuracy": 0.1, "parallel_ratio": 0.5, "phase": "x"} for s in (1, 2, 3)]
+    held = [{"step": s, "accuracy": 0.1, "parallel_ratio": 0.5, "tier": "hard"} for s in (0, 2, 4)]
+    scaffold = curves.scaffold_figure({"switch_step": 2, "curve": curve, "held_out": held})
+    for fig in (curves.figure3(frame), scaffold):
+        axes = [fig.layout[name] for name in fig.layout if name.startswith("xaxis")]
+        assert axes and all(a.dtick == 1 and a.tickformat == "d" for a in axes)
+
+
 def test_scaffold_refuses_a_switch_outside_the_run():
     with pytest.raises(ValueError, match="switch_step"):
         midtraining.mid_training("smoke", None, switch_step=4, total_steps=4)
