@@ -299,7 +299,7 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     )
     if not same:
         return None
-    print(f"reusing the finished run {run_dir}", flush=True)
+    print(f"reusing the finished run {shown(run_dir)}", flush=True)
     return {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
 
 
