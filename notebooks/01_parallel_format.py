@@ -306,13 +306,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 names = list(fmt.TAGS)
-fig = make_subplots(rows=1, cols=2, subplot_titles=("plain resize", "mean of pieces"))
+fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                    subplot_titles=("plain resize", "mean of pieces"))  # one row of tag names
 for col, matrix in enumerate((before, after), start=1):
-    fig.add_trace(go.Heatmap(z=matrix.numpy().round(3), x=names, y=names, zmin=-1,
-                             zmax=1, colorscale="RdBu_r", showscale=col == 2), 1, col)
-fig.update_xaxes(title="tag")
-fig.update_yaxes(title="tag", autorange="reversed")
-fig.update_layout(title="Cosine similarity between the six tag embeddings", height=420, width=860)
+    fig.add_trace(go.Heatmap(z=matrix.numpy().round(3), x=names, y=names, zmin=-1, zmax=1,
+                             colorscale="RdBu_r", showscale=col == 2,
+                             colorbar=dict(title="cosine")), 1, col)
+fig.update_xaxes(title="tag", tickangle=-45)
+fig.update_yaxes(title="tag", autorange="reversed", col=1)
+fig.update_layout(title="Cosine similarity between the six tag embeddings", height=460, width=900,
+                  margin=dict(l=100, t=90))
 fig.show()
 
 # %% [markdown]

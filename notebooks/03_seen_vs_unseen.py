@@ -134,17 +134,22 @@ for mode in ("seen", "unseen"):
 spans = parse(ids[0].tolist(), tok, START).spans()  # [(block, start, end)] per path
 labels = plots.token_labels([tok.decode([t]) for t in ids[0].tolist()])
 W = slice(START - 3, ids.shape[1])  # the response, plus the last prompt tokens
-print(f"{ids.shape[1]} tokens: prompt {START}, response {ids.shape[1] - START}; path spans {spans}")
+print(f"{ids.shape[1]} tokens, numbered 0-{ids.shape[1] - 1}: prompt 0-{START - 1}, response "
+      f"{START}-{ids.shape[1] - 1}; path spans {spans}")
 
 # %% [markdown]
 # ## 2. The two masks
 #
 # **Seen** is the ordinary causal triangle: every token sees everything before it, so the second
 # path can read the first. The figure shows the response and the last three prompt tokens; hover
-# over a cell to read the query and the key.
+# over a cell to read the query and the key. One numbering holds in every figure, table and widget
+# of this notebook: a token's index in the whole sequence, prompt included (the line above gives
+# the ranges), so a figure that starts three tokens before the response numbers its first token by
+# that index, not 0 (under "seen" a token's index is also its position id).
 
 # %% tags=["report"]
-plots.mask_heatmap(view["seen"]["allowed"][W, W], labels[W], "Seen: plain causal attention").show()
+plots.mask_heatmap(view["seen"]["allowed"][W, W], labels[W], "Seen: plain causal attention",
+                   first=W.start).show()
 
 # %% [markdown]
 # **Unseen** removes exactly one rectangle: the rows of the second path lose the columns of the
@@ -157,6 +162,7 @@ plots.mask_heatmap(
     labels[W],
     "Unseen: sibling paths hidden from each other",
     compare=view["seen"]["allowed"][W, W],
+    first=W.start,
 ).show()
 
 # %% [markdown]
@@ -170,7 +176,8 @@ plots.mask_heatmap(
 # %% tags=["report"]
 positions = {m: view[m]["position_ids"][0, W].tolist() for m in ("seen", "unseen")}
 plots.positions_figure(positions, labels[W], view["unseen"]["path"][0, W].tolist(),
-                       "Position ids: seen counts on, unseen restarts each path").show()
+                       "Position ids: seen counts on, unseen restarts each path",
+                       first=W.start).show()
 
 # %%
 from pr1lib.structure import tag_ids

@@ -21,7 +21,9 @@
 # %% tags=["parameters"]
 PROFILE = None  # smoke | tiny | colab | paper (None: $PR1_PROFILE or auto)
 SEED = 0
-INIT = None  # SFT run folder (with merged/) the doctor loads; None: the seen SFT run, else the base
+# SFT run or model folder the doctor loads; None: the world's shipped seen SFT (tiny, smoke:
+# data/tinyworld-sft), else notebook 04's seen run
+INIT = None
 
 # %% [markdown]
 # *On Colab (or anywhere `pr1lib` is not installed) the next cell fetches this repository and
@@ -249,24 +251,42 @@ fig
 # prompt, batch and reward: gold completions score the reward's maximum; the prompt does not
 # pre-fill a tag; the completion budget fits a parallel trace; the batch holds whole groups; a
 # dry-run group has reward spread (a group whose completions all score the same teaches nothing);
-# and the tags survive TRL's `decode(skip_special_tokens=True)`. It loads the Stage 2 session of
-# the seen SFT checkpoint (notebook 04), without training it.
+# and the tags survive TRL's `decode(skip_special_tokens=True)`. It loads the Stage 2 session that
+# notebook 06 trains, from the same seen SFT checkpoint, without training it: on `tiny` and `smoke`
+# TinyWorld's shipped `data/tinyworld-sft` (the cold start notebook 04 chose) on TinyWorld's easy
+# items; on `colab` and `paper` notebook 04's seen run. `INIT` picks another.
 
 # %%
-from pr1lib import grpo, starts
-from pr1lib.config import GRPOStageConfig
-from pr1lib.doctor import table as doctor_table
-from pr1lib.paths import runs_dir
+import transformers
 
-init = INIT or starts.default_init(2, "seen", PROFILE, SEED)
-print("the doctor loads:", init or "the base model (no SFT run found; run notebook 04 first)")
-stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
-session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor")
-print(doctor_table(grpo.doctor_checks(session)))
+from pr1lib import grpo, starts
+from pr1lib.config import GRPOStageConfig, NotebookConfig
+from pr1lib.doctor import table as doctor_table
+from pr1lib.paths import runs_dir, shown
+
+transformers.utils.logging.disable_progress_bar()  # the doctor's table, not a loading bar
+NB = NotebookConfig.for_profile(PROFILE)  # NB.world: the notebooks' main line (TinyWorld here)
+init = starts.notebook_start(PROFILE, SEED, NB.world, INIT)
+print("the doctor loads:",
+      shown(init) if init else "the base model (no SFT run found; run notebook 04 first)")
+stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True, world=NB.world)
+session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor",
+                           follow=True)
+checks = grpo.doctor_checks(session, groups=4)  # a dry-run group for each of 4 prompts
+print(doctor_table(checks))
 
 # %% [markdown]
-# On the random `smoke` model the group-variance check fails (every sample scores −1): exactly the
-# flat reward the doctor is for. From a trained SFT checkpoint it passes.
+# You should see every check `ok`: the checkpoint was trained on the tags, so its groups have reward
+# spread. A `group_variance` FAIL is the flat reward the doctor is for: a group whose samples all
+# score the same gives GRPO no gradient, and on a model never taught the tags every sample scores −1
+# under the parallel-aware reward (section 1), so every group is flat. The checks below fail the
+# tour if the doctor fell back to the base model or found a problem in the trained checkpoint.
+
+# %%
+trained = should_see("the doctor loads a trained checkpoint (1 = yes)", int(init is not None),
+                     PROFILE)
+clean = should_see("doctor checks that fail on the trained checkpoint",
+                   sum(c.ok is False for c in checks), PROFILE)
 
 # %% [markdown]
 # ## Summary

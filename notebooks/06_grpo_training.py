@@ -186,8 +186,11 @@ print("runs go under", shown(OUT))
 # here**: with β = 0 and one update per batch, GRPO's loss is ~0 at every step; watch the reward.
 #
 # The button of the panel calls `run_next(session, panel.state)`: train that many more steps, saving
-# a checkpoint at the end, resuming from it the next time. The training cell below makes that call,
-# so a headless run does exactly what a click does. Knobs a reward mode ignores are greyed out:
+# a checkpoint at the end, resuming from it the next time. The training cell below makes the same
+# call for the steps left of this notebook's plan (`run_to`), so a headless run does exactly what a
+# click does, and it says where the run stands. Steps you add with the button stay: a rerun goes
+# on from them, and Stage 3 then starts over from that Stage 2 (its earlier run is kept as
+# `stage3.prev`, one line says so). Knobs a reward mode ignores are greyed out:
 # window and tiered steps move only the alternating reward, and the main reward's weight matters
 # only next to a structure bonus (GRPO divides each group's rewards by their spread, so a lone
 # reward's scale cancels). Rerunning the notebook resumes from the last checkpoint instead of
@@ -202,7 +205,7 @@ print("runs go under", shown(OUT))
 # The schedules the dose cards hold, as the panel reads them:
 
 # %%
-from pr1lib.widgets import ControlPanel, PanelState, dose_rows, expected_block_rate, run_next
+from pr1lib.widgets import ControlPanel, PanelState, dose_rows, expected_block_rate, run_to
 
 dose = dose_rows() if WORLD else None  # the dose-response cards are TinyWorld's
 if dose:
@@ -216,12 +219,12 @@ if dose:
 # %%
 from pr1lib.dashboard import Dashboard
 
-session = grpo.GRPOSession(stage2, init, OUT / "stage2", dashboard=Dashboard(
+session = grpo.GRPOSession(stage2, init, OUT / "stage2", follow=True, dashboard=Dashboard(
     OUT / "stage2" / "metrics.csv", title="Stage 2 (easy problems)"))
 before2, _ = session.evaluate()
 panel = ControlPanel(session, PanelState(reward=stage2.reward, steps=stage2.max_steps), dose=dose)
 display(panel)
-run_next(session, panel.state.replace(steps=max(stage2.max_steps - session.step, 0)))
+print(run_to(session, panel.state, stage2.max_steps, "Stage 2"))
 run2 = grpo.finish(session, before2)
 print(panel.facts.value)
 
@@ -267,13 +270,14 @@ before_after(run2.result)
 # their groups more often. Same session, panel and dashboard code.
 
 # %%
-session3 = grpo.GRPOSession(stage3, run2.run_dir, OUT / "stage3", dashboard=Dashboard(
-    OUT / "stage3" / "metrics.csv", title="Stage 3 (hard problems)"))
+session3 = grpo.GRPOSession(stage3, run2.run_dir, OUT / "stage3", follow=True,
+                            dashboard=Dashboard(OUT / "stage3" / "metrics.csv",
+                                                title="Stage 3 (hard problems)"))
 panel3 = ControlPanel(session3, PanelState(reward=stage3.reward, window=stage3.window,
                                            parallel_steps=stage3.parallel_steps,
                                            steps=stage3.max_steps))  # dose cards: easy items
 display(panel3)
-run_next(session3, panel3.state.replace(steps=max(stage3.max_steps - session3.step, 0)))
+print(run_to(session3, panel3.state, stage3.max_steps, "Stage 3"))
 run3 = grpo.finish(session3, run2.result["after"])
 
 # %% tags=["report"]
@@ -537,13 +541,15 @@ fig
 
 # %% tags=["report"]
 from pr1lib.experiments.curriculum import world_headline
-from pr1lib.headline import write_headline
+from pr1lib.headline import loaded_label, write_headline
+from pr1lib.paper import for_display
 
-if WORLD:
-    world_table = world_headline(seen_run, NB.model_label, WORLD.name)
-    write_headline(world_table, f"{WORLD.title} headline ({PROFILE}): Stages 2 + 3 from {init}, "
-                   "held-out problems, T = 1 (greedy beside)", name="headline-tinyworld.json")
-    display(world_table)
+if WORLD:  # the model named by what was loaded (its architecture and size)
+    world_table = world_headline(seen_run, loaded_label({"sft": init}, NB.model_label), WORLD.name)
+    write_headline(world_table, f"{WORLD.title} headline ({PROFILE}): Stages 2 + 3 from "
+                   f"{shown(init)}, held-out problems, T = 1 (greedy beside)",
+                   name="headline-tinyworld.json")
+    display(for_display(world_table))
 
 # %% [markdown]
 # ## 9. The contrast: when a block does not pay (TinyGSM)

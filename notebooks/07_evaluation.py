@@ -151,7 +151,8 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 import pandas as pd
 
 from pr1lib import worlds
-from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
+from pr1lib.headline import (evaluate_checkpoints, find_checkpoints, headline_table,
+                             loaded_label, write_headline)
 from pr1lib.paths import shown
 
 # in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
@@ -189,13 +190,13 @@ metrics = ["accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "blocks_per
            "first_block_position", "path_diversity", "mean_length", "n", "k"]
 per_stage = pd.DataFrame({(key, bench): {m: s[m] for m in metrics} for key, by in ours.items()
                           for bench, s in by.items()}).T
-per_stage.round(3)
+per_stage.rename(columns=lambda c: c.replace("_", " ")).round(3)  # headers wrap between words
 
 # %% [markdown]
-# Reading the columns: `accuracy` is mean@k and `pass_at_k` pass@k (strict checker);
-# `parallel_ratio` is the share of samples with at least one block; `valid_ratio` the share whose
-# tags follow the strict grammar; `first_block_position` where the first `<Parallel>` starts, as a
-# fraction of the response in tokens; `path_diversity` is 1 − the word overlap of sibling paths (0 =
+# Reading the columns: `accuracy` is mean@k and `pass at k` pass@k (strict checker);
+# `parallel ratio` is the share of samples with at least one block; `valid ratio` the share whose
+# tags follow the strict grammar; `first block position` where the first `<Parallel>` starts, as a
+# fraction of the response in tokens; `path diversity` is 1 − the word overlap of sibling paths (0 =
 # copies, 1 = disjoint; the paper used BLEU and embeddings instead).
 #
 # ### The paper's Table 2, and ours beside it
@@ -203,26 +204,28 @@ per_stage.round(3)
 # `pr1lib.paper.side_by_side` keeps the two apart: every paper column is labelled with the paper's
 # model and benchmark, every one of ours with our model, benchmark, k and checker. A tiny-model
 # number on TinyGSM is **not** comparable with a Qwen3-4B number on AIME; the layout is the same so
-# you can see which stages moved which way, nothing more.
+# you can see which stages moved which way, nothing more. The table shows whose numbers they are
+# above each column, ours first, then the paper's parallel % and Avg, then its benchmarks.
 
 # %% tags=["report"]
-from pr1lib.paper import side_by_side
+from pr1lib.paper import for_display, side_by_side
 
-table = side_by_side(ours, NB.model_label)
+MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size
+table = side_by_side(ours, MODEL)
 print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
-table
+for_display(table)
 
 # %% [markdown]
 # The short version of the same table goes to `runs/latest-headline.json` (and, under `make tour`,
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = headline_table(ours, NB.model_label)
+headline = headline_table(ours, MODEL)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
-         f"ours = {NB.model_label} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
+         f"ours = {MODEL} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
 write_headline(headline, title)
 print(title)
-headline
+for_display(headline)
 
 # %% [markdown]
 # You should see: one headline row per checkpoint found in section 3, each with our numbers; the

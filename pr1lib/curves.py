@@ -30,7 +30,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pr1lib.dashboard import read_metrics
+from pr1lib.dashboard import read_metrics, step_ticks
 from pr1lib.runs import last_checkpoint
 
 CURVE_KEYS = (
@@ -181,6 +181,7 @@ def figure3(
                 showlegend=row == 1,
             )
     fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_xaxes(**step_ticks(frame["step"].tolist()))  # whole steps only
     fig.update_xaxes(title_text="optimizer step", row=2, col=1)
     fig.update_layout(title=title, height=520, margin=dict(t=70, b=40, l=50, r=20))
     return fig
@@ -259,6 +260,7 @@ def scaffold_figure(result: dict[str, Any], window: int = 3):
         height=420,
         margin=dict(t=60, b=40, l=50, r=20),
     )
+    fig.update_xaxes(**step_ticks([*curve["step"], *held["step"]]))  # whole steps only
     return fig
 
 

@@ -128,39 +128,98 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     ]
 
 
+# One colour per series, fixed whatever a run logs (a series that appears takes no other's colour;
+# Okabe-Ito, safe for colour-blind readers), shared by a concept across panels (accuracy is blue,
+# "tiered" orange). Within a panel each series also has its own dash and marker, lines and markers
+# widest first and the later markers open, so series on the same value (all at 0, say) stay visible:
+# the wider line shows around the dashed one drawn over it, the open markers around the filled one.
+COLORS = {
+    "reward": "#000000",
+    "term/accuracy": "#0072B2",
+    "term/tiered": "#E69F00",
+    "term/parallel_correct": "#009E73",
+    "term/structure": "#CC79A7",
+    "accuracy": "#0072B2",
+    "parallel_ratio": "#009E73",
+    "valid_ratio": "#CC79A7",
+    "block_position": "#D55E00",
+    "frac_reward_zero_std": "#000000",
+    "completions/clipped_ratio": "#56B4E9",
+    "clip_ratio/region_mean": "#D55E00",
+    "reward_mode/tiered": "#E69F00",
+    "sampling/zero_std_before": "#999999",
+    "sampling/refills": "#8C510A",
+    "completions/mean_length": "#000000",
+}
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square-open", "diamond-open", "triangle-up-open", "x-thin-open", "star-open")
+
+
+def series_style(key: str, place: int) -> dict[str, Any]:
+    """The line and marker of series ``key``, the ``place``-th of its panel (``PANELS``): the
+    same every time, whichever other series a run logged.
+
+    >>> series_style("accuracy", 0)["line"]["color"] == series_style("term/accuracy", 1)["line"][
+    ...     "color"]
+    True
+    """
+    color, place = COLORS.get(key, "#666666"), place % len(DASHES)
+    return {
+        "line": dict(color=color, dash=DASHES[place], width=5 - 0.7 * place),
+        "marker": dict(
+            color=color, symbol=SYMBOLS[place], size=10 + 3 * place, line=dict(color=color, width=2)
+        ),
+    }
+
+
+def step_ticks(steps: list[int], most: int = 8) -> dict[str, Any]:
+    """x-axis settings that tick whole optimizer steps only, at most about ``most`` of them.
+
+    >>> step_ticks([1, 2, 3]), step_ticks(list(range(1, 41)))["dtick"]
+    ({'tick0': 0, 'dtick': 1, 'tickformat': 'd'}, 5)
+    """
+    return {"tick0": 0, "dtick": max(1, -(-len(set(steps)) // most)), "tickformat": "d"}
+
+
 def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
-    """A 2x2 plotly figure of ``PANELS`` against the optimizer step."""
+    """``PANELS`` against the optimizer step: one row per panel, each with its own legend beside
+    it, each series in its own fixed colour, dash and marker (``series_style``)."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
-        rows=2,
-        cols=2,
+        rows=len(PANELS),
+        cols=1,
+        shared_xaxes=True,
         subplot_titles=[name for name, _ in PANELS],
-        horizontal_spacing=0.08,
-        vertical_spacing=0.14,
+        vertical_spacing=0.07,
     )
     steps = [r["step"] for r in rows]
     for i, (_, series) in enumerate(PANELS):
-        for key, name in series:
+        legend = "legend" if i == 0 else f"legend{i + 1}"
+        top = fig.get_subplot(i + 1, 1).yaxis.domain[1]
+        fig.update_layout({legend: dict(y=top, yanchor="top", x=1.01, font=dict(size=11))})
+        for place, (key, name) in enumerate(series):
             if not any(key in r for r in rows):
                 continue
             fig.add_scatter(
                 x=steps,
                 y=[r.get(key) for r in rows],
                 name=name,
+                legend=legend,
                 mode="lines+markers",
-                row=i // 2 + 1,
-                col=i % 2 + 1,
                 connectgaps=False,
+                row=i + 1,
+                col=1,
+                **series_style(key, place),
             )
     fig.update_layout(
         title=title,
-        height=560,
-        margin=dict(t=60, b=40, l=40, r=20),
-        legend=dict(font=dict(size=10)),
+        height=190 * len(PANELS) + 90,
+        margin=dict(t=70, b=40, l=50, r=20),
+        hovermode="x unified",
     )
-    fig.update_xaxes(title_text="optimizer step", row=2)
-    fig.update_xaxes(dtick=max(1, -(-len(set(steps)) // 8)))  # whole steps, about 8 ticks
+    fig.update_xaxes(**step_ticks(steps))
+    fig.update_xaxes(title_text="optimizer step", row=len(PANELS), col=1)
     return fig
 
 

@@ -340,12 +340,27 @@ def dry_run(
     return [list(generate(p, num_generations)) for p in prompts]
 
 
-def table(checks: Sequence[Check]) -> str:
-    """Checks as an aligned text table (hints on an indented line under failures)."""
-    width = max([len("check"), *(len(c.name) for c in checks)])
-    lines = [f"{'check':<{width}}  {'status':<7} detail"]
+def table(checks: Sequence[Check], width: int = 96) -> str:
+    """Checks as an aligned text table, lines at most ``width`` characters: a long detail wraps
+    between words under its own column, and a failure's hint follows on an indented line.
+
+    >>> print(table([Check("gold_max", True, "all 8 gold completions score " * 3)], width=60))
+    check     status  detail
+    gold_max  ok      all 8 gold completions score all 8 gold
+                      completions score all 8 gold completions
+                      score
+    """
+    import textwrap
+
+    name = max([len("check"), *(len(c.name) for c in checks)])
+    indent = " " * (name + 10)  # under the detail column
+    lines = [f"{'check':<{name}}  {'status':<7} detail"]
     for c in checks:
-        lines.append(f"{c.name:<{width}}  {c.status:<7} {c.detail}")
+        rows = [(f"{c.name:<{name}}  {c.status:<7} ", c.detail)]
         if c.ok is False and c.hint:
-            lines.append(f"{'':<{width}}  {'':<7} -> {c.hint}")
+            rows.append((indent, f"-> {c.hint}"))
+        for first, text in rows:
+            lines += textwrap.wrap(
+                text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False
+            ) or [first.rstrip()]
     return "\n".join(lines)

@@ -68,6 +68,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # 05: the hacking table is fixed text: every profile
     "hacks paid more than honest_parallel": {"*": (0, 0)},
     "tiered reward of honest_parallel": {"*": (1.2, 1.2)},
+    # 05: the doctor loads the Stage 2 session of notebook 06's start (TinyWorld: the shipped seen
+    # SFT), never the base model; from it every check passes (tiny, measured on seeds 0-5 with 4
+    # dry-run groups: at most 1 of 4 groups flat). smoke's short completion budget cuts some
+    # samples (seed 1: 4 of 4 groups flat), so one failing check is allowed there
+    "the doctor loads a trained checkpoint (1 = yes)": {"*": (1, 1)},
+    "doctor checks that fail on the trained checkpoint": {"*": (0, 0), "smoke": (0, 1)},
     # 04: the shipped seen SFT minus the TinyWorld base, hard mean@4 at T = 1 on 200 items
     # (measured in the notebook: +0.045, paired 95 % interval -0.009 to +0.10; the cards, k = 4
     # vs k = 8: +0.12); the SFT opens a block on a fifth of the items, so the gain is small

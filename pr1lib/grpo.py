@@ -61,6 +61,7 @@ from pr1lib.reward_modes import REWARD_MODES
 from pr1lib.runs import (
     Run,
     claim_run_dir,
+    follow_start,
     last_checkpoint,
     resumable_checkpoint,
     save_configs,
@@ -111,7 +112,8 @@ class GRPOSession:
     ``policy`` is a ready ``(model, tokenizer, peft_config)`` (tests reuse one base model);
     ``rewards`` replaces the config's reward functions (tests use one with guaranteed variance).
     A folder holding another start's or config's run is refused unless ``overwrite`` (then it
-    moves aside).
+    moves aside) or ``follow`` (a notebook's own run: it moves aside with one line that names no
+    machine path, ``pr1lib.runs.follow_start``).
     """
 
     def __init__(
@@ -125,10 +127,13 @@ class GRPOSession:
         policy: tuple | None = None,
         rewards: Sequence[Callable] | None = None,
         overwrite: bool = False,
+        follow: bool = False,
     ) -> None:
         check_config(cfg)
         self.cfg, self.init = cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg))
+        if follow and (note := follow_start(self.run_dir, init, cfg)):
+            print(note, flush=True)
         claim_run_dir(self.run_dir, init, overwrite, cfg)  # another run: refused, or moved aside
         resumable_checkpoint(self.run_dir / "trainer")  # a damaged checkpoint: the one before
         self.model_cfg = model_cfg or stage_model_config(cfg, init)
@@ -301,13 +306,14 @@ def finish(
 
 
 # ----------------------------------------------------------------------------- pre-flight doctor
-def doctor_checks(session: GRPOSession, n: int = 8) -> list:
+def doctor_checks(session: GRPOSession, n: int = 8, groups: int = 2) -> list:
     """``pr1lib.doctor.doctor`` on the real tokenizer, prompt, batch and reward of a session, with
-    gold completions from the rule teacher's parallel traces and one dry-run group per prompt."""
+    ``n`` gold completions from the rule teacher's parallel traces and one dry-run group for each
+    of the first ``groups`` prompts (more groups: a steadier ``group_variance`` verdict)."""
     cfg, tok = session.cfg, session.tokenizer
     golds, answers = gold_completions(cfg, n)
     golds, answers = (golds or None), (answers or None)
-    groups = dry_run_groups(session, n=2)
+    groups = dry_run_groups(session, n=groups)
     reward = reward_funcs(cfg)[0]
     step = cfg.window - 1 if REWARD_MODES[cfg.reward].scheduled else 0  # tiered: gold reaches 1.2
     return doctor(

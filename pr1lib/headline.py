@@ -17,7 +17,7 @@ from typing import Any
 from pr1lib.config import PROMPTS, VARIANT_ROLLOUT, EvalConfig, ModelConfig
 from pr1lib.evalsets import load_benchmark
 from pr1lib.evaluate import ResultsFile, load_for_eval, results_path, run_eval
-from pr1lib.modelfiles import model_hash
+from pr1lib.modelfiles import model_hash, model_label
 from pr1lib.models import checkpoint_folder
 from pr1lib.paper import PAPER_MODEL, STAGE_NAMES, side_by_side, to_markdown
 from pr1lib.paths import runs_dir
@@ -55,6 +55,25 @@ def find_checkpoints(
         else:
             missing[key] = [str(f) for f in folders]
     return found, missing
+
+
+def loaded_label(found: dict[str, Any], fallback: str) -> str:
+    """How tables name the models ``found`` maps to (``find_checkpoints``; a run folder's
+    ``merged/``): a local model folder by its own files (``modelfiles.model_label``), so a trained
+    checkpoint is never called random; a name with no folder (a hub id, smoke's random model) by
+    ``fallback``, the profile's ``NotebookConfig.model_label``. Several: joined by " / ".
+
+    >>> loaded_label({"base": "data/tinyworld-base", "sft-seen": "data/tinyworld-sft"}, "smoke")
+    'Qwen3 (0.92M params)'
+    >>> loaded_label({"base": "random-tiny-qwen3"}, "smoke (random weights)")
+    'smoke (random weights)'
+    """
+    labels = []
+    for where in found.values():
+        folder = local_folder(checkpoint_folder(where))
+        whole = folder is not None and (folder / "config.json").is_file()
+        labels.append(model_label(folder) if whole else fallback)
+    return " / ".join(dict.fromkeys(labels)) or fallback
 
 
 def results_tag(key: str, source: str) -> str:

@@ -132,6 +132,31 @@ def weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
+def parameter_count(folder: str | Path) -> int:
+    """The numbers a model folder's weights hold (a tied embedding once: it is stored once)."""
+    return sum(
+        math.prod(entry["shape"])
+        for path in weight_files(Path(folder))
+        for name, entry in safetensors_header(path).items()
+        if name != "__metadata__"
+    )
+
+
+def model_label(folder: str | Path) -> str:
+    """How a table names the model in ``folder``, from its own files: architecture and size.
+
+    >>> from pr1lib.paths import REPO_ROOT
+    >>> model_label(REPO_ROOT / "data/tinyworld-sft")
+    'Qwen3 (0.92M params)'
+    """
+    config = read_config(Path(folder))
+    arch = (config.get("architectures") or [config["model_type"]])[0]
+    n = parameter_count(folder)
+    value, unit = (n / 1e9, "B") if n >= 1e9 else (n / 1e6, "M")
+    digits = max(0, 1 - math.floor(math.log10(value)))  # two significant figures: 0.92M, 4.0B
+    return f"{arch.removesuffix('ForCausalLM')} ({value:.{digits}f}{unit} params)"
+
+
 def expected_shapes(config: dict[str, Any]) -> dict[str, list[int]]:
     """Tensor-name patterns -> the shape ``config`` gives them (decoder-only models: Qwen, Llama).
 

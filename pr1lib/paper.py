@@ -155,6 +155,31 @@ def side_by_side(ours: dict[str, dict[str, dict[str, Any]]], model: str, paper: 
     return frame
 
 
+def for_display(frame):
+    """A table whose columns read ``"<whose> | <what>"`` (``side_by_side``, ``headline_table``,
+    a world's headline) as a notebook shows it: two header rows, whose above what, and the
+    columns compared first (ours, then the paper's parallel % and Avg, then its benchmarks), so
+    they fit a 1400-px window instead of hiding past its right edge.
+
+    >>> m = dict(accuracy=.5, pass_at_k=1.0, parallel_ratio=1.0, n=2, k=2, checker="strict")
+    >>> shown = for_display(side_by_side({"sft-seen": {"gsm8k": m}}, "tiny"))
+    >>> [who for who, _ in shown.columns][:5] == ["ours: tiny"] * 4 + ["paper: Qwen3-4B-Base"]
+    True
+    >>> list(shown.columns[4:6])
+    [('paper: Qwen3-4B-Base', 'parallel %'), ('paper: Qwen3-4B-Base', 'Avg')]
+    """
+    import pandas as pd
+
+    def rank(column: str) -> int:
+        whose, what = column.split(" | ", 1)
+        return 0 if whose.startswith("ours") else 1 if what in ("parallel %", "Avg") else 2
+
+    columns = sorted(frame.columns, key=rank)  # stable: each group keeps its order
+    shown = frame[columns].copy()
+    shown.columns = pd.MultiIndex.from_tuples([tuple(c.split(" | ", 1)) for c in columns])
+    return shown
+
+
 def to_markdown(frame, nan: str = "–") -> str:
     """A DataFrame as a GitHub Markdown table (no extra dependency).
 

@@ -43,8 +43,10 @@ def short_label(token: str, size: int = 8) -> str:
     return token if token in TAGS or len(token) <= size else token[: size - 1] + "…"
 
 
-def _indexed(labels: Sequence[str]) -> list[str]:
-    return [f"{i} {t}" for i, t in enumerate(labels)]
+def _indexed(labels: Sequence[str], first: int = 0) -> list[str]:
+    """``"<index> <token>"``, numbered from ``first``: a window of a sequence keeps the indices
+    of the whole sequence, as ``attends_to_figure`` and the explorer number them."""
+    return [f"{i} {t}" for i, t in enumerate(labels, first)]
 
 
 def _rows(mask: Any) -> list[list[int]]:
@@ -78,15 +80,18 @@ def _legend(fig: go.Figure, entries: Mapping[str, str]) -> None:
 
 
 def mask_heatmap(
-    mask: Any, labels: Sequence[str], title: str = "", compare: Any = None
+    mask: Any, labels: Sequence[str], title: str = "", compare: Any = None, first: int = 0
 ) -> go.Figure:
     """Heatmap of a mask: cell ``(q, k)`` is 1 when query ``q`` may attend to key ``k``.
 
     With ``compare`` (a mask that allows more, e.g. the seen mask next to the unseen one), keys that
-    ``compare`` allows and ``mask`` does not get the value 2 (shown in orange: hidden).
+    ``compare`` allows and ``mask`` does not get the value 2 (shown in orange: hidden). ``first``:
+    the index of the first token in the whole sequence (a window keeps its tokens' numbers).
 
     >>> mask_heatmap([[1, 0], [0, 1]], ["a", "b"], compare=[[1, 0], [1, 1]]).data[0].z
     ([1, 0], [2, 1])
+    >>> list(mask_heatmap([[1, 0], [1, 1]], ["a", "b"], first=70).data[0].x)
+    ['70 a', '71 b']
     """
     z = _rows(mask)
     if compare is not None:
@@ -94,7 +99,7 @@ def mask_heatmap(
     names = {"blocked": BLOCKED, "attends": ATTEND, "hidden (only seen attends)": HIDDEN}
     word = list(names)
     text = [[word[v] for v in row] for row in z]
-    axis = _indexed(labels)
+    axis = _indexed(labels, first)
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -132,9 +137,10 @@ def positions_figure(
     labels: Sequence[str],
     path: Sequence[int] | None = None,
     title: str = "Position ids",
+    first: int = 0,
 ) -> go.Figure:
     """One line per entry of ``positions`` (e.g. ``{"seen": …, "unseen": …}``): position id per
-    token.
+    token, tokens numbered from ``first`` (their index in the whole sequence).
 
     With ``path`` (the path index of each token, -1 outside paths) the markers are coloured by path.
 
@@ -144,7 +150,7 @@ def positions_figure(
     >>> [list(d.y) for d in fig.data], fig.data[1].marker.color
     ([[0, 1, 2], [0, 1, 1]], ('#999999', '#2a9d8f', '#e9c46a'))
     """
-    axis = _indexed(labels)
+    axis = _indexed(labels, first)
     colors = (
         None
         if path is None
@@ -341,9 +347,24 @@ def attention_explorer(
     return box
 
 
-def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
+def mask_figure(
+    batches: dict[str, dict],
+    tokenizer,
+    start: int = 0,
+    title: str = "The attention mask of one training example, per variant",
+):
     """Side-by-side heatmaps of each collated batch's first mask, from token ``start`` on
-    (rows = queries, columns = keys, dark = may attend)."""
+    (rows = queries, columns = keys, dark = may attend), numbered by index in the whole sequence.
+
+    >>> import torch
+    >>> batch = {"input_ids": torch.tensor([[5, 6]]),
+    ...          "attention_mask": torch.tensor([[[[1, 0], [1, 1]]]])}
+    >>> class Tok:
+    ...     def decode(self, ids): return "x"
+    >>> fig = mask_figure({"seen": batch}, Tok())
+    >>> fig.layout.xaxis.title.text, [t.name for t in fig.data][1:]
+    ('key (what it may look at)', ['attends', 'blocked'])
+    """
     ids = next(iter(batches.values()))["input_ids"][0, start:].tolist()
     labels = [f"{i}:{tokenizer.decode([t])}" for i, t in enumerate(ids, start)]
     fig = make_subplots(1, len(batches), subplot_titles=list(batches), horizontal_spacing=0.08)
@@ -353,12 +374,22 @@ def mask_figure(batches: dict[str, dict], tokenizer, start: int = 0):
             z=allowed,
             x=labels,
             y=labels,
-            colorscale=[[0, "#f4f4f4"], [1, "#1f4e79"]],
+            colorscale=[[0, BLOCKED], [1, ATTEND]],
             showscale=False,
+            hovertemplate="query %{y}<br>key %{x}<extra></extra>",
             row=1,
             col=col,
         )
+    _legend(fig, {"attends": ATTEND, "blocked": BLOCKED})
     fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_layout(height=420, width=880, margin=dict(t=40, b=10, l=10, r=10))
+    fig.update_yaxes(title="query (the token being computed)", col=1)
+    fig.update_xaxes(showticklabels=False, title="key (what it may look at)")
+    fig.update_layout(
+        title=title,
+        height=480,
+        width=880,
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=1.08, x=1, xanchor="right", yanchor="bottom"),
+        margin=dict(t=90, b=50, l=60, r=10),
+    )
     return fig

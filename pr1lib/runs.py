@@ -23,6 +23,7 @@ from typing import Any
 from pr1lib.config import ModelConfig
 from pr1lib.folders import FolderError, is_main_process, move_aside, next_prev
 from pr1lib.modelfiles import model_hash, safetensors_header, torch_file_damage
+from pr1lib.paths import shown
 from pr1lib.validate import local_folder
 
 # Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
@@ -235,6 +236,39 @@ def check_run_dir(run_dir: Path, init: str | Path | None, cfg: Any = None) -> No
         )
 
 
+def follow_start(run_dir: Path, init: str | Path | None, cfg: Any = None) -> str | None:
+    """A notebook's own run follows the start it is given: when ``run_dir`` holds a run begun from
+    another start or config (``stale_run``; e.g. Stage 2 trained on with the control panel since
+    this Stage 3 began), that run moves to ``<name>.prev`` (kept, never deleted). Returns the one
+    line to show, paths as the repository names them; ``None`` when nothing had to move.
+
+    >>> follow_start(Path("/no/such/run"), None) is None
+    True
+    """
+    run_dir = Path(run_dir)
+    why = stale_run(run_dir, init, cfg)
+    if why is None or not is_main_process():
+        return None
+    why = _stale_words(run_dir, init, why)
+    prev = next_prev(run_dir)
+    run_dir.rename(prev)
+    now = "the base model" if init is None else shown(init)
+    return f"note: moved {shown(run_dir)} to {prev.name}: it held a run {why}; now from {now}"
+
+
+def _stale_words(run_dir: Path, init: str | Path | None, why: str) -> str:
+    """``stale_run``'s reason without machine paths or content hashes."""
+    try:
+        theirs = str(json.loads((run_dir / "start.json").read_text())["start"]).split("#")[0]
+    except (OSError, ValueError, KeyError, TypeError):
+        return why  # no start mark, or a damaged one: the reason names no path
+    if not why.startswith("begun from another start"):
+        return why  # another config: the reason names the field
+    if init is not None and theirs == str(init):
+        return f"begun from an earlier {shown(init)} (trained since)"
+    return "begun from " + ("the base model" if theirs == "base" else shown(theirs))
+
+
 def claim_run_dir(
     run_dir: Path, init: str | Path | None, overwrite: bool = False, cfg: Any = None
 ) -> None:
@@ -265,7 +299,7 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     )
     if not same:
         return None
-    print(f"reusing the finished run {run_dir}", flush=True)
+    print(f"reusing the finished run {shown(run_dir)}", flush=True)
     return {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pr1lib import worlds
 from pr1lib.config import CURRICULA, GRPOStageConfig
-from pr1lib.paths import runs_dir
+from pr1lib.paths import REPO_ROOT, runs_dir
 
 
 def run_name(cfg: GRPOStageConfig) -> str:
@@ -43,3 +44,23 @@ def default_init(stage: int, variant: str, profile: str, seed: int = 0) -> Path 
         if found:
             return found[-1].parent
     return None if variant == "plain" else sft_run(variant, profile)
+
+
+def notebook_start(
+    profile: str,
+    seed: int = 0,
+    world: str | None = None,
+    init: str | Path | None = None,
+    variant: str = "seen",
+) -> str | Path | None:
+    """Where a notebook's Stage 2 starts (notebook 06, and notebook 05's doctor): ``init`` when
+    given; in a world (``NotebookConfig.world``: TinyWorld on ``tiny`` and ``smoke``) its shipped
+    SFT of ``variant``; else the variant's SFT run (``default_init``); ``None``: none, the base.
+
+    >>> notebook_start("smoke", world="tinyworld") == REPO_ROOT / "data" / "tinyworld-sft"
+    True
+    """
+    if init:
+        return init
+    shipped = worlds.get(world).init(variant) if world else None
+    return REPO_ROOT / shipped if shipped else default_init(2, variant, profile, seed)

@@ -251,6 +251,30 @@ def run_next(session: Any, state: PanelState) -> int:
     return session.run(state.steps, **config_changes(state))
 
 
+def run_to(session: Any, state: PanelState, planned: int, name: str = "this run") -> str:
+    """A notebook's training cell: ``run_next`` for the steps left up to ``planned`` (none left:
+    the last checkpoint loads), and one line saying where the run stands, steps trained past the
+    plan since (the panel's button) included, so a rerun after a click goes on from there.
+
+    >>> class Session:
+    ...     step = 18
+    ...     def run(self, steps, **changes):
+    ...         return self.step + steps
+    >>> run_to(Session(), PanelState(), 15, "Stage 2").split(";")[0]
+    "Stage 2: at step 18, 3 past this notebook's 15 (trained since, e.g. with the panel)"
+    """
+    done = session.step
+    reached = run_next(session, state.replace(steps=max(planned - done, 0)))
+    if reached > planned:
+        return (
+            f"{name}: at step {reached}, {reached - planned} past this notebook's {planned} "
+            "(trained since, e.g. with the panel); what follows starts from there"
+        )
+    if done >= planned:
+        return f"{name}: at step {reached} of {planned} already (its last checkpoint, loaded)"
+    return f"{name}: trained steps {done + 1}-{reached} of {planned}"
+
+
 # GRPO's advantage is (r - group mean) / group std: a lone reward's weight scales both and cancels.
 BONUS_NOTE = (
     "b: a correct answer with a block scores 1 + b on tiered steps; a block survives "

@@ -111,6 +111,17 @@ def test_scaffold_figure_marks_the_switch_and_plots_the_curve():
     assert effect["accuracy"]["after"] == pytest.approx((0.2 + 0.25 + 0.3) / 3)
 
 
+def test_step_axes_tick_whole_steps_only():
+    """07's Figure 3 and scaffold figure ticked 1.5, 2.5 on a 3-step run."""
+    frame = pd.DataFrame(_rows([0.1, 0.2, 0.3], [0.5, 0.6, 0.7])).assign(run="r")
+    curve = [{"step": s, "accuracy": 0.1, "parallel_ratio": 0.5, "phase": "x"} for s in (1, 2, 3)]
+    held = [{"step": s, "accuracy": 0.1, "parallel_ratio": 0.5, "tier": "hard"} for s in (0, 2, 4)]
+    scaffold = curves.scaffold_figure({"switch_step": 2, "curve": curve, "held_out": held})
+    for fig in (curves.figure3(frame), scaffold):
+        axes = [fig.layout[name] for name in fig.layout if name.startswith("xaxis")]
+        assert axes and all(a.dtick == 1 and a.tickformat == "d" for a in axes)
+
+
 def test_scaffold_refuses_a_switch_outside_the_run():
     with pytest.raises(ValueError, match="switch_step"):
         midtraining.mid_training("smoke", None, switch_step=4, total_steps=4)
@@ -135,6 +146,42 @@ def test_find_checkpoints_takes_the_first_folder_with_a_merged_model(tmp_path):
     assert found["base"] == "data/tinyworld-base"
     assert found["sft-seen"] == str(tmp_path / "04_sft_lora-tiny/seen")  # a run folder first
     assert found["sft-unseen"] == "data/tinyworld-sft-unseen" and "sft-unseen" not in missing
+
+
+def test_trained_checkpoints_are_labelled_by_what_was_loaded_never_random(tmp_path):
+    """The issue: 07's headline and 06's table called TinyWorld's trained checkpoints "smoke
+    (random weights)". The label now comes from the files loaded: architecture and size."""
+    import shutil
+
+    from pr1lib.config import NotebookConfig
+    from pr1lib.worlds import get
+
+    world = get("tinyworld")
+    shipped = {k: world.init(v) for k, v in (("base", "plain"), ("sft-seen", "seen"))}
+    run = tmp_path / "06_grpo_training-smoke" / "stage3"
+    shutil.copytree(REPO_ROOT / "data" / "tinyworld-sft", run / "merged")  # a trained RL run
+    found, _ = headline.find_checkpoints("smoke", root=tmp_path, defaults=shipped)
+    assert set(found) == {"base", "sft-seen", "rl-seen"}
+    smoke = NotebookConfig.for_profile("smoke").model_label
+    label = headline.loaded_label(found, smoke)
+    assert label == "Qwen3 (0.92M params)" and "random" not in label
+    assert (
+        headline.headline_table(
+            {
+                "rl-seen": {
+                    "tinyworld-easy": dict(
+                        accuracy=0.5, pass_at_k=1.0, parallel_ratio=1.0, n=2, k=2, checker="strict"
+                    )
+                }
+            },
+            label,
+        )
+        .filter(like="ours: Qwen3 (0.92M params)")
+        .shape[1]
+        == 3
+    )
+    # smoke's own random model has no folder: only it keeps the profile's label
+    assert headline.loaded_label({"base": "random-tiny-qwen3"}, smoke) == smoke
 
 
 def test_headline_is_written_where_the_tour_reads_it(tmp_path, monkeypatch):

@@ -88,6 +88,49 @@ def test_figure_has_one_trace_per_logged_series():
     ]
 
 
+def _looks(rows):
+    """Each trace's (legend, colour, dash, marker symbol), by its name."""
+    return {
+        t.name: (t.legend or "legend", t.line.color, t.line.dash, t.marker.symbol)
+        for t in dashboard_figure(rows).data
+    }
+
+
+def test_each_panel_has_its_own_legend_and_a_series_keeps_its_look_when_another_appears():
+    """The issue's dashboard: one legend of 16 entries over four panels, colours repeated in pairs,
+    series on top of each other at 0, colours that shift when a series appears."""
+    first = [{"step": 1, "reward": -1.0, "accuracy": 0.0, "frac_reward_zero_std": 1.0}]
+    more = [
+        {
+            **first[0],
+            "term/accuracy": -1.0,
+            "parallel_ratio": 0.0,
+            "completions/clipped_ratio": 0.0,
+            "clip_ratio/region_mean": 0.0,
+        }
+    ]
+    before, after = _looks(first), _looks(more)
+    assert all(after[name] == look for name, look in before.items())  # nothing shifted
+    legends = {}
+    for name, (legend, colour, dash, symbol) in after.items():
+        legends.setdefault(legend, []).append((colour, dash, symbol))
+    assert set(legends) == {"legend", "legend2", "legend3"}  # reward, answers, is it learning?
+    for looks in legends.values():  # within a panel: no two series drawn alike
+        assert len({c for c, _, _ in looks}) == len(looks)
+        assert len({(d, s) for _, d, s in looks}) == len(looks)
+    assert after["accuracy"][1] == after["accuracy term"][1]  # one concept, one colour
+    fig = dashboard_figure(more)
+    assert all(fig.layout[name].y is not None for name in legends)  # each beside its panel
+    assert len({fig.layout[name].y for name in legends}) == len(legends)
+
+
+def test_dashboard_ticks_whole_steps_only():
+    for n in (3, 7, 40):
+        fig = dashboard_figure([{"step": s, "reward": 0.0} for s in range(1, n + 1)])
+        axis = fig.layout.xaxis
+        assert float(axis.dtick).is_integer() and axis.dtick >= 1 and axis.tickformat == "d"
+
+
 def test_eta_counts_the_remaining_steps():
     assert eta_text(0, 10, None) == "step 0/10"
     assert eta_text(4, 10, 30.0) == "step 4/10 · 30.0 s/step · ETA 3.0 min"

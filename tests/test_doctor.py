@@ -248,3 +248,45 @@ def test_doctor_skips_what_it_was_not_given_and_table_shows_hints():
     text = D.table(checks)
     assert text.splitlines()[0].split() == ["check", "status", "detail"]
     assert "-> check the answer column" in text and text.count("skipped") == 5
+
+
+def test_table_wraps_long_details_between_words_within_its_width():
+    """Notebook 05's doctor table wrapped mid-word in the browser: its lines now end by width."""
+    long = "frac_reward_zero_std = 1.00 (2/2 groups), mean reward -1.00 " * 3
+    checks = [D.Check("group_variance", False, long, hint="prime the format with SFT " * 4)]
+    text = D.table(checks, width=72)
+    assert all(len(line) <= 72 for line in text.splitlines())
+    assert text.split() == [
+        "check",
+        "status",
+        "detail",
+        "group_variance",
+        "FAIL",
+        *long.split(),
+        "->",
+        *("prime the format with SFT " * 4).split(),
+    ]  # no word cut
+    column = text.splitlines()[1].index("frac_reward_zero_std")
+    assert all(line[:column].strip() == "" for line in text.splitlines()[2:])  # under its column
+
+
+def test_notebook_05s_doctor_loads_the_start_notebook_06_trains_never_the_base(
+    tmp_path, monkeypatch
+):
+    """The issue: 05's prose says the doctor loads 04's seen SFT; on tiny it loaded the base model
+    (no SFT run found) and its group_variance failed. In a world it loads the shipped SFT."""
+    from pr1lib.config import NotebookConfig
+    from pr1lib.modelfiles import check_model_files
+    from pr1lib.paths import REPO_ROOT
+    from pr1lib.starts import notebook_start
+
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))  # no SFT run anywhere
+    for profile in ("smoke", "tiny"):
+        world = NotebookConfig.for_profile(profile).world
+        start = notebook_start(profile, 0, world)
+        assert start == REPO_ROOT / "data" / "tinyworld-sft"
+        check_model_files(start)  # a whole trained model folder, not a name
+    assert notebook_start("tiny", 0, "tinyworld", init="runs/mine") == "runs/mine"  # INIT wins
+    assert notebook_start("colab", 0, None) is None  # no world, no SFT run: the base model
+    (tmp_path / "04_sft_lora-colab" / "seen" / "merged").mkdir(parents=True)
+    assert notebook_start("colab", 0, None) == tmp_path / "04_sft_lora-colab" / "seen"

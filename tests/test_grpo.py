@@ -4,7 +4,9 @@ path-isolated ones (and equal TRL's own when there is no block)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import os
 
@@ -28,7 +30,7 @@ from pr1lib.grpo_trainer import (
 from pr1lib.models import stage_model_config
 from pr1lib.rewards import schedule
 from pr1lib.structure import structured_logprobs
-from pr1lib.widgets import PanelState, run_next
+from pr1lib.widgets import PanelState, run_next, run_to
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -139,6 +141,54 @@ def test_panel_runs_the_next_steps_from_the_last_checkpoint(base, tmp_path):
     assert run_next(session, PanelState(reward="accuracy", steps=2)) == 2
     assert run_next(session, PanelState(reward="accuracy", steps=1)) == 3
     assert session.cfg.reward == "accuracy" and [r["step"] for r in session.rows] == [1, 2, 3]
+
+
+def test_a_panel_click_between_two_run_alls_never_strands_stage_3(base, tmp_path, monkeypatch):
+    """Notebook 06 as the issue's tinkerer ran it: Run All, one press of Stage 2's button, Run All
+    again. Stage 2 goes on from the click, Stage 3 starts over from it (its old run kept as
+    ``stage3.prev``) with one line naming no machine path, and a third Run All changes nothing."""
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
+    two, three = (
+        GRPOStageConfig.for_stage(s, "smoke", reward="accuracy", max_steps=1, save_steps=100)
+        for s in (2, 3)
+    )
+
+    def run_all(lines: list[str]) -> GRPOSession:  # the two training cells of notebook 06
+        stage2 = GRPOSession(
+            two, None, tmp_path / "stage2", follow=True, policy=fresh(base), rewards=[varied_reward]
+        )
+        lines.append(run_to(stage2, PanelState(reward="accuracy"), 1, "Stage 2"))
+        stage2.save()
+        stage3 = GRPOSession(
+            three,
+            tmp_path / "stage2",
+            tmp_path / "stage3",
+            follow=True,
+            policy=fresh(base),
+            rewards=[varied_reward],
+        )
+        lines.append(run_to(stage3, PanelState(reward="accuracy"), 1, "Stage 3"))
+        return stage2
+
+    first: list[str] = []
+    stage2 = run_all(first)
+    assert first == ["Stage 2: trained steps 1-1 of 1", "Stage 3: trained steps 1-1 of 1"]
+    assert run_next(stage2, PanelState(reward="accuracy", steps=1)) == 2  # the click
+    again, printed = [], io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_all(again)
+    note = [line for line in printed.getvalue().splitlines() if line.startswith("note: moved")]
+    assert note == [
+        "note: moved $PR1_RUNS_DIR/stage3 to stage3.prev: it held a run begun from an earlier "
+        "$PR1_RUNS_DIR/stage2 (trained since); now from $PR1_RUNS_DIR/stage2"
+    ]
+    assert again[0].startswith("Stage 2: at step 2, 1 past this notebook's 1")
+    assert again[1] == "Stage 3: trained steps 1-1 of 1"  # from the Stage 2 of the click
+    assert (tmp_path / "stage3.prev" / "trainer" / "checkpoint-1").is_dir()  # kept, not lost
+    third: list[str] = []
+    run_all(third)  # nothing changed since: Stage 3 resumes, nothing moves
+    assert third[1] == "Stage 3: at step 1 of 1 already (its last checkpoint, loaded)"
+    assert not (tmp_path / "stage3.prev-2").exists()
 
 
 # ----------------------------------------------------------------------------- unseen log-probs

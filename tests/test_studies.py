@@ -113,7 +113,7 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
 
 
 def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """A rerun (e.g. `--seeds 0 1 2` after seed 0 ran alone) neither retrains nor re-evaluates a
     stage whose run card matches; another start or config trains it again."""
@@ -141,8 +141,12 @@ def test_curriculum_reuses_a_finished_stage_only_with_the_same_config_and_start(
     monkeypatch.setattr(curriculum, "run_grpo", fake_run)
     first = curriculum.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
     assert [c[0] for c in calls] == [2, 3]
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
+    capsys.readouterr()
     again = curriculum.run_curriculum("smoke", "seen", "runs/a", 0, tmp_path)
     assert len(calls) == 2 and again["final"] == first["final"]  # both stages reused
+    said = capsys.readouterr().out  # a notebook shows it: paths as the repository names them
+    assert "reusing the finished run $PR1_RUNS_DIR/" in said and str(tmp_path) not in said
     # another start: Stage 2 retrains, so Stage 3 too
     curriculum.run_curriculum("smoke", "seen", "runs/b", 0, tmp_path)
     assert [c[0] for c in calls[2:]] == [2, 3]
