@@ -250,18 +250,23 @@ fig
 # pre-fill a tag; the completion budget fits a parallel trace; the batch holds whole groups; a
 # dry-run group has reward spread (a group whose completions all score the same teaches nothing);
 # and the tags survive TRL's `decode(skip_special_tokens=True)`. It loads the Stage 2 session of
-# the seen SFT checkpoint (notebook 04), without training it.
+# the seen SFT checkpoint (notebook 04's full-length run, else the shipped SFT of this notebook's
+# world, on that world's problems), without training it.
 
 # %%
-from pr1lib import grpo, starts
-from pr1lib.config import GRPOStageConfig
+from pr1lib import grpo, starts, worlds
+from pr1lib.config import GRPOStageConfig, NotebookConfig
 from pr1lib.doctor import table as doctor_table
-from pr1lib.paths import runs_dir
+from pr1lib.paths import REPO_ROOT, runs_dir, shown
 
-init = INIT or starts.default_init(2, "seen", PROFILE, SEED)
-print("the doctor loads:", init or "the base model (no SFT run found; run notebook 04 first)")
-stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True)
-session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor")
+world = NotebookConfig.for_profile(PROFILE).world  # the notebooks' world (None: real data)
+shipped = REPO_ROOT / worlds.get(world).init("seen") if world else None  # its seen SFT
+init = INIT or starts.default_init(2, "seen", PROFILE, SEED) or shipped
+print("the doctor loads:", shown(init) if init else "the base model (no SFT run found)")
+stage2 = GRPOStageConfig.for_stage(2, PROFILE, seed=SEED, notebook=True, world=world)
+# it trains nothing: a folder another start left moves aside (kept), never stops the notebook
+session = grpo.GRPOSession(stage2, init, runs_dir() / f"05_grpo_rewards-{PROFILE}" / "doctor",
+                           overwrite=True)
 print(doctor_table(grpo.doctor_checks(session)))
 
 # %% [markdown]
