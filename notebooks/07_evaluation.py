@@ -285,7 +285,7 @@ pass_curve_figure(ours)
 # above: parallel ratio and mean first-block position of the training samples, against the step.
 
 # %%
-from pr1lib.curves import CURVE_KEYS, describe_trend, figure3, training_curves, trend
+from pr1lib.curves import CURVE_KEYS, figure3, training_curves
 
 rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
 curves = pd.concat(
@@ -310,29 +310,31 @@ figure3(curves) if len(curves) else print("no RL run to plot")
 # noise (the scatter of the per-step values); a step's value comes from a few dozen samples, so
 # short runs are noisy. The share of groups with a learning signal says whether GRPO had anything to
 # learn from: when every sample of a group gets the same reward, its advantage is zero and the
-# policy does not move.
+# policy does not move. A position that is 0 on every step is read apart from noise: then every
+# block opened at the response's first token, and the verdict says so
+# (`pr1lib.curves.read_figure3`).
 
 # %% tags=["report"]
-def read_figure3(curves: pd.DataFrame) -> None:
-    for run, part in curves.groupby("run", sort=False):
-        position = trend(part, "block_position")
-        print(describe_trend(position, f"[{run}] first-block position"))
-        print(
-            describe_trend(
-                trend(part, "parallel_ratio"), f"[{run}] parallel ratio"
-            )
-        )
-        # groups whose rewards differ: the only ones GRPO learns from
-        signal = 1 - part["frac_reward_zero_std"].mean()
-        if signal == signal:  # not NaN
-            print(f"  groups with a learning signal (reward spread > 0): {signal:.0%} on average")
-        verdict = {"rising": "blocks move later, the direction of the paper's Figure 3",
-                   "falling": "blocks move earlier, the opposite of the paper's Figure 3",
-                   }.get(position["direction"], "no drift this short run can tell apart from noise")
-        print(f"  -> over {len(part)} steps (the paper: 300), {verdict}.\n")
+from pr1lib.curves import read_figure3
 
+print("\n".join(read_figure3(curves)) if len(curves) else "no RL run to read")
 
-read_figure3(curves) if len(curves) else print("no RL run to read")
+# %% [markdown]
+# Why a position can sit at 0: a model opens its block where its cold start taught it to. In the
+# paper a response can reason before its block or after it, so the block's place can move (near
+# the start early in RL, later toward the end). The cell below reads where this project's two
+# worlds' cold-start traces (their rule teachers, 50 training items per tier) open their first
+# block. Where every trace opens with its block, the model learns to open it first, and a logged 0
+# is that habit, not noise a longer run would average away; a world whose traces compute before
+# they branch is one where the position has room to move.
+
+# %%
+from pr1lib.curves import teacher_block_starts
+
+for world in worlds.names():
+    for tier, share in teacher_block_starts(world, n=50, seed=SEED).items():
+        print(f"{world:9s} {tier}: {share['with a block']:.0%} of 50 traces have a block, "
+              f"{share['block first']:.0%} of those open it at the response's first character")
 
 # %% [markdown]
 # ## 6. The mid-training scaffold
@@ -348,10 +350,13 @@ read_figure3(curves) if len(curves) else print("no RL run to read")
 # `mid_training` (`pr1lib.experiments.midtraining`) does the same with two `run_grpo` calls: phase 1
 # from the unseen SFT checkpoint with the alternating reward for `switch` steps, phase 2 from phase
 # 1's `merged/` model with the accuracy reward up to `total` steps (clip-high 0.28 then 0.2, as in
-# the paper's scripts). Held-out accuracy (mean@k at T = 1, greedy beside it) is measured at the
-# start, at the switch and at the end. The tiny profile keeps the paper's window (2 tiered steps of
-# every 10) and switches after one window; `smoke` shrinks it to show the plumbing only. The result
-# is cached in the run folder.
+# the paper's scripts). Both phases train on the hard problems of this notebook's world
+# (`world=NB.world`: on `tiny`, TinyWorld, the world the unseen SFT was trained in; a GRPO stage
+# refuses a start from another world's problems). Held-out accuracy (mean@k at T = 1, greedy beside
+# it) is measured at the start, at the switch and at the end. The tiny profile keeps the paper's
+# window (2 tiered steps of every 10) and switches after one window: a short live run, read beside
+# the three-seed study at the end of this section; `smoke` shrinks it to show the plumbing only.
+# The result is cached in the run folder.
 
 # %%
 from pr1lib.curves import scaffold_curves, scaffold_figure, switch_effect
@@ -361,7 +366,7 @@ scaffold_init = found.get("sft-unseen")
 print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
 start = time.perf_counter()
 scaffold = mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
-                        variant="unseen", window=NB.window, parallel_steps=2,
+                        variant="unseen", world=NB.world, window=NB.window, parallel_steps=2,
                         eval_n=NB.scaffold_eval_n,
                         per_device_train_batch_size=NB.scaffold_batch)
 print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
@@ -414,15 +419,65 @@ if change("parallel_ratio") and change("accuracy"):
     )
 
 # %% [markdown]
+# You should see: the scaffold starts from a trained SFT of this notebook's world, so its held-out
+# accuracy at the start is that checkpoint's, far from 0, and this short run leaves it in the same
+# range at the end. A start trained in one world and scored on another's problems would show 0 %
+# here, and the assertion stops the tour.
+
+# %%
+held = {h["step"]: h for h in scaffold["held_out"]}
+ok = [should_see("scaffold, hard mean@k at the start", held[0]["accuracy"], PROFILE),
+      should_see("scaffold, hard mean@k at the end", held[NB.total]["accuracy"], PROFILE)]
+assert False not in ok, "the scaffold scores outside its range: does it train in its start's world?"
+
+# %% [markdown]
 # The scaffold is an RL run too, so it gets the Figure 3 reading of section 5 as well (both phases
 # on one step axis; the switch is at step `switch`):
 
 # %% tags=["report"]
 scaffold_frame = scaffold_curves(scaffold)
-read_figure3(scaffold_frame)
+print("\n".join(read_figure3(scaffold_frame)))
 figure3(
     scaffold_frame, title=f"Figure 3 on the scaffold run (switch at step {scaffold['switch_step']})"
 ).add_vline(x=scaffold["switch_step"], line_dash="dash")
+
+# %% [markdown]
+# ### The scaffold against its control, three seeds
+#
+# Does the scaffold help, or would accuracy-only RL from the same SFT have done as well in the same
+# steps? The live run above cannot say: it has no control and one seed. The `midtraining` study
+# runs both arms per seed, in the world of their start: the **scaffold** (S2 to the switch, then
+# accuracy only) and the **control** (accuracy only throughout, split at the same step, so the two
+# differ in phase 1's reward alone, and its clip-high, as in the paper's S2 and S1 scripts). Each
+# is scored on the same held-out hard problems at the start, the switch and the end, and the
+# scaffold minus the control is a paired bootstrap over those problems (each problem averaged
+# over the seeds). The cell reads the committed card (the command on its first line runs it
+# again) and prints what it shows, computed from its numbers.
+
+# %%
+from pr1lib.curves import scaffold_card_figure
+from pr1lib.experiments.midtraining import scaffold_verdict
+from pr1lib.results import committed
+
+study = committed("tinyworld-midtraining", world=NB.world)
+if study is None:
+    print(f"no committed scaffold study in this profile's world ({NB.world or 'real data'})")
+else:
+    print("the committed run:", study["command"])
+    print("\n".join(scaffold_verdict(study["numbers"])))
+
+# %% tags=["report"]
+scaffold_card_figure(study["numbers"]) if study else None
+
+# %% [markdown]
+# How to read it on `tiny` (our reading of the lines above, not the paper's claim): the paper's
+# scaffold holds up blocks that accuracy alone lets fall (its accuracy-only run kept a block in
+# 13.6 % of answers, Table 4), so after its switch the block rate falls while accuracy rises. In
+# TinyWorld a block pays on hard items, so accuracy alone pays for blocks too: the per-arm lines
+# show whether the block rate still rises after the switch in both arms, the contrasts whether
+# the scaffold's tiered steps leave more blocks at the end and whether they buy accuracy over the
+# control, and the last line puts the three together. The paper ran 200 steps of S2 on a 4B model;
+# this study runs 20 on a 0.92M one, three seeds, so read a gap only with its interval.
 
 # %% [markdown]
 # ## 7. Parallel thinking, or just more search?
@@ -546,7 +601,10 @@ should_see("WideWorld: R1-Unseen's seconds per answer over serial's, batch 1", s
 #   does the same for one checkpoint and writes a table (`.md`) and plots (`.html`) next to its
 #   results.
 # - Figure 3 and the scaffold were read from this run's own logs; the printed verdicts come from the
-#   numbers, and a short CPU run can easily show no trend where the paper's 300-step runs did.
+#   numbers. A first-block position of 0 on every step is where the world's cold start puts the
+#   block, not a short run's noise; a drift needs traces that can branch later.
+# - The scaffold needs its control: accuracy-only RL from the same SFT for the same steps. The
+#   three-seed study's card says, computed from its numbers, whether the scaffold beats it here.
 # - A claim about *parallel* thinking needs its controls: a plain SFT with the same steps and a
 #   serial search with the same content. Section 7 reads them from the committed card, with each
 #   gap's interval, and counts what parallel paths save in sequential decode steps.
@@ -580,8 +638,8 @@ should_see("WideWorld: R1-Unseen's seconds per answer over serial's, batch 1", s
 #
 #    <details><summary>Hint</summary>
 #
-#    Give each `mid_training` call its own `out=` folder, then compare `switch_effect` of
-#    the two runs, with its noise bars.
+#    Give each `mid_training` call its own `out=` folder (and `world=NB.world`, as above), then
+#    compare `switch_effect` of the two runs, with its noise bars.
 #    </details>
 #
 # Solutions, with the reasoning: [solutions/07_evaluation.py](../solutions/07_evaluation.py)

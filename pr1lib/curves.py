@@ -133,6 +133,85 @@ def describe_trend(t: dict[str, Any], what: str) -> str:
     )
 
 
+def position_verdict(part, position: dict[str, Any]) -> str:
+    """What the first-block position of one run (``part``: its ``training_curves`` rows) says
+    against the paper's Figure 3, from the numbers: zero on every step with a block (blocks open
+    at the response's first token, so the position cannot move, whatever the run length), a
+    rise, a fall, or no drift beyond the noise over the steps logged.
+
+    >>> import pandas as pd
+    >>> zero = pd.DataFrame({"step": [1, 2, 3, 4], "block_position": [0.0] * 4})
+    >>> position_verdict(zero, trend(zero, "block_position")).split(":")[0]
+    'blocks open at the first token of the response on all 4 steps with a block'
+    """
+    values = part["block_position"].dropna() if "block_position" in part else part.iloc[0:0]
+    if len(values) and float(values.abs().max()) == 0.0:
+        return (
+            f"blocks open at the first token of the response on all {len(values)} steps with a "
+            "block: the mean position is 0 on every step, so no sample's block opens later. "
+            "Zero is where this run's traces put the block, not a short run's noise, and no "
+            "number of steps would show Figure 3's drift here"
+        )
+    return {
+        "rising": "blocks move later, the direction of the paper's Figure 3",
+        "falling": "blocks move earlier, the opposite of the paper's Figure 3",
+        "too few steps": "too few steps with a block to read a drift",
+    }.get(
+        position["direction"],
+        f"no drift beyond the noise over these {position['points']} steps (the paper: 300)",
+    )
+
+
+def read_figure3(frame) -> list[str]:
+    """The computed reading of ``figure3``'s series, per run: the first-block position's and the
+    parallel ratio's trends (``describe_trend``), the share of groups with a learning signal, and
+    ``position_verdict``.
+
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"step": [1, 2, 3, 4], "run": "r", "block_position": [0.0] * 4,
+    ...                   "parallel_ratio": [.2, .4, .6, .8], "frac_reward_zero_std": [0.5] * 4})
+    >>> read_figure3(f)[2]
+    '  groups with a learning signal (reward spread > 0): 50% on average'
+    """
+    lines = []
+    for run, part in frame.groupby("run", sort=False):
+        position = trend(part, "block_position")
+        lines.append(describe_trend(position, f"[{run}] first-block position"))
+        lines.append(describe_trend(trend(part, "parallel_ratio"), f"[{run}] parallel ratio"))
+        # groups whose rewards differ: the only ones GRPO learns from
+        signal = 1 - part["frac_reward_zero_std"].mean() if "frac_reward_zero_std" in part else None
+        if signal is not None and signal == signal:  # not NaN
+            lines.append(
+                f"  groups with a learning signal (reward spread > 0): {signal:.0%} on average"
+            )
+        lines.append(f"  -> {position_verdict(part, position)}.\n")
+    return lines
+
+
+def teacher_block_starts(world: str, n: int = 50, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Where a world's cold-start traces (its rule teacher, ``n`` training items per tier) open
+    their first block: the share of traces with a block, and of those the share whose block is
+    the first thing in the response (position 0, ``format.parallel_stats``).
+
+    >>> teacher_block_starts("tinyworld", n=4)["hard"]
+    {'with a block': 1.0, 'block first': 1.0}
+    """
+    from pr1lib import worlds
+    from pr1lib.data import load_world
+    from pr1lib.format import parallel_stats
+
+    chosen, out = worlds.get(world), {}
+    for tier in chosen.tiers:
+        traces = chosen.rule_teacher(seed=seed).generate(load_world(chosen.source(tier), n))
+        starts = [parallel_stats(t["text"])["first_block_position"] for t in traces]
+        opened = [p for p in starts if p is not None]
+        out[tier] = {
+            "with a block": round(len(opened) / len(starts), 4),
+            "block first": round(sum(p == 0 for p in opened) / len(opened), 4) if opened else 0.0,
+        }
+    return out
+
+
 def figure3(
     frame, window: int = 3, title: str = "Figure 3, our run: where and how often blocks open"
 ):
@@ -298,3 +377,57 @@ def switch_effect(result: dict[str, Any]) -> dict[str, Any]:
         for h in result["held_out"]
     ]
     return out
+
+
+def scaffold_card_figure(numbers: dict[str, Any], window: int = 5):
+    """The mid-training study's card (``experiments.midtraining``): accuracy (left) and block rate
+    (right) per step for the scaffold and its control, training samples as a rolling mean over the
+    seeds, held-out points as diamonds (mean@k at T = 1), the switch dashed.
+
+    >>> at = {"accuracy": .5, "parallel_ratio": .25}
+    >>> card = {"switch_step": 1, "steps": [0, 1, 2], "per_step": {a: {"1": at, "2": at}
+    ...         for a in ("scaffold", "control")}, "held_out": {a: {s: at for s in "012"}
+    ...         for a in ("scaffold", "control")}}
+    >>> [t.name for t in scaffold_card_figure(card).data][:2]
+    ['scaffold (training samples)', 'scaffold (held-out, T = 1)']
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["accuracy", "block rate (parallel ratio)"])
+    for i, (arm, rows) in enumerate(numbers["per_step"].items()):
+        steps = [int(s) for s in rows]
+        color = _COLORS[i % len(_COLORS)]
+        for col, key in enumerate(("accuracy", "parallel_ratio"), start=1):
+            values = pd.Series([rows[s][key] for s in rows], dtype=float)
+            held = numbers["held_out"][arm]
+            for name, x, y, style in (
+                (
+                    "training samples",
+                    steps,
+                    values.rolling(window, center=True, min_periods=1).mean(),
+                    dict(mode="lines", line=dict(color=color)),
+                ),
+                (
+                    "held-out, T = 1",
+                    numbers["steps"],
+                    [held[str(s)][key] for s in numbers["steps"]],
+                    dict(mode="markers", marker=dict(color=color, symbol="diamond", size=11)),
+                ),
+            ):
+                fig.add_scatter(
+                    x=x,
+                    y=y,
+                    name=f"{arm} ({name})",
+                    legendgroup=arm,
+                    showlegend=col == 1,
+                    row=1,
+                    col=col,
+                    **style,
+                )
+    fig.add_vline(x=numbers["switch_step"], line_dash="dash", line_color="black")
+    fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_xaxes(title_text="optimizer step")
+    fig.update_layout(
+        title="Mid-training scaffold vs accuracy-only RL (the study's card; switch dashed)",
+        height=400,
+        margin=dict(t=70, b=40, l=50, r=20),
+    )
+    return fig

@@ -71,7 +71,7 @@ from pr1lib.runs import (
 )
 from pr1lib.runtime import set_seed, set_threads
 from pr1lib.sampling import prefilter
-from pr1lib.starts import run_name
+from pr1lib.starts import check_start_world, run_name
 
 
 def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
@@ -131,12 +131,14 @@ class GRPOSession:
     ) -> None:
         check_config(cfg)
         self.cfg, self.init = cfg, init
+        self.model_cfg = model_cfg or stage_model_config(cfg, init)
+        # a start trained in another world than these problems': one line, before any folder
+        check_start_world(cfg.source, None if self.model_cfg.random_init else self.model_cfg.name)
         self.run_dir = Path(out or runs_dir() / run_name(cfg))
         if follow and (note := follow_start(self.run_dir, init, cfg)):
             print(note, flush=True)
         claim_run_dir(self.run_dir, init, overwrite, cfg)  # another run: refused, or moved aside
         resumable_checkpoint(self.run_dir / "trainer")  # a damaged checkpoint: the one before
-        self.model_cfg = model_cfg or stage_model_config(cfg, init)
         set_threads(cfg.num_threads)
         set_seed(cfg.seed)
         self.model, self.tokenizer, self.peft_config = policy or load_training_policy(

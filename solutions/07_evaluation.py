@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pr1lib import curves, headline
+from pr1lib import curves, headline, worlds
 from pr1lib.config import NotebookConfig
 from pr1lib.evaluate import ResultsFile
 from pr1lib.experiments import midtraining
@@ -151,10 +151,12 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
     pays accuracy only, and held-out numbers come at the start, the switch and the end.
     """
     nb = NotebookConfig.for_profile(profile)
-    init = headline.find_checkpoints(profile, seed)[0].get("sft-unseen")
+    # the notebook's start: its world's unseen SFT where no run of notebook 04 replaces it
+    shipped = {"sft-unseen": worlds.get(nb.world).init("unseen")} if nb.world else {}
+    init = headline.find_checkpoints(profile, seed, defaults=shipped)[0].get("sft-unseen")
     runs = {}
     for switch in sorted({max(1, nb.total // 4), max(1, 3 * nb.total // 4)}):
-        out = runs_dir() / f"mid-training-{profile}-unseen-seed{seed}-switch{switch}"
+        folder = midtraining.midtraining_dir(profile, nb.world, "unseen", seed)
         result = midtraining.mid_training(
             profile,
             init,
@@ -162,7 +164,8 @@ def exercise_3(profile: str = "smoke", seed: int = 0) -> dict:
             nb.total,
             seed=seed,
             variant="unseen",
-            out=out,
+            out=folder / f"switch{switch}",
+            world=nb.world,  # the start's world: its problems, never another's
             window=nb.window,
             parallel_steps=2,
             eval_n=nb.scaffold_eval_n,

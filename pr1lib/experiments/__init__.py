@@ -70,7 +70,8 @@ STUDIES = {
     ),
     "midtraining": Study(
         "midtraining",
-        "the mid-training scaffold (Figure 4): alternating reward, then accuracy only",
+        "the mid-training scaffold (Figure 4): alternating reward, then accuracy only, against "
+        "accuracy only from the same SFT for the same steps, per seed",
         ("variant", "init", "steps", "switch", "refresh"),
         fixes=("variant", "reward", "max_steps", "save_steps"),
     ),
