@@ -649,9 +649,9 @@ costs
 #
 # This project's first tiny world, TinyGSM, has no reason for a block: every item is a forward
 # computation, so two paths can only do the same work twice. The same recipe there (LoRA, 2,000
-# rule-teacher traces, half of them hard, 375 steps per variant; its committed cards below, 300
-# held-out hard items × 8 samples at T = 1) teaches the format just as well and pays for it in
-# accuracy:
+# rule-teacher traces, half of them hard, 375 steps per variant; its committed cards below, hard
+# items × 8 samples at T = 1: the first 300 held-out items for the SFTs, the first 200 for the
+# base model) teaches the format just as well and pays for it in accuracy:
 
 # %% tags=["report"]
 contrast = {"base model": "tiny-base-hard-t1", "SFT seen": "sft-tiny-seen-hard-t1",
