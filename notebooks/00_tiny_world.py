@@ -403,9 +403,10 @@ pd.read_csv(runs_dir() / "00_pretrain_smoke" / "loss.csv")
 # - On hard TinyWorld items the base model commits to one guess: mean@8 sits far below pass@8.
 #   Its check line only looks like a check (✓ on nearly every wrong answer), because pretraining
 #   never showed a failed one.
-# - Checking a candidate is far cheaper than finding one (the verification gap): a block whose two
-#   paths split the search and check honestly can close the gap. That is the lesson the rest of the
-#   tutorial follows, from the cold-start traces (02) to the headline (07).
+# - Checking a candidate is far cheaper than finding one (the verification gap): a search that
+#   tries every pair and checks each honestly can close the gap, written as a block whose two paths
+#   split it or, as notebook 07's serial control does, without tags. The rest of the tutorial
+#   follows that lesson, from the cold-start traces (02) to the headline and its controls (07).
 # - TinyGSM has a sampling gap but nothing to check against: the named contrast where a block
 #   does not pay.
 
