@@ -539,7 +539,7 @@ fig
 # `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays for a block, yet the share climbs
 # to nearly every sample, because blocks win their groups. What the gap over plain GRPO credits is
 # the search the cold start taught, not the block itself: written without tags, the same search
-# gains as much after RL (`results/tinyworld-controls.json`: the serial arm goes from 56.9 % to
+# ends as high after RL (`results/tinyworld-controls.json`: the serial arm goes from 56.9 % to
 # 68.8 %, Parallel-R1-Seen from 48.6 % to 66.7 %; notebook 07, section 7). The price is on the easy
 # tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8, which falls as RL
 # concentrates the samples (`long_runs` has every number).
@@ -584,7 +584,8 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # samples of a group already do better, and there a block makes no sample better, while the SFT
 # solves so few hard items that most groups of 8 are all wrong and carry no signal at all. In
 # TinyWorld the cold start's search wins its group on hard items, and RL turns that into 15-19
-# points (section 8), written in blocks or, in notebook 07's serial control, without them.
+# points for Parallel-R1-Seen (section 8); the same search written without tags ends as high
+# (notebook 07's controls).
 
 # %% [markdown]
 # ## Summary
@@ -601,7 +602,7 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 #   block rate its schedule reached in the dose-response runs.
 # - Where a block pays against one guess (TinyWorld's hard items), accuracy-only RL raises hard
 #   accuracy well past the plain baseline in the committed 3-seed runs, and the parallel ratio
-#   climbs by itself; the same search without tags gains as much (notebook 07's controls).
+#   climbs by itself; the same search without tags ends as high (notebook 07's controls).
 #   Sections 4-6 print whether this notebook's short runs agree, beyond their noise or not.
 # - The unseen variant's short S2 run is reported as it came out (section 6), with our reading of
 #   why it differs from the paper.
