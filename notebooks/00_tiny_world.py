@@ -263,8 +263,12 @@ print(search_block(*parse_hard(miss["question"])))
 # How much could candidates side by side gain? If the model wrote two independent guesses and kept
 # the one whose check passes, it would be right whenever either is: pass@2. A block that splits the
 # search tries all four pairs, so with honest checks it can be right on every item. Nothing here
-# says a model will learn that; notebook 04 measures it (the shipped SFT, forced to open a block on
-# hard items, is right 26 points more often than forced plain: `results/tinyworld-blockcost.json`).
+# says a model will learn that; notebook 04 measures it: the shipped SFT, forced to open a block on
+# hard items, is right 26 points more often than when forced to answer with one guess
+# (`results/tinyworld-blockcost.json`). That compares a search against a single guess. Whether the
+# search needs the block is another question, and notebook 07's controls answer it: written
+# without tags, the same search does as well after RL (`results/tinyworld-controls.json`: the
+# serial arm ends at 68.8 %, Parallel-R1-Seen at 66.7 %).
 
 # %%
 p = sampled["pass_curve_official"]
@@ -399,9 +403,10 @@ pd.read_csv(runs_dir() / "00_pretrain_smoke" / "loss.csv")
 # - On hard TinyWorld items the base model commits to one guess: mean@8 sits far below pass@8.
 #   Its check line only looks like a check (✓ on nearly every wrong answer), because pretraining
 #   never showed a failed one.
-# - Checking a candidate is far cheaper than finding one (the verification gap): a block whose two
-#   paths split the search and check honestly can close the gap. That is the lesson the rest of the
-#   tutorial follows, from the cold-start traces (02) to the headline (07).
+# - Checking a candidate is far cheaper than finding one (the verification gap): a search that
+#   tries every pair and checks each honestly can close the gap, written as a block whose two paths
+#   split it or, as notebook 07's serial control does, without tags. The rest of the tutorial
+#   follows that lesson, from the cold-start traces (02) to the headline and its controls (07).
 # - TinyGSM has a sampling gap but nothing to check against: the named contrast where a block
 #   does not pay.
 

@@ -286,8 +286,9 @@ assert decoded == sample and tokens.add_tag_tokens(tokenizer) == []  # idempoten
 # rows. An independent reproduction of the paper (not the authors' own runs; docs/recipe.md
 # cites it) found those rows identical on Qwen3-0.6B-Base, and the tags stayed
 # indistinguishable through training. The fix used here: start each tag at
-# the **mean of its old pieces' rows**, so `<Path>` begins near `<`, `P`, `ath`, `>`.
-# We first do the plain resize, measure, then initialise and measure again.
+# the **mean of its old pieces' rows**, so `<Path>` begins near `<`, `Path`, `>` (its pieces in
+# section 4's first table). We first do the plain resize, measure, then initialise and measure
+# again.
 
 # %%
 import torch

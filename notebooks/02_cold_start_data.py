@@ -13,8 +13,9 @@
 #   any model, and why its arithmetic is checked rather than trusted;
 # - how to make generation **resumable**, so a Colab disconnect costs one batch and not the run;
 # - this project's four filter checks (strict format, at least one block, the right answer, the
-#   token budget; the paper checked the format only), the yield table, and how to switch to an LLM
-#   teacher (transformers or any OpenAI-compatible server);
+#   token budget; the paper states a format check, and whether it checked answers is not known),
+#   the yield table, and how to switch to an LLM teacher (transformers or any OpenAI-compatible
+#   server);
 # - how TinyWorld's rule teacher writes blocks that search and check, why half of the rows stay
 #   plain, and two other styles of the same rows this project trains as controls.
 #
@@ -188,11 +189,12 @@ print(
 # least one block**, its **final answer matches** the gold answer, and the prompt plus completion
 # **fit the token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads,
 # else estimated at four characters per token). Duplicate questions keep their first trace. Each
-# rejection is labelled with the first check it failed. The paper filtered less: it released the
-# unfiltered 7.47k rows and 5.91k rows that passed the format check, and did not check the answers
-# against GSM8K's gold. Which set trained which variant it does not say; from the SFT step counts
-# we infer (our reading, docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones
-# for the unseen.
+# rejection is labelled with the first check it failed. The paper released the unfiltered 7.47k
+# rows and 5.91k rows that passed its format check. No check of the answers against GSM8K's gold
+# was found in the official code (a row's answer is read from the teacher's own text), and whether
+# the filtered release checked them is not known (docs/recipe.md#4-cold-start-data). Which set
+# trained which variant the paper does not say; from the SFT step counts we infer (our reading,
+# docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones for the unseen.
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
@@ -429,7 +431,7 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 # - The rule teacher rewrites worked solutions into parallel traces with checked arithmetic. It
 #   covers nearly all of GSM8K train, and nothing of DAPO-Math, which has no worked solutions. The
 #   paper saw the same split between easy and hard problems (83.7 % vs 0.0 %) with a real LLM
-#   teacher, and filtered the format only.
+#   teacher, and states a format filter (whether its filter checked answers is not known).
 # - Generation is cached per (problem, teacher) with fsync'd appends, so interrupts are cheap.
 # - The output is a prompt–completion `Dataset` with provenance, ready for stage 1 (notebook 04).
 # - In TinyWorld the same pipeline, with the world's own rule teacher, keeps every trace: blocks

@@ -18,7 +18,7 @@
 #
 # On `tiny` and `smoke` the main line is **TinyWorld** (notebook 00: a block's two paths split a
 # search that is cheap to check); on `colab` and `paper` it is GSM8K with Qwen3. TinyGSM, where a
-# block does not pay, is the one contrast, at the end (section 12).
+# block does not pay, is the one contrast, at the end (section 11).
 #
 # Terms: [glossary](../docs/glossary.md) · the whole recipe in one picture:
 # [docs/recipe.md](../docs/recipe.md)
@@ -82,12 +82,13 @@ print("main line:", WORLD.title if WORLD else "the profile's own data",
 # ## 1. The recipe
 #
 # The paper fine-tunes Qwen3-4B-Base on its Parallel-GSM8K set: 58 optimizer steps for the seen
-# variant (about one epoch of the unfiltered 7.47k rows at global batch 128) and 230 for unseen
-# (five epochs of the 5.91k format-filtered rows); AdamW with lr 1e-5, betas (0.9, 0.95), weight
-# decay 0.01, cosine decay after a 10 % warm-up, sequences up to 4,096 tokens. The loss is
-# cross-entropy on the **response tokens only**, averaged per sample and then over samples (its
-# micro-batches hold one sample each). The end-of-text token is appended to every response, so the
-# model learns to stop.
+# variant and 230 for unseen. Which rows those steps covered it does not say; they fit one epoch of
+# the unfiltered 7.47k rows at global batch 128 (7,473 / 128 ≈ 58) and five epochs of the 5.91k
+# format-filtered rows (5 × 46), which is our inference (docs/recipe.md#4-cold-start-data). AdamW
+# with lr 1e-5, betas (0.9, 0.95), weight decay 0.01, cosine decay after a 10 % warm-up, sequences
+# up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged per sample
+# and then over samples (its micro-batches hold one sample each). The end-of-text token is appended
+# to every response, so the model learns to stop.
 #
 # `SFTStageConfig` holds these knobs under TRL's names. `paper` is the recipe above, as full
 # fine-tuning. `colab` is QLoRA (4-bit base + LoRA rank 16) on a T4, so its learning rate is the
@@ -499,8 +500,9 @@ for name in scores:
 # The shipped SFT of each variant is strictly valid almost always and opens a block on about a
 # fifth of the hard items; its sampled accuracy sits a few points above the base's (the computed
 # lines say whether beyond the noise). A block the model opens on its own that rarely cannot move
-# the average much, even though a forced block is worth 26 points to the seen SFT (section 10):
-# SFT taught the block, and which items to open it on is what RL learns (notebook 06).
+# the average much, even though forcing one is worth 26 points to the seen SFT against forcing a
+# one-guess answer (section 10): SFT taught the block, and which items to open it on is what RL
+# learns (notebook 06).
 #
 # The same problems, before and after (greedy, the first two):
 
@@ -636,11 +638,14 @@ for name, own_view in (("SFT seen", "seen"), ("SFT unseen", "unseen")):
 # ## 10. Does a block pay? Forced block vs forced plain
 #
 # SFT taught the format; whether a block is *worth* opening is a separate question, and RL only
-# amplifies what pays. `blockcost` answers it per tier on the same held-out problems: it samples
-# each one at T = 1 once forced to open with a block and once with `<Parallel>` banned, and
-# reports both accuracies, their difference and a paired-bootstrap 95 % interval. The committed
-# runs for the shipped TinyWorld SFT of each variant (200 problems × 4 samples per tier; the
-# command is in each card, `python -m pr1lib blockcost ...` reruns it in about two minutes):
+# amplifies what pays. The comparison here holds the model fixed and changes what it writes: a block
+# (in TinyWorld, the teacher's search of all four pairs) against one plain guess. It does not tell a
+# block from the same search written without tags; notebook 07's controls do that. `blockcost`
+# answers it per tier on the same held-out problems: it samples each one at T = 1 once forced to
+# open with a block and once with `<Parallel>` banned, and reports both accuracies, their difference
+# and a paired-bootstrap 95 % interval. The committed runs for the shipped TinyWorld SFT of each
+# variant (200 problems × 4 samples per tier; the command is in each card, `python -m pr1lib
+# blockcost ...` reruns it in about two minutes):
 
 # %% tags=["report"]
 cost_cards = {"seen": "tinyworld-blockcost", "unseen": "tinyworld-blockcost-unseen"}
@@ -653,22 +658,23 @@ costs
 
 # %% [markdown]
 # Read the hard rows first: with a block, the seen SFT is right 26 points more often than when made
-# to answer plainly (interval +21 to +32), the unseen one 13 points (+8 to +18); its paths cannot
-# see each other, so the second path cannot tell which cheap price the first one took. On easy
+# to answer plainly (interval +21 to +32), the unseen one 13 points (+8 to +18;
+# `results/tinyworld-blockcost.json`, `results/tinyworld-blockcost-unseen.json`). The unseen paths
+# cannot see each other, so the second path cannot tell which cheap price the first took. On easy
 # items a block only repeats the work: it costs the seen model nothing measurable (−0.6 points,
 # interval −3.0 to +1.8) and the unseen one 3.3 points (−6.1 to −0.5). Yet left to choose, the SFT
-# opens a block on only about a fifth of the hard items (section 7's `parallel_ratio`; the cards of
-# `results/tinyworld-sft*-hard-t1.json`: 26 % seen, 23 % unseen): SFT taught the block, not when to
-# use it. That is Stage 2 and 3's job (notebooks 05 and 06).
+# opens a block on only a fifth to a quarter of the hard items (section 7's `parallel_ratio`; the
+# cards of `results/tinyworld-sft*-hard-t1.json`: 26 % seen, 23 % unseen): SFT taught the block, not
+# when to use it. That is Stage 2 and 3's job (notebooks 05 and 06).
 
 # %% [markdown]
 # ## 11. The contrast: when a block does not pay (TinyGSM)
 #
 # This project's first tiny world, TinyGSM, has no reason for a block: every item is a forward
 # computation, so two paths can only do the same work twice. The same recipe there (LoRA, 2,000
-# rule-teacher traces, half of them hard, 375 steps per variant; its committed cards below, 300
-# held-out hard items × 8 samples at T = 1) teaches the format just as well and pays for it in
-# accuracy:
+# rule-teacher traces, half of them hard, 375 steps per variant; its committed cards below, hard
+# items × 8 samples at T = 1: the first 300 held-out items for the SFTs, the first 200 for the
+# base model) teaches the format just as well and pays for it in accuracy:
 
 # %% tags=["report"]
 contrast = {"base model": "tiny-base-hard-t1", "SFT seen": "sft-tiny-seen-hard-t1",
@@ -709,9 +715,10 @@ pd.DataFrame({name: {k: round(100 * committed(card)["numbers"][k], 1)
 #   0.92M parameters and LoRA saves no time there.
 # - Section 7 reports every change from the base with a paired 95 % interval over problems, and
 #   says in a computed line whether it is beyond the noise.
-# - Whether a block pays is measured, not assumed (section 10): in TinyWorld it is worth 26 points
-#   on hard items to the seen SFT; in TinyGSM, the contrast of section 11, a block does not pay and
-#   SFT costs accuracy.
+# - Whether a block pays is measured, not assumed (section 10): in TinyWorld, forced against one
+#   plain guess, it is worth 26 points on hard items to the seen SFT (whether the search inside it
+#   needs the tags is notebook 07's question); in TinyGSM, the contrast of section 11, a block does
+#   not pay and SFT costs accuracy.
 
 # %% [markdown]
 # ## Exercises
@@ -756,10 +763,11 @@ pd.DataFrame({name: {k: round(100 * committed(card)["numbers"][k], 1)
 #    `ParallelSFTTrainer.compute_loss` has both reductions. Write down the weight of one row in
 #    each for a batch of rows with 100 and 400 completion tokens.
 #    </details>
-# 5. Train with `config.replace(plain_share=0.5)`: half the traces lose their block
-#    (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the greedy
-#    parallel ratio after SFT, then compare it with the share of sampled answers (T = 1) that open a
-#    block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.
+# 5. TinyWorld's preset already turns half its rows plain. Train the profile's own (TinyGSM)
+#    preset that way, `SFTStageConfig.for_profile(PROFILE, plain_share=0.5)`: half the traces lose
+#    their block (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the
+#    greedy parallel ratio after SFT, then compare it with the share of sampled answers (T = 1)
+#    that open a block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.
 #
 #    <details><summary>Hint</summary>
 #

@@ -122,9 +122,11 @@ assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
 
 # %% [markdown]
 # Only `structure` is fooled by anything here: it pays +1 for `empty_paths` and
-# `answer_only_in_path`, because it never looks at the answer. That is why the paper's
-# "parallel only" arm (Table 4) is most likely the tiered reward on every step, not a pure
-# format reward.
+# `answer_only_in_path`, because it never looks at the answer. The paper does not name the reward
+# of its "parallel only" arm (Table 4); this project runs that arm as the tiered reward on every
+# step, which the paper's 80.3 % blocks (not ~100 %) fit better than the strict parallel-and-correct
+# one ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as
+# an arm of its own.
 
 # %% [markdown]
 # ## 3. Two graders
@@ -195,13 +197,14 @@ fig
 # %% [markdown]
 # ### The dose-response, measured
 #
-# The formula says the bonus decides whether blocks survive where they cost little. The sweep
-# below tests it on TinyWorld's easy items, where a block costs the SFT model about half a point
-# (docs/tinyworld.md): Stage-2 runs from `data/tinyworld-sft` with the alternating reward at 0, 2,
-# 5 and 10 tiered steps per window of 10 (b = 0.2), and at b = 0, 0.2, 0.5 and 1 with the paper's
-# 2 of 10, then the share of held-out easy samples that open a block. The full sweep is a
-# committed result card (`python -m pr1lib grpo --world tinyworld --dose-response --steps 30`);
-# without it the cell runs the two ends of the dose axis at this profile's size.
+# The formula says the bonus decides whether blocks survive where they cost little. The sweep below
+# tests it on TinyWorld's easy items, where a forced block costs the SFT model −0.6 points
+# (`results/tinyworld-blockcost.json`): Stage-2 runs from `data/tinyworld-sft` with the alternating
+# reward at 0, 2, 5 and 10 tiered steps per window of 10 (b = 0.2), and at b = 0, 0.2, 0.5 and 1
+# with the paper's 2 of 10, then the share of held-out easy samples that open a block. The full
+# sweep is a committed result card
+# (`python -m pr1lib grpo --world tinyworld --dose-response --steps 30`); without it the cell runs
+# the two ends of the dose axis at this profile's size.
 
 # %%
 import json
@@ -234,15 +237,33 @@ fig.update_layout(height=340, title="TinyWorld easy items after Stage 2: held-ou
 fig
 
 # %% [markdown]
-# Read the committed sweep (30 steps, 100 held-out easy problems × 4 samples, seed 0): with no
-# tiered step the share of samples that open a block falls from 31 % to 15 % (a block costs a
-# little, and accuracy alone pays nothing for it); 2, 5 and 10 tiered steps per window raise it to
-# 36 %, 85 % and 98 %; at 2 of 10, b = 0 behaves like no tiered step at all, and b = 0.5 or 1 gives
-# about half the samples a block. Accuracy stays within 92-96 % throughout. Seeds 1 and 2
-# (`results/tinyworld-dose-s1.json`, `-s2.json`) keep the dose order on every seed; there b = 0.5
-# and 1 land at 38-45 %, no higher than b = 0.2's 33-46 %: with 6 tiered steps in 30, the schedule
-# caps what b can do. That is the paper's lesson in one chart: where a block costs little, the
-# reward schedule decides how often the model uses it.
+# Read the committed sweep (`results/tinyworld-dose.json`: 30 steps, 100 held-out easy problems × 4
+# samples, seed 0): with no tiered step the share of samples that open a block falls from 31 % to
+# 15 % (a block costs a little, and accuracy alone pays nothing for it); 2, 5 and 10 tiered steps
+# per window raise it to 36 %, 85 % and 98 %. At 2 of 10, b = 0 behaves like no tiered step at
+# all, and b = 0.5 or 1 gives about half the samples a block, up from 36 % at b = 0.2. Accuracy
+# stays within 92-96 % throughout. Seeds 1 and 2 (`results/tinyworld-dose-s1.json`, `-s2.json`)
+# keep the order of the tiered steps on every seed; the bonus, seed by seed:
+
+# %%
+from pr1lib.results import committed
+
+seeds = {s: committed("tinyworld-dose" + (f"-s{s}" if s else "")) for s in range(3)}
+if all(seeds.values()):  # the committed sweep of each seed
+    bonus = pd.DataFrame({f"seed {s}": {r["bonus"]: r["parallel_ratio"] for r in card["numbers"]
+                                        ["rows"] if r["tiered_steps"] == 2}
+                          for s, card in seeds.items()}).sort_index().rename_axis("b")
+    up = int((bonus.loc[1.0] > bonus.loc[0.2]).sum())
+    print(f"at 2 tiered steps of 10, b = 1 opens more blocks than b = 0.2 on {up} of 3 seeds, "
+          f"b = 0.2 more than b = 0 on {int((bonus.loc[0.2] > bonus.loc[0.0]).sum())} of 3")
+    display(bonus)  # share of held-out easy samples (100 x 4) that open a block
+
+# %% [markdown]
+# A bonus from 0 to 0.2 keeps blocks alive on every seed. Above 0.2 the seeds disagree: seed 0's
+# share climbs by 16 points, seed 2's by 4.5 to 8.5 and seed 1's falls, so runs of 100 problems × 4
+# samples cannot say how much a larger bonus adds; the number of tiered steps moves the share far
+# more. That is the paper's lesson in one chart: where a block costs little, the reward schedule
+# decides how often the model uses it.
 
 # %% [markdown]
 # ## 6. The pre-flight doctor

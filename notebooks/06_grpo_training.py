@@ -86,10 +86,11 @@ print("main line:", WORLD.title if WORLD else "the profile's own problems")
 #
 # One table in `pr1lib.config` holds the paper's stage recipe (`STAGE_REWARDS`, `CURRICULA`): which
 # stages each variant runs and with which reward. Choosing a reward also takes the clip-high the
-# paper pairs with it (0.28 with the alternating S2 reward, else ε = 0.2). The plain variant is
-# this project's name for the paper's GRPO baseline: no tags, the baseline prompt, accuracy only.
-# `world=` puts a world's problems and settings on top (TinyWorld: its easy items in Stage 2, its
-# hard ones in Stage 3, a 384-token budget, full fine-tuning).
+# official S2 script pairs with it (0.28 with the alternating S2 reward, else ε = 0.2; the paper's
+# text does not state it). The plain variant is this project's name for the paper's GRPO baseline:
+# no tags, the baseline prompt, accuracy only. `world=` puts a world's problems and settings on top
+# (TinyWorld: its easy items in Stage 2, its hard ones in Stage 3, a 384-token budget, full
+# fine-tuning).
 
 # %%
 import pandas as pd
@@ -118,8 +119,10 @@ recipe.set_index(["variant", "stage"])
 # completions with a group of 8 are 4 prompts per step (a classic source of "valid values for
 # num_generations are: []"). On the tiny model this notebook runs a short version
 # (`notebook=True`: batches of 32 completions, 15 Stage-2 steps and 60 Stage-3 steps on
-# TinyWorld, where 30 did not move hard accuracy beyond the noise; 200 held-out problems per tier)
-# so the tour stays within minutes; `python -m pr1lib grpo` runs the full tiny config (64, 60).
+# TinyWorld, 200 held-out problems per tier) so the tour stays within minutes. Sixty steps is what
+# moved hard accuracy beyond the noise in a committed run (`results/tinyworld-nb06-stage3-60.json`:
+# 53.5 % → 61.8 %, +8.2 points, interval +2.4 to +14.0, 200 problems × 4); `python -m pr1lib
+# grpo` runs the full tiny config (64, 60).
 
 # %%
 import transformers
@@ -198,8 +201,8 @@ print("runs go under", shown(OUT))
 
 # %% [markdown]
 # The panel also says what the chosen reward does to the clip (picking **alternating** sets
-# ε_high = 0.28, the paper's S2 pairing; every other reward clips symmetrically at 0.2) and, on
-# TinyWorld's easy items, which share of answers opened a block after 30 steps of the same
+# ε_high = 0.28, the official S2 script's pairing; every other reward clips symmetrically at 0.2)
+# and, on TinyWorld's easy items, which share of answers opened a block after 30 steps of the same
 # schedule in the committed dose-response runs (`results/tinyworld-dose*.json`, notebook 05; three
 # seeds, Stage 2 from `data/tinyworld-sft`). After a run it shows the measured seconds per step.
 # The schedules the dose cards hold, as the panel reads them:
@@ -248,7 +251,7 @@ def before_after(result: dict) -> pd.DataFrame:
     rows = {}
     for when in ("before", "after"):
         for tier, m in result[when].items():
-            rows[f"{when} · {tier}"] = {**{k: m[k] for k in ("accuracy", "pass_at_k", "k",
+            rows[f"{when} · {tier}"] = {**{k: m[k] for k in ("accuracy", "pass_at_k", "n", "k",
                                                             "parallel_ratio", "valid_ratio")},
                                         **{f"greedy {k}": m["greedy"][k]
                                            for k in ("accuracy", "parallel_ratio")}}
@@ -356,8 +359,9 @@ pd.DataFrame(changes).T.rename(columns={"diff": "Δ accuracy (points)", "low": "
 # overrides the one log-prob method of TRL so every forward sees the 4D mask and restarted
 # positions) and samples every block with the forked engine, so neither path sees the other. Its
 # recipe is SFT → Stage 3 with the alternating reward (S2: 8 accuracy steps then 2 tiered ones in
-# every window of 10, with ε_high = 0.28), and the model it makes is notebook 07's
-# Parallel-R1-Unseen. On `tiny` and `smoke` it starts from the shipped `data/tinyworld-sft-unseen`.
+# every window of 10, with the official script's ε_high = 0.28), and the model it makes is notebook
+# 07's Parallel-R1-Unseen. On `tiny` and `smoke` it starts from the shipped
+# `data/tinyworld-sft-unseen`.
 
 # %%
 from pr1lib.experiments.unseen_stage2 import (
@@ -396,7 +400,9 @@ before_after(unseen)
 # instead of 47.1 (Table 3), and explained it as the structured mask overfitting superficial
 # patterns of easy problems. On `colab` and `paper` the next cell runs both recipes from the same
 # SFT checkpoint: Stage 3 directly (the run above, reused) and Stage 2 then Stage 3. This project
-# has not run that study in TinyWorld; the TinyGSM run of it is in section 9.
+# has not run that study in TinyWorld; the TinyGSM run of it is in section 9. (Notebook 07's
+# controls run their unseen arm through Stage 2 and then Stage 3, like every arm there and unlike
+# the paper's unseen recipe, with no direct arm beside it: they do not measure this either.)
 
 # %%
 if not WORLD:
@@ -408,12 +414,12 @@ if not WORLD:
 # ## 7. The reward ablation, next to the paper's Table 4
 #
 # Table 4 runs the **unseen** variant from its SFT checkpoint with one reward per arm: accuracy only
-# (S1), alternating (S2) and "parallel only", which is most likely the tiered reward on every step;
-# this project adds a `structure` arm (a valid block, whatever the answer). Same start, seed and
-# steps; only the reward changes. The paper saw the parallel ratio order accuracy (13.6 %) <
-# alternating (63.0 %) < parallel (80.3 %), with parallel-only paying for it in accuracy. The
-# verdict counts an order only when each gap is larger than its 95 % bootstrap interval over
-# problems.
+# (S1), alternating (S2) and "parallel only", whose reward the paper does not name (this project
+# runs it as the tiered reward on every step); this project adds a `structure` arm (a valid block,
+# whatever the answer). Same start, seed and steps; only the reward changes. The paper saw the
+# parallel ratio order accuracy (13.6 %) < alternating (63.0 %) < parallel (80.3 %), with
+# parallel-only paying for it in accuracy. The verdict counts an order only when each gap is larger
+# than its 95 % bootstrap interval over problems.
 #
 # On a hard TinyWorld item a block pays, so every reward arm ends with blocks (the committed
 # ablation on hard items, in [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's Table 4
@@ -486,10 +492,11 @@ fig
 # greedy), alternating's 2 tiered steps in 10 hold a quarter to a half of them, and the tiered
 # reward on every step puts one in 97-99 % of answers. The accuracy side holds as well, clearest on
 # the unseen variant: there alternating keeps 2-4 points more accuracy than parallel-only, because
-# an unseen block on an easy item costs more (a forced block: −3.3 points unseen, −0.6 seen, in
-# [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's alternating arm sits higher (63 %)
-# and its parallel arm lower (80.3 %); compare the order, not the values. Where a block neither
-# costs nor pays much, the reward mode decides how often the model opens one.
+# an unseen block on an easy item costs more (a forced block: −3.3 points unseen, −0.6 seen,
+# `results/tinyworld-blockcost-unseen.json`, `results/tinyworld-blockcost.json`). The paper's
+# alternating arm sits higher (63 %) and its parallel arm lower (80.3 %); compare the order, not the
+# values. Where a block neither costs nor pays much, the reward mode decides how often the model
+# opens one.
 #
 # The greedy accuracy of the block-heavy unseen arms reads low: greedy forked decoding opens path 2
 # with its second-best token (`distinct_greedy_paths`, so the two paths are not copies), which on
@@ -528,13 +535,18 @@ fig
 
 # %% [markdown]
 # Read the table as the paper's Table 2 in miniature. Parallel-R1 (seen) starts from its SFT and
-# ends 15-19 points above it on every seed, greedy 24-29 points above, with nearly every sample
-# now opening a block; the plain GRPO baseline, from the base model on the same problems and
-# steps, gains about 5 points sampled and loses about 3 greedy: without a block, RL can only
-# sharpen guesses (our reading). Stage 3's reward never paid for a block: the parallel ratio rose
-# because blocks win their groups. The price is on the easy tier (about 3 points, Stage 2 teaches
-# blocks there too) and in pass@8, which falls as RL concentrates the samples (`long_runs` has
-# every number).
+# ends 15-19 points above it on every seed, greedy 24-29 points above, with nearly every sample now
+# opening a block; the plain GRPO baseline, from the base model on the same problems and steps,
+# gains about 5 points sampled and loses about 3 greedy: its base model writes one guess per answer,
+# and RL sharpens the guesses. Stage 2's reward pays for blocks on easy items for 15 steps, and the
+# hard tier's share of samples with a block rises from 23 % to 38 % during it (seed 0,
+# `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays for a block, yet the share climbs
+# to nearly every sample, because blocks win their groups. What the gap over plain GRPO credits is
+# the search the cold start taught, not the block itself: written without tags, the same search
+# ends as high after RL (`results/tinyworld-controls.json`: the serial arm goes from 56.9 % to
+# 68.8 %, Parallel-R1-Seen from 48.6 % to 66.7 %; notebook 07, section 7). The price is on the easy
+# tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8, which falls as RL
+# concentrates the samples (`long_runs` has every number).
 #
 # This notebook's own seen run, start and end, as headline rows (percent). Under `make tour` they
 # go on top of the report, above notebook 07's table.
@@ -577,7 +589,9 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # through Stage 2). Why, in our reading (not the paper's claim): GRPO can only amplify what some
 # samples of a group already do better, and there a block makes no sample better, while the SFT
 # solves so few hard items that most groups of 8 are all wrong and carry no signal at all. In
-# TinyWorld a block wins its group on hard items, and RL turns that into 15-19 points (section 8).
+# TinyWorld the cold start's search wins its group on hard items, and RL turns that into 15-19
+# points for Parallel-R1-Seen (section 8); the same search written without tags ends as high
+# (notebook 07's controls).
 
 # %% [markdown]
 # ## Summary
@@ -585,15 +599,16 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # - GRPO here is stock TRL: `GRPOTrainer` with the paper's knobs, a `rollout_func` that samples with
 #   the parallel engine, and one overridden method for the unseen log-probs.
 # - The recipe is a table: seen SFT → Stage 2 (parallel-and-correct) → Stage 3 (accuracy); unseen
-#   SFT → Stage 3 (S1 or S2, with ε_high = 0.28 for S2); the plain baseline runs the seen stages
-#   without tags, from the base model.
+#   SFT → Stage 3 (S1 or S2, with the official script's ε_high = 0.28 for S2); the plain baseline
+#   runs the seen stages without tags, from the base model.
 # - Every held-out number is mean@k at T = 1 with greedy beside it, each model decoded the way its
 #   variant rolls out, and every comparison carries a paired 95 % interval over problems.
 # - Runs checkpoint every `save_steps` and resume exactly (same data order, RNG and weights); the
 #   panel trains N steps at a time on top of that, and says which clip its reward takes and which
 #   block rate its schedule reached in the dose-response runs.
-# - Where a block pays (TinyWorld's hard items), accuracy-only RL raises hard accuracy well past
-#   the plain baseline in the committed 3-seed runs, and the parallel ratio climbs by itself.
+# - Where a block pays against one guess (TinyWorld's hard items), accuracy-only RL raises hard
+#   accuracy well past the plain baseline in the committed 3-seed runs, and the parallel ratio
+#   climbs by itself; the same search without tags ends as high (notebook 07's controls).
 #   Sections 4-6 print whether this notebook's short runs agree, beyond their noise or not.
 # - The unseen variant's short S2 run is reported as it came out (section 6), with our reading of
 #   why it differs from the paper.

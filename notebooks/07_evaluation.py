@@ -174,7 +174,7 @@ for key, where in missing.items():
 # `evaluate_checkpoints` runs `pr1lib.evaluate.run_eval` per checkpoint and benchmark: k samples per
 # problem, both answer checkers (the paper's strict `Final Answer:` match and a robust one), and
 # per-sample structure statistics. Each problem becomes one line of a JSONL file under
-# `runs/06_evaluation-<profile>/eval/`, so an interrupted run resumes, and a rerun with the same
+# `runs/07_evaluation-<profile>/eval/`, so an interrupted run resumes, and a rerun with the same
 # weights reads the results back without loading the model (retraining a checkpoint invalidates
 # them).
 
@@ -203,9 +203,9 @@ per_stage.rename(columns=lambda c: c.replace("_", " ")).round(3)  # headers wrap
 #
 # `pr1lib.paper.side_by_side` keeps the two apart: every paper column is labelled with the paper's
 # model and benchmark, every one of ours with our model, benchmark, k and checker. A tiny-model
-# number on TinyGSM is **not** comparable with a Qwen3-4B number on AIME; the layout is the same so
-# you can see which stages moved which way, nothing more. The table shows whose numbers they are
-# above each column, ours first, then the paper's parallel % and Avg, then its benchmarks.
+# number on a tiny world is **not** comparable with a Qwen3-4B number on AIME; the layout is the
+# same so you can see which stages moved which way, nothing more. The table shows whose numbers
+# they are above each column, ours first, then the paper's parallel % and Avg, then its benchmarks.
 
 # %% tags=["report"]
 from pr1lib.paper import for_display, side_by_side
@@ -245,8 +245,10 @@ gap_ok = should_see("pass@k minus mean@k, base model",
 # %% [markdown]
 # How far to trust a row: each mean@k below carries a 95 % interval from resampling the problems,
 # and each comparison is a paired bootstrap on the same problems. The lines after the table are
-# computed from these numbers: RL against its own cold start, and against plain GRPO with the same
-# steps (section 7 adds the controls that separate *parallel* from *more search*).
+# computed from these numbers: RL against its own cold start (what the RL stages add to the same
+# model), and against plain GRPO with the same steps (what the cold start and its tags add
+# together: the two arms differ in both, so this line cannot say which pays; section 7 adds the
+# controls that separate *parallel* from *more search*).
 
 # %%
 from pr1lib.headline import headline_intervals, headline_verdict
@@ -496,6 +498,9 @@ scaffold_card_figure(study["numbers"]) if study else None
 # | seen | the shipped SFT: the search in blocks | Parallel-R1-Seen |
 # | unseen | the search in blocks, numbered paths, the unseen mask | Parallel-R1-Unseen |
 #
+# Every arm runs Stage 2 then Stage 3 here. For the unseen arm that departs from the paper's unseen
+# recipe, which goes from its SFT straight to Stage 3 (the paper's Table 3 found Stage 2 hurt it).
+#
 # Besides accuracy, every sample is scored in **sequential decode steps**: a block whose paths are
 # decoded side by side (the forked engine of notebook 03) costs its longest path, not the sum. So
 # the same search can finish in fewer steps when it is written as paths a machine can run at once.
@@ -523,6 +528,14 @@ controls_bars(controls)
 print("\n".join(verdict(controls)))
 
 # %% [markdown]
+# Read the four lines as four questions. Against plain GRPO and against a plain SFT with the same
+# steps, Parallel-R1-Seen is far ahead: the cold start's search pays. Against the same search
+# written without tags it is level (the interval spans zero): in TinyWorld the block itself adds
+# no accuracy. So "a block pays" holds against a forced one-guess answer (notebook 04, section 10),
+# not against the serial search; the unseen arm, whose blind paths collide, ends far below it. The
+# committed numbers are in `results/tinyworld-controls.json`: seen − plain +26.2 points, seen −
+# plain-sft +19.9 points, seen − serial −2.1 points (interval −5.7 to +1.5 points).
+#
 # Accuracy is not the whole story: what a block can buy is *time*. The next figure counts a sample
 # only if it is right **and** fits a cap on sequential decode steps (APR's way of comparing
 # searches at equal latency). Where a serial trace does not fit a cap, the same search as parallel

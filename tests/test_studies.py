@@ -249,7 +249,7 @@ def test_table4_verdict_is_given_under_both_readings_of_parallel_only():
         _arm("structure", [r + 0.4 for r in spread[::-1]], accuracy=0.4),
     ]
     readings = table4_verdict(arms)["readings"]
-    assert readings == {"tiered (assumed)": True, "structure (the paper's words)": False}
+    assert readings == {"tiered (assumed)": True, "structure (format only)": False}
     assert set(table4_verdict(arms[:3])["readings"]) == {"tiered (assumed)"}
 
 
