@@ -90,6 +90,24 @@ def as_number(answer: str) -> Fraction | None:
     return Fraction(f"{sign}{whole or 0}.{frac or 0}")
 
 
+_NON_FINITE = frozenset({"nan", "inf", "infinity"})  # what float() reads as no finite number
+
+
+def non_finite(value: object) -> bool:
+    """Whether ``value`` is a number that is no finite value (NaN, inf), or text that reads as
+    one: such a gold answer is a damaged row, and no prediction matches it.
+
+    >>> non_finite(float("nan")), non_finite("-Infinity"), non_finite("\\infty"), non_finite(3)
+    (True, True, False, False)
+    """
+    if isinstance(value, str):
+        return value.strip().lower().lstrip("+-") in _NON_FINITE
+    try:
+        return value != value or abs(value) == float("inf")  # NaN is not itself
+    except TypeError:
+        return False
+
+
 def answers_match(pred: str | None, gold: str) -> bool:
     """True when ``pred`` equals ``gold``: numbers by value, else text, else math-verify.
     A prediction with prose before a number (``The answer is 12 or 11``) is refused, not searched.
@@ -102,8 +120,12 @@ def answers_match(pred: str | None, gold: str) -> bool:
     (True, False)
     >>> answers_match("(3, \\\\frac{\\\\pi}{2})", "\\\\left( 3, \\\\frac{\\\\pi}{2} \\\\right)")
     True
+    >>> answers_match("nan", "nan"), answers_match("inf", "inf")  # no finite gold: never right
+    (False, False)
     """
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
+        return False
+    if non_finite(gold):
         return False
     a, b = number_key(pred), number_key(gold)
     if a is not None and b is not None:

@@ -284,6 +284,41 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- the whole pipeline
+class EmptyDataset(ValueError):
+    """Every problem's trace was rejected: no data set is saved, and the message says which
+    filter took the rows (the traces and the rejected rows stay, for a look and a rerun).
+    ``result`` is the run's summary; ``every_request_failed``: the teacher answered nothing this
+    run (a server down, a rerun asks again) rather than a filter taking what it wrote.
+
+    >>> str(EmptyDataset({"total": 3, "asked": 3, "teacher_failures": {}, "rejected":
+    ...     {"no_block": 2, "wrong_answer": 1}}, Path("runs/cs")))  # doctest: +ELLIPSIS
+    'the data set is empty: every one of the 3 problems was rejected, 2 without a <Parallel>...'
+    """
+
+    def __init__(self, result: dict[str, Any], out: Path):
+        self.result = result
+        failed = sum(result["teacher_failures"].values())
+        self.every_request_failed = bool(result["asked"]) and failed == result["asked"]
+        reasons = "; ".join(f"{n} {FILTERS[r]} ({r})" for r, n in result["rejected"].items() if n)
+        super().__init__(
+            f"the data set is empty: every one of the {result['total']} problems was rejected, "
+            f"{reasons or 'none given'}; no set was saved (the traces are kept in "
+            f"{out / 'traces.jsonl'}, each rejected row with its reason in "
+            f"{out / 'rejected.jsonl'})"
+        )
+
+
+# each rejection reason in words, for the empty-set message
+FILTERS = {
+    "teacher_error": "with no trace from the teacher",
+    "invalid_format": "with tags off the grammar",
+    "no_block": "without a <Parallel> block",
+    "wrong_answer": "with a final answer that is not the gold one",
+    "too_long": "over max_tokens",
+    "duplicate": "repeating a question already kept",
+}
+
+
 @dataclass
 class ColdStartRun:
     """What ``run_coldstart`` made: the summary (the CLI's JSON line), the rows and the data set."""
@@ -356,10 +391,7 @@ def run_coldstart(
         problems, traces, config.prompt_style, config.max_tokens, tokenizer, config.dedupe
     )
     summary = summarize(kept, rejected)
-    dataset = build_dataset(kept, config.prompt_style)
-    folder = save_dataset(dataset, out, dataset_card(summary, config, teacher.name))
     write_jsonl(rejected, out / "rejected.jsonl")
-    config.save(out / "config.json")
     result = {
         **summary,
         "source": config.source,
@@ -367,10 +399,16 @@ def run_coldstart(
         "teacher": teacher.name,
         "asked": asked,
         "teacher_failures": failure_counts(traces),
-        "output": str(folder),
-        "jsonl": str(out / "train.jsonl"),
+        "output": None,
+        "jsonl": None,
         "seconds": round(time.perf_counter() - start, 2),
     }
+    if not kept:  # no set is saved: a later stage never trains on nothing
+        raise EmptyDataset(result, out)
+    dataset = build_dataset(kept, config.prompt_style)
+    folder = save_dataset(dataset, out, dataset_card(summary, config, teacher.name))
+    config.save(out / "config.json")
+    result.update(output=str(folder), jsonl=str(out / "train.jsonl"))
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return ColdStartRun(result, kept, rejected, dataset)
 

@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pr1lib import worlds
+from pr1lib.answers import non_finite
 from pr1lib.jsonl import read_rows
 from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import split_gsm8k_answer
+from pr1lib.validate import register_checks
 
 REAL_SOURCES = ("gsm8k", "dapo")  # real data sets (a file or the hub); the rest are worlds'
+NO_SOLUTIONS = ("dapo",)  # answers only: no worked solution for the rule teacher to rewrite
 # name -> (file under the data folder for each split, hub id, hub config)
 LOCAL_FILES = {
     "gsm8k": {"train": "gsm8k/train.jsonl", "test": "gsm8k/test.jsonl"},
@@ -57,13 +60,16 @@ def _text(row: dict, field: str) -> str | None:
 
 
 def _gold(value: Any, field: str) -> str | None:
-    """What is wrong with a gold answer (text or a number; never null, a bool or empty)."""
+    """What is wrong with a gold answer (text or a number; never null, a bool, empty, NaN or
+    infinite: no answer could match it)."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (str, int, float))
         or not str(value).strip()
     ):
         return f'field "{field}" must be the gold answer (text or a number), got {value!r}'
+    if non_finite(value):
+        return f'field "{field}" must be a finite gold answer, got {value!r}'
     return None
 
 
@@ -76,6 +82,9 @@ def check_gsm8k_row(row: dict) -> str | None:
     why = _text(row, "question") or _text(row, "answer")
     if why is None and "####" not in row["answer"]:
         return 'field "answer" has no "#### N" line (the final answer of a GSM8K solution)'
+    final = row["answer"].rsplit("####", 1)[-1].strip() if why is None else ""
+    if why is None and (not final or non_finite(final)):
+        return f'field "answer" must end in a finite "#### N", got "#### {final}"'
     return why
 
 
@@ -105,12 +114,19 @@ class DataNotFoundError(FileNotFoundError):
     """A data set that is neither in a local folder nor loadable from the hub."""
 
 
-def read_jsonl(path: str | Path, required: Iterable[str] = (), check: Any = None) -> list[dict]:
-    """Every JSON object of a JSON Lines file (blank lines skipped); a malformed or non-object
-    line, a row without a ``required`` field or one ``check`` refuses, or an empty file is one
+def read_jsonl(
+    path: str | Path,
+    required: Iterable[str] = (),
+    check: Any = None,
+    limit: int | None = None,
+    key: Any = None,
+) -> list[dict]:
+    """Every JSON object of a JSON Lines file (blank lines skipped), or the first ``limit``
+    (distinct by ``key``, when given) without reading further; a malformed or non-object line, a
+    row without a ``required`` field or one ``check`` refuses, or an empty file is one
     ``pr1lib.jsonl.JsonlError`` naming the file, the line and the field
     (``pr1lib.jsonl.read_rows``)."""
-    return read_rows(path, required, check)
+    return read_rows(path, required, check, limit, key)
 
 
 def check_split(name: str, split: str) -> None:
@@ -256,6 +272,7 @@ def load_rows(
     the hub."""
     if name not in LOCAL_FILES:
         raise ValueError(f"unknown source {name!r}; choose one of {sources()}")
+    check_limit(limit)
     local = _local_file(name, split, path)
     if local is None:
         rows = _load_hub(name, split, limit)
@@ -264,8 +281,7 @@ def load_rows(
             if why:
                 raise ValueError(f"{HUB[name][0]} ({split}) row {number}: {why}")
         return rows
-    rows = read_jsonl(local, FIELDS[name], CHECKS[name])
-    return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
+    return read_jsonl(local, FIELDS[name], CHECKS[name], limit, DISTINCT.get(name))
 
 
 def load_gsm8k(
@@ -294,6 +310,7 @@ def load_world(name: str, n: int, split: str = "train", seed: int = 0) -> list[d
     >>> load_world("tinyworld-hard", 2)[0]["id"], load_world("tinygsm-easy", 1, "test")[0]["source"]
     ('tinyworld-hard-train-00000', 'tinygsm-easy')
     """
+    check_limit(n)
     found = worlds.find_source(name)
     if found is None:
         raise ValueError(f"{name!r} is no world's source; choose one of {worlds.sources()}")
@@ -317,6 +334,48 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
 
 
+def check_limit(limit: Any) -> None:
+    """Refuse a ``limit`` that is not ``None`` or a whole number of 1 or more (a negative one
+    would cut rows from the end, 0 would mean the default)."""
+    whole = isinstance(limit, int) and not isinstance(limit, bool)
+    if limit is not None and not (whole and limit >= 1):
+        raise ValueError(
+            f"limit must be None (every problem) or a whole number of 1 or more, got {limit!r}"
+        )
+
+
+def source_problem(value: str) -> str | None:
+    """What is wrong with a ``source`` (or ``data``) field: ``None`` for one of ``sources()`` or
+    distinct ones joined by "+".
+
+    >>> source_problem("tinygsm-easy+tinygsm-hard") is None, source_problem("gsm8k+gsm8k")[:24]
+    (True, "'gsm8k+gsm8k' is not one")
+    """
+    parts = [p.strip() for p in str(value).split("+")]
+    if all(p in sources() for p in parts) and len(set(parts)) == len(parts):
+        return None
+    return f"{value!r} is not one of {', '.join(sources())}, or distinct ones joined by '+'"
+
+
+register_checks(source=source_problem, data=source_problem)
+
+
+def rule_teacher_problem(source: str) -> str | None:
+    """Why the rule teacher cannot make traces of ``source`` (``None``: it can): it rewrites
+    worked solutions, and some sources have answers only.
+
+    >>> rule_teacher_problem("gsm8k") is None, rule_teacher_problem("tinygsm-easy+dapo")[:40]
+    (True, 'dapo has no worked solutions (answers on')
+    """
+    bare = [p.strip() for p in source.split("+") if p.strip() in NO_SOLUTIONS]
+    if not bare:
+        return None
+    return (
+        f"{bare[0]} has no worked solutions (answers only), so the rule teacher, which rewrites "
+        "them, would keep no row: use an LLM teacher (--teacher hf or openai) for it"
+    )
+
+
 def load_source(
     name: str,
     split: str = "train",
@@ -332,7 +391,12 @@ def load_source(
     3
     >>> source_counts(load_source("tinygsm-easy+tinygsm-hard", limit=5))
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
+    >>> load_source("tinygsm-easy", limit=-5)
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be None (every problem) or a whole number of 1 or more, got -5
     """
+    check_limit(limit)
     if "+" in name:
         shares = source_shares(name, limit or 0)  # also checks the names
         sizes = {part: n for part, n in shares.items() if n} if limit else dict.fromkeys(shares)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.data import REAL_SOURCES
+from pr1lib.folders import check_out_path
 from pr1lib.results import card_path
 from pr1lib.validate import parse_value
 
@@ -48,6 +49,8 @@ def check_flags(args: Any) -> None:
         raise ValueError("choose --overwrite (start over) or --resume (write into it), not both")
     if given(args, "overwrite_card") and not given(args, "card"):
         raise ValueError("--overwrite-card goes with --card NAME")
+    if getattr(args, "out", None) is not None:  # empty, a link to nowhere, committed files
+        check_out_path(args.out)
     check = CHECKS.get(args.command)
     if check is not None:
         check(args)

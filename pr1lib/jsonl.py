@@ -25,11 +25,14 @@ def read_rows(
     path: str | Path,
     required: Iterable[str] = (),
     check: Callable[[dict], str | None] | None = None,
+    limit: int | None = None,
+    key: Callable[[dict], Hashable] | None = None,
 ) -> list[dict]:
-    """Every JSON object of a JSON Lines file (blank lines skipped). A malformed line, a line that
-    is not an object, a row without a ``required`` field (``"a|b"``: either), a row ``check``
-    finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty file is a
-    ``JsonlError`` naming the file, the line and the field.
+    """Every JSON object of a JSON Lines file (blank lines skipped), or the first ``limit`` (with
+    ``key``: the first row of each key), reading no further than it needs. A malformed line, a
+    line that is not an object, a row without a ``required`` field (``"a|b"``: either), a row
+    ``check`` finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty
+    file is a ``JsonlError`` naming the file, the line and the field.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -39,9 +42,11 @@ def read_rows(
     ...
     pr1lib.jsonl.JsonlError: .../d.jsonl line 1: no "answer" field (each row needs question, answer)
     """
-    rows, required = [], list(required)
+    rows, required, seen = [], list(required), set()
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if limit is not None and len(rows) >= limit:
+                break
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -53,7 +58,9 @@ def read_rows(
                 why = check(row) if check is not None else None
                 if why:
                     raise JsonlError(f"{path} line {number}: {why}")
-                rows.append(row)
+                if key is None or key(row) not in seen:
+                    seen.add(key(row) if key is not None else None)
+                    rows.append(row)
     if not rows:
         raise JsonlError(f"{path} is empty: a JSON Lines file holds one JSON object per line")
     return rows

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 from pr1lib.modelfiles import check_model_files
 from pr1lib.paths import REPO_ROOT
 
+MAX_SEED = 2**32 - 1  # numpy (and so every seeded library) takes seeds in [0, 2**32)
 # name -> (test, words): a number that fails the test is refused ("must be a number <words>")
 _ABOVE_0 = (lambda v: v > 0, "above 0")
 _AT_LEAST_0 = (lambda v: v >= 0, "0 or more")
@@ -52,7 +53,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{
         name: _AT_LEAST_0
         for name in (
-            "seed warmup_steps weight_decay max_retries requests_per_minute "
+            "warmup_steps weight_decay max_retries requests_per_minute "
             "max_consecutive_failures llm_limit temperature epsilon epsilon_high beta "
             "parallel_steps max_blocks eval_n show max_refills prefilter_k"
         ).split()
@@ -64,6 +65,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         ).split()
     },
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
+    "seed": (lambda v: 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED} (numpy's seed range)"),
     "num_generations": (lambda v: v >= 2, "of 2 or more"),  # GRPO compares a group's samples
     "SFTStageConfig.max_length": (
         lambda v: v >= 32,
@@ -85,6 +87,10 @@ CHOICES: dict[str, tuple | Callable[[], tuple]] = {
     "attn_implementation": ("sdpa", "eager", "flex_attention"),
     "stage": (2, 3),
 }
+# name -> a check of the value (what is wrong with it, None when nothing) for fields whose valid
+# values are a rule rather than a list ("+"-joined sources, (mode, weight) pairs, a URL); the
+# modules that know the rule add theirs through register_checks
+CHECKERS: dict[str, Callable[[Any], str | None]] = {}
 FLAG_FIELDS = {"profile": "--profile", "stage": "--stage"}  # set by a flag, never by --set
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _WORDS = {
@@ -100,6 +106,35 @@ def register_choices(**choices: Iterable | Callable[[], Iterable]) -> None:
     """Add the allowed values of fields (by name) to ``CHOICES``: a collection, or a function that
     returns the current ones."""
     CHOICES.update({k: v if callable(v) else tuple(v) for k, v in choices.items()})
+
+
+def register_checks(**checks: Callable[[Any], str | None]) -> None:
+    """Add checks of fields (by name) to ``CHECKERS``: each returns what is wrong with a value
+    (one sentence), ``None`` when nothing is."""
+    CHECKERS.update(checks)
+
+
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being a server's base URL (``""``: none given, allowed).
+
+    >>> url_problem("http://127.0.0.1:8000/v1") is None, url_problem("not a url")
+    (True, "'not a url' is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    """
+    from urllib.parse import urlsplit
+
+    if url == "":
+        return None
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        return f"{url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1"
+    return None
+
+
+register_checks(base_url=url_problem)
 
 
 def allowed_values(name: str) -> tuple | None:
@@ -302,6 +337,9 @@ def check_fields(cfg: Any) -> None:
         allowed = allowed_values(f.name)
         if allowed is not None and value not in allowed:
             raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
+        why = CHECKERS[f.name](value) if f.name in CHECKERS and value is not None else None
+        if why:
+            raise ValueError(f"{f.name}: {why}")
 
 
 def check_count(flag: str, value: int | None, lowest: int = 1, none: str = "") -> None:
@@ -377,6 +415,31 @@ def check_model(name: str | Path) -> str:
     return str(name)
 
 
+def dataset_rows(folder: Path) -> int:
+    """Rows of a data set saved with ``save_to_disk`` in ``folder``, reading its Arrow files
+    (light: pyarrow, no ``datasets``); a file that is missing or cut short is a ``ValueError``
+    naming it."""
+    import pyarrow as pa
+    import pyarrow.ipc
+
+    try:
+        state = json.loads((folder / "state.json").read_text())
+        files = [f["filename"] for f in state["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        files = sorted(p.name for p in folder.glob("*.arrow"))
+    rows = 0
+    for name in files:
+        try:
+            with pa.OSFile(str(folder / name)) as source:
+                rows += pyarrow.ipc.open_stream(source).read_all().num_rows
+        except (OSError, pa.ArrowException) as err:
+            raise ValueError(
+                f"{folder / name} is damaged or missing (a write cut short? {type(err).__name__}):"
+                " rerun coldstart into a fresh --out, or restore the file"
+            ) from None
+    return rows
+
+
 def check_dataset(
     path: str | Path,
     flag: str = "--data",
@@ -408,6 +471,11 @@ def check_dataset(
         raise ValueError(
             f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
             f"set has {', '.join(columns)})"
+        )
+    if dataset_rows(data) == 0:
+        raise ValueError(
+            f"{flag} {path} holds 0 rows: nothing to train on (rerun coldstart; its last line "
+            "says which filter took the rows)"
         )
     typed = {
         c: (features[c] or {}).get("dtype") if isinstance(features[c], dict) else None
