@@ -170,6 +170,12 @@ def interrupted(command: str = "") -> str:
     held = [p for p in getattr(runs, "HELD", []) if p.exists()]
     if not held:
         return "interrupted: nothing was written; rerun the same command to start again"
+    kept = getattr(sys.modules.get("pr1lib.traces"), "KEPT", {})
+    if command == "coldstart" and kept:
+        return (
+            f"interrupted: {sum(kept.values())} new teacher answer(s) of this run are kept in "
+            f"{held[-1]}; rerun the same command to ask only for the missing ones"
+        )
     if command in RESUMES:
         return f"interrupted: rerun the same command to resume from {held[-1]}"
     return (

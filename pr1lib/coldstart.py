@@ -5,9 +5,9 @@ GSM8K train split and keeps the traces in a valid parallel format: 83.7 % on GSM
 DAPO-Math. Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
 1. ``pr1lib.traces.generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL
-   cache keyed by problem id and teacher name, so a re-run skips what is done and an interrupt
-   loses at most the batch in flight (a torn last line is dropped; a teacher that must stop hands
-   over what it finished, and that is written first).
+   cache keyed by problem id and teacher name, so a re-run skips what is done; an LLM server's
+   answers are written as each arrives, so an interrupt keeps every one (a torn last line is
+   dropped; a teacher that must stop hands over what it finished, and that is written first).
 2. ``filter_traces``: keep a trace iff it is strictly valid, has at least one block, its final
    answer matches the gold answer and prompt + completion fit the token budget; deduplicate.
    Every rejection has one reason (the first failed check).

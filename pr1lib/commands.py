@@ -23,7 +23,7 @@ from pr1lib.config import (
     PretrainConfig,
     SFTStageConfig,
 )
-from pr1lib.data import rule_teacher_problem
+from pr1lib.data import check_split, rule_teacher_problem
 from pr1lib.folders import claim
 from pr1lib.inputs import check_apart
 from pr1lib.modelfiles import torch_file_damage
@@ -193,6 +193,8 @@ def coldstart(args: Any) -> int:
 
     config = coldstart_config(args)  # the flags and the folder first: a mistake in a second
     check_teacher_flags(args, config)
+    for part in config.source.split("+"):
+        check_split(part.strip(), config.split)
     if config.teacher == "hf" and config.teacher_model:
         check_model(config.teacher_model)
     out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
@@ -201,6 +203,9 @@ def coldstart(args: Any) -> int:
         problems = load_source(
             config.source, config.split, config.limit, args.data_path, config.seed
         )
+        why = rule_teacher_problem(config.source) if config.teacher == "rule" else None
+        if why:  # after the rows: a data file's own mistake is named first
+            raise ValueError(f"--source {config.source}: {why}")
         from pr1lib.coldstart import (
             EmptyDataset,
             budget_tokenizer,
@@ -260,9 +265,6 @@ def check_teacher_flags(args: Any, config: ColdStartConfig) -> None:
     if why:
         name = "--base-url" if config.base_url else "OPENAI_BASE_URL"
         raise ValueError(f"{name}: {why}")
-    why = rule_teacher_problem(config.source) if config.teacher == "rule" else None
-    if why:
-        raise ValueError(f"--source {config.source}: {why}")
 
 
 # ----------------------------------------------------------------------------- training

@@ -323,6 +323,7 @@ def claim(
     if not is_main_process():  # rank 0 claims for the whole launch
         yield folder
         return
+    made = [p for p in folder.absolute().parents if not p.exists()]  # parents this claim makes
     lock, fresh = FolderLock.take(folder), False
     before = _stamp(folder)
     created = not before  # absent or empty (a racing run may have made it): removed if unused
@@ -337,7 +338,7 @@ def claim(
         HELD.append(folder)
         yield folder
     finally:
-        _tidy(folder, lock, created, fresh and _stamp(folder) == before)
+        _tidy(folder, lock, created, fresh and _stamp(folder) == before, made)
 
 
 def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
@@ -363,13 +364,17 @@ def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
     )
 
 
-def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
-    """Release the lock; a folder this run marked but changed nothing else in loses the marks."""
+def _tidy(
+    folder: Path, lock: FolderLock, created: bool, untouched: bool, made: list[Path] = ()
+) -> None:
+    """Release the lock; a folder this run marked but changed nothing else in loses the marks,
+    and one it made goes again, with the (empty) parents it made for it."""
     if untouched:
         (folder / OWNER).unlink(missing_ok=True)
     lock.release()
     if created and untouched:
-        _rmdir(folder)
+        for path in (folder, *made):
+            _rmdir(path)
 
 
 def _rmdir(folder: Path) -> None:

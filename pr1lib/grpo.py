@@ -60,6 +60,7 @@ from pr1lib.prompts import chat_prompt
 from pr1lib.reward_modes import REWARD_MODES
 from pr1lib.runs import (
     Run,
+    check_variant,
     claim_run_dir,
     last_checkpoint,
     resumable_checkpoint,
@@ -111,7 +112,8 @@ class GRPOSession:
     ``policy`` is a ready ``(model, tokenizer, peft_config)`` (tests reuse one base model);
     ``rewards`` replaces the config's reward functions (tests use one with guaranteed variance).
     A folder holding another start's or config's run is refused unless ``overwrite`` (then it
-    moves aside).
+    moves aside); a start trained as the other parallel variant (seen for an unseen stage, or the
+    reverse) unless ``cross_variant``.
     """
 
     def __init__(
@@ -125,8 +127,11 @@ class GRPOSession:
         policy: tuple | None = None,
         rewards: Sequence[Callable] | None = None,
         overwrite: bool = False,
+        cross_variant: bool = False,
     ) -> None:
         check_config(cfg)
+        # a start trained as the other parallel variant: refused unless meant (the card says so)
+        self.init_variant = check_variant(init, cfg.variant, cross_variant)
         self.cfg, self.init = cfg, init
         self.run_dir = Path(out or runs_dir() / run_name(cfg))
         claim_run_dir(self.run_dir, init, overwrite, cfg)  # another run: refused, or moved aside
@@ -244,12 +249,22 @@ def run_grpo(
     dashboard: Any = None,
     preflight: bool = True,
     overwrite: bool = False,
+    cross_variant: bool = False,
 ) -> Run:
     """Load ``init`` (or the profile's base), check, (evaluate), train to ``cfg.max_steps``
     (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card.
-    ``overwrite``: a folder begun from another start moves aside (else it is refused)."""
+    ``overwrite``: a folder begun from another start moves aside (else it is refused);
+    ``cross_variant``: ``init`` may have been trained as the other parallel variant."""
     start = time.perf_counter()
-    session = GRPOSession(cfg, init, out, callbacks, dashboard=dashboard, overwrite=overwrite)
+    session = GRPOSession(
+        cfg,
+        init,
+        out,
+        callbacks,
+        dashboard=dashboard,
+        overwrite=overwrite,
+        cross_variant=cross_variant,
+    )
     checks = doctor_checks(session) if preflight else []
     if checks:
         print(table(checks), flush=True)
@@ -283,6 +298,7 @@ def finish(
         "seed": cfg.seed,
         "init": str(session.init or session.model_cfg.name),
         "start": start_id(session.init),
+        **({"init_variant": session.init_variant} if session.init_variant else {}),
         "data": cfg.source,
         "steps": session.step,
         "train_seconds": round(session.train_seconds, 1),

@@ -1,7 +1,8 @@
 """The cold-start pipeline's resumable trace cache: teacher traces appended (and fsync'd) to a JSONL
-file keyed by problem id and teacher name, so a re-run skips what is done and an interrupt loses
-at most the batch in flight. A torn last line (a crash mid-write) is detected and dropped; a
-teacher that must stop (``TeacherError``) hands over what it finished, and that is written first.
+file keyed by problem id and teacher name, so a re-run skips what is done; a paid teacher's
+answers are written as they arrive (an interrupt keeps each one), a rule teacher's per batch. A
+torn last line (a crash mid-write) is detected and dropped; a teacher that must stop
+(``TeacherError``) hands over what it finished, and that is written first.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class TraceCache(JsonlLog):
         return record is not None and not record.get("error")
 
 
+# cache path -> answers (traces without error) written by this process: what a Ctrl-C kept
+KEPT: dict[str, int] = {}
+
+
 def generate_traces(
     teacher: Any,
     problems: list[dict],
@@ -100,8 +105,11 @@ def generate_traces(
 ) -> list[dict]:
     """Traces for ``problems`` (same order), generating only those not yet in the cache.
 
-    Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
-    the traces it carries (those finished before the stop) are written.
+    A teacher that ``streams`` (the OpenAI-compatible one, whose answers cost money) has each
+    trace written (and fsync'd) the moment it arrives, so an interrupt keeps every answer it was
+    sent; the others' batches are written before the next is asked for. A ``TeacherError`` stops
+    the run after the traces it carries (those finished before the stop) are written. ``KEPT``
+    counts the answers written.
     """
     cache = TraceCache(cache_path)
     if cache.dropped and progress:
@@ -109,14 +117,25 @@ def generate_traces(
             f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems "
             f"are asked again"
         )
+    KEPT.setdefault(str(cache_path), 0)
+
+    def keep(traces: list[dict]) -> None:
+        cache.append(traces)
+        KEPT[str(cache_path)] += sum(not t.get("error") for t in traces)
+
+    streams = getattr(teacher, "streams", False)
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
         try:
-            traces = teacher.generate(todo[start : start + batch_size])
+            if streams:
+                teacher.generate(batch, on_trace=lambda t: keep([t]))
+            else:
+                keep(teacher.generate(batch))
         except TeacherError as err:
-            cache.append(err.traces)
+            if not streams:
+                keep(err.traces)
             raise
-        cache.append(traces)
         if progress:
             print(
                 f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",
