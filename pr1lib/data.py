@@ -202,6 +202,11 @@ def _local_file(name: str, split: str, path: str | Path | None) -> Path | None:
     relative = LOCAL_FILES[name][split]
     roots = [Path(path).expanduser()] if path is not None else [d for d in [shared_data_dir()] if d]
     for root in roots:
+        if root.is_file() and path is None:  # $PR1_DATA_DIR names a folder, never one file
+            raise ValueError(
+                f"PR1_DATA_DIR={root} is a file: it names the folder holding gsm8k/ and dapo/ "
+                "(to read one file, pass it as --data-path)"
+            )
         if root.is_file():
             return root
         for candidate in (root / relative, root / Path(relative).name):
@@ -218,17 +223,25 @@ def hub_offline() -> bool:
     )
 
 
-def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
+def _not_found(
+    name: str, split: str, why: str, path: str | Path | None = None
+) -> DataNotFoundError:
+    """Where ``name`` was looked for and the two ways to get it (the folder given, else
+    ``$PR1_DATA_DIR``; the hub)."""
     relative = LOCAL_FILES[name][split]
     hub_id, config = HUB[name]
     call = (
         f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
     )
-    return DataNotFoundError(
-        f"{name} ({split}) not found. Either put the file at <folder>/{relative} and set "
-        f"PR1_DATA_DIR=<folder> (or pass path=<folder or file>; now: {shared_data_dir()}), or go "
-        f"online so that {call} can download it (hub: {why})."
-    )
+    if path is not None:
+        where = f"{name} ({split}) is not in {path}: put the file at {Path(path) / relative}"
+    else:
+        now = shared_data_dir() or "not set"
+        where = (
+            f"{name} ({split}) not found: put the file at <folder>/{relative} and set "
+            f"PR1_DATA_DIR=<folder> (now: {now})"
+        )
+    return DataNotFoundError(f"{where}, or go online so that {call} can download it (hub: {why}).")
 
 
 def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[dict]:
@@ -247,11 +260,14 @@ def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[d
     return kept
 
 
-def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
+def _load_hub(
+    name: str, split: str, limit: int | None = None, path: str | Path | None = None
+) -> list[dict]:
     """Rows from the hub; any failure (offline, no network, unknown id) is a
-    ``DataNotFoundError``."""
+    ``DataNotFoundError`` (saying where a local copy was looked for: ``path``, else
+    ``$PR1_DATA_DIR``)."""
     if hub_offline():
-        raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
+        raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set", path)
     try:
         from datasets import load_dataset  # heavy: only a hub download needs it (CLI speed)
 
@@ -261,7 +277,7 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
     except Exception as err:  # turned into one clear message
         raise _not_found(
-            name, split, str(err).splitlines()[0] if str(err) else type(err).__name__
+            name, split, str(err).splitlines()[0] if str(err) else type(err).__name__, path
         ) from err
 
 
@@ -273,9 +289,13 @@ def load_rows(
     if name not in LOCAL_FILES:
         raise ValueError(f"unknown source {name!r}; choose one of {sources()}")
     check_limit(limit)
+    if path is not None and not Path(path).expanduser().exists():
+        raise DataNotFoundError(
+            f"{path} does not exist: name the folder holding {name}/ or the file"
+        )
     local = _local_file(name, split, path)
     if local is None:
-        rows = _load_hub(name, split, limit)
+        rows = _load_hub(name, split, limit, path)
         for number, row in enumerate(rows):  # the hub's rows pass the same checks
             why = CHECKS[name](row) if isinstance(row, dict) else "not an object"
             if why:

@@ -50,6 +50,19 @@ from pr1lib.validate import local_folder
 
 
 # ----------------------------------------------------------------------------- results file
+def result_key(row: dict) -> str:
+    """A results row's key, its problem id, after checking it is one: an ``id`` and a whole
+    ``k`` (a ``KeyError`` or ``TypeError`` otherwise, which ``ResultsFile`` names by file and
+    line).
+
+    >>> result_key({"id": 3, "k": 1})
+    '3'
+    """
+    if not isinstance(row["k"], int) or isinstance(row["k"], bool):
+        raise TypeError(f"k must be a whole number, got {row['k']!r}")
+    return str(row["id"])
+
+
 class ResultsFile(JsonlLog):
     """An append-only JSONL file with one row per problem id; a torn last line is dropped.
 
@@ -62,7 +75,7 @@ class ResultsFile(JsonlLog):
     """
 
     def __init__(self, path: str | Path):
-        super().__init__(path, key=lambda r: str(r["id"]))
+        super().__init__(path, key=result_key)
 
     def append(self, row: dict) -> None:
         """Write one row as a whole line, flushed and fsync'd."""

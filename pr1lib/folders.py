@@ -150,6 +150,13 @@ def check_out_path(folder: str | Path) -> Path:
     """
     if not str(folder).strip():
         raise FolderError("--out is empty: name a folder (or leave --out out for the default)")
+    try:
+        str(folder).encode("utf-8")
+    except UnicodeEncodeError:  # a name read from bytes that are not UTF-8
+        raise FolderError(
+            f"--out {str(folder)!r} is not UTF-8 text (the libraries that save models and data "
+            "sets write UTF-8 names): pick another --out"
+        ) from None
     path = Path(folder).expanduser()
     if path.is_symlink() and not path.exists():
         raise FolderError(

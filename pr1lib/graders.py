@@ -228,6 +228,10 @@ def official_answer(completion: Any, style: str = "dapo") -> str | None:
     >>> official_answer("Final Answer: 1,000. And Final Answer: 4", "gsm8k")
     '1000.'
     """
+    if style not in ("gsm8k", "dapo"):
+        raise ValueError(
+            f"style must be 'gsm8k' or 'dapo' (the official per-source check), got {style!r}"
+        )
     text = strip_tags(completion)
     if style == "gsm8k":
         match = _GSM8K_ANSWER.search(text)

@@ -45,6 +45,7 @@ from pr1lib.doctor import doctor, table
 from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.grpo_trainer import (
     ParallelGRPOTrainer,
+    RoomToSave,
     SaveAtEnd,
     build_trainer,
     check_config,
@@ -184,7 +185,7 @@ class GRPOSession:
             self.dataset,
             self.run_dir / "trainer",
             self.model_cfg,
-            [*self.callbacks, *callbacks, SaveAtEnd()],
+            [*self.callbacks, *callbacks, SaveAtEnd(), RoomToSave()],
             self.rewards,
         )
         ckpt = last_checkpoint(self.run_dir / "trainer")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.config import ModelConfig
+from pr1lib.disk import check_room
 from pr1lib.folders import FolderError, is_main_process, move_aside, next_prev
 from pr1lib.modelfiles import model_hash, safetensors_header, torch_file_damage
 from pr1lib.validate import local_folder
@@ -334,6 +335,8 @@ def save_run(trainer: Any, tokenizer: Any, run_dir: Path, model_cfg: ModelConfig
     With a 4-bit base the merge goes into the unquantized base weights (the usual QLoRA export).
     """
     model, paths = trainer.model, {}
+    # merged/ holds every weight (adapter/ far fewer): refuse a disk without room, before writing
+    check_room(run_dir, sum(p.numel() * p.element_size() for p in model.parameters()) + (8 << 20))
     if hasattr(model, "peft_config"):
         model.save_pretrained(run_dir / "adapter", save_embedding_layers=False)
         tokenizer.save_pretrained(run_dir / "adapter")

@@ -55,7 +55,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         for name in (
             "warmup_steps weight_decay max_retries requests_per_minute "
             "max_consecutive_failures llm_limit temperature epsilon epsilon_high beta "
-            "parallel_steps max_blocks eval_n show max_refills prefilter_k"
+            "parallel_steps max_blocks eval_n show max_refills prefilter_k tiered_bonus"
         ).split()
     },
     **{
@@ -380,6 +380,20 @@ def local_folder(name: str | Path) -> Path | None:
     return None
 
 
+def utf8_name(path: str | Path) -> bool:
+    """Whether ``path`` is UTF-8 text (a name read from a disk that is not decodes to lone
+    surrogates, which no UTF-8 library can open).
+
+    >>> utf8_name("runs/sft"), utf8_name(os.fsdecode(b"runs/m\\xff"))
+    (True, False)
+    """
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_model(name: str | Path) -> str:
     """``name`` after checking it: a folder that does not exist (when ``name`` can only be a
     path), one without ``config.json`` and tokenizer files, or one whose files are damaged or do
@@ -392,6 +406,11 @@ def check_model(name: str | Path) -> str:
     ...
     ValueError: model folder /no/such/model does not exist (a hub id looks like org/name)
     """
+    if not utf8_name(name):
+        raise ValueError(
+            f"model folder {str(name)!r} has a name that is not UTF-8 text (transformers and "
+            "safetensors open folders by UTF-8 names): rename the folder, then pass the new name"
+        )
     found = local_folder(name)
     if found is None:
         if looks_like_path(str(name)):
