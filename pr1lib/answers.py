@@ -108,6 +108,14 @@ def non_finite(value: object) -> bool:
         return False
 
 
+def _number_text(value: int | float) -> str | None:
+    """A finite number as text (``None`` past Python's int-string limit: no one wrote it)."""
+    try:
+        return str(value)
+    except ValueError:
+        return None
+
+
 def answers_match(pred: str | None, gold: str) -> bool:
     """True when ``pred`` equals ``gold``: numbers by value, else text, else math-verify.
     A prediction with prose before a number (``The answer is 12 or 11``) is refused, not searched.
@@ -122,7 +130,11 @@ def answers_match(pred: str | None, gold: str) -> bool:
     True
     >>> answers_match("nan", "nan"), answers_match("inf", "inf")  # no finite gold: never right
     (False, False)
+    >>> answers_match("3", 3), answers_match("2.5", 2.5)  # a number as gold: by value
+    (True, True)
     """
+    if isinstance(gold, (int, float)) and not isinstance(gold, bool) and not non_finite(gold):
+        gold = _number_text(gold)  # a numeric gold (a data set's column) compares by value
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
         return False
     if non_finite(gold):

@@ -28,7 +28,9 @@ from pr1lib.folders import claim
 from pr1lib.inputs import check_apart
 from pr1lib.modelfiles import torch_file_damage
 from pr1lib.paths import runs_dir, shown
-from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets, url_problem
+from pr1lib.savedsets import check_dataset
+from pr1lib.traces import TraceCache
+from pr1lib.validate import check_model, parse_overrides, parse_sets, url_problem
 
 
 def print_json(result: Any, args: Any = None) -> None:
@@ -206,6 +208,7 @@ def coldstart(args: Any) -> int:
         why = rule_teacher_problem(config.source) if config.teacher == "rule" else None
         if why:  # after the rows: a data file's own mistake is named first
             raise ValueError(f"--source {config.source}: {why}")
+        TraceCache(out / "traces.jsonl")  # a cache that is not one: named before any output
         from pr1lib.coldstart import (
             EmptyDataset,
             budget_tokenizer,

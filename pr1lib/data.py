@@ -345,6 +345,8 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
     """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
     parts = [p.strip() for p in source.split("+")]
     unknown = [p for p in parts if p not in sources()]
     if unknown or len(set(parts)) != len(parts):

@@ -253,10 +253,10 @@ def run_eval(
         )
 
     path = results_path(out_dir, tag, cfg.benchmark, cfg.mode) if out_dir is not None else None
+    recorded = cfg.replace(prompt_style=_prompt_style(cfg))  # what the results were made with
     if path is not None:
-        save_run_config(
-            cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
-        )
+        ResultsFile(path)  # a row that is not a results row: named before anything is written
+        save_run_config(recorded, path.with_suffix(".config.json"))
     set_seed(cfg.seed)
     set_threads(profile_threads(cfg.profile))  # tiny: profiles.TINY_THREADS
     start = time.perf_counter()
@@ -280,7 +280,7 @@ def run_eval(
         **summarize(rows, cfg.grader),
         "seconds": round(time.perf_counter() - start, 1),  # wall time (a cached row costs none)
         "results": str(path) if path is not None else None,
-        "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict(),
+        "config": recorded.to_dict(),
     }
 
 

@@ -16,6 +16,7 @@ anything heavy loads).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -63,11 +64,9 @@ def move_aside(run_dir: Path, why: str) -> Path | None:
     if not (run_dir.exists() and is_main_process()):
         return None
     check_not_committed(run_dir)
-    if holds_cwd(run_dir):
-        raise FolderError(
-            f"{run_dir} holds the folder you are working in ({Path.cwd()}), so it cannot be "
-            "moved aside: pick another --out"
-        )
+    held = never_moved(run_dir)
+    if held:
+        raise FolderError(f"{run_dir} {held}, so it is never moved aside: pick another --out")
     prev = next_prev(run_dir)
     run_dir.rename(prev)
     print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
@@ -78,10 +77,30 @@ class FolderError(ValueError):
     """A folder locked by another run, or holding a different one: the message says what to do."""
 
 
-def holds_cwd(folder: Path) -> bool:
-    """Whether ``folder`` is the working directory or holds it (it cannot be moved aside)."""
-    here = Path.cwd().resolve()
-    return folder.resolve() in (here, *here.parents)
+def never_moved(folder: Path) -> str | None:
+    """Why ``--overwrite`` may not move ``folder`` aside (``None``: it may): it holds the folder
+    one works in, the home folder or the Python running this, or it is a top-level folder of the
+    system or a mount point. Moving any of them would pull the ground from under the user.
+
+    >>> never_moved(Path("/tmp")), never_moved(Path("/no/such/run"))
+    ('is a top-level folder of the system', None)
+    """
+    real = folder.resolve()
+    held = {
+        "the folder you are working in": Path.cwd(),
+        "your home folder": Path.home(),
+        "the Python that runs this command": Path(sys.prefix),
+        "the Python installation": Path(sys.base_prefix),
+    }
+    for what, path in held.items():
+        path = path.resolve()
+        if real == path or real in path.parents:
+            return f"holds {what} ({path})"
+    if real.parent == real or real.parent == Path(real.anchor):
+        return "is a top-level folder of the system"
+    if real.exists() and os.path.ismount(real):
+        return "is a mount point"
+    return None
 
 
 def tracked_files(folder: Path) -> list[str]:
@@ -165,6 +184,9 @@ def check_out_path(folder: str | Path) -> Path:
         )
     if path.exists() and not path.is_dir():
         raise FolderError(f"{folder} is a file, not a folder: pick another --out")
+    above = next((p for p in path.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise FolderError(f"{folder} lies under {above}, which is a file: pick another --out")
     check_not_committed(path)
     return path
 
@@ -180,7 +202,14 @@ class FolderLock:
     @classmethod
     def take(cls, folder: Path) -> FolderLock:
         made = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            if err.errno == errno.ENOSPC:
+                raise
+            raise FolderError(
+                f"cannot make the folder {folder} ({err.strerror}): pick another --out"
+            ) from None
         path = folder / LOCK
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -278,8 +307,8 @@ def check_owner(
         return
     theirs, their_config = owner
     over = f"--overwrite to start over (the old files move to {next_prev(folder).name})"
-    if holds_cwd(folder):  # never moved aside (move_aside)
-        over = "run from another folder to start over with --overwrite"
+    if never_moved(folder):  # never moved aside (move_aside): no --overwrite to suggest
+        over = f"start over in another folder (this one {never_moved(folder)})"
     done = [name for name in finished if (folder / name).exists()]
     if done and theirs in (None, command):
         raise FolderError(

@@ -148,6 +148,7 @@ class GRPOSession:
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
         if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
             self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg, grader_of(cfg))
+        check_prompts(len(self.dataset), cfg)  # never an empty run that "finishes" at step 0
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None
@@ -238,6 +239,24 @@ class GRPOSession:
             )
             metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples
+
+
+def check_prompts(count: int, cfg: GRPOStageConfig) -> None:
+    """Refuse training on fewer prompts than one optimizer step takes (a data file shorter than
+    ``train_n``, a prefilter that kept too few): TRL would stop at step 0 and call it done.
+
+    >>> check_prompts(1, GRPOStageConfig.for_stage(3, "smoke"))
+    Traceback (most recent call last):
+    ...
+    ValueError: only 1 training prompt(s) of tinygsm-hard are left (prefilter_range (0.1, 0.9) with prefilter_k=0): one optimizer step takes 2; add problems (train_n, the data) or widen prefilter_range
+    """  # noqa: E501 - doctest output stays whole
+    prompts = cfg.per_device_train_batch_size // cfg.num_generations
+    if count < prompts:
+        raise ValueError(
+            f"only {count} training prompt(s) of {cfg.source} are left (prefilter_range "
+            f"{cfg.prefilter_range} with prefilter_k={cfg.prefilter_k}): one optimizer step takes "
+            f"{prompts}; add problems (train_n, the data) or widen prefilter_range"
+        )
 
 
 def run_grpo(

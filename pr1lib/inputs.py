@@ -80,6 +80,9 @@ def _exists(args: Any, name: str, what: str) -> None:
 
 
 def _export_verl(args: Any) -> None:
+    twice = [s for s in set(args.source) if args.source.count(s) > 1]
+    if twice:
+        raise ValueError(f"--source {twice[0]} is given twice: give each source once")
     real = [s for s in args.source if s in REAL_SOURCES]
     if given(args, "reward_mode") and not args.source:
         raise ValueError("--reward-mode sets the RL sets' reward: give --source NAME with it")
@@ -140,6 +143,9 @@ def seeds(args: Any) -> list[int]:
     if len({tuple(v) for v in ways.values()}) > 1:
         shown = ", ".join(f"{k} {' '.join(map(str, v))}" for k, v in ways.items())
         raise ValueError(f"seeds given two ways ({shown}): give one")
+    repeated = [v for found in ways.values() for v in set(found) if found.count(v) > 1]
+    if repeated:
+        raise ValueError(f"--seeds repeats seed {repeated[0]}: give each seed once")
     if any(not 0 <= v <= MAX_SEED for found in ways.values() for v in found):
         shown = ", ".join(f"{k} {' '.join(map(str, v))}" for k, v in ways.items())
         raise ValueError(f"a seed must be a whole number from 0 to {MAX_SEED}, got {shown}")

@@ -70,7 +70,8 @@ def _row(path: str | Path, number: int, line: str, required: list[str]) -> dict:
     try:
         row = json.loads(line)
     except ValueError as err:
-        raise JsonlError(f"{path} line {number}: not valid JSON ({err.msg})") from None
+        why = getattr(err, "msg", None) or str(err).split(";")[0]  # a number too long: no .msg
+        raise JsonlError(f"{path} line {number}: not valid JSON ({why})") from None
     if not isinstance(row, dict):
         raise JsonlError(f"{path} line {number}: not a JSON object (got {type(row).__name__})")
     for field in required:
@@ -100,6 +101,11 @@ class JsonlLog:
         self.rows: dict[Hashable, dict] = {}
         self.dropped = 0  # unreadable lines (a torn last line after a crash, or damage)
         self._cut: int | None = None  # byte offset of a torn last line, cut before the next append
+        if self.path.exists() and not self.path.is_file():
+            raise JsonlError(
+                f"{self.path} is a folder, not a JSON Lines file: move it away, or pick another "
+                "--out"
+            )
         if self.path.exists():
             self._load(self.path.read_bytes())
 

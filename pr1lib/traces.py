@@ -30,6 +30,8 @@ def _trace_key(row: Any) -> Hashable:
         not isinstance(row, dict)
         or not isinstance(row.get("id"), (str, int))
         or not isinstance(row.get("teacher"), str)
+        or not isinstance(row.get("text", ""), str)
+        or not isinstance(row.get("error"), (str, type(None)))
     ):
         raise _NotATrace
     return row["id"], row["teacher"]
@@ -63,7 +65,7 @@ class TraceCache(JsonlLog):
     Traceback (most recent call last):
     ...
     pr1lib.traces.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and
-    "teacher"); ...
+    "teacher", ...
     """
 
     def __init__(self, path: str | Path):
@@ -72,7 +74,7 @@ class TraceCache(JsonlLog):
         except _NotATrace:
             raise CacheError(
                 f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
-                f"and \"teacher\"); delete that line, or pick another --out"
+                f"and \"teacher\", text as \"text\"); delete that line, or pick another --out"
             ) from None
 
     @property

@@ -3,9 +3,10 @@
 ``--set KEY=VALUE`` values are parsed by the type of the config field they name (the dataclass
 annotations: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``tuple[...]``); every config,
 made by a command or in Python, passes ``check_fields`` (``Preset.__post_init__``): types, ranges
-(``RULES``) and choices (``CHOICES``). Model and data folders are checked here too. Each failure
-is one ``ValueError`` sentence naming the field or path, the value and what is allowed; the
-command line prints it as one line and exits 2. No heavy import: ``pr1lib.cli`` may use this.
+(``RULES``) and choices (``CHOICES``). Model folders are checked here too (saved data sets in
+``pr1lib.savedsets``). Each failure is one ``ValueError`` sentence naming the field or path, the
+value and what is allowed; the command line prints it as one line and exits 2. No heavy import:
+``pr1lib.cli`` may use this.
 
 >>> parse_value("limit", "int | None", "7"), parse_value("limit", "int | None", "None")
 (7, None)
@@ -20,7 +21,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import json
 import math
 import numbers
 import os
@@ -45,6 +45,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
             "hidden_size num_layers num_heads num_kv_heads intermediate_size "
             "max_position_embeddings length_buckets max_new_tokens max_completion_length "
             "max_path_length max_length max_tokens eval_max_new_tokens lora_r lora_alpha window "
+            "eval_n "
             "num_threads limit n path_len repeats nll_n sft_steps sft_train_n table_n table_k "
             "switch total scaffold_eval_n scaffold_batch learning_rate timeout deadline "
             "num_train_epochs max_grad_norm budget_vram_gib budget_minutes"
@@ -55,7 +56,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         for name in (
             "warmup_steps weight_decay max_retries requests_per_minute "
             "max_consecutive_failures llm_limit temperature epsilon epsilon_high beta "
-            "parallel_steps max_blocks eval_n show max_refills prefilter_k tiered_bonus"
+            "parallel_steps max_blocks show max_refills prefilter_k tiered_bonus"
         ).split()
     },
     **{
@@ -432,78 +433,3 @@ def check_model(name: str | Path) -> str:
         )
     check_model_files(folder)
     return str(name)
-
-
-def dataset_rows(folder: Path) -> int:
-    """Rows of a data set saved with ``save_to_disk`` in ``folder``, reading its Arrow files
-    (light: pyarrow, no ``datasets``); a file that is missing or cut short is a ``ValueError``
-    naming it."""
-    import pyarrow as pa
-    import pyarrow.ipc
-
-    try:
-        state = json.loads((folder / "state.json").read_text())
-        files = [f["filename"] for f in state["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        files = sorted(p.name for p in folder.glob("*.arrow"))
-    rows = 0
-    for name in files:
-        try:
-            with pa.OSFile(str(folder / name)) as source:
-                rows += pyarrow.ipc.open_stream(source).read_all().num_rows
-        except (OSError, pa.ArrowException) as err:
-            raise ValueError(
-                f"{folder / name} is damaged or missing (a write cut short? {type(err).__name__}):"
-                " rerun coldstart into a fresh --out, or restore the file"
-            ) from None
-    return rows
-
-
-def check_dataset(
-    path: str | Path,
-    flag: str = "--data",
-    columns: tuple[str, ...] = ("question", "completion", "answer"),
-) -> Path:
-    """The folder of a saved cold-start set (``coldstart``'s ``--out``, or its ``dataset/``),
-    after checking it exists, is not empty, is a saved data set and has ``columns``.
-
-    >>> check_dataset("/no/such/set")
-    Traceback (most recent call last):
-    ...
-    ValueError: --data /no/such/set does not exist: pass the folder `coldstart` wrote ...
-    """
-    folder, hint = Path(path).expanduser(), "pass the folder `coldstart` wrote (it holds dataset/)"
-    if not folder.exists():
-        raise ValueError(f"{flag} {path} does not exist: {hint}")
-    if not folder.is_dir() or not any(folder.iterdir()):
-        raise ValueError(f"{flag} {path} is {'a file' if folder.is_file() else 'empty'}: {hint}")
-    data = folder / "dataset" if (folder / "dataset").is_dir() else folder
-    try:
-        features = json.loads((data / "dataset_info.json").read_text())["features"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(
-            f"{flag} {path} is not a saved data set (no dataset_info.json in it or "
-            f"in its dataset/): {hint}"
-        ) from None
-    missing = [c for c in columns if c not in features]
-    if missing:
-        raise ValueError(
-            f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
-            f"set has {', '.join(columns)})"
-        )
-    if dataset_rows(data) == 0:
-        raise ValueError(
-            f"{flag} {path} holds 0 rows: nothing to train on (rerun coldstart; its last line "
-            "says which filter took the rows)"
-        )
-    typed = {
-        c: (features[c] or {}).get("dtype") if isinstance(features[c], dict) else None
-        for c in columns
-    }
-    wrong = [c for c, dtype in typed.items() if dtype not in ("string", "large_string")]
-    if wrong:
-        raise ValueError(
-            f"{flag} {path}: column {wrong[0]!r} holds {typed[wrong[0]] or 'no plain values'}, "
-            "not text (a cold-start set's columns are strings)"
-        )
-    return folder

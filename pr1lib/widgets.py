@@ -376,17 +376,7 @@ class ControlPanel:
             value=base.structure_weight, min=0, max=1, step=0.05, description="structure +"
         )
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
-        for name in (
-            "window",
-            "parallel_steps",
-            "reward_weight",
-            "tiered_bonus",
-            "structure_weight",
-            "steps",
-        ):
-            slider = getattr(self, name)  # a knob past its slider's end widens it, never clamps
-            slider.max = max(slider.max, getattr(base, name))
-            slider.value = getattr(base, name)
+        self._hold(base)  # a knob past its slider's end widens the slider, never clamps
         self.button = w.Button(
             description="run next steps", button_style="primary", disabled=session is None
         )
@@ -400,6 +390,15 @@ class ControlPanel:
         if session is not None and hasattr(session, "callbacks"):
             session.callbacks.append(_Follow(self))
         self.redraw()
+
+    def _hold(self, state: PanelState) -> None:
+        """Each slider shows ``state``'s value: one past its end widens it (ipywidgets would
+        clamp it without a word)."""
+        names = ("window", "parallel_steps", "reward_weight", "tiered_bonus", "structure_weight")
+        for name in (*names, "steps"):
+            slider = getattr(self, name)
+            slider.max = max(slider.max, getattr(state, name))
+            slider.value = getattr(state, name)
 
     def _layout(self, w: Any) -> Any:
         return w.VBox(

@@ -269,7 +269,7 @@ def test_cache_line_that_is_not_a_trace_is_named_by_file_and_line(tmp_path):
     assert code == 2 and "Traceback" not in out and cache.read_bytes() == before
     assert out.strip().splitlines()[-1] == (
         f'error: {cache} line 2: not a cached trace (it needs "id" and '
-        f'"teacher"); delete that line, or pick another --out'
+        f'"teacher", text as "text"); delete that line, or pick another --out'
     )
 
 
