@@ -67,9 +67,11 @@ sync: $(STAMP)
 outputs: $(STAMP)
 	$(BIN)/python -m pr1lib outputs --profile tiny $(if $(ONLY),--only $(ONLY))
 
+# URL and BRANCH reach the shell as environment variables, quoted: a URL holding & ; | or spaces
+# is one argument (and its error the target's), never a second shell command
 repo-url: $(STAMP)
-	@test -n "$(URL)" || { echo "usage: make repo-url URL=https://github.com/OWNER/NAME"; exit 2; }
-	$(BIN)/python -m pr1lib repo-url $(URL) $(if $(BRANCH),--branch $(BRANCH))
+	@test -n "$$URL" || { echo "usage: make repo-url URL=https://github.com/OWNER/NAME"; exit 2; }
+	$(BIN)/python -m pr1lib repo-url "$$URL" $(if $(BRANCH),--branch "$$BRANCH")
 
 bench: $(STAMP)
 	$(BIN)/python -m pr1lib bench all --out runs/bench

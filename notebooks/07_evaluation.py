@@ -151,8 +151,7 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 import pandas as pd
 
 from pr1lib import worlds
-from pr1lib.headline import (evaluate_checkpoints, find_checkpoints, headline_table,
-                             loaded_label, write_headline)
+from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
 from pr1lib.paths import shown
 
 # in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
@@ -208,6 +207,7 @@ per_stage.rename(columns=lambda c: c.replace("_", " ")).round(3)  # headers wrap
 # they are above each column, ours first, then the paper's parallel % and Avg, then its benchmarks.
 
 # %% tags=["report"]
+from pr1lib.headline import loaded_label
 from pr1lib.paper import for_display, side_by_side
 
 MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size

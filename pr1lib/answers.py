@@ -90,6 +90,32 @@ def as_number(answer: str) -> Fraction | None:
     return Fraction(f"{sign}{whole or 0}.{frac or 0}")
 
 
+_NON_FINITE = frozenset({"nan", "inf", "infinity"})  # what float() reads as no finite number
+
+
+def non_finite(value: object) -> bool:
+    """Whether ``value`` is a number that is no finite value (NaN, inf), or text that reads as
+    one: such a gold answer is a damaged row, and no prediction matches it.
+
+    >>> non_finite(float("nan")), non_finite("-Infinity"), non_finite("\\infty"), non_finite(3)
+    (True, True, False, False)
+    """
+    if isinstance(value, str):
+        return value.strip().lower().lstrip("+-") in _NON_FINITE
+    try:
+        return value != value or abs(value) == float("inf")  # NaN is not itself
+    except TypeError:
+        return False
+
+
+def _number_text(value: int | float) -> str | None:
+    """A finite number as text (``None`` past Python's int-string limit: no one wrote it)."""
+    try:
+        return str(value)
+    except ValueError:
+        return None
+
+
 def answers_match(pred: str | None, gold: str) -> bool:
     """True when ``pred`` equals ``gold``: numbers by value, else text, else math-verify.
     A prediction with prose before a number (``The answer is 12 or 11``) is refused, not searched.
@@ -102,8 +128,16 @@ def answers_match(pred: str | None, gold: str) -> bool:
     (True, False)
     >>> answers_match("(3, \\\\frac{\\\\pi}{2})", "\\\\left( 3, \\\\frac{\\\\pi}{2} \\\\right)")
     True
+    >>> answers_match("nan", "nan"), answers_match("inf", "inf")  # no finite gold: never right
+    (False, False)
+    >>> answers_match("3", 3), answers_match("2.5", 2.5)  # a number as gold: by value
+    (True, True)
     """
+    if isinstance(gold, (int, float)) and not isinstance(gold, bool) and not non_finite(gold):
+        gold = _number_text(gold)  # a numeric gold (a data set's column) compares by value
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip():
+        return False
+    if non_finite(gold):
         return False
     a, b = number_key(pred), number_key(gold)
     if a is not None and b is not None:

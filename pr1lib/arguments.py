@@ -241,6 +241,14 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ),
     ),
     "refresh": (("--refresh",), dict(action="store_true", help="ignore finished runs and caches")),
+    "cross_variant": (
+        ("--cross-variant",),
+        dict(
+            action="store_true",
+            help="train from an --init recorded as the other parallel variant (seen <-> unseen; "
+            "refused without it, and the run card records it)",
+        ),
+    ),
     "switch": (("--switch",), dict(type=count(1), help="the step where the reward switches")),
     "n": (("--n",), dict(type=count(1), help="held-out problems per tier (default 200)")),
     "arm": (
@@ -290,7 +298,9 @@ def _grpo(p: argparse.ArgumentParser) -> None:
         default=None,
         help="reward mode (default: the stage's)",
     )
-    add_study_flags(p, ("variant", "init", "model", "steps", "notebook", "refresh"))
+    add_study_flags(
+        p, ("variant", "init", "model", "steps", "notebook", "refresh", "cross_variant")
+    )
     studies = p.add_argument_group("studies (aliases of `study NAME`)")
     for flag, name in (
         ("--dose-response", "dose"),
@@ -305,7 +315,8 @@ def _study(p: argparse.ArgumentParser) -> None:
     for name, study in STUDIES.items():
         q = sub.add_parser(name, help=study.help, description=study.help)
         add_common(q, folder=study.folders)
-        add_study_flags(q, tuple(f for f in study.flags))
+        cross = ("cross_variant",) if "init" in study.flags else ()  # a start may be refused
+        add_study_flags(q, (*study.flags, *cross))
         card_flag(q)
 
 

@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable
 
 from pr1lib.prompts import prompt_text
 from pr1lib.teachers import TeacherError, make_trace, strip_thinking
+from pr1lib.validate import url_problem
 
 # connection: refused or dropped; protocol: a truncated body or a status line that is not HTTP;
 # timeout: no byte for `timeout` s; deadline: the problem's wall-clock budget ran out; rejected:
@@ -202,6 +203,9 @@ class OpenAITeacher:
                 "OpenAITeacher needs base_url and model: pass them, or set OPENAI_BASE_URL "
                 "(e.g. http://127.0.0.1:8000/v1) and PR1_TEACHER_MODEL"
             )
+        why = url_problem(self.base_url)
+        if why:
+            raise ValueError(f"base_url: {why}")
         self._check_limits()
         self.name = self.name or f"openai:{self.model}"
         _openai()  # fail now, with one line, when the extra is missing
@@ -225,12 +229,20 @@ class OpenAITeacher:
                     f"got {value!r}"
                 )
 
-    def generate(self, problems: list[dict]) -> list[dict]:
-        """Traces for ``problems``, in order (``TeacherError`` with the finished ones when it must
-        stop)."""
-        return run_async(self._generate(problems))
+    # generate() hands each trace to on_trace the moment it arrives (pr1lib.traces writes it then)
+    streams = True
 
-    async def _generate(self, problems: list[dict]) -> list[dict]:
+    def generate(
+        self, problems: list[dict], on_trace: Callable[[dict], None] | None = None
+    ) -> list[dict]:
+        """Traces for ``problems``, in order (``TeacherError`` with the finished ones when it must
+        stop); ``on_trace(trace)`` runs for each as soon as it is finished, so a caller can keep
+        every paid answer even when the run is interrupted."""
+        return run_async(self._generate(problems, on_trace))
+
+    async def _generate(
+        self, problems: list[dict], on_trace: Callable[[dict], None] | None = None
+    ) -> list[dict]:
         streak, limiter = (
             _Streak(self.max_consecutive_failures),
             RateLimiter(self.requests_per_minute),
@@ -244,6 +256,8 @@ class OpenAITeacher:
                 if streak.stop:  # the run stopped while this one waited: leave it for the rerun
                     return None
                 trace = await self._trace(client, problem, streak)
+                if on_trace is not None:
+                    on_trace(trace)
                 streak.record(trace, self.base_url)
                 return trace
 

@@ -17,8 +17,10 @@ import importlib
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from pr1lib.arguments import ARGUMENTS, EPILOGS, card_flag
+from pr1lib.disk import DiskFull, is_disk_full
 from pr1lib.inputs import check_flags
 from pr1lib.profiles import check_profile
 from pr1lib.teachers import TeacherError
@@ -116,13 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(interrupted(args.command), file=sys.stderr, flush=True)
         return 130
-    except INPUT_ERRORS as err:  # bad input: a config, a file, a folder, a model, a data row
-        if os.environ.get("PR1_TRACEBACK"):
+    except Exception as err:
+        if os.environ.get("PR1_TRACEBACK") and (is_disk_full(err) or isinstance(err, INPUT_ERRORS)):
             raise
-        print(f"error: {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
-        return 2
-    except Exception as err:  # anything else is ours to fix
-        traceback.print_exc()
+        if is_disk_full(err):  # a full disk: the folder and the bytes, the run resumable
+            print(f"error: {full_disk(err)}", file=sys.stderr, flush=True)
+            return 2
+        if isinstance(err, INPUT_ERRORS):  # bad input: a config, a file, a folder, a data row
+            print(f"error: {' '.join(str(err).split()) or type(err).__name__}", file=sys.stderr)
+            return 2
+        traceback.print_exc()  # anything else is ours to fix
         print(
             f"error: this is a bug in pr1lib ({type(err).__name__}), not a mistake in the input: "
             f"please report it at {issues_url()} with the command and the traceback above",
@@ -130,6 +135,18 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return 1
+
+
+def full_disk(err: BaseException) -> str:
+    """The one line of a write that found no room: the folder (the run's, else the file's) and
+    the bytes when the save said how many it needed (``pr1lib.disk.DiskFull``)."""
+    if isinstance(err, DiskFull):
+        return str(err)
+    runs = sys.modules.get("pr1lib.folders")
+    held = list(getattr(runs, "HELD", []))
+    name = getattr(err, "filename", None)
+    folder = held[-1] if held else Path(name).parent if name else Path.cwd()
+    return str(DiskFull(folder))
 
 
 def issues_url() -> str:
@@ -153,6 +170,12 @@ def interrupted(command: str = "") -> str:
     held = [p for p in getattr(runs, "HELD", []) if p.exists()]
     if not held:
         return "interrupted: nothing was written; rerun the same command to start again"
+    kept = getattr(sys.modules.get("pr1lib.traces"), "KEPT", {})
+    if command == "coldstart" and kept:
+        return (
+            f"interrupted: {sum(kept.values())} new teacher answer(s) of this run are kept in "
+            f"{held[-1]}; rerun the same command to ask only for the missing ones"
+        )
     if command in RESUMES:
         return f"interrupted: rerun the same command to resume from {held[-1]}"
     return (

@@ -5,9 +5,9 @@ GSM8K train split and keeps the traces in a valid parallel format: 83.7 % on GSM
 DAPO-Math. Here the same pipeline runs with any teacher from ``pr1lib.teachers``:
 
 1. ``pr1lib.traces.generate_traces``: resumable; traces are appended (and fsync'd) to a JSONL
-   cache keyed by problem id and teacher name, so a re-run skips what is done and an interrupt
-   loses at most the batch in flight (a torn last line is dropped; a teacher that must stop hands
-   over what it finished, and that is written first).
+   cache keyed by problem id and teacher name, so a re-run skips what is done; an LLM server's
+   answers are written as each arrives, so an interrupt keeps every one (a torn last line is
+   dropped; a teacher that must stop hands over what it finished, and that is written first).
 2. ``filter_traces``: keep a trace iff it is strictly valid, has at least one block, its final
    answer matches the gold answer and prompt + completion fit the token budget; deduplicate.
    Every rejection has one reason (the first failed check).
@@ -294,6 +294,41 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- the whole pipeline
+class EmptyDataset(ValueError):
+    """Every problem's trace was rejected: no data set is saved, and the message says which
+    filter took the rows (the traces and the rejected rows stay, for a look and a rerun).
+    ``result`` is the run's summary; ``every_request_failed``: the teacher answered nothing this
+    run (a server down, a rerun asks again) rather than a filter taking what it wrote.
+
+    >>> str(EmptyDataset({"total": 3, "asked": 3, "teacher_failures": {}, "rejected":
+    ...     {"no_block": 2, "wrong_answer": 1}}, Path("runs/cs")))  # doctest: +ELLIPSIS
+    'the data set is empty: every one of the 3 problems was rejected, 2 without a <Parallel>...'
+    """
+
+    def __init__(self, result: dict[str, Any], out: Path):
+        self.result = result
+        failed = sum(result["teacher_failures"].values())
+        self.every_request_failed = bool(result["asked"]) and failed == result["asked"]
+        reasons = "; ".join(f"{n} {FILTERS[r]} ({r})" for r, n in result["rejected"].items() if n)
+        super().__init__(
+            f"the data set is empty: every one of the {result['total']} problems was rejected, "
+            f"{reasons or 'none given'}; no set was saved (the traces are kept in "
+            f"{out / 'traces.jsonl'}, each rejected row with its reason in "
+            f"{out / 'rejected.jsonl'})"
+        )
+
+
+# each rejection reason in words, for the empty-set message
+FILTERS = {
+    "teacher_error": "with no trace from the teacher",
+    "invalid_format": "with tags off the grammar",
+    "no_block": "without a <Parallel> block",
+    "wrong_answer": "with a final answer that is not the gold one",
+    "too_long": "over max_tokens",
+    "duplicate": "repeating a question already kept",
+}
+
+
 @dataclass
 class ColdStartRun:
     """What ``run_coldstart`` made: the summary (the CLI's JSON line), the rows and the data set."""
@@ -374,10 +409,7 @@ def run_coldstart(
         require_block,
     )
     summary = summarize(kept, rejected)
-    dataset = build_dataset(kept, config.prompt_style)
-    folder = save_dataset(dataset, out, dataset_card(summary, config, teacher.name))
     write_jsonl(rejected, out / "rejected.jsonl")
-    config.save(out / "config.json")
     result = {
         **summary,
         "source": config.source,
@@ -385,10 +417,16 @@ def run_coldstart(
         "teacher": teacher.name,
         "asked": asked,
         "teacher_failures": failure_counts(traces),
-        "output": str(folder),
-        "jsonl": str(out / "train.jsonl"),
+        "output": None,
+        "jsonl": None,
         "seconds": round(time.perf_counter() - start, 2),
     }
+    if not kept:  # no set is saved: a later stage never trains on nothing
+        raise EmptyDataset(result, out)
+    dataset = build_dataset(kept, config.prompt_style)
+    folder = save_dataset(dataset, out, dataset_card(summary, config, teacher.name))
+    config.save(out / "config.json")
+    result.update(output=str(folder), jsonl=str(out / "train.jsonl"))
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return ColdStartRun(result, kept, rejected, dataset)
 

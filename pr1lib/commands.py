@@ -23,11 +23,14 @@ from pr1lib.config import (
     PretrainConfig,
     SFTStageConfig,
 )
+from pr1lib.data import check_split, rule_teacher_problem
 from pr1lib.folders import claim
 from pr1lib.inputs import check_apart
 from pr1lib.modelfiles import torch_file_damage
 from pr1lib.paths import runs_dir, shown
-from pr1lib.validate import check_dataset, check_model, parse_overrides, parse_sets
+from pr1lib.savedsets import check_dataset
+from pr1lib.traces import TraceCache
+from pr1lib.validate import check_model, parse_overrides, parse_sets, url_problem
 
 
 def print_json(result: Any, args: Any = None) -> None:
@@ -190,21 +193,41 @@ def coldstart_config(args: Any) -> ColdStartConfig:
 def coldstart(args: Any) -> int:
     from pr1lib.data import load_source
 
-    config = coldstart_config(args)  # then the problems: a data file's mistake is one line
+    config = coldstart_config(args)  # the flags and the folder first: a mistake in a second
     check_teacher_flags(args, config)
-    problems = load_source(config.source, config.split, config.limit, args.data_path, config.seed)
+    for part in config.source.split("+"):
+        check_split(part.strip(), config.split)
     if config.teacher == "hf" and config.teacher_model:
         check_model(config.teacher_model)
     out = Path(args.out or runs_dir() / f"coldstart-{config.source}-{config.teacher}")
-    from pr1lib.coldstart import budget_tokenizer, make_teacher, report_failures, run_coldstart
-
-    teacher = make_teacher(config)  # an LLM teacher that cannot start: before any folder
     with claim_folder(args, out, "coldstart", config, COLDSTART_RESUMABLE):
+        # the first `limit` problems only: a data file's mistake is one line, the folder as it was
+        problems = load_source(
+            config.source, config.split, config.limit, args.data_path, config.seed
+        )
+        why = rule_teacher_problem(config.source) if config.teacher == "rule" else None
+        if why:  # after the rows: a data file's own mistake is named first
+            raise ValueError(f"--source {config.source}: {why}")
+        TraceCache(out / "traces.jsonl")  # a cache that is not one: named before any output
+        from pr1lib.coldstart import (
+            EmptyDataset,
+            budget_tokenizer,
+            make_teacher,
+            report_failures,
+            run_coldstart,
+        )
+
+        teacher = make_teacher(config)  # an LLM teacher that cannot start: nothing written
         print(config, flush=True)
         tokenizer = budget_tokenizer(config.profile) if args.exact_budget else None
-        run = run_coldstart(
-            config, out, problems, teacher=teacher, tokenizer=tokenizer, progress=True
-        )
+        try:
+            run = run_coldstart(
+                config, out, problems, teacher=teacher, tokenizer=tokenizer, progress=True
+            )
+        except EmptyDataset as empty:  # every request failed: the counts, exit 3 (a rerun asks
+            if not empty.every_request_failed:  # again); any other empty set: one line, exit 2
+                raise
+            run = empty
     code = report_failures(run.result)
     print_json({**run.result, "config": config.to_dict()}, args)
     return code
@@ -241,6 +264,10 @@ def check_teacher_flags(args: Any, config: ColdStartConfig) -> None:
             "--teacher openai needs --base-url and --model (or OPENAI_BASE_URL, e.g. "
             "http://127.0.0.1:8000/v1, and PR1_TEACHER_MODEL)"
         )
+    why = url_problem(url) if config.teacher == "openai" else None
+    if why:
+        name = "--base-url" if config.base_url else "OPENAI_BASE_URL"
+        raise ValueError(f"{name}: {why}")
 
 
 # ----------------------------------------------------------------------------- training

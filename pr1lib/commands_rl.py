@@ -14,7 +14,7 @@ from pr1lib.experiments import STUDIES
 from pr1lib.inputs import check_apart
 from pr1lib.inputs import seeds as resolve_seeds
 from pr1lib.paths import runs_dir
-from pr1lib.runs import GRPO_RESUMABLE, check_run_dir
+from pr1lib.runs import GRPO_RESUMABLE, allow_cross_variant, check_run_dir, check_variant
 from pr1lib.validate import check_model, parse_keys, parse_sets
 
 
@@ -53,6 +53,7 @@ def _stage_run(args: Any, profile: str, seed: int, several: bool) -> tuple[Any, 
     out = Path(args.out) if args.out else runs_dir() / run_name(cfg)
     out = out / f"seed{seed}" if args.out and several else out
     check_apart(out, init, "--init")
+    check_variant(init, cfg.variant, args.cross_variant)  # seen <-> unseen only when meant
     if not args.overwrite:
         check_run_dir(out, init, cfg)
     return cfg, init, out
@@ -69,7 +70,14 @@ def _grpo_stage(args: Any, cfg: Any, init: Any, out: Path) -> dict:
             )
         print(f"profile={cfg.profile} init={init or 'the base model'}\n{cfg}", flush=True)
         dashboard = Dashboard(out / "metrics.csv", live=False, on_row=_print_row)
-        return run_grpo(cfg, init, out, dashboard=dashboard, overwrite=args.overwrite).result
+        return run_grpo(
+            cfg,
+            init,
+            out,
+            dashboard=dashboard,
+            overwrite=args.overwrite,
+            cross_variant=args.cross_variant,
+        ).result
 
 
 def _grpo_inputs(args: Any, profile: str) -> None:
@@ -91,7 +99,16 @@ def _grpo_inputs(args: Any, profile: str) -> None:
 # the old ways to run a study, kept as aliases of `study NAME`
 GRPO_STUDIES = {"dose_response": "dose", "unseen_stage2": "unseen-stage2", "ablation": "ablation"}
 # grpo's flags a study may not take (a flag a command would ignore is an error)
-GRPO_FLAGS = ("reward", "variant", "init", "model", "steps", "notebook", "refresh")
+GRPO_FLAGS = ("reward", "variant", "init", "model", "steps", "notebook", "refresh", "cross_variant")
+# the variant(s) a study trains from its --init when --variant (or --arm) does not say
+STUDY_VARIANTS = {
+    "curriculum": ("seen",),
+    "ablation": ("unseen",),
+    "dose": ("seen",),
+    "unseen-stage2": ("unseen",),
+    "midtraining": ("unseen",),
+    "controls": ("seen", "unseen"),
+}
 
 
 def grpo(args: Any) -> int:
@@ -169,10 +186,11 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
     if study.sets is None:  # a config every arm starts from must be valid (rules between fields)
         base = {k: v for k, v in overrides.items() if k != "reward"}
         GRPOStageConfig.for_stage(3, profile, **base).check()
-    options = {f: getattr(args, f, None) for f in study.flags}
+    options = {f: getattr(args, f, None) for f in (*study.flags, "cross_variant")}
     for flag in ("init", "model"):
         if options.get(flag):
             check_model(options[flag])
+            _check_study_variants(name, options, options[flag])
     return StudyRun(
         profile,
         getattr(args, "world", None),
@@ -183,6 +201,20 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
         claim=lambda folder: claim_folder(args, folder, "study"),
         overwrite=getattr(args, "overwrite", False),
     )
+
+
+def _check_study_variants(name: str, options: dict[str, Any], init: str) -> None:
+    """Refuse a study's --init trained as the other parallel variant than the study trains
+    (unless --cross-variant: then its stages may start from it, and their run cards say so)."""
+    arm = options.get("arm")
+    if arm is not None:
+        trained = (arm,)
+    else:
+        trained = (options["variant"],) if options.get("variant") else STUDY_VARIANTS.get(name, ())
+    for variant in trained:
+        check_variant(init, variant, bool(options.get("cross_variant")))
+    if options.get("cross_variant"):
+        allow_cross_variant(init)
 
 
 def _run_study(name: str, run: Any) -> list[dict]:

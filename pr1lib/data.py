@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pr1lib import worlds
+from pr1lib.answers import non_finite
 from pr1lib.jsonl import read_rows
 from pr1lib.paths import shared_data_dir
 from pr1lib.prompts import split_gsm8k_answer
+from pr1lib.validate import register_checks
 
 REAL_SOURCES = ("gsm8k", "dapo")  # real data sets (a file or the hub); the rest are worlds'
+NO_SOLUTIONS = ("dapo",)  # answers only: no worked solution for the rule teacher to rewrite
 # name -> (file under the data folder for each split, hub id, hub config)
 LOCAL_FILES = {
     "gsm8k": {"train": "gsm8k/train.jsonl", "test": "gsm8k/test.jsonl"},
@@ -57,13 +60,16 @@ def _text(row: dict, field: str) -> str | None:
 
 
 def _gold(value: Any, field: str) -> str | None:
-    """What is wrong with a gold answer (text or a number; never null, a bool or empty)."""
+    """What is wrong with a gold answer (text or a number; never null, a bool, empty, NaN or
+    infinite: no answer could match it)."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (str, int, float))
         or not str(value).strip()
     ):
         return f'field "{field}" must be the gold answer (text or a number), got {value!r}'
+    if non_finite(value):
+        return f'field "{field}" must be a finite gold answer, got {value!r}'
     return None
 
 
@@ -76,6 +82,9 @@ def check_gsm8k_row(row: dict) -> str | None:
     why = _text(row, "question") or _text(row, "answer")
     if why is None and "####" not in row["answer"]:
         return 'field "answer" has no "#### N" line (the final answer of a GSM8K solution)'
+    final = row["answer"].rsplit("####", 1)[-1].strip() if why is None else ""
+    if why is None and (not final or non_finite(final)):
+        return f'field "answer" must end in a finite "#### N", got "#### {final}"'
     return why
 
 
@@ -105,12 +114,19 @@ class DataNotFoundError(FileNotFoundError):
     """A data set that is neither in a local folder nor loadable from the hub."""
 
 
-def read_jsonl(path: str | Path, required: Iterable[str] = (), check: Any = None) -> list[dict]:
-    """Every JSON object of a JSON Lines file (blank lines skipped); a malformed or non-object
-    line, a row without a ``required`` field or one ``check`` refuses, or an empty file is one
+def read_jsonl(
+    path: str | Path,
+    required: Iterable[str] = (),
+    check: Any = None,
+    limit: int | None = None,
+    key: Any = None,
+) -> list[dict]:
+    """Every JSON object of a JSON Lines file (blank lines skipped), or the first ``limit``
+    (distinct by ``key``, when given) without reading further; a malformed or non-object line, a
+    row without a ``required`` field or one ``check`` refuses, or an empty file is one
     ``pr1lib.jsonl.JsonlError`` naming the file, the line and the field
     (``pr1lib.jsonl.read_rows``)."""
-    return read_rows(path, required, check)
+    return read_rows(path, required, check, limit, key)
 
 
 def check_split(name: str, split: str) -> None:
@@ -186,6 +202,11 @@ def _local_file(name: str, split: str, path: str | Path | None) -> Path | None:
     relative = LOCAL_FILES[name][split]
     roots = [Path(path).expanduser()] if path is not None else [d for d in [shared_data_dir()] if d]
     for root in roots:
+        if root.is_file() and path is None:  # $PR1_DATA_DIR names a folder, never one file
+            raise ValueError(
+                f"PR1_DATA_DIR={root} is a file: it names the folder holding gsm8k/ and dapo/ "
+                "(to read one file, pass it as --data-path)"
+            )
         if root.is_file():
             return root
         for candidate in (root / relative, root / Path(relative).name):
@@ -202,17 +223,25 @@ def hub_offline() -> bool:
     )
 
 
-def _not_found(name: str, split: str, why: str) -> DataNotFoundError:
+def _not_found(
+    name: str, split: str, why: str, path: str | Path | None = None
+) -> DataNotFoundError:
+    """Where ``name`` was looked for and the two ways to get it (the folder given, else
+    ``$PR1_DATA_DIR``; the hub)."""
     relative = LOCAL_FILES[name][split]
     hub_id, config = HUB[name]
     call = (
         f"datasets.load_dataset({hub_id!r}{', ' + repr(config) if config else ''}, split={split!r})"
     )
-    return DataNotFoundError(
-        f"{name} ({split}) not found. Either put the file at <folder>/{relative} and set "
-        f"PR1_DATA_DIR=<folder> (or pass path=<folder or file>; now: {shared_data_dir()}), or go "
-        f"online so that {call} can download it (hub: {why})."
-    )
+    if path is not None:
+        where = f"{name} ({split}) is not in {path}: put the file at {Path(path) / relative}"
+    else:
+        now = shared_data_dir() or "not set"
+        where = (
+            f"{name} ({split}) not found: put the file at <folder>/{relative} and set "
+            f"PR1_DATA_DIR=<folder> (now: {now})"
+        )
+    return DataNotFoundError(f"{where}, or go online so that {call} can download it (hub: {why}).")
 
 
 def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[dict]:
@@ -231,11 +260,14 @@ def distinct(rows: Iterable[dict], key: Any, limit: int | None = None) -> list[d
     return kept
 
 
-def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
+def _load_hub(
+    name: str, split: str, limit: int | None = None, path: str | Path | None = None
+) -> list[dict]:
     """Rows from the hub; any failure (offline, no network, unknown id) is a
-    ``DataNotFoundError``."""
+    ``DataNotFoundError`` (saying where a local copy was looked for: ``path``, else
+    ``$PR1_DATA_DIR``)."""
     if hub_offline():
-        raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
+        raise _not_found(name, split, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set", path)
     try:
         from datasets import load_dataset  # heavy: only a hub download needs it (CLI speed)
 
@@ -245,7 +277,7 @@ def _load_hub(name: str, split: str, limit: int | None = None) -> list[dict]:
         return list(load_dataset(hub_id, config, split=f"{split}[:{limit}]" if limit else split))
     except Exception as err:  # turned into one clear message
         raise _not_found(
-            name, split, str(err).splitlines()[0] if str(err) else type(err).__name__
+            name, split, str(err).splitlines()[0] if str(err) else type(err).__name__, path
         ) from err
 
 
@@ -256,16 +288,20 @@ def load_rows(
     the hub."""
     if name not in LOCAL_FILES:
         raise ValueError(f"unknown source {name!r}; choose one of {sources()}")
+    check_limit(limit)
+    if path is not None and not Path(path).expanduser().exists():
+        raise DataNotFoundError(
+            f"{path} does not exist: name the folder holding {name}/ or the file"
+        )
     local = _local_file(name, split, path)
     if local is None:
-        rows = _load_hub(name, split, limit)
+        rows = _load_hub(name, split, limit, path)
         for number, row in enumerate(rows):  # the hub's rows pass the same checks
             why = CHECKS[name](row) if isinstance(row, dict) else "not an object"
             if why:
                 raise ValueError(f"{HUB[name][0]} ({split}) row {number}: {why}")
         return rows
-    rows = read_jsonl(local, FIELDS[name], CHECKS[name])
-    return distinct(rows, DISTINCT[name], limit) if name in DISTINCT else rows[:limit]
+    return read_jsonl(local, FIELDS[name], CHECKS[name], limit, DISTINCT.get(name))
 
 
 def load_gsm8k(
@@ -294,6 +330,7 @@ def load_world(name: str, n: int, split: str = "train", seed: int = 0) -> list[d
     >>> load_world("tinyworld-hard", 2)[0]["id"], load_world("tinygsm-easy", 1, "test")[0]["source"]
     ('tinyworld-hard-train-00000', 'tinygsm-easy')
     """
+    check_limit(n)
     found = worlds.find_source(name)
     if found is None:
         raise ValueError(f"{name!r} is no world's source; choose one of {worlds.sources()}")
@@ -308,6 +345,8 @@ def source_shares(source: str, n: int) -> dict[str, int]:
     >>> source_shares("tinygsm-easy+tinygsm-hard", 5)
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
     """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
     parts = [p.strip() for p in source.split("+")]
     unknown = [p for p in parts if p not in sources()]
     if unknown or len(set(parts)) != len(parts):
@@ -315,6 +354,48 @@ def source_shares(source: str, n: int) -> dict[str, int]:
             f"source must be distinct names from {sources()} joined by '+', got {source!r}"
         )
     return {p: n // len(parts) + (i < n % len(parts)) for i, p in enumerate(parts)}
+
+
+def check_limit(limit: Any) -> None:
+    """Refuse a ``limit`` that is not ``None`` or a whole number of 1 or more (a negative one
+    would cut rows from the end, 0 would mean the default)."""
+    whole = isinstance(limit, int) and not isinstance(limit, bool)
+    if limit is not None and not (whole and limit >= 1):
+        raise ValueError(
+            f"limit must be None (every problem) or a whole number of 1 or more, got {limit!r}"
+        )
+
+
+def source_problem(value: str) -> str | None:
+    """What is wrong with a ``source`` (or ``data``) field: ``None`` for one of ``sources()`` or
+    distinct ones joined by "+".
+
+    >>> source_problem("tinygsm-easy+tinygsm-hard") is None, source_problem("gsm8k+gsm8k")[:24]
+    (True, "'gsm8k+gsm8k' is not one")
+    """
+    parts = [p.strip() for p in str(value).split("+")]
+    if all(p in sources() for p in parts) and len(set(parts)) == len(parts):
+        return None
+    return f"{value!r} is not one of {', '.join(sources())}, or distinct ones joined by '+'"
+
+
+register_checks(source=source_problem, data=source_problem)
+
+
+def rule_teacher_problem(source: str) -> str | None:
+    """Why the rule teacher cannot make traces of ``source`` (``None``: it can): it rewrites
+    worked solutions, and some sources have answers only.
+
+    >>> rule_teacher_problem("gsm8k") is None, rule_teacher_problem("tinygsm-easy+dapo")[:40]
+    (True, 'dapo has no worked solutions (answers on')
+    """
+    bare = [p.strip() for p in source.split("+") if p.strip() in NO_SOLUTIONS]
+    if not bare:
+        return None
+    return (
+        f"{bare[0]} has no worked solutions (answers only), so the rule teacher, which rewrites "
+        "them, would keep no row: use an LLM teacher (--teacher hf or openai) for it"
+    )
 
 
 def load_source(
@@ -332,7 +413,12 @@ def load_source(
     3
     >>> source_counts(load_source("tinygsm-easy+tinygsm-hard", limit=5))
     {'tinygsm-easy': 3, 'tinygsm-hard': 2}
+    >>> load_source("tinygsm-easy", limit=-5)
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be None (every problem) or a whole number of 1 or more, got -5
     """
+    check_limit(limit)
     if "+" in name:
         shares = source_shares(name, limit or 0)  # also checks the names
         sizes = {part: n for part, n in shares.items() if n} if limit else dict.fromkeys(shares)

@@ -35,6 +35,7 @@ from pr1lib.data import (
     read_jsonl,
 )
 from pr1lib.paths import shared_data_dir
+from pr1lib.validate import register_choices
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ WORLD_EVAL_N = 200  # a world's test problems when no count is given
 def names() -> tuple[str, ...]:
     """Every benchmark name: each world's tiers, then the real benchmarks."""
     return worlds.sources() + tuple(BENCHMARKS)
+
+
+register_choices(benchmark=names)  # EvalConfig.benchmark is one of them
 
 
 # ----------------------------------------------------------------------------- loading

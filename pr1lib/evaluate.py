@@ -50,6 +50,19 @@ from pr1lib.validate import local_folder
 
 
 # ----------------------------------------------------------------------------- results file
+def result_key(row: dict) -> str:
+    """A results row's key, its problem id, after checking it is one: an ``id`` and a whole
+    ``k`` (a ``KeyError`` or ``TypeError`` otherwise, which ``ResultsFile`` names by file and
+    line).
+
+    >>> result_key({"id": 3, "k": 1})
+    '3'
+    """
+    if not isinstance(row["k"], int) or isinstance(row["k"], bool):
+        raise TypeError(f"k must be a whole number, got {row['k']!r}")
+    return str(row["id"])
+
+
 class ResultsFile(JsonlLog):
     """An append-only JSONL file with one row per problem id; a torn last line is dropped.
 
@@ -62,7 +75,7 @@ class ResultsFile(JsonlLog):
     """
 
     def __init__(self, path: str | Path):
-        super().__init__(path, key=lambda r: str(r["id"]))
+        super().__init__(path, key=result_key)
 
     def append(self, row: dict) -> None:
         """Write one row as a whole line, flushed and fsync'd."""
@@ -240,10 +253,10 @@ def run_eval(
         )
 
     path = results_path(out_dir, tag, cfg.benchmark, cfg.mode) if out_dir is not None else None
+    recorded = cfg.replace(prompt_style=_prompt_style(cfg))  # what the results were made with
     if path is not None:
-        save_run_config(
-            cfg.replace(prompt_style=_prompt_style(cfg)), path.with_suffix(".config.json")
-        )
+        ResultsFile(path)  # a row that is not a results row: named before anything is written
+        save_run_config(recorded, path.with_suffix(".config.json"))
     set_seed(cfg.seed)
     set_threads(profile_threads(cfg.profile))  # tiny: profiles.TINY_THREADS
     start = time.perf_counter()
@@ -267,7 +280,7 @@ def run_eval(
         **summarize(rows, cfg.grader),
         "seconds": round(time.perf_counter() - start, 1),  # wall time (a cached row costs none)
         "results": str(path) if path is not None else None,
-        "config": cfg.replace(prompt_style=_prompt_style(cfg)).to_dict(),
+        "config": recorded.to_dict(),
     }
 
 

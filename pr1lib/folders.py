@@ -5,8 +5,10 @@ holds is refused, a lock left by a killed run is taken over with a note, and a f
 something else (another command's run, another config, a finished run a rerun would train over,
 files that are not a run at all) is refused with one line saying what to do. ``--overwrite``
 moves the old folder to ``<name>.prev`` (``.prev-2``, ``.prev-3``, ... when that is taken):
-nothing is ever deleted. Light: no torch, no config (the command line claims before anything
-heavy loads).
+nothing is ever deleted. A folder holding committed files is never a run folder, with
+``--overwrite`` or not (``check_not_committed``: the repository, its ``results/``, ``data/`` and
+``notebooks/``, anything git tracks). Light: no torch, no config (the command line claims before
+anything heavy loads).
 
 >>> next_prev(Path("/no/such/run")).name
 'run.prev'
@@ -14,8 +16,11 @@ heavy loads).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
+import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +37,8 @@ COMMAND_OF = {
 }
 SIGNS = {"traces.jsonl": "coldstart", "start.json": "grpo"}  # files a run writes before config.json
 HELD: list[Path] = []  # folders claimed by this process, newest last (the CLI's interrupt line)
+REPO_ROOT = Path(__file__).resolve().parent.parent  # pr1lib.paths.REPO_ROOT (folders stays light)
+COMMITTED = ("results", "data", "notebooks")  # the repository's folders of committed files
 
 
 def is_main_process() -> bool:
@@ -41,7 +48,8 @@ def is_main_process() -> bool:
 
 def next_prev(run_dir: Path) -> Path:
     """Where ``move_aside`` would put ``run_dir``: ``<name>.prev``, else the first free
-    ``<name>.prev-N``."""
+    ``<name>.prev-N`` (``.`` and ``..`` by their real names)."""
+    run_dir = run_dir if run_dir.name not in ("", ".", "..") else run_dir.resolve()
     prev, n = run_dir.with_name(run_dir.name + ".prev"), 1
     while prev.exists():
         n += 1
@@ -51,9 +59,14 @@ def next_prev(run_dir: Path) -> Path:
 
 def move_aside(run_dir: Path, why: str) -> Path | None:
     """Rename ``run_dir`` to ``next_prev(run_dir)`` so a new run starts clean and nothing is ever
-    deleted; returns where it went (``None``: nothing there, or not the main process)."""
+    deleted; returns where it went (``None``: nothing there, or not the main process). A folder
+    holding committed files, or the one this process works in, is never moved."""
     if not (run_dir.exists() and is_main_process()):
         return None
+    check_not_committed(run_dir)
+    held = never_moved(run_dir)
+    if held:
+        raise FolderError(f"{run_dir} {held}, so it is never moved aside: pick another --out")
     prev = next_prev(run_dir)
     run_dir.rename(prev)
     print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
@@ -62,6 +75,120 @@ def move_aside(run_dir: Path, why: str) -> Path | None:
 
 class FolderError(ValueError):
     """A folder locked by another run, or holding a different one: the message says what to do."""
+
+
+def never_moved(folder: Path) -> str | None:
+    """Why ``--overwrite`` may not move ``folder`` aside (``None``: it may): it holds the folder
+    one works in, the home folder or the Python running this, or it is a top-level folder of the
+    system or a mount point. Moving any of them would pull the ground from under the user.
+
+    >>> never_moved(Path("/tmp")), never_moved(Path("/no/such/run"))
+    ('is a top-level folder of the system', None)
+    """
+    real = folder.resolve()
+    held = {
+        "the folder you are working in": Path.cwd(),
+        "your home folder": Path.home(),
+        "the Python that runs this command": Path(sys.prefix),
+        "the Python installation": Path(sys.base_prefix),
+    }
+    for what, path in held.items():
+        path = path.resolve()
+        if real == path or real in path.parents:
+            return f"holds {what} ({path})"
+    if real.parent == real or real.parent == Path(real.anchor):
+        return "is a top-level folder of the system"
+    if real.exists() and os.path.ismount(real):
+        return "is a mount point"
+    return None
+
+
+def tracked_files(folder: Path) -> list[str]:
+    """The files under ``folder`` that git tracks (``[]`` outside a git work tree, or without
+    git).
+
+    >>> tracked_files(REPO_ROOT / "pr1lib")[:1] != [], tracked_files(Path("/no/such/folder"))
+    (True, [])
+    """
+    if not folder.is_dir() or shutil.which("git") is None:
+        return []
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "ls-files", "-z", "--", "."],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = done.stdout.decode(errors="replace").split("\0") if done.returncode == 0 else []
+    return [name for name in names if name]
+
+
+def check_not_committed(folder: str | Path) -> None:
+    """Refuse a run folder that is the repository (or holds it), lies in one of its folders of
+    committed files (``COMMITTED``), is a git checkout or holds a file git tracks: a run there
+    would move, write over or mix with committed files. ``--overwrite`` does not change that.
+
+    >>> check_not_committed(REPO_ROOT / "results" / "x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pr1lib.folders.FolderError: .../results/x lies in the repository's results/ (committed ...
+    """
+    real = Path(folder).expanduser().resolve()
+    pick = "pick a folder outside the repository's results/, data/ and notebooks/ (e.g. runs/NAME)"
+    if real == REPO_ROOT or real in REPO_ROOT.parents:
+        raise FolderError(
+            f"{folder} holds the repository {REPO_ROOT} (committed files; a run never moves or "
+            "writes over them): pick a folder such as runs/NAME"
+        )
+    for name in COMMITTED:
+        if real == REPO_ROOT / name or REPO_ROOT / name in real.parents:
+            raise FolderError(
+                f"{folder} lies in the repository's {name}/ (committed files; a run never moves "
+                f"or writes over them): {pick}"
+            )
+    if (real / ".git").exists():
+        raise FolderError(f"{folder} is a git checkout (committed files): pick another --out")
+    tracked = tracked_files(real)
+    if tracked:
+        more = f" and {len(tracked) - 1} more" if len(tracked) > 1 else ""
+        raise FolderError(
+            f"{folder} holds files git tracks ({tracked[0]}{more}); a run never moves or "
+            "writes over committed files: pick another --out"
+        )
+
+
+def check_out_path(folder: str | Path) -> Path:
+    """``folder`` as a run folder may be named: not empty, not a link to nowhere, not a file,
+    and not holding committed files (``check_not_committed``); returns it as a ``Path``.
+
+    >>> check_out_path("")
+    Traceback (most recent call last):
+    ...
+    pr1lib.folders.FolderError: --out is empty: name a folder (or leave --out out for the default)
+    """
+    if not str(folder).strip():
+        raise FolderError("--out is empty: name a folder (or leave --out out for the default)")
+    try:
+        str(folder).encode("utf-8")
+    except UnicodeEncodeError:  # a name read from bytes that are not UTF-8
+        raise FolderError(
+            f"--out {str(folder)!r} is not UTF-8 text (the libraries that save models and data "
+            "sets write UTF-8 names): pick another --out"
+        ) from None
+    path = Path(folder).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise FolderError(
+            f"{folder} is a link to {os.readlink(path)}, which does not exist (a drive not "
+            "mounted?): create that folder first, or pick another --out"
+        )
+    if path.exists() and not path.is_dir():
+        raise FolderError(f"{folder} is a file, not a folder: pick another --out")
+    above = next((p for p in path.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise FolderError(f"{folder} lies under {above}, which is a file: pick another --out")
+    check_not_committed(path)
+    return path
 
 
 class FolderLock:
@@ -75,7 +202,14 @@ class FolderLock:
     @classmethod
     def take(cls, folder: Path) -> FolderLock:
         made = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            if err.errno == errno.ENOSPC:
+                raise
+            raise FolderError(
+                f"cannot make the folder {folder} ({err.strerror}): pick another --out"
+            ) from None
         path = folder / LOCK
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -173,6 +307,8 @@ def check_owner(
         return
     theirs, their_config = owner
     over = f"--overwrite to start over (the old files move to {next_prev(folder).name})"
+    if never_moved(folder):  # never moved aside (move_aside): no --overwrite to suggest
+        over = f"start over in another folder (this one {never_moved(folder)})"
     done = [name for name in finished if (folder / name).exists()]
     if done and theirs in (None, command):
         raise FolderError(
@@ -219,12 +355,11 @@ def claim(
     >>> d.exists()  # nothing else was written: the folder went again
     False
     """
-    folder = Path(folder)
+    folder = check_out_path(folder)
     if not is_main_process():  # rank 0 claims for the whole launch
         yield folder
         return
-    if folder.exists() and not folder.is_dir():
-        raise FolderError(f"{folder} is a file, not a folder: pick another --out")
+    made = [p for p in folder.absolute().parents if not p.exists()]  # parents this claim makes
     lock, fresh = FolderLock.take(folder), False
     before = _stamp(folder)
     created = not before  # absent or empty (a racing run may have made it): removed if unused
@@ -239,7 +374,7 @@ def claim(
         HELD.append(folder)
         yield folder
     finally:
-        _tidy(folder, lock, created, fresh and _stamp(folder) == before)
+        _tidy(folder, lock, created, fresh and _stamp(folder) == before, made)
 
 
 def _start_over(folder: Path, lock: FolderLock) -> FolderLock:
@@ -265,13 +400,17 @@ def _stamp(folder: Path) -> dict[str, tuple[int, int]]:
     )
 
 
-def _tidy(folder: Path, lock: FolderLock, created: bool, untouched: bool) -> None:
-    """Release the lock; a folder this run marked but changed nothing else in loses the marks."""
+def _tidy(
+    folder: Path, lock: FolderLock, created: bool, untouched: bool, made: list[Path] = ()
+) -> None:
+    """Release the lock; a folder this run marked but changed nothing else in loses the marks,
+    and one it made goes again, with the (empty) parents it made for it."""
     if untouched:
         (folder / OWNER).unlink(missing_ok=True)
     lock.release()
     if created and untouched:
-        _rmdir(folder)
+        for path in (folder, *made):
+            _rmdir(path)
 
 
 def _rmdir(folder: Path) -> None:

@@ -33,6 +33,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pr1lib.answers import non_finite
 from pr1lib.format import TAG_RE, answers_match, extract_answer, path_ranges, validate
 from pr1lib.validate import register_choices
 
@@ -57,7 +58,11 @@ def gold_string(gold: Any) -> str | None:
 
     >>> gold_string(27), gold_string(" 25 "), gold_string(None), gold_string(b"12")
     ('27', '25', None, None)
+    >>> gold_string(float("nan")), gold_string("inf")  # no finite gold: nothing matches it
+    (None, None)
     """
+    if non_finite(gold):
+        return None
     if isinstance(gold, str):
         return gold.strip()
     if isinstance(gold, numbers.Number) and not isinstance(gold, bool):  # numpy scalars too
@@ -223,6 +228,10 @@ def official_answer(completion: Any, style: str = "dapo") -> str | None:
     >>> official_answer("Final Answer: 1,000. And Final Answer: 4", "gsm8k")
     '1000.'
     """
+    if style not in ("gsm8k", "dapo"):
+        raise ValueError(
+            f"style must be 'gsm8k' or 'dapo' (the official per-source check), got {style!r}"
+        )
     text = strip_tags(completion)
     if style == "gsm8k":
         match = _GSM8K_ANSWER.search(text)

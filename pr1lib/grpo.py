@@ -45,6 +45,7 @@ from pr1lib.doctor import doctor, table
 from pr1lib.evaluate import evaluate_stage, held_out_config
 from pr1lib.grpo_trainer import (
     ParallelGRPOTrainer,
+    RoomToSave,
     SaveAtEnd,
     build_trainer,
     check_config,
@@ -60,6 +61,7 @@ from pr1lib.prompts import chat_prompt
 from pr1lib.reward_modes import REWARD_MODES
 from pr1lib.runs import (
     Run,
+    check_variant,
     claim_run_dir,
     follow_start,
     last_checkpoint,
@@ -113,7 +115,8 @@ class GRPOSession:
     ``rewards`` replaces the config's reward functions (tests use one with guaranteed variance).
     A folder holding another start's or config's run is refused unless ``overwrite`` (then it
     moves aside) or ``follow`` (a notebook's own run: it moves aside with one line that names no
-    machine path, ``pr1lib.runs.follow_start``).
+    machine path, ``pr1lib.runs.follow_start``); a start trained as the other parallel variant
+    (seen for an unseen stage, or the reverse) unless ``cross_variant``.
     """
 
     def __init__(
@@ -128,8 +131,11 @@ class GRPOSession:
         rewards: Sequence[Callable] | None = None,
         overwrite: bool = False,
         follow: bool = False,
+        cross_variant: bool = False,
     ) -> None:
         check_config(cfg)
+        # a start trained as the other parallel variant: refused unless meant (the card says so)
+        self.init_variant = check_variant(init, cfg.variant, cross_variant)
         self.cfg, self.init = cfg, init
         self.model_cfg = model_cfg or stage_model_config(cfg, init)
         # a start trained in another world than these problems': one line, before any folder
@@ -149,6 +155,7 @@ class GRPOSession:
         self.dataset = prompt_dataset(cfg, self.tokenizer, self.model_cfg.prompt_style)
         if cfg.prefilter_k:  # the edge of competence of the start checkpoint (pr1lib.sampling)
             self.dataset = prefilter(self.dataset, self.model, self.tokenizer, cfg, grader_of(cfg))
+        check_prompts(len(self.dataset), cfg)  # never an empty run that "finishes" at step 0
         self.dashboard = dashboard or Dashboard(self.run_dir / "metrics.csv", live=False)
         self.callbacks = [self.dashboard, *callbacks]
         self.trainer: ParallelGRPOTrainer | None = None
@@ -186,7 +193,7 @@ class GRPOSession:
             self.dataset,
             self.run_dir / "trainer",
             self.model_cfg,
-            [*self.callbacks, *callbacks, SaveAtEnd()],
+            [*self.callbacks, *callbacks, SaveAtEnd(), RoomToSave()],
             self.rewards,
         )
         ckpt = last_checkpoint(self.run_dir / "trainer")
@@ -241,6 +248,24 @@ class GRPOSession:
         return metrics, samples
 
 
+def check_prompts(count: int, cfg: GRPOStageConfig) -> None:
+    """Refuse training on fewer prompts than one optimizer step takes (a data file shorter than
+    ``train_n``, a prefilter that kept too few): TRL would stop at step 0 and call it done.
+
+    >>> check_prompts(1, GRPOStageConfig.for_stage(3, "smoke"))
+    Traceback (most recent call last):
+    ...
+    ValueError: only 1 training prompt(s) of tinygsm-hard are left (prefilter_range (0.1, 0.9) with prefilter_k=0): one optimizer step takes 2; add problems (train_n, the data) or widen prefilter_range
+    """  # noqa: E501 - doctest output stays whole
+    prompts = cfg.per_device_train_batch_size // cfg.num_generations
+    if count < prompts:
+        raise ValueError(
+            f"only {count} training prompt(s) of {cfg.source} are left (prefilter_range "
+            f"{cfg.prefilter_range} with prefilter_k={cfg.prefilter_k}): one optimizer step takes "
+            f"{prompts}; add problems (train_n, the data) or widen prefilter_range"
+        )
+
+
 def run_grpo(
     cfg: GRPOStageConfig,
     init: str | Path | None = None,
@@ -251,12 +276,22 @@ def run_grpo(
     dashboard: Any = None,
     preflight: bool = True,
     overwrite: bool = False,
+    cross_variant: bool = False,
 ) -> Run:
     """Load ``init`` (or the profile's base), check, (evaluate), train to ``cfg.max_steps``
     (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card.
-    ``overwrite``: a folder begun from another start moves aside (else it is refused)."""
+    ``overwrite``: a folder begun from another start moves aside (else it is refused);
+    ``cross_variant``: ``init`` may have been trained as the other parallel variant."""
     start = time.perf_counter()
-    session = GRPOSession(cfg, init, out, callbacks, dashboard=dashboard, overwrite=overwrite)
+    session = GRPOSession(
+        cfg,
+        init,
+        out,
+        callbacks,
+        dashboard=dashboard,
+        overwrite=overwrite,
+        cross_variant=cross_variant,
+    )
     checks = doctor_checks(session) if preflight else []
     if checks:
         print(table(checks), flush=True)
@@ -290,6 +325,7 @@ def finish(
         "seed": cfg.seed,
         "init": str(session.init or session.model_cfg.name),
         "start": start_id(session.init),
+        **({"init_variant": session.init_variant} if session.init_variant else {}),
         "data": cfg.source,
         "steps": session.step,
         "train_seconds": round(session.train_seconds, 1),

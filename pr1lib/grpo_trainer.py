@@ -19,6 +19,7 @@ from trl import GRPOConfig, GRPOTrainer
 from pr1lib.buckets import by_length, by_prompt, loss_head
 from pr1lib.config import VARIANTS, GRPOStageConfig, ModelConfig
 from pr1lib.data import load_source
+from pr1lib.disk import check_room, tree_bytes
 from pr1lib.graders import GRADERS, default_grader
 from pr1lib.metrics import Tracked
 from pr1lib.models import (
@@ -28,6 +29,7 @@ from pr1lib.models import (
 )
 from pr1lib.prompts import chat_prompt
 from pr1lib.reward_modes import reward_for
+from pr1lib.runs import last_checkpoint
 from pr1lib.sampling import DynamicSampler, EngineRollout
 from pr1lib.structure import attention_inputs, attn_implementation
 
@@ -305,6 +307,28 @@ class StopAt(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class RoomToSave(TrainerCallback):
+    """Before a checkpoint is written, refuse one its disk cannot hold (``pr1lib.disk.DiskFull``:
+    the folder and the bytes, before a byte is written), so the last whole checkpoint stays the
+    one a rerun resumes from. Last in the callbacks: it sees every request to save."""
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if control.should_save:
+            check_room(args.output_dir, checkpoint_bytes(args.output_dir, model))
+        return control
+
+
+def checkpoint_bytes(folder: str | Path, model: Any) -> int:
+    """What the next ``checkpoint-N`` in ``folder`` needs: the last one's size, else the trainable
+    weights three times over (them and AdamW's two moments) and 4 MB for the rest."""
+    last = last_checkpoint(folder)
+    if last is not None:
+        return tree_bytes(last)
+    params = model.parameters() if model is not None else []
+    trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    return 3 * trainable + (4 << 20)
 
 
 class SaveAtEnd(TrainerCallback):

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.data import REAL_SOURCES
+from pr1lib.folders import check_out_path
 from pr1lib.results import card_path
-from pr1lib.validate import parse_value
+from pr1lib.validate import MAX_SEED, parse_value
 
 # bench: flag -> the benchmarks that read it
 BENCH_FLAGS = {
@@ -48,6 +49,8 @@ def check_flags(args: Any) -> None:
         raise ValueError("choose --overwrite (start over) or --resume (write into it), not both")
     if given(args, "overwrite_card") and not given(args, "card"):
         raise ValueError("--overwrite-card goes with --card NAME")
+    if getattr(args, "out", None) is not None:  # empty, a link to nowhere, committed files
+        check_out_path(args.out)
     check = CHECKS.get(args.command)
     if check is not None:
         check(args)
@@ -69,7 +72,17 @@ def _no_folder_flags(args: Any, why: str) -> None:
             raise ValueError(f"{flag(name)} has nothing to do: {why}")
 
 
+def _exists(args: Any, name: str, what: str) -> None:
+    """Refuse a data flag naming a path that is not there (before the hub is tried for it)."""
+    path = getattr(args, name, None)
+    if path is not None and not Path(path).expanduser().exists():
+        raise ValueError(f"{flag(name)} {path} does not exist: give {what}")
+
+
 def _export_verl(args: Any) -> None:
+    twice = [s for s in set(args.source) if args.source.count(s) > 1]
+    if twice:
+        raise ValueError(f"--source {twice[0]} is given twice: give each source once")
     real = [s for s in args.source if s in REAL_SOURCES]
     if given(args, "reward_mode") and not args.source:
         raise ValueError("--reward-mode sets the RL sets' reward: give --source NAME with it")
@@ -78,6 +91,9 @@ def _export_verl(args: Any) -> None:
             f"--data-dir is where {' and '.join(REAL_SOURCES)} are read from: the sources given "
             "are generated (give --source gsm8k or dapo, or leave --data-dir out)"
         )
+    _exists(
+        args, "data_dir", "the folder holding gsm8k/ and dapo/ (or leave it out: $PR1_DATA_DIR)"
+    )
 
 
 def _coldstart(args: Any) -> None:
@@ -87,6 +103,7 @@ def _coldstart(args: Any) -> None:
             f"--data-path is where {' and '.join(REAL_SOURCES)} are read from: {args.source} "
             "is generated (leave --data-path out)"
         )
+    _exists(args, "data_path", "the data file, or the folder holding gsm8k/ and dapo/")
 
 
 def _grpo(args: Any) -> None:
@@ -126,8 +143,12 @@ def seeds(args: Any) -> list[int]:
     if len({tuple(v) for v in ways.values()}) > 1:
         shown = ", ".join(f"{k} {' '.join(map(str, v))}" for k, v in ways.items())
         raise ValueError(f"seeds given two ways ({shown}): give one")
-    if any(v < 0 for found in ways.values() for v in found):
-        raise ValueError(f"a seed must be a whole number of 0 or more, got {ways}")
+    repeated = [v for found in ways.values() for v in set(found) if found.count(v) > 1]
+    if repeated:
+        raise ValueError(f"--seeds repeats seed {repeated[0]}: give each seed once")
+    if any(not 0 <= v <= MAX_SEED for found in ways.values() for v in found):
+        shown = ", ".join(f"{k} {' '.join(map(str, v))}" for k, v in ways.items())
+        raise ValueError(f"a seed must be a whole number from 0 to {MAX_SEED}, got {shown}")
     args.overrides = [item for item in getattr(args, "overrides", []) if item not in sets]
     args.seeds, args.seed = next(iter(ways.values()), [0]), None  # resolved: one way from now on
     return list(args.seeds)

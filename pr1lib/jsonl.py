@@ -25,11 +25,14 @@ def read_rows(
     path: str | Path,
     required: Iterable[str] = (),
     check: Callable[[dict], str | None] | None = None,
+    limit: int | None = None,
+    key: Callable[[dict], Hashable] | None = None,
 ) -> list[dict]:
-    """Every JSON object of a JSON Lines file (blank lines skipped). A malformed line, a line that
-    is not an object, a row without a ``required`` field (``"a|b"``: either), a row ``check``
-    finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty file is a
-    ``JsonlError`` naming the file, the line and the field.
+    """Every JSON object of a JSON Lines file (blank lines skipped), or the first ``limit`` (with
+    ``key``: the first row of each key), reading no further than it needs. A malformed line, a
+    line that is not an object, a row without a ``required`` field (``"a|b"``: either), a row
+    ``check`` finds fault with (it returns what is wrong, ``None`` when nothing is) or an empty
+    file is a ``JsonlError`` naming the file, the line and the field.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -39,9 +42,11 @@ def read_rows(
     ...
     pr1lib.jsonl.JsonlError: .../d.jsonl line 1: no "answer" field (each row needs question, answer)
     """
-    rows, required = [], list(required)
+    rows, required, seen = [], list(required), set()
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if limit is not None and len(rows) >= limit:
+                break
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -53,7 +58,9 @@ def read_rows(
                 why = check(row) if check is not None else None
                 if why:
                     raise JsonlError(f"{path} line {number}: {why}")
-                rows.append(row)
+                if key is None or key(row) not in seen:
+                    seen.add(key(row) if key is not None else None)
+                    rows.append(row)
     if not rows:
         raise JsonlError(f"{path} is empty: a JSON Lines file holds one JSON object per line")
     return rows
@@ -63,7 +70,8 @@ def _row(path: str | Path, number: int, line: str, required: list[str]) -> dict:
     try:
         row = json.loads(line)
     except ValueError as err:
-        raise JsonlError(f"{path} line {number}: not valid JSON ({err.msg})") from None
+        why = getattr(err, "msg", None) or str(err).split(";")[0]  # a number too long: no .msg
+        raise JsonlError(f"{path} line {number}: not valid JSON ({why})") from None
     if not isinstance(row, dict):
         raise JsonlError(f"{path} line {number}: not a JSON object (got {type(row).__name__})")
     for field in required:
@@ -93,6 +101,11 @@ class JsonlLog:
         self.rows: dict[Hashable, dict] = {}
         self.dropped = 0  # unreadable lines (a torn last line after a crash, or damage)
         self._cut: int | None = None  # byte offset of a torn last line, cut before the next append
+        if self.path.exists() and not self.path.is_file():
+            raise JsonlError(
+                f"{self.path} is a folder, not a JSON Lines file: move it away, or pick another "
+                "--out"
+            )
         if self.path.exists():
             self._load(self.path.read_bytes())
 

@@ -27,8 +27,10 @@ def shared_data_dir() -> Path | None:
 
 
 def runs_dir() -> Path:
-    """Where runs, caches and tour reports go (git-ignored): ``PR1_RUNS_DIR`` or ``<repo>/runs``."""
-    return Path(os.environ.get("PR1_RUNS_DIR", REPO_ROOT / "runs"))
+    """Where runs, caches and tour reports go (git-ignored): ``PR1_RUNS_DIR`` (an empty one
+    counts as unset, never as the working folder) or ``<repo>/runs``."""
+    env = os.environ.get("PR1_RUNS_DIR", "").strip()
+    return Path(env).expanduser() if env else REPO_ROOT / "runs"
 
 
 def shown(path: str | Path) -> str:

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from pr1lib import worlds
 from pr1lib.config import PretrainConfig
+from pr1lib.disk import DiskFull, check_room, is_disk_full
 from pr1lib.metrics import completion_metrics
 from pr1lib.models import (
     build_random_tiny,
@@ -129,10 +130,36 @@ def build_tokenizer_and_model(cfg: PretrainConfig):
     return tokenizer, model
 
 
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in ``obj`` (nested dicts, lists and tuples): what saving it needs.
+
+    >>> tensor_bytes({"w": torch.zeros(4, 2), "opt": [torch.zeros(3, dtype=torch.float16)]})
+    38
+    """
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
 def _save_checkpoint(folder: Path, state: dict) -> None:
+    """``folder/state.pt``, written whole or not at all: a disk without room for it is refused
+    first (``DiskFull``), and a write that still fails leaves the last checkpoint in place."""
     folder.mkdir(parents=True, exist_ok=True)
+    needed = tensor_bytes(state) + (1 << 20)  # the tensors and the zip's records around them
+    old = (folder / "state.pt").stat().st_size if (folder / "state.pt").exists() else 0
+    check_room(folder, needed - old if old else needed)  # the old one goes once the new is whole
     tmp = folder / "state.pt.tmp"
-    torch.save(state, tmp)
+    try:
+        torch.save(state, tmp)
+    except (RuntimeError, OSError) as err:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(err):
+            raise DiskFull(folder, needed) from None
+        raise
     tmp.replace(folder / "state.pt")  # atomic: an interrupt never leaves half a checkpoint
 
 
@@ -165,11 +192,11 @@ def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool 
     save."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     state = _load_checkpoint(out / "checkpoint", cfg) or {"step": 0, "rows": [], "elapsed_s": 0.0}
-    if state["step"]:  # Stage 0: resume model, optimizer and the loss curve so far
+    if state["step"]:  # Stage 0: resume model, optimizer, the loss curve and its open window
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
     model.train()
-    start, window = time.perf_counter() - state["elapsed_s"], []
+    start, window = time.perf_counter() - state["elapsed_s"], list(state.get("window", []))
     bar = tqdm(
         range(state["step"], cfg.max_steps),
         initial=state["step"],
@@ -207,6 +234,7 @@ def train_loop(cfg: PretrainConfig, model, tokenizer, out: Path, progress: bool 
                 config=cfg.to_dict(),
                 model=model.state_dict(),
                 optimizer=opt.state_dict(),
+                window=list(window),  # the losses since the last row: the next row averages them
             )
             _save_checkpoint(out / "checkpoint", state)
     model.eval()
@@ -376,22 +404,57 @@ def reproduce_command(cfg: PretrainConfig, out: str | Path) -> str:
     return f"python -m pr1lib pretrain-tiny --out {out} --seed {cfg.seed}" + "".join(sets)
 
 
+def check_fits(cfg: PretrainConfig, tokenizer: Any, corpus: list[str]) -> None:
+    """Refuse, before anything is written, a config the trained tokenizer or the texts do not
+    fit: fewer tokens than ``vocab_size`` (the text has no more merges to learn), or a text longer
+    than ``max_position_embeddings`` (the recorded config must be the model's)."""
+    if len(tokenizer) != cfg.vocab_size:
+        raise ValueError(
+            f"vocab_size={cfg.vocab_size}: the tokenizer trained on {cfg.world}'s text stops at "
+            f"{len(tokenizer)} tokens (no more merges to learn); set vocab_size={len(tokenizer)}"
+            " or less"
+        )
+    longest = max(len(ids) for ids in tokenizer(corpus)["input_ids"]) + 1  # + eos
+    if cfg.max_position_embeddings < longest:
+        raise ValueError(
+            f"max_position_embeddings={cfg.max_position_embeddings} is shorter than {cfg.world}'s"
+            f" longest training text ({longest} tokens with eos): set at least {longest}"
+        )
+
+
+def save_model(model: Any, tokenizer: Any, cfg: PretrainConfig, rows: list[dict], out: Path):
+    """The weights, tokenizer, config and ``loss.csv`` in ``out``: room checked first
+    (``DiskFull``), the weights last (``model.safetensors`` marks a finished run), and a save that
+    fails takes its half-written weights away again, so a rerun resumes from the checkpoint."""
+    check_room(out, tensor_bytes(model.state_dict()) + (2 << 20))
+    try:
+        tokenizer.save_pretrained(out)
+        cfg.save(out / "pretrain_config.json")
+        write_loss_csv(rows, out / "loss.csv")
+        model.save_pretrained(out)
+    except Exception as err:
+        (out / "model.safetensors").unlink(missing_ok=True)
+        if is_disk_full(err):
+            raise DiskFull(out, tensor_bytes(model.state_dict())) from None
+        raise
+
+
 def pretrain(
     cfg: PretrainConfig, out: str | Path, progress: bool = True, evaluate: bool = True
 ) -> dict:
-    """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy)."""
+    """Train (or resume) the tiny model into ``out``; returns its card (config, time, accuracy).
+    What the config asks is checked against the trained tokenizer before anything is written."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cfg.num_threads)
     set_seed(cfg.seed)
-    tokenizer, model = build_tokenizer_and_model(cfg)
+    corpus = tiny_tokenizer_corpus(cfg.seed, world=cfg.world)
+    tokenizer = train_tiny_tokenizer(corpus, cfg.vocab_size)
+    check_fits(cfg, tokenizer, corpus)
+    model, tokenizer = build_random_tiny(cfg.seed, tokenizer=tokenizer, cfg=cfg)
+    out.mkdir(parents=True, exist_ok=True)
     trained = train_loop(cfg, model, tokenizer, out, progress)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    cfg.save(out / "pretrain_config.json")
-    write_loss_csv(trained["rows"], out / "loss.csv")
     card = {
         "config": cfg.to_dict(),
         "steps": cfg.max_steps,
@@ -404,6 +467,7 @@ def pretrain(
         "command": reproduce_command(cfg, out),
         "accuracy": measure(model, tokenizer, cfg) if evaluate else {},
     }
+    save_model(model, tokenizer, cfg, trained["rows"], out)
     if evaluate:
         write_card(out, card)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)

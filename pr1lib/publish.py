@@ -119,10 +119,12 @@ def published_files(root: Path = REPO_ROOT) -> list[Path]:
 def set_repo_url(url: str, root: Path = REPO_ROOT, branch: str | None = None) -> list[Path]:
     """Point every badge, install cell and ``pyproject.toml`` at ``url`` (and ``branch``: the
     setting's when ``None``); the files changed."""
+    if branch is not None:
+        check_branch(branch)
     root = Path(root)
     old, new = owner_name(repo_url(root)), owner_name(url)
     old_branch, branch = repo_branch(root), branch or repo_branch(root)
-    changed = []
+    updates = {}  # every file is read and rewritten in memory first: a failure writes nothing
     for path in published_files(root):
         text = path.read_text(encoding="utf-8")
         fresh = text
@@ -132,9 +134,36 @@ def set_repo_url(url: str, root: Path = REPO_ROOT, branch: str | None = None) ->
         if path.suffix in (".py", ".ipynb"):
             fresh = _notebook_text(fresh, path, url, branch)
         if fresh != text:
-            path.write_text(fresh, encoding="utf-8")
-            changed.append(path)
-    return changed
+            updates[path] = fresh
+    for path, fresh in updates.items():
+        path.write_text(fresh, encoding="utf-8")
+    return list(updates)
+
+
+BRANCH_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._/-]*")
+
+
+def check_branch(branch: str) -> None:
+    """Refuse a name git would not take for a branch (the badges and install cells carry it).
+
+    >>> check_branch("main"), check_branch("feature/x-1")
+    (None, None)
+    >>> check_branch("a b")
+    Traceback (most recent call last):
+    ...
+    ValueError: --branch 'a b' is not a git branch name (letters, digits, '.', '_', '-', '/'; no '..', no '.lock' or '/' at the end)
+    """  # noqa: E501 - doctest output stays whole
+    bad = (
+        not BRANCH_NAME.fullmatch(branch)
+        or ".." in branch
+        or "//" in branch
+        or branch.endswith((".lock", "/", "."))
+    )
+    if bad:
+        raise ValueError(
+            f"--branch {branch!r} is not a git branch name (letters, digits, '.', '_', '-', '/'; "
+            "no '..', no '.lock' or '/' at the end)"
+        )
 
 
 def _with_branch(text: str, owner: str, old: str, new: str) -> str:

@@ -59,6 +59,12 @@ def card_path(name: str, overwrite: bool = False) -> Path:
             f"--card {name}: {path} exists (a card the README may quote): pass --overwrite-card "
             "to replace it, or choose another name"
         )
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"--card {name}: {folder or path.parent} cannot be written (read-only?), so the card "
+            "would be lost after the run: make it writable, or leave --card out"
+        )
     return path
 
 

@@ -7,6 +7,7 @@ doctor and the command line read), rewards combined with weights, and when a blo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from pr1lib.rewards import (
     RewardFn,
     alternating_reward,
 )
-from pr1lib.validate import register_choices
+from pr1lib.validate import register_checks, register_choices
 
 
 # ---------------------------------------------------------------- composition
@@ -137,6 +138,28 @@ REWARD_MODES: dict[str, RewardMode] = {
     ),
 }  # the registry: the panel, training, the verl export, the doctor and the CLI read it
 register_choices(reward=lambda: tuple(REWARD_MODES))  # every config's reward field is one
+
+
+def extra_rewards_problem(value: Any) -> str | None:
+    """What is wrong with ``GRPOStageConfig.extra_rewards`` (``None``: nothing): it holds
+    ``(mode, weight)`` pairs, each mode a ``REWARD_MODES`` name and each weight a finite number.
+
+    >>> extra_rewards_problem((("structure", 0.5),)) is None, extra_rewards_problem((("nope", 1),))
+    (True, "unknown reward mode 'nope' (choose from accuracy, parallel_correct, tiered, structure, alternating)")
+    """  # noqa: E501 - doctest output stays whole
+    for pair in value:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            return f"each term is a (mode, weight) pair such as ('structure', 0.5), got {pair!r}"
+        mode, weight = pair
+        if mode not in REWARD_MODES:
+            return f"unknown reward mode {mode!r} (choose from {', '.join(REWARD_MODES)})"
+        number = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        if not number or not math.isfinite(weight):
+            return f"the weight of {mode!r} must be a finite number, got {weight!r}"
+    return None
+
+
+register_checks(extra_rewards=extra_rewards_problem)
 
 
 def reward_for(

@@ -50,6 +50,8 @@ list of messages) is wrong and invalid, never an exception.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -175,6 +177,7 @@ def score(
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
     (1.0, -1.0)
     """
+    bonus = check_bonus(bonus)
     # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
     if mode == "accuracy":
         correct = _correct(get_grader(grader), completion_text(completion), answer, source)
@@ -260,7 +263,7 @@ def tiered_reward(
     ...                one_path + "Final Answer: 12"], ["12"] * 3)
     [1.2, 1.0, -1.0]
     """
-    return _batch(completions, answer, "tiered", grader, kwargs, bonus)
+    return _batch(completions, answer, "tiered", grader, kwargs, check_bonus(bonus))
 
 
 def structure_reward(
@@ -284,7 +287,9 @@ class GradedReward:
     under the plain reward's name."""
 
     def __init__(self, mode: str, grader: Any, bonus: float = TIERED_BONUS) -> None:
-        self.mode, self.grader, self.bonus = mode, get_grader(grader).name, float(bonus)
+        if mode not in REWARDS:
+            raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARDS)}")
+        self.mode, self.grader, self.bonus = mode, get_grader(grader).name, check_bonus(bonus)
         self.__name__ = REWARDS[mode].__name__
         self.reward_range = mode_range(mode, bonus)
 
@@ -299,9 +304,32 @@ class GradedReward:
         return f"GradedReward({self.mode!r}, grader={self.grader!r}{b})"
 
 
+def check_bonus(bonus: Any) -> float:
+    """The tiered reward's b as a float, after refusing what would rank it wrongly: not a
+    number, NaN or infinite, or below 0 (a right answer with a block would then pay less than a
+    right one without).
+
+    >>> check_bonus(0.5), check_bonus(1)
+    (0.5, 1.0)
+    >>> check_bonus(-5)
+    Traceback (most recent call last):
+    ...
+    ValueError: bonus must be a finite number of 0 or more (the tiered reward pays 1 + bonus for a right answer with a valid block), got -5
+    """  # noqa: E501 - doctest output stays whole
+    number = isinstance(bonus, numbers.Real) and not isinstance(bonus, bool)
+    if not number or not math.isfinite(bonus) or bonus < 0:
+        raise ValueError(
+            "bonus must be a finite number of 0 or more (the tiered reward pays 1 + bonus for a "
+            f"right answer with a valid block), got {bonus!r}"
+        )
+    return float(bonus)
+
+
 def mode_range(mode: str, bonus: float = TIERED_BONUS) -> tuple[float, float]:
     """(lowest, highest) score of a base mode; the tiered mode's top is 1 + b."""
-    return (-1.0, 1.0 + bonus) if mode == "tiered" else RANGES[mode]
+    if mode not in RANGES:
+        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(RANGES)}")
+    return (-1.0, 1.0 + check_bonus(bonus)) if mode == "tiered" else RANGES[mode]
 
 
 REWARDS: dict[str, RewardFn] = {
@@ -325,10 +353,14 @@ def mode_at(global_step: int, window: int = 10, parallel_steps: int = 2) -> str:
     >>> [mode_at(s)[0] for s in range(12)]
     ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 't', 't', 'a', 'a']
     """
-    if window < 1 or not 0 <= parallel_steps <= window:
+    whole = [isinstance(v, int) and not isinstance(v, bool) for v in (window, parallel_steps)]
+    if not all(whole) or window < 1 or not 0 <= parallel_steps <= window:
         raise ValueError(
-            f"need window >= 1 and 0 <= parallel_steps <= window, got {window}, {parallel_steps}"
+            f"need whole numbers window >= 1 and 0 <= parallel_steps <= window, got window="
+            f"{window!r}, parallel_steps={parallel_steps!r}"
         )
+    if not isinstance(global_step, int) or isinstance(global_step, bool) or global_step < 0:
+        raise ValueError(f"global_step must be a whole number of 0 or more, got {global_step!r}")
     return "tiered" if global_step % window >= window - parallel_steps else "accuracy"
 
 
@@ -363,7 +395,7 @@ class AlternatingReward:
         bonus: float = TIERED_BONUS,
     ) -> None:
         mode_at(0, window, parallel_steps)  # validates the arguments
-        self.window, self.parallel_steps, self.bonus = window, parallel_steps, float(bonus)
+        self.window, self.parallel_steps, self.bonus = window, parallel_steps, check_bonus(bonus)
         self.grader = get_grader(grader).name
         self.last_mode: str | None = None
         self.last_step: int | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.config import ModelConfig
+from pr1lib.disk import check_room
 from pr1lib.folders import FolderError, is_main_process, move_aside, next_prev
 from pr1lib.modelfiles import model_hash, safetensors_header, torch_file_damage
 from pr1lib.paths import shown
@@ -179,6 +180,64 @@ def resumable_checkpoint(folder: str | Path) -> Path | None:
     return None
 
 
+# ----------------------------------------------------------------------------- variants
+# starts a stage may train as the other parallel variant (the command line's --cross-variant)
+CROSS_VARIANT: set[str] = set()
+
+
+def recorded_variant(init: str | Path | None) -> str | None:
+    """The variant the run or model folder ``init`` was trained as, from its SFT or GRPO config
+    (``config.json``, a shipped model's ``sft_config.json``, ``run_card.json``); ``None`` when it
+    records none (a base model, a hub id).
+
+    >>> recorded_variant("data/tinyworld-sft-unseen"), recorded_variant("data/tiny-base")
+    ('unseen', None)
+    """
+    found = local_folder(init) if init is not None else None
+    if found is None:
+        return None
+    for folder in (found, found.parent) if found.name == "merged" else (found,):
+        for name in ("config.json", "sft_config.json", CARD):
+            try:
+                saved = json.loads((folder / name).read_text())
+                config = saved["config"] if name == CARD else saved
+                kind, variant = config.get("type"), config.get("variant")
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if (name == CARD or kind in ("SFTStageConfig", "GRPOStageConfig")) and variant:
+                return variant
+    return None
+
+
+def variant_change(init: str | Path | None, variant: str) -> str | None:
+    """The recorded variant of ``init`` when training it as ``variant`` swaps the two parallel
+    variants (a seen model's paths trained path-isolated, or the reverse); ``None`` otherwise."""
+    theirs = recorded_variant(init)
+    parallel = ("seen", "unseen")
+    return theirs if theirs in parallel and variant in parallel and theirs != variant else None
+
+
+def check_variant(init: str | Path | None, variant: str, meant: bool = False) -> str | None:
+    """Refuse training ``init`` as the other parallel variant than it was trained as, unless
+    ``meant`` (or ``allow_cross_variant`` named it); returns the recorded variant when it differs
+    and is meant (what the run card records)."""
+    theirs = variant_change(init, variant)
+    if theirs is None:
+        return None
+    if meant or start_id(init) in CROSS_VARIANT:
+        return theirs
+    raise ValueError(
+        f"--init {init} was trained as the {theirs} variant (its config says so), but this stage "
+        f"trains the {variant} one: give --variant {theirs}, another --init, or --cross-variant "
+        "if the switch is meant (the run card records it)"
+    )
+
+
+def allow_cross_variant(init: str | Path | None) -> None:
+    """Let stages start from ``init`` as the other parallel variant (``--cross-variant``)."""
+    CROSS_VARIANT.add(start_id(init))
+
+
 # ----------------------------------------------------------------------------- starts
 # GRPO fields a rerun in the same folder may change: more steps continue the same run
 GRPO_RESUMABLE = (
@@ -310,6 +369,8 @@ def save_run(trainer: Any, tokenizer: Any, run_dir: Path, model_cfg: ModelConfig
     With a 4-bit base the merge goes into the unquantized base weights (the usual QLoRA export).
     """
     model, paths = trainer.model, {}
+    # merged/ holds every weight (adapter/ far fewer): refuse a disk without room, before writing
+    check_room(run_dir, sum(p.numel() * p.element_size() for p in model.parameters()) + (8 << 20))
     if hasattr(model, "peft_config"):
         model.save_pretrained(run_dir / "adapter", save_embedding_layers=False)
         tokenizer.save_pretrained(run_dir / "adapter")

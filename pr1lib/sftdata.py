@@ -61,7 +61,8 @@ def load_coldstart(data: str | Path | None, cfg: SFTStageConfig, prompt_style: s
 def build_coldstart(cfg: SFTStageConfig, prompt_style: str, folder: Path):
     """The rule teacher's cold-start set from each part of ``cfg.source`` (``folder/<part>/`` when
     there are several), shuffled together with ``cfg.seed`` and saved in ``folder/dataset``."""
-    shares = source_shares(cfg.source, cfg.train_n)
+    # a part a train_n smaller than the parts leaves without rows is left out
+    shares = {k: n for k, n in source_shares(cfg.source, cfg.train_n).items() if n}
     config = ColdStartConfig(prompt_style=prompt_style, seed=cfg.seed)
     if len(shares) == 1:
         ((name, n),) = shares.items()

@@ -187,6 +187,8 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
         raise ValueError(
             f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
         )
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
     rng = random.Random(f"tinygsm/{tier}/{split}/{seed}")
     records: list[dict] = []
     seen: set[str] = set()

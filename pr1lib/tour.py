@@ -285,6 +285,9 @@ def run_notebooks(
     return [done[path] for path in paths]
 
 
+FOLDER_ENV = ("PR1_RUNS_DIR", "PR1_DATA_DIR")  # folders the kernels read from the environment
+
+
 def run_tour(
     profile: str = "tiny",
     out: Path | None = None,
@@ -296,13 +299,23 @@ def run_tour(
     under ``out``; return both."""
     from pr1lib.headline import HEADLINE_ENV, read_headlines  # heavy: --set is checked first
 
-    out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}")
-    # notebook 07 saves headline.json there (kernels inherit it)
+    # absolute: the kernels run in notebooks/, where a relative PR1_TOUR_DIR would point elsewhere
+    out = Path(out or runs_dir() / f"tour-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
+    # notebook 07 saves headline.json there (kernels inherit it); the folders the user named
+    # relative to here stay the same folders for kernels working in notebooks/
+    before = {k: os.environ.get(k) for k in (HEADLINE_ENV, *FOLDER_ENV)}
     os.environ[HEADLINE_ENV] = str(out)
+    for key in FOLDER_ENV:
+        if os.environ.get(key, "").strip():
+            os.environ[key] = str(Path(os.environ[key]).expanduser().absolute())
     try:
         runs = run_notebooks(profile, out, only, seed, params)
     finally:
-        os.environ.pop(HEADLINE_ENV, None)
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     report = out / "report.html"
     report.write_text(build_report(runs, profile, read_headlines(out)), encoding="utf-8")
     checks = {r.path.stem: r.checks for r in runs}

@@ -1,7 +1,8 @@
 """The cold-start pipeline's resumable trace cache: teacher traces appended (and fsync'd) to a JSONL
-file keyed by problem id and teacher name, so a re-run skips what is done and an interrupt loses
-at most the batch in flight. A torn last line (a crash mid-write) is detected and dropped; a
-teacher that must stop (``TeacherError``) hands over what it finished, and that is written first.
+file keyed by problem id and teacher name, so a re-run skips what is done; a paid teacher's
+answers are written as they arrive (an interrupt keeps each one), a rule teacher's per batch. A
+torn last line (a crash mid-write) is detected and dropped; a teacher that must stop
+(``TeacherError``) hands over what it finished, and that is written first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def _trace_key(row: Any) -> Hashable:
         not isinstance(row, dict)
         or not isinstance(row.get("id"), (str, int))
         or not isinstance(row.get("teacher"), str)
+        or not isinstance(row.get("text", ""), str)
+        or not isinstance(row.get("error"), (str, type(None)))
     ):
         raise _NotATrace
     return row["id"], row["teacher"]
@@ -62,7 +65,7 @@ class TraceCache(JsonlLog):
     Traceback (most recent call last):
     ...
     pr1lib.traces.CacheError: .../traces.jsonl line 1: not a cached trace (it needs "id" and
-    "teacher"); ...
+    "teacher", ...
     """
 
     def __init__(self, path: str | Path):
@@ -71,7 +74,7 @@ class TraceCache(JsonlLog):
         except _NotATrace:
             raise CacheError(
                 f"{path} line {_first_non_trace(Path(path))}: not a cached trace (it needs \"id\" "
-                f"and \"teacher\"); delete that line, or pick another --out"
+                f"and \"teacher\", text as \"text\"); delete that line, or pick another --out"
             ) from None
 
     @property
@@ -91,6 +94,10 @@ class TraceCache(JsonlLog):
         return record is not None and not record.get("error")
 
 
+# cache path -> answers (traces without error) written by this process: what a Ctrl-C kept
+KEPT: dict[str, int] = {}
+
+
 def generate_traces(
     teacher: Any,
     problems: list[dict],
@@ -100,8 +107,11 @@ def generate_traces(
 ) -> list[dict]:
     """Traces for ``problems`` (same order), generating only those not yet in the cache.
 
-    Each batch is written before the next is asked for. A ``TeacherError`` stops the run after
-    the traces it carries (those finished before the stop) are written.
+    A teacher that ``streams`` (the OpenAI-compatible one, whose answers cost money) has each
+    trace written (and fsync'd) the moment it arrives, so an interrupt keeps every answer it was
+    sent; the others' batches are written before the next is asked for. A ``TeacherError`` stops
+    the run after the traces it carries (those finished before the stop) are written. ``KEPT``
+    counts the answers written.
     """
     cache = TraceCache(cache_path)
     if cache.dropped and progress:
@@ -109,14 +119,25 @@ def generate_traces(
             f"  {cache_path}: skipped {cache.dropped} unreadable line(s); their problems "
             f"are asked again"
         )
+    KEPT.setdefault(str(cache_path), 0)
+
+    def keep(traces: list[dict]) -> None:
+        cache.append(traces)
+        KEPT[str(cache_path)] += sum(not t.get("error") for t in traces)
+
+    streams = getattr(teacher, "streams", False)
     todo = [p for p in problems if not cache.done(p["id"], teacher.name)]
     for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
         try:
-            traces = teacher.generate(todo[start : start + batch_size])
+            if streams:
+                teacher.generate(batch, on_trace=lambda t: keep([t]))
+            else:
+                keep(teacher.generate(batch))
         except TeacherError as err:
-            cache.append(err.traces)
+            if not streams:
+                keep(err.traces)
             raise
-        cache.append(traces)
         if progress:
             print(
                 f"  {teacher.name}: {min(start + batch_size, len(todo))}/{len(todo)} new traces",

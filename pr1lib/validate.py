@@ -3,9 +3,10 @@
 ``--set KEY=VALUE`` values are parsed by the type of the config field they name (the dataclass
 annotations: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``tuple[...]``); every config,
 made by a command or in Python, passes ``check_fields`` (``Preset.__post_init__``): types, ranges
-(``RULES``) and choices (``CHOICES``). Model and data folders are checked here too. Each failure
-is one ``ValueError`` sentence naming the field or path, the value and what is allowed; the
-command line prints it as one line and exits 2. No heavy import: ``pr1lib.cli`` may use this.
+(``RULES``) and choices (``CHOICES``). Model folders are checked here too (saved data sets in
+``pr1lib.savedsets``). Each failure is one ``ValueError`` sentence naming the field or path, the
+value and what is allowed; the command line prints it as one line and exits 2. No heavy import:
+``pr1lib.cli`` may use this.
 
 >>> parse_value("limit", "int | None", "7"), parse_value("limit", "int | None", "None")
 (7, None)
@@ -20,7 +21,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import json
 import math
 import numbers
 import os
@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 from pr1lib.modelfiles import check_model_files
 from pr1lib.paths import REPO_ROOT
 
+MAX_SEED = 2**32 - 1  # numpy (and so every seeded library) takes seeds in [0, 2**32)
 # name -> (test, words): a number that fails the test is refused ("must be a number <words>")
 _ABOVE_0 = (lambda v: v > 0, "above 0")
 _AT_LEAST_0 = (lambda v: v >= 0, "0 or more")
@@ -44,6 +45,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
             "hidden_size num_layers num_heads num_kv_heads intermediate_size "
             "max_position_embeddings length_buckets max_new_tokens max_completion_length "
             "max_path_length max_length max_tokens eval_max_new_tokens lora_r lora_alpha window "
+            "eval_n "
             "num_threads limit n path_len repeats nll_n sft_steps sft_train_n table_n table_k "
             "switch total scaffold_eval_n scaffold_batch learning_rate timeout deadline "
             "num_train_epochs max_grad_norm budget_vram_gib budget_minutes"
@@ -52,9 +54,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{
         name: _AT_LEAST_0
         for name in (
-            "seed warmup_steps weight_decay max_retries requests_per_minute "
+            "warmup_steps weight_decay max_retries requests_per_minute "
             "max_consecutive_failures llm_limit temperature epsilon epsilon_high beta "
-            "parallel_steps max_blocks eval_n show max_refills prefilter_k"
+            "parallel_steps max_blocks show max_refills prefilter_k tiered_bonus"
         ).split()
     },
     **{
@@ -64,6 +66,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         ).split()
     },
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
+    "seed": (lambda v: 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED} (numpy's seed range)"),
     "num_generations": (lambda v: v >= 2, "of 2 or more"),  # GRPO compares a group's samples
     "SFTStageConfig.max_length": (
         lambda v: v >= 32,
@@ -85,6 +88,10 @@ CHOICES: dict[str, tuple | Callable[[], tuple]] = {
     "attn_implementation": ("sdpa", "eager", "flex_attention"),
     "stage": (2, 3),
 }
+# name -> a check of the value (what is wrong with it, None when nothing) for fields whose valid
+# values are a rule rather than a list ("+"-joined sources, (mode, weight) pairs, a URL); the
+# modules that know the rule add theirs through register_checks
+CHECKERS: dict[str, Callable[[Any], str | None]] = {}
 FLAG_FIELDS = {"profile": "--profile", "stage": "--stage"}  # set by a flag, never by --set
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _WORDS = {
@@ -100,6 +107,35 @@ def register_choices(**choices: Iterable | Callable[[], Iterable]) -> None:
     """Add the allowed values of fields (by name) to ``CHOICES``: a collection, or a function that
     returns the current ones."""
     CHOICES.update({k: v if callable(v) else tuple(v) for k, v in choices.items()})
+
+
+def register_checks(**checks: Callable[[Any], str | None]) -> None:
+    """Add checks of fields (by name) to ``CHECKERS``: each returns what is wrong with a value
+    (one sentence), ``None`` when nothing is."""
+    CHECKERS.update(checks)
+
+
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being a server's base URL (``""``: none given, allowed).
+
+    >>> url_problem("http://127.0.0.1:8000/v1") is None, url_problem("not a url")
+    (True, "'not a url' is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    """
+    from urllib.parse import urlsplit
+
+    if url == "":
+        return None
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        return f"{url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1"
+    return None
+
+
+register_checks(base_url=url_problem)
 
 
 def allowed_values(name: str) -> tuple | None:
@@ -302,6 +338,9 @@ def check_fields(cfg: Any) -> None:
         allowed = allowed_values(f.name)
         if allowed is not None and value not in allowed:
             raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
+        why = CHECKERS[f.name](value) if f.name in CHECKERS and value is not None else None
+        if why:
+            raise ValueError(f"{f.name}: {why}")
 
 
 def check_count(flag: str, value: int | None, lowest: int = 1, none: str = "") -> None:
@@ -342,6 +381,20 @@ def local_folder(name: str | Path) -> Path | None:
     return None
 
 
+def utf8_name(path: str | Path) -> bool:
+    """Whether ``path`` is UTF-8 text (a name read from a disk that is not decodes to lone
+    surrogates, which no UTF-8 library can open).
+
+    >>> utf8_name("runs/sft"), utf8_name(os.fsdecode(b"runs/m\\xff"))
+    (True, False)
+    """
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_model(name: str | Path) -> str:
     """``name`` after checking it: a folder that does not exist (when ``name`` can only be a
     path), one without ``config.json`` and tokenizer files, or one whose files are damaged or do
@@ -354,6 +407,11 @@ def check_model(name: str | Path) -> str:
     ...
     ValueError: model folder /no/such/model does not exist (a hub id looks like org/name)
     """
+    if not utf8_name(name):
+        raise ValueError(
+            f"model folder {str(name)!r} has a name that is not UTF-8 text (transformers and "
+            "safetensors open folders by UTF-8 names): rename the folder, then pass the new name"
+        )
     found = local_folder(name)
     if found is None:
         if looks_like_path(str(name)):
@@ -375,48 +433,3 @@ def check_model(name: str | Path) -> str:
         )
     check_model_files(folder)
     return str(name)
-
-
-def check_dataset(
-    path: str | Path,
-    flag: str = "--data",
-    columns: tuple[str, ...] = ("question", "completion", "answer"),
-) -> Path:
-    """The folder of a saved cold-start set (``coldstart``'s ``--out``, or its ``dataset/``),
-    after checking it exists, is not empty, is a saved data set and has ``columns``.
-
-    >>> check_dataset("/no/such/set")
-    Traceback (most recent call last):
-    ...
-    ValueError: --data /no/such/set does not exist: pass the folder `coldstart` wrote ...
-    """
-    folder, hint = Path(path).expanduser(), "pass the folder `coldstart` wrote (it holds dataset/)"
-    if not folder.exists():
-        raise ValueError(f"{flag} {path} does not exist: {hint}")
-    if not folder.is_dir() or not any(folder.iterdir()):
-        raise ValueError(f"{flag} {path} is {'a file' if folder.is_file() else 'empty'}: {hint}")
-    data = folder / "dataset" if (folder / "dataset").is_dir() else folder
-    try:
-        features = json.loads((data / "dataset_info.json").read_text())["features"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(
-            f"{flag} {path} is not a saved data set (no dataset_info.json in it or "
-            f"in its dataset/): {hint}"
-        ) from None
-    missing = [c for c in columns if c not in features]
-    if missing:
-        raise ValueError(
-            f"{flag} {path}: the data set has no {missing[0]!r} column (a cold-start "
-            f"set has {', '.join(columns)})"
-        )
-    typed = {
-        c: (features[c] or {}).get("dtype") if isinstance(features[c], dict) else None
-        for c in columns
-    }
-    wrong = [c for c, dtype in typed.items() if dtype not in ("string", "large_string")]
-    if wrong:
-        raise ValueError(
-            f"{flag} {path}: column {wrong[0]!r} holds {typed[wrong[0]] or 'no plain values'}, "
-            "not text (a cold-start set's columns are strings)"
-        )
-    return folder

@@ -84,8 +84,18 @@ def verl_step(extra_info: Mapping[str, Any] | None) -> int | None:
     """
     for key in STEP_KEYS:
         value = (extra_info or {}).get(key)
-        if value is not None:
-            return int(value)
+        if value is None:
+            continue
+        text = str(value).strip()
+        whole = not isinstance(value, bool) and (
+            text.isdigit() or (isinstance(value, float) and value.is_integer())
+        )
+        if not whole or int(float(text)) < 1:
+            raise ValueError(
+                f"extra_info[{key!r}] must be verl's training step, a whole number of 1 or "
+                f"more, got {value!r}"
+            )
+        return int(float(text))
     return None
 
 

@@ -35,6 +35,7 @@ there (``expected_block_rate``), and after each run the measured seconds per ste
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,8 +71,65 @@ class PanelState:
     start: int = 0  # the session's current step: the preview starts here
     tiered_bonus: float = 0.2  # b: the tiered reward pays 1 + b for a correct answer with a block
 
+    def __post_init__(self) -> None:
+        why = state_problem(self)
+        if why:
+            raise ValueError(why)
+
     def replace(self, **changes: Any) -> "PanelState":
         return replace(self, **changes)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def state_problem(state: PanelState) -> str | None:
+    """What is wrong with a panel state (``None``: nothing), one sentence: a reward the registry
+    lacks, a count that is not a whole number in range, a weight or bonus that is not a finite
+    number of 0 or more.
+
+    >>> PanelState(window=4, parallel_steps=6)
+    Traceback (most recent call last):
+    ...
+    ValueError: parallel_steps=6 counts tiered steps of each window: it must be a whole number from 0 to window=4
+    """  # noqa: E501 - doctest output stays whole
+    if state.reward not in REWARD_MODES:
+        return f"reward must be one of {', '.join(REWARD_MODES)}, got {state.reward!r}"
+    for name, lowest in (("window", 1), ("steps", 1), ("start", 0)):
+        value = getattr(state, name)
+        if not _whole(value) or value < lowest:
+            return f"{name} must be a whole number of {lowest} or more, got {value!r}"
+    if not _whole(state.parallel_steps) or not 0 <= state.parallel_steps <= state.window:
+        return (
+            f"parallel_steps={state.parallel_steps!r} counts tiered steps of each window: it "
+            f"must be a whole number from 0 to window={state.window}"
+        )
+    for name in ("reward_weight", "structure_weight", "tiered_bonus"):
+        value = getattr(state, name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0:
+            return f"{name} must be a finite number of 0 or more, got {value!r}"
+    return None
+
+
+def check_panel(session: Any, state: Any, dose: Any) -> None:
+    """Refuse what ``ControlPanel`` cannot show as given, in one sentence: a session that is not
+    a ``GRPOSession`` (``None``: a preview), a state that is not a ``PanelState``, dose rows that
+    are not a list."""
+    if session is not None and not (
+        hasattr(session, "step") and callable(getattr(session, "run", None))
+    ):
+        raise ValueError(
+            "session must be a pr1lib.grpo.GRPOSession (or None: a preview without training), "
+            f"got {type(session).__name__} {session!r:.60}"
+        )
+    if state is not None and not isinstance(state, PanelState):
+        raise ValueError(f"state must be a PanelState, got {type(state).__name__} {state!r:.60}")
+    if dose is not None and not isinstance(dose, list):
+        raise ValueError(
+            f"dose must be a list of dose-response rows (dose_rows()), got {dose!r:.60}"
+        )
 
 
 def config_changes(state: PanelState) -> dict[str, Any]:
@@ -308,6 +366,7 @@ class ControlPanel:
     ) -> None:
         import ipywidgets as w
 
+        check_panel(session, state, dose)  # one sentence, before a widget is made
         cfg = getattr(session, "cfg", None)
         self.session = session
         start = session.step if session is not None else 0
@@ -341,6 +400,7 @@ class ControlPanel:
             value=base.structure_weight, min=0, max=1, step=0.05, description="structure +"
         )
         self.steps = w.IntSlider(value=base.steps, min=1, max=100, description="next steps")
+        self._hold(base)  # a knob past its slider's end widens the slider, never clamps
         self.button = w.Button(
             description="run next steps", button_style="primary", disabled=session is None
         )
@@ -354,6 +414,15 @@ class ControlPanel:
         if session is not None and hasattr(session, "callbacks"):
             session.callbacks.append(_Follow(self))
         self.redraw()
+
+    def _hold(self, state: PanelState) -> None:
+        """Each slider shows ``state``'s value: one past its end widens it (ipywidgets would
+        clamp it without a word)."""
+        names = ("window", "parallel_steps", "reward_weight", "tiered_bonus", "structure_weight")
+        for name in (*names, "steps"):
+            slider = getattr(self, name)
+            slider.max = max(slider.max, getattr(state, name))
+            slider.value = getattr(state, name)
 
     def _layout(self, w: Any) -> Any:
         return w.VBox(

@@ -17,8 +17,8 @@ PACKAGE = REPO_ROOT / "pr1lib"
 # package (config, worlds, experiments) is one unit: its files together.
 LAYERS: list[tuple[str, str]] = [  # (the modules of a layer, what the layer is)
     (
-        "paths versions validate modelfiles profiles jsonl answers format prompts tasks paper "
-        "expect arithmetic",
+        "paths versions validate savedsets modelfiles profiles jsonl answers format prompts tasks "
+        "paper disk expect arithmetic",
         "pure: text, numbers, tables (no torch, no stage)",
     ),
     ("teachers worlds", "the rule teacher and the task worlds"),

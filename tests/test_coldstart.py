@@ -76,12 +76,19 @@ def test_rule_teacher_on_the_full_gsm8k_train_split(tmp_path):
 
 
 @needs_gsm8k
-def test_dapo_gets_nothing_from_a_teacher_that_needs_worked_solutions(tmp_path):
-    code, result, _ = _cli(
-        "coldstart", "--source", "dapo", "--limit", "200", "--out", str(tmp_path / "d")
+def test_dapo_with_a_teacher_that_needs_worked_solutions_is_refused(tmp_path, capsys):
+    """DAPO has answers only: the rule teacher would keep no row, so the run is refused (exit 2,
+    one line) instead of ending with an empty set, and nothing is left in --out."""
+    code = cli_main(
+        ["coldstart", "--source", "dapo", "--limit", "200", "--out", str(tmp_path / "d")]
     )
-    assert code == 0 and (result["total"], result["kept"], result["yield"]) == (200, 0, 0.0)
-    assert result["rejected"]["teacher_error"] == 200
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [
+        "error: --source dapo: dapo has no worked solutions (answers only), so the rule "
+        "teacher, which rewrites them, would keep no row: use an LLM teacher (--teacher hf or "
+        "openai) for it"
+    ]
+    assert not (tmp_path / "d").exists()
 
 
 def test_cli_reports_a_missing_source_clearly(tmp_path, monkeypatch, capsys):

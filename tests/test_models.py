@@ -26,7 +26,7 @@ from pr1lib.paths import REPO_ROOT
 SHIPPED = REPO_ROOT / TINY_MODEL_DIR
 needs_shipped = pytest.mark.skipif(
     not (SHIPPED / "model.safetensors").exists(),
-    reason="data/tiny-base not built (python -m pr1lib pretrain-tiny --out data/tiny-base)",
+    reason="data/tiny-base not built (pretrain-tiny --out runs/tiny-base, then copied there)",
 )
 TAGS = ("<Parallel>", "</Parallel>", "<Path>", "</Path>", "<Summary>", "</Summary>")
 

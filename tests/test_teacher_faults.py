@@ -269,5 +269,65 @@ def test_cache_line_that_is_not_a_trace_is_named_by_file_and_line(tmp_path):
     assert code == 2 and "Traceback" not in out and cache.read_bytes() == before
     assert out.strip().splitlines()[-1] == (
         f'error: {cache} line 2: not a cached trace (it needs "id" and '
-        f'"teacher"); delete that line, or pick another --out'
+        f'"teacher", text as "text"); delete that line, or pick another --out'
     )
+
+
+INTERRUPTED_COLDSTART = """
+import signal, sys
+from pr1lib.cli import main
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may ignore it
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_keeps_every_answer_the_server_sent_and_the_rerun_asks_only_the_rest(
+    problems, tmp_path
+):
+    """A server that answers twice, then hangs: Ctrl-C keeps the two paid answers on disk (each
+    written as it arrived, not per batch), says so, and the rerun asks for the other four only."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from pr1lib.paths import REPO_ROOT
+
+    six, out = problems[:6], tmp_path / "cs"
+    ids = [p["id"] for p in six]
+    argv = ["coldstart", "--teacher", "openai", "--model", "m", "--source", "tinygsm-easy"]
+    argv += ["--limit", "6", "--out", str(out), "--max-retries", "0", "--timeout", "300"]
+    argv += ["--deadline", "300", "--concurrency", "4"]
+    hang = {i: ["timeout"] for i in ids[2:]}
+    with StandInServer(six, plan=hang, hang_s=300) as server:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke"}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", INTERRUPTED_COLDSTART, *argv, "--base-url", server.base_url],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        traces, deadline = out / "traces.jsonl", time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if traces.exists() and len(traces.read_bytes().splitlines()) >= 2:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)  # the hanging requests are in flight
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: 2 new teacher answer(s) of this run are kept in {out}; rerun the same "
+        "command to ask only for the missing ones"
+    )
+    kept = _rows(traces)
+    assert sorted(r["id"] for r in kept) == sorted(ids[:2]) and all(
+        r["error"] is None for r in kept
+    )
+
+    with StandInServer(six) as server:  # the same server, answering again
+        code, text = _cli(*argv, "--base-url", server.base_url)
+    assert code == 0, text[-2000:]
+    assert sorted(server.asked) == sorted(ids[2:])  # the paid two are never asked again
+    assert json.loads(text.strip().splitlines()[-1])["kept"] == 6

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pr1lib import worlds
+from pr1lib.prompts import PROMPT_STYLES
 from pr1lib.validate import register_choices
 
 VARIANTS = ("seen", "unseen", "plain")
@@ -41,6 +42,23 @@ register_choices(
     eval_mode=ROLLOUT_MODES,
     rollout=(*ROLLOUT_MODES, "trl"),
     world=worlds.names,  # a function: a world registered later counts too
+    prompt_style=tuple(PROMPT_STYLES),
+    # transformers' schedulers that need nothing but warm-up and length (reduce_lr_on_plateau and
+    # greedy need an evaluation metric, the *_min_lr ones and warmup_stable_decay more kwargs)
+    lr_scheduler_type=(
+        "linear",
+        "cosine",
+        "cosine_with_restarts",
+        "polynomial",
+        "constant",
+        "constant_with_warmup",
+        "inverse_sqrt",
+    ),
+    # TRL's GRPO losses (GRPOConfig.loss_type) and reward scalings (GRPOConfig.scale_rewards)
+    loss_type=("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
+    scale_rewards=("group", "batch", "none"),
+    at_block_limit=("stop", "mask"),
+    llm_teacher=("standin", "hf"),
 )
 
 

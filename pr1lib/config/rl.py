@@ -202,6 +202,12 @@ class GRPOStageConfig(Preset):
                 f"parallel_steps={self.parallel_steps} counts tiered steps of each window: it "
                 f"must be at most window={self.window}"
             )
+        prompts = self.per_device_train_batch_size // self.num_generations
+        if self.train_n < prompts:
+            raise ValueError(
+                f"train_n={self.train_n} problems make no optimizer step: one takes "
+                f"per_device_train_batch_size / num_generations = {prompts} prompts"
+            )
         if self.per_device_train_batch_size % self.num_generations:
             raise ValueError(
                 f"per_device_train_batch_size={self.per_device_train_batch_size} counts "

@@ -102,6 +102,50 @@ class PretrainConfig(Preset):
         ),
     }
 
+    # the byte-level tokenizer starts from the 256 bytes and <|endoftext|>; a tiny prompt is under
+    # 128 tokens (pr1lib.pretrain measures the texts themselves before training)
+    MIN_VOCAB: ClassVar[int] = 257
+    PROMPT_ROOM: ClassVar[int] = 128
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # types and ranges first
+        for broken, why in self._shapes():
+            if broken:
+                raise ValueError(why)
+
+    def _shapes(self) -> list[tuple[bool, str]]:
+        """(broken, why) of the rules between the architecture's sizes."""
+        heads, kv, width = self.num_heads, self.num_kv_heads, self.hidden_size
+        head_dim = width // heads
+        return [
+            (
+                width % heads != 0,
+                f"hidden_size={width} must be a multiple of num_heads={heads} (each head takes "
+                "hidden_size // num_heads of it)",
+            ),
+            (
+                head_dim % 2 != 0,
+                f"hidden_size // num_heads = {head_dim} must be even (rotary position "
+                "embeddings turn pairs of dimensions)",
+            ),
+            (
+                heads % kv != 0,
+                f"num_heads={heads} must be a multiple of num_kv_heads={kv} (each key/value head "
+                "serves a whole group of query heads)",
+            ),
+            (
+                self.vocab_size < self.MIN_VOCAB,
+                f"vocab_size={self.vocab_size} must be at least {self.MIN_VOCAB}: the byte-level "
+                "tokenizer starts from the 256 bytes and <|endoftext|>",
+            ),
+            (
+                self.max_position_embeddings < self.max_new_tokens + self.PROMPT_ROOM,
+                f"max_position_embeddings={self.max_position_embeddings} must be at least "
+                f"max_new_tokens + {self.PROMPT_ROOM} = {self.max_new_tokens + self.PROMPT_ROOM}"
+                " (a prompt and the answer the model generates for its accuracy)",
+            ),
+        ]
+
 
 @dataclass(frozen=True)
 class ColdStartConfig(Preset):

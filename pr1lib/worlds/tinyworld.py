@@ -243,6 +243,8 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
         raise ValueError(
             f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
         )
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
     rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
     records, seen = [], set()
     while len(records) < n:
