@@ -12,7 +12,8 @@ naming both ways to fix it. A world's sources (``pr1lib.worlds``: ``tinygsm-easy
 ``tinyworld-hard``, ...) are generated, so they are always there.
 
 >>> sources()
-('gsm8k', 'dapo', 'tinygsm-easy', 'tinygsm-hard', 'tinyworld-easy', 'tinyworld-hard')
+('gsm8k', 'dapo', 'tinygsm-easy', 'tinygsm-hard', 'tinyworld-easy', 'tinyworld-hard', \
+'wideworld-easy', 'wideworld-hard')
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Besides accuracy, every evaluation counts *sequential decode steps* (``metrics.s
 paths decoded side by side cost their longest path, so the same search can finish in fewer steps.
 
 >>> sorted(ARMS)
-['plain', 'plain-sft', 'seen', 'serial', 'unseen']
+['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-s3']
 """
 
 from __future__ import annotations

@@ -107,18 +107,7 @@ def mid_training(
     cache, (dir1, dir2) = out / "mid_training.json", phase_dirs(out, first_reward)
     if (cached := _cached(cache, key, refresh or overwrite, (dir1, dir2))) is not None:
         return cached
-    run1 = run_grpo(
-        first, init, dir1, evaluate_tiers=tiers, before=before, preflight=False, overwrite=overwrite
-    )
-    run2 = run_grpo(
-        second,
-        run1.run_dir,
-        dir2,
-        evaluate_tiers=tiers,
-        before=run1.result["after"],
-        preflight=False,
-        overwrite=overwrite,
-    )
+    run1, run2 = _two_phases(first, second, init, (dir1, dir2), tiers, before, overwrite)
     result = {
         "profile": profile,
         "world": world,
@@ -133,6 +122,31 @@ def mid_training(
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"key": key, "result": result}, indent=2, default=str))
     return result
+
+
+def _two_phases(first, second, init, dirs: tuple[Path, Path], tiers, before, overwrite: bool):
+    """Phase 1 from ``init``, then phase 2 from phase 1's checkpoint (its held-out metrics reused
+    as phase 2's start)."""
+    run1 = run_grpo(
+        first,
+        init,
+        dirs[0],
+        evaluate_tiers=tiers,
+        before=before,
+        preflight=False,
+        overwrite=overwrite,
+    )
+    after = run1.result["after"]
+    run2 = run_grpo(
+        second,
+        run1.run_dir,
+        dirs[1],
+        evaluate_tiers=tiers,
+        before=after,
+        preflight=False,
+        overwrite=overwrite,
+    )
+    return run1, run2
 
 
 def _cached(cache: Path, key: str, again: bool, phases: tuple[Path, Path]) -> dict | None:

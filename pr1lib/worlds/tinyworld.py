@@ -18,13 +18,11 @@ stage reads them unchanged:
 Why the check compares two adjacent numbers and hard items ask for a difference (earlier designs
 the tiny model could not learn, or a blind guess could pass): docs/tinyworld.md, design notes.
 
-``WorldTeacher`` writes the cold-start traces: on hard items the block splits
-the search (``search_block``): each path fixes one cheap price from the question's list and
-checks it against both dear prices, so the two paths together try all four pairs and exactly
-one of them finds the pair that checks out (the paths are written from the prompt alone, never
-from the answer); the summary names the passing pair, and the answer line follows; on easy items
-both paths solve the whole item (a first sum with its terms swapped) and the summary states
-their shared result. ``plain_completion`` is the no-block solution of the same item (the plain
+``WorldTeacher`` writes the cold-start traces: on hard items the block splits the search
+(``search_block``): each path fixes one cheap price and checks it against both dear prices, so
+the two paths try all four pairs and one finds the pair that checks out (written from the prompt
+alone, never from the answer); the summary names it, and the answer line follows; on easy items
+both paths solve the item (a first sum, terms swapped), the summary states their result. ``plain_completion`` is the no-block solution of the same item (the plain
 baseline and the half-plain start). The block always opens the response, so "force a block" means
 "start with ``<Parallel>``".
 
