@@ -392,3 +392,16 @@ def test_the_controls_card_sums_each_arms_wall_time_over_resumed_runs_and_pools_
         "split_rate_sft": 0.9,
         "n_blocks_sft": 100,
     }
+
+
+def test_a_kept_split_is_reused_only_for_the_same_rollout_mode(tmp_path):
+    """splits.json keeps one forced split per model: reused for the same number of blocks and
+    the mode the variant samples with, measured again (here: the model is loaded) otherwise."""
+    from pr1lib.experiments import controls
+
+    model = str(tmp_path / "no-such-model")
+    kept = {"model": model, "n_asked": 5, "mode": "forked", "split_rate": 0.8}
+    (tmp_path / "splits.json").write_text(json.dumps({model: kept}))
+    assert controls.measure_split("tiny", "wideworld", "unseen", model, tmp_path, n=5) == kept
+    with pytest.raises(Exception):  # seen samples as one stream: not this entry, so it loads
+        controls.measure_split("tiny", "wideworld", "seen", model, tmp_path, n=5)

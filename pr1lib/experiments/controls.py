@@ -213,16 +213,17 @@ def measure_split(
     """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
     mode its variant trains with; kept in ``folder/splits.json`` (one entry per model) and
     reused."""
-    path = Path(folder) / "splits.json"
-    kept = json.loads(path.read_text()) if path.is_file() else {}
-    if kept.get(str(model), {}).get("n_asked") == n:
-        return kept[str(model)]
     from pr1lib.config import VARIANT_ROLLOUT
-    from pr1lib.evaluate import load_for_eval
-    from pr1lib.experiments.split import forced_split
 
     chosen = worlds.get(world)
     mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
+    path = Path(folder) / "splits.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    if (kept.get(str(model)) or {}).get("n_asked") == n and kept[str(model)].get("mode") == mode:
+        return kept[str(model)]  # the same model, number of blocks and rollout mode
+    from pr1lib.evaluate import load_for_eval
+    from pr1lib.experiments.split import forced_split
+
     policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
     result = {
         "model": model,

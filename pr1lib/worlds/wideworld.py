@@ -407,6 +407,9 @@ WORLD = register(
         # hard 97.7 -> 90.0 %, seed 0; 3e-5 doubled the paths off their deal in 60 steps), while
         # nothing is left for RL to gain (docs/wideworld.md#rl-on-a-solved-search)
         stage_presets=dict(eval_max_new_tokens=320, use_lora=False, learning_rate=1e-5),
+        # the seen variant samples its block as one stream, each path reading the ones before (as
+        # TinyWorld's): forked, a causal SFT's paths all check deal (B), the first one it learned
+        variant_presets={"seen": dict(rollout="seen")},
         sft_presets=dict(
             source="wideworld-easy+wideworld-hard",
             use_lora=False,
