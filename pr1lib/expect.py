@@ -102,6 +102,12 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # did before it carried its world
     "scaffold, hard mean@k at the start": {"smoke": (0, 1), "tiny": (0.2, 0.7)},
     "scaffold, hard mean@k at the end": {"smoke": (0, 1), "tiny": (0.15, 0.75)},
+    # 07 section 8 reads the committed WideWorld cards (every profile): R1-Unseen in 0.49x the
+    # serial arm's sequential steps (results/wideworld-controls.json; the target <= 0.6)
+    # and 0.73x its seconds at batch 1 (results/wideworld-latency.json; target <= 0.7, missed):
+    # the prose says the seconds save less than the steps
+    "WideWorld: R1-Unseen's sequential steps over the serial arm's": {"*": (0.3, 0.6)},
+    "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.5, 0.95)},
 }
 
 

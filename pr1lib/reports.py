@@ -125,7 +125,10 @@ def headline_figure(search: dict[str, Any], split: dict[str, Any]):
         )
     fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
-    fig.update_xaxes(title="sequential decode steps allowed", type="log", row=1, col=2)
+    ticks = [16, 32, 64, 128, 256]
+    fig.update_xaxes(
+        title="sequential decode steps allowed", type="log", tickvals=ticks, row=1, col=2
+    )
     legend = dict(orientation="h", y=-0.25)
     fig.update_layout(barmode="group", height=430, width=1200, legend=legend)
     return fig

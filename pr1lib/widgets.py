@@ -322,7 +322,8 @@ def run_to(session: Any, state: PanelState, planned: int, name: str = "this run"
     "Stage 2: at step 18, 3 past this notebook's 15 (trained since, e.g. with the panel)"
     """
     done = session.step
-    reached = run_next(session, state.replace(steps=max(planned - done, 0)))
+    # the session, not the panel's state (whose steps are 1 or more): 0 steps loads its checkpoint
+    reached = session.run(max(planned - done, 0), **config_changes(state))
     if reached > planned:
         return (
             f"{name}: at step {reached}, {reached - planned} past this notebook's {planned} "

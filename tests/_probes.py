@@ -19,6 +19,17 @@ from pr1lib.cli import main
 from pr1lib.paths import REPO_ROOT
 
 TINY_BASE = REPO_ROOT / "data" / "tiny-base"
+# a child process runs these argument lists through the CLI: each refused (exit 2) before torch
+# loads (sys.argv[1]: the lists as JSON)
+BEFORE_TORCH = """
+import json, sys
+from pr1lib.cli import main
+for argv in json.loads(sys.argv[1]):
+    code = main(argv)
+    assert code == 2, (argv, code)
+    assert "torch" not in sys.modules, argv
+print("ok")
+"""
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _probes import Probe, check, model_copy, quiet, run_cli
+from _probes import BEFORE_TORCH, Probe, check, model_copy, quiet, run_cli
 
 from pr1lib.paths import REPO_ROOT
 
@@ -364,17 +364,6 @@ def test_an_interrupted_sft_says_a_rerun_starts_again(tmp_path, monkeypatch):
     assert (
         cli.interrupted("grpo") == f"interrupted: rerun the same command to resume from {tmp_path}"
     )
-
-
-BEFORE_TORCH = """
-import json, sys
-from pr1lib.cli import main
-for argv in json.loads(sys.argv[1]):
-    code = main(argv)
-    assert code == 2, (argv, code)
-    assert "torch" not in sys.modules, argv
-print("ok")
-"""
 
 
 def test_every_input_check_comes_before_torch_loads(tmp_path):

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _probes import Probe, check, model_copy, quiet, run_cli, snapshot
+from _probes import BEFORE_TORCH, Probe, check, model_copy, quiet, run_cli, snapshot
 
 from pr1lib.cli import main
 from pr1lib.paths import REPO_ROOT
@@ -826,15 +826,6 @@ def test_a_full_disk_in_sft_is_one_line_before_the_weights_are_saved(tmp_path, c
 
 
 # ----------------------------------------------------------------------------- before torch
-BEFORE_TORCH = """
-import json, sys
-from pr1lib.cli import main
-for argv in json.loads(sys.argv[1]):
-    code = main(argv)
-    assert code == 2, (argv, code)
-    assert "torch" not in sys.modules, argv
-print("ok")
-"""
 
 
 def test_every_new_refusal_comes_before_torch_loads(tmp_path):

@@ -391,6 +391,11 @@ def test_the_controls_card_sums_each_arms_wall_time_over_resumed_runs_and_pools_
         "n_blocks": 400,
         "split_rate_sft": 0.9,
         "n_blocks_sft": 100,
+        "splits": {
+            "seed0": {"t1": 1.0, "greedy": None, "accuracy": None},
+            "seed1": {"t1": 0.5, "greedy": None, "accuracy": None},
+        },
+        "splits_sft": {"sft": {"t1": 0.9, "greedy": None, "accuracy": None}},
     }
 
 
@@ -405,3 +410,11 @@ def test_a_kept_split_is_reused_only_for_the_same_rollout_mode(tmp_path):
     assert controls.measure_split("tiny", "wideworld", "unseen", model, tmp_path, n=5) == kept
     with pytest.raises(Exception):  # seen samples as one stream: not this entry, so it loads
         controls.measure_split("tiny", "wideworld", "seen", model, tmp_path, n=5)
+
+
+def test_the_verdict_names_both_arms_of_a_contrast_whose_arm_has_a_hyphen():
+    """``unseen-s3-serial`` is unseen-s3 against serial, not unseen against s3-serial."""
+    from pr1lib.experiments import controls
+
+    table = {"rows": [], "contrasts": {"unseen-s3-serial": {"diff": 0.1, "low": 0.05, "high": 0.2}}}
+    assert controls.verdict(table)[0].startswith("unseen-s3 vs serial: accuracy +10.0 points")

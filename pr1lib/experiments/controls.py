@@ -68,7 +68,7 @@ ARMS = {
     "unseen": Arm(
         "unseen",
         NUMBERED,
-        "Parallel-R1-Unseen: numbered paths that cannot see each other",
+        "Parallel-R1-Unseen: paths that cannot see each other, each opened by its header",
         sft_variant="unseen",
         grpo=NUMBERED,
     ),
@@ -327,8 +327,9 @@ def verdict(table: dict[str, Any]) -> list[str]:
     """
     from pr1lib.headline import change_words
 
+    pairs = {f"{a}-{b}": f"{a} vs {b}" for a, b in CONTRASTS}  # "unseen-s3-serial": 2 arms
     lines = [
-        change_words(name.replace("-", " vs ", 1), {k: 100 * v for k, v in c.items()})
+        change_words(pairs.get(name, name), {k: 100 * v for k, v in c.items()})
         for name, c in table["contrasts"].items()
     ]
     rows = {r["arm"]: r for r in table["rows"]}
@@ -359,17 +360,33 @@ def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
 
 def split_columns(sft_root: Path, rl_root: Path) -> dict[str, Any]:
     """``split_rate`` (after RL) and ``split_rate_sft`` with their block counts, pooled over the
-    measured models in ``splits.json`` files (``measure_split``); ``{}`` where none was."""
+    measured models in ``splits.json`` files (``measure_split``), and ``splits`` / ``splits_sft``:
+    each model's own rate at T = 1 and greedy, by its folder (``sft``, ``sft-s1``; ``seed0``, ...);
+    ``{}`` where none was measured."""
     out: dict[str, Any] = {}
     for key, folder, pick in (("", rl_root, "/seed"), ("_sft", sft_root, "/sft")):
         path = folder / "splits.json"
         kept = json.loads(path.read_text()) if path.is_file() else {}
-        found = [v for m, v in kept.items() if pick in m]
+        found = {m: v for m, v in kept.items() if pick in m}
         if found:
-            blocks = sum(v["n_blocks"] for v in found)
-            rate = sum(v["split_rate"] * v["n_blocks"] for v in found) / max(blocks, 1)
+            blocks = sum(v["n_blocks"] for v in found.values())
+            rate = sum(v["split_rate"] * v["n_blocks"] for v in found.values()) / max(blocks, 1)
             out.update({f"split_rate{key}": round(rate, 4), f"n_blocks{key}": blocks})
+            out[f"splits{key}"] = {_split_name(m): _split_pair(v) for m, v in found.items()}
     return out
+
+
+def _split_name(model: str) -> str:
+    """A measured model's short name: its seed folder (``seed1``) or its SFT folder (``sft-s1``)."""
+    parts = Path(model).parts
+    return next((p for p in parts if p.startswith("seed")), parts[-1])
+
+
+def _split_pair(measured: dict) -> dict[str, float | None]:
+    """One model's forced split rate at T = 1 (``t1``) and greedy, and how often its forced
+    block's answer was right at T = 1 (``accuracy``)."""
+    greedy = (measured.get("greedy") or {}).get("split_rate")
+    return {"t1": measured["split_rate"], "greedy": greedy, "accuracy": measured.get("accuracy")}
 
 
 def _mean_row(ends: list[dict]) -> dict[str, Any]:

@@ -22,9 +22,9 @@ the tiny model could not learn, or a blind guess could pass): docs/tinyworld.md,
 (``search_block``): each path fixes one cheap price and checks it against both dear prices, so
 the two paths try all four pairs and one finds the pair that checks out (written from the prompt
 alone, never from the answer); the summary names it, and the answer line follows; on easy items
-both paths solve the item (a first sum, terms swapped), the summary states their result. ``plain_completion`` is the no-block solution of the same item (the plain
-baseline and the half-plain start). The block always opens the response, so "force a block" means
-"start with ``<Parallel>``".
+both paths solve the item (a first sum, terms swapped), the summary states their result.
+``plain_completion`` is the no-block solution of the same item (the plain baseline, the half-plain
+start). The block always opens the response: "force a block" means "start with ``<Parallel>``".
 
 >>> rec = generate(1, "hard", "test", seed=0)[0]
 >>> sorted(rec), rec["answer"].splitlines()[-1].startswith("#### ")
