@@ -374,7 +374,7 @@ def _bench(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=count(1),
         default=None,
-        help="rollout, limit: threads (1); eval: threads (the tiny profile's, 2)",
+        help="rollout, limit, latency: threads (1); eval: threads (the tiny profile's, 2)",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repeat")
     add_folder_flags(p)

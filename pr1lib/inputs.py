@@ -26,7 +26,7 @@ BENCH_FLAGS = {
     "model": ("grpo", "all"),
     "steps": ("grpo", "all"),
     "path_len": ("rollout", "all"),
-    "threads": ("rollout", "eval", "limit", "engine", "all"),
+    "threads": ("rollout", "eval", "limit", "engine", "latency", "all"),
 }
 FOLDER_FLAGS = ("overwrite", "resume")
 

@@ -313,3 +313,14 @@ def test_grpo_set_seed_trains_that_seed(tmp_path, capsys):
     assert json.loads((tmp_path / "a" / "run_card.json").read_text())["seed"] == 5
     assert all((a[k] == b[k]).all() for k in a)
     assert any((a[k] != c[k]).any() for k in a)  # seed 0 trains other weights
+
+
+def test_bench_latency_takes_threads_and_bench_grpo_does_not():
+    """``bench latency --threads 2`` reaches the benchmark (its script times on N threads); a
+    benchmark that sets its own threads still refuses the flag in one line."""
+    from pr1lib.cli import build_parser
+    from pr1lib.inputs import check_flags
+
+    check_flags(build_parser().parse_args(["bench", "latency", "--threads", "2"]))
+    with pytest.raises(ValueError, match="bench grpo takes no --threads"):
+        check_flags(build_parser().parse_args(["bench", "grpo", "--threads", "2"]))
