@@ -86,6 +86,8 @@ def never_moved(folder: Path) -> str | None:
     ('is a top-level folder of the system', None)
     """
     real = folder.resolve()
+    if real.parent == real or real.parent == Path(real.anchor):  # whatever lies inside it
+        return "is a top-level folder of the system"
     held = {
         "the folder you are working in": Path.cwd(),
         "your home folder": Path.home(),
@@ -96,8 +98,6 @@ def never_moved(folder: Path) -> str | None:
         path = path.resolve()
         if real == path or real in path.parents:
             return f"holds {what} ({path})"
-    if real.parent == real or real.parent == Path(real.anchor):
-        return "is a top-level folder of the system"
     if real.exists() and os.path.ismount(real):
         return "is a mount point"
     return None
