@@ -175,6 +175,24 @@ def split_of(question: str) -> str:
     return "test" if digest % 25 < TEST_BUCKETS else "train"
 
 
+def check_request(n: int, tier: str, split: str) -> None:
+    """Refuse a ``generate`` request any world would misread: an unknown tier or split, or an
+    ``n`` that is not a whole number of 0 or more (one ``ValueError`` line).
+
+    >>> check_request(2, "hard", "test")
+    >>> check_request(-5, "easy", "train")
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be a whole number of 0 or more, got -5
+    """
+    if tier not in TIERS or split not in SPLITS:
+        raise ValueError(
+            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
+        )
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
+
+
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
     """``n`` distinct TinyGSM records of ``tier`` from ``split``; the same arguments give the same
     list.
@@ -183,12 +201,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     >>> a == generate(3, "easy", "train", seed=7), len({r["question"] for r in a})
     (True, 3)
     """
-    if tier not in TIERS or split not in SPLITS:
-        raise ValueError(
-            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
-        )
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
+    check_request(n, tier, split)
     rng = random.Random(f"tinygsm/{tier}/{split}/{seed}")
     records: list[dict] = []
     seen: set[str] = set()

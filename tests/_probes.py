@@ -10,7 +10,10 @@ something else (a probe whose command runs).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -30,6 +33,23 @@ for argv in json.loads(sys.argv[1]):
     assert "torch" not in sys.modules, argv
 print("ok")
 """
+
+
+def refused_before_torch(probes: list[list[str]], folder: Path) -> None:
+    """Run every argument list through the CLI in one fresh Python (cwd and runs under
+    ``folder``, smoke profile, offline): each must exit 2 before torch is imported."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke"}
+    env.update(PR1_RUNS_DIR=str(folder / "runs"), HF_HUB_OFFLINE="1", OPENAI_BASE_URL="")
+    done = subprocess.run(
+        [sys.executable, "-c", BEFORE_TORCH, json.dumps(probes)],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

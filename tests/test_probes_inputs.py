@@ -6,13 +6,10 @@ bug is a traceback and where to report it)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _probes import BEFORE_TORCH, Probe, check, model_copy, quiet, run_cli
+from _probes import Probe, check, model_copy, quiet, refused_before_torch, run_cli
 
 from pr1lib.paths import REPO_ROOT
 
@@ -390,15 +387,4 @@ def test_every_input_check_comes_before_torch_loads(tmp_path):
         ["sft", "--card", "Bad Name"],
         ["coldstart", "--source", "tinygsm-easy", "--teacher", "openai", "--model", "m"],
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke"}
-    env.update(PR1_RUNS_DIR=str(tmp_path / "runs"), HF_HUB_OFFLINE="1", OPENAI_BASE_URL="")
-    done = subprocess.run(
-        [sys.executable, "-c", BEFORE_TORCH, json.dumps(probes)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+    refused_before_torch(probes, tmp_path)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _probes import BEFORE_TORCH, Probe, check, model_copy, quiet, run_cli, snapshot
+from _probes import Probe, check, model_copy, quiet, refused_before_torch, run_cli, snapshot
 
 from pr1lib.cli import main
 from pr1lib.paths import REPO_ROOT
@@ -849,18 +849,7 @@ def test_every_new_refusal_comes_before_torch_loads(tmp_path):
         ["study", "ablation", "--init", str(tmp_path / "sft")],
         ["export-verl", "--source", "gsm8k", "--data-dir", str(tmp_path / "nowhere")],
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PR1_PROFILE": "smoke"}
-    env.update(PR1_RUNS_DIR=str(tmp_path / "runs"), HF_HUB_OFFLINE="1", OPENAI_BASE_URL="")
-    done = subprocess.run(
-        [sys.executable, "-c", BEFORE_TORCH, json.dumps(probes)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+    refused_before_torch(probes, tmp_path)
 
 
 # ----------------------------------------------------------------------------- fresh probes

@@ -208,3 +208,10 @@ def test_path_headers_by_style(style, wanted):
     assert path_header(1, style) == wanted
     with pytest.raises(ValueError, match="header style"):
         path_header(0, "roman")
+
+
+def test_generate_refuses_a_negative_count_like_every_world():
+    """WideWorld's generator checks its request as TinyGSM's and TinyWorld's do
+    (``tasks.check_request``): a negative ``n`` is one line, never ``n`` minus a few records."""
+    with pytest.raises(ValueError, match="n must be a whole number of 0 or more, got -5"):
+        ww.generate(-5, "hard")

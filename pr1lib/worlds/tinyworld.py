@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from pr1lib.format import linearize
 from pr1lib.prompts import linear_solution, split_gsm8k_answer
-from pr1lib.tasks import NAMES, SPLITS, split_of
+from pr1lib.tasks import NAMES, check_request, split_of
 from pr1lib.teachers import RuleTeacher, make_trace
 from pr1lib.worlds import World, register
 
@@ -237,12 +237,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     >>> a == generate(3, "hard", "train", seed=7), len({r["question"] for r in a})
     (True, 3)
     """
-    if tier not in TIERS or split not in SPLITS:
-        raise ValueError(
-            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
-        )
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
+    check_request(n, tier, split)
     rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
     records, seen = [], set()
     while len(records) < n:

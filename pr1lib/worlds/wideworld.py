@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from pr1lib.format import LETTERS, linearize
 from pr1lib.prompts import linear_solution
-from pr1lib.tasks import NAMES, SPLITS, split_of
+from pr1lib.tasks import NAMES, check_request, split_of
 from pr1lib.teachers import make_trace
 from pr1lib.worlds import World, register
 
@@ -183,10 +183,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     >>> a == generate(3, "hard", "train", seed=7), len({r["question"] for r in a})
     (True, 3)
     """
-    if tier not in TIERS or split not in SPLITS:
-        raise ValueError(
-            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
-        )
+    check_request(n, tier, split)
     rng = random.Random(f"wideworld/{tier}/{split}/{seed}")
     make = hard_problem if tier == "hard" else easy_problem
     records, seen = [], set()
