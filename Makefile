@@ -42,6 +42,7 @@ endif
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	PR1_PROFILE=smoke $(BIN)/python -m pytest
 
 # the newest allowed versions, in their own venv: an upstream release shows up here as a report,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from pr1lib.cli import COMMANDS
+from pr1lib.cli.main import COMMANDS
 
 
 def seconds_of(cmd: list[str]) -> float:

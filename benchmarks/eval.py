@@ -11,10 +11,10 @@ is ``data/tinyworld-sft-unseen`` in ``forked`` mode. Two paths, interleaved (``-
 rounds, medians), on ``--threads`` torch threads (default ``profiles.TINY_THREADS``, the eval
 command's for the tiny profile):
 
-- ``before``: the shared-column cache (``pr1lib.kvcache.Streams`` with ``decode.step``), the
-  engine's only cache before packed rows.
-- ``after``: packed rows (``pr1lib.rowcache.RowStreams`` with ``decode.row_step``), the default
-  for these models now.
+- ``before``: the shared-column cache (``pr1lib.decoding.kvcache.Streams`` with ``decode.step``),
+  the engine's only cache before packed rows.
+- ``after``: packed rows (``pr1lib.decoding.rowcache.RowStreams`` with ``decode.row_step``), the
+  default for these models now.
 
 Reported per variant and path: completions per second of wall and of CPU time (other jobs on a
 shared machine disturb CPU time less), accuracy (mean@k, the official grader), the parallel
@@ -43,19 +43,19 @@ from typing import Any
 import torch
 
 from pr1lib.config import EvalConfig
-from pr1lib.evalsets import load_benchmark
-from pr1lib.evaluate import evaluate_records, load_for_eval
-from pr1lib.metrics import summarize
-from pr1lib.profiles import TINY_THREADS
-from pr1lib.prompts import chat_prompt
-from pr1lib.runtime import profile_threads, quiet_known_noise, set_threads, usable_cores
-from pr1lib.samplers import rollout_generate_fn
+from pr1lib.config.profiles import TINY_THREADS
+from pr1lib.config.runtime import profile_threads, quiet_known_noise, set_threads, usable_cores
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.evaluation.evaluate import evaluate_records, load_for_eval
+from pr1lib.evaluation.metrics import summarize
+from pr1lib.evaluation.samplers import rollout_generate_fn
+from pr1lib.format.prompts import chat_prompt
 
 VARIANTS = {
     "seen": ("data/tinyworld-sft", "reread"),
     "unseen": ("data/tinyworld-sft-unseen", "forked"),
 }
-PATHS = {"before": "shared", "after": None}  # pr1lib.engine.pick_streams: the cache
+PATHS = {"before": "shared", "after": None}  # pr1lib.decoding.engine.pick_streams: the cache
 THREADS_N = 32  # problems of the command check
 
 
@@ -198,7 +198,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300, help="problems")
     parser.add_argument("--k", type=int, default=8, help="samples per problem")

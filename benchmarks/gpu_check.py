@@ -9,16 +9,18 @@ download), its linear layers are quantized to NF4 4-bit in place (bitsandbytes; 
 embedding / LM head stay bf16), and then it measures, each in its own ``try`` so that one
 failure (say, out of memory) is recorded and the rest still runs:
 
-- ``forked``: ``pr1lib.rollout.generate`` in forked mode (2 paths per block), a batch of prompts;
-  the logits are steered (a fixed bias) so that a random model opens blocks and never ends early;
+- ``forked``: ``pr1lib.decoding.rollout.generate`` in forked mode (2 paths per block), a batch of
+  prompts; the logits are steered (a fixed bias) so that a random model opens blocks and never ends
+  early;
 - ``sft``: a LoRA (r=16, all linear layers) + gradient-checkpointing step on one batch of
   prompt + completion tokens, loss on the completion (forward, backward, AdamW step);
 - ``grpo_seen`` / ``grpo_unseen``: the GRPO policy update for one group of completions that hold
   two parallel blocks each: per-token log-probs under the causal (seen) or path-isolating (unseen,
-  ``pr1lib.structure``) mask, a clipped policy-gradient loss, backward and an AdamW step.
+  ``pr1lib.decoding.structure``) mask, a clipped policy-gradient loss, backward and an AdamW step.
 
 Log-probs come from TRL's fused LM head (``trl.trainer.utils.add_fused_lm_head``), as in
-``pr1lib.sft`` and ``pr1lib.grpo``: the ``(batch, length, vocab)`` logits are never built.
+``pr1lib.training.sft`` and ``pr1lib.training.grpo``: the ``(batch, length, vocab)`` logits are
+never built.
 
 Each entry has the median step time (``step_s``) and the peak CUDA memory of the step
 (``peak_gib``, ``torch.cuda.max_memory_allocated``). Without CUDA the script prints
@@ -178,8 +180,8 @@ def timed(
 def tokenizer_with_tags():
     """The project's tiny tokenizer (offline) with the six tags: it names the tag ids, decodes
     rollouts, and bounds the ids the random model may sample."""
-    from pr1lib.models import load_tiny_tokenizer
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import load_tiny_tokenizer
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     tok = load_tiny_tokenizer()
     add_parallel_tags(tok)
@@ -233,7 +235,7 @@ def quantize_in_place(model: Any, compute_dtype: torch.dtype) -> int:
             swapped += 1
     model.is_loaded_in_4bit = True  # PEFT reads this to wrap the 4-bit layers with its bnb LoRA
     try:  # CPU only: stop bitsandbytes from repacking weights into its inference-only layout
-        from pr1lib.sft import keep_4bit_differentiable
+        from pr1lib.training.sft import keep_4bit_differentiable
 
         keep_4bit_differentiable(model)
     except ImportError:
@@ -329,7 +331,7 @@ def parallel_sequences(
 
 def masked_pairs(ids: torch.Tensor, tags: Any, start: int, mode: str) -> int:
     """Query-key pairs the structure mask blocks beyond the causal mask (0 for ``seen``)."""
-    from pr1lib.structure import attention_inputs
+    from pr1lib.decoding.structure import attention_inputs
 
     # (B, L, L) bool
     mask = attention_inputs(ids, tags, mode, [start] * ids.shape[0])["attention_mask"][:, 0]
@@ -356,8 +358,8 @@ def completion_labels(ids: torch.Tensor, prompt: int) -> torch.Tensor:
 
 
 def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, Any]:
-    """One QLoRA SFT step as ``pr1lib.sft`` takes it: TRL's fused LM head (no full logits), loss on
-    the second half of each sequence (the completion), AdamW."""
+    """One QLoRA SFT step as ``pr1lib.training.sft`` takes it: TRL's fused LM head (no full logits),
+    loss on the second half of each sequence (the completion), AdamW."""
     device, half = next(model.parameters()).device, sizes.sft_len // 2
     ids = parallel_sequences(tags, sizes.sft_batch, half, sizes.sft_len - half, vocab).to(device)
     labels = completion_labels(ids, half)
@@ -384,10 +386,11 @@ def measure_sft(model: Any, tags: Any, vocab: int, sizes: Sizes) -> dict[str, An
 
 
 def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> dict[str, Any]:
-    """One GRPO policy update on a group as ``pr1lib.grpo`` runs it: completion log-probs from the
-    fused LM head (``seen``: TRL's causal forward; ``unseen``: plus the 4D mask and positions of
-    ``pr1lib.structure``), a clipped policy-gradient loss (token mean), AdamW."""
-    from pr1lib.structure import attention_inputs
+    """One GRPO policy update on a group as ``pr1lib.training.grpo`` runs it: completion log-probs
+    from the fused LM head (``seen``: TRL's causal forward; ``unseen``: plus the 4D mask and
+    positions of ``pr1lib.decoding.structure``), a clipped policy-gradient loss (token mean),
+    AdamW."""
+    from pr1lib.decoding.structure import attention_inputs
 
     device, prompt = next(model.parameters()).device, sizes.grpo_prompt
     ids = parallel_sequences(
@@ -429,9 +432,9 @@ def measure_grpo(model: Any, tags: Any, vocab: int, sizes: Sizes, mode: str) -> 
 def measure_forked(model: Any, tok: Any, sizes: Sizes) -> dict[str, Any]:
     """Forked decoding (the RL rollout engine) of a batch of prompts with two paths per block."""
     from pr1lib.config import RolloutConfig
-    from pr1lib.rollout import generate
-    from pr1lib.steering import steer_logits
-    from pr1lib.structure import tag_ids
+    from pr1lib.decoding.rollout import generate
+    from pr1lib.decoding.steering import steer_logits
+    from pr1lib.decoding.structure import tag_ids
 
     t, head = tag_ids(tok), model.lm_head
     bias = torch.full((model.config.vocab_size,), -1e4)
@@ -485,7 +488,7 @@ def check_model(
     name: str, shape: dict[str, int], tok: Any, sizes: Sizes, budget: Budget, four_bit: bool = True
 ) -> dict[str, Any]:
     """Build one model and run every measurement on it; never raises."""
-    from pr1lib.structure import tag_ids
+    from pr1lib.decoding.structure import tag_ids
 
     vocab = shape["vocab"] or len(tok)
     shape = {**shape, "vocab": vocab}

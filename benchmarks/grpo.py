@@ -42,9 +42,9 @@ from typing import Any
 from transformers import TrainerCallback
 
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import GRPOSession
-from pr1lib.models import load_training_policy, stage_model_config
-from pr1lib.runtime import quiet_known_noise
+from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.decoding.models import load_training_policy, stage_model_config
+from pr1lib.training.grpo import GRPOSession
 
 BEFORE = dict(
     merge_rollout_lora=False,
@@ -179,7 +179,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model or run folder (default: profile's)")
     parser.add_argument("--steps", type=int, default=3, help="steps per run (the first is warm-up)")

@@ -32,12 +32,12 @@ import torch
 
 from pr1lib import worlds
 from pr1lib.config import RolloutConfig
-from pr1lib.evalsets import load_benchmark
-from pr1lib.evaluate import load_for_eval
-from pr1lib.metrics import Completion, completion_metrics, sample_stats
-from pr1lib.prompts import chat_prompt
-from pr1lib.rollout import generate
-from pr1lib.runtime import quiet_known_noise
+from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.decoding.rollout import generate
+from pr1lib.evaluation.evaluate import load_for_eval
+from pr1lib.evaluation.metrics import Completion, completion_metrics, sample_stats
+from pr1lib.format.prompts import chat_prompt
 
 WORLD = "wideworld"
 MODELS = {"serial": ("data/wideworld-serial-r1", "seen"), "unseen": ("data/wideworld-r1", "forked")}
@@ -107,7 +107,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unseen", default=None, help=f"default {MODELS['unseen'][0]}")
     parser.add_argument("--serial", default=None, help=f"default {MODELS['serial'][0]}")

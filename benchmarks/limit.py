@@ -39,13 +39,13 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from pr1lib.bench import load_bench_script
+from pr1lib.cli.bench import load_bench_script
 from pr1lib.config import RolloutConfig
-from pr1lib.engine import Engine
-from pr1lib.rollout import generate
-from pr1lib.rowcache import RowStreams
-from pr1lib.runtime import quiet_known_noise
-from pr1lib.steering import steer_logits
+from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.decoding.engine import Engine
+from pr1lib.decoding.rollout import generate
+from pr1lib.decoding.rowcache import RowStreams
+from pr1lib.decoding.steering import steer_logits
 
 BATCHES = (8, 64, 256)
 GEMM = 1024  # the square GEMM that measures the matmul rate
@@ -228,7 +228,7 @@ def measure(model: Any, tok: Any, batch: int, new: int, repeats: int, rate: floa
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--new", type=int, default=128, help="tokens decoded per row")

@@ -16,9 +16,14 @@ import time
 import torch
 
 from pr1lib.config import PretrainConfig
-from pr1lib.pretrain import accumulate_loss, build_tokenizer_and_model, encode_batch, step_records
-from pr1lib.runtime import quiet_known_noise, set_seed
-from pr1lib.validate import parse_sets
+from pr1lib.config.checks import parse_sets
+from pr1lib.config.runtime import quiet_known_noise, set_seed
+from pr1lib.training.pretrain import (
+    accumulate_loss,
+    build_tokenizer_and_model,
+    encode_batch,
+    step_records,
+)
 
 
 def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
@@ -51,7 +56,7 @@ def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
 
 
 def main() -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--set", dest="overrides", action="append", default=[])

@@ -24,7 +24,7 @@ than seconds):
   versus the plain causal forward (also versus a 4D causal ``seen`` mask).
 
 The model is ``data/tiny-base`` when it exists, else a random model of the same shape
-(``model_source`` says which); the tags are added with ``pr1lib.tokens.add_parallel_tags``.
+(``model_source`` says which); the tags are added with ``pr1lib.decoding.tokens.add_parallel_tags``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any, Callable
 import torch
 
 from pr1lib.config import RolloutConfig
-from pr1lib.paths import REPO_ROOT
-from pr1lib.rollout import generate
-from pr1lib.runtime import quiet_known_noise
-from pr1lib.steering import steer_logits
-from pr1lib.structure import attention_inputs, tag_ids
+from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.decoding.rollout import generate
+from pr1lib.decoding.steering import steer_logits
+from pr1lib.decoding.structure import attention_inputs, tag_ids
+from pr1lib.store.paths import REPO_ROOT
 
 PROMPT = "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\nAnswer:"
 
@@ -50,8 +50,8 @@ PROMPT = "Question: Tom has 3 apples and buys 5 more. How many apples does he ha
 def load_model() -> tuple[Any, Any, str]:
     """``(model, tokenizer, source)``: the shipped tiny model if present, else a random one of its
     shape."""
-    from pr1lib.models import TINY_MODEL_DIR, build_random_tiny
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import TINY_MODEL_DIR, build_random_tiny
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     folder = REPO_ROOT / TINY_MODEL_DIR
     if (folder / "config.json").exists():
@@ -318,7 +318,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--path-len", type=int, default=48)

@@ -4,12 +4,12 @@
         [--t 1.0] [--mode seen] [--max-len 256] [--max-path 96]
     python benchmarks/tinyworld.py sft [--base DIR] --out RUN [--variant seen] [--set k=v ...]
 
-``eval`` prints ``pr1lib.evaluate.run_eval``'s numbers (mean@k, pass@k, strict-valid ratio, parallel
-ratio) for one model folder or run folder, without writing a results file; ``--t 0 --k 1`` is
-greedy. ``sft`` runs ``pr1lib.sft.run_sft`` on the TinyWorld cold-start set (rule teacher, built
-from ``source``; default ``tinyworld-easy+tinyworld-hard``) starting from ``--base`` (default: the
-shipped TinyWorld base ``data/tinyworld-base``) instead of the TinyGSM ``data/tiny-base``, without
-the TinyGSM before/after evaluation. Each prints one JSON object last.
+``eval`` prints ``pr1lib.evaluation.evaluate.run_eval``'s numbers (mean@k, pass@k, strict-valid
+ratio, parallel ratio) for one model folder or run folder, without writing a results file; ``--t 0
+--k 1`` is greedy. ``sft`` runs ``pr1lib.training.sft.run_sft`` on the TinyWorld cold-start set
+(rule teacher, built from ``source``; default ``tinyworld-easy+tinyworld-hard``) starting from
+``--base`` (default: the shipped TinyWorld base ``data/tinyworld-base``) instead of the TinyGSM
+``data/tiny-base``, without the TinyGSM before/after evaluation. Each prints one JSON object last.
 """
 
 from __future__ import annotations
@@ -21,12 +21,17 @@ import time
 import torch
 
 from pr1lib.config import EvalConfig, ModelConfig, SFTStageConfig
-from pr1lib.evaluate import run_eval
-from pr1lib.models import base_model_dir, checkpoint_folder, load_policy, stage_model_config
-from pr1lib.runtime import quiet_known_noise
-from pr1lib.sft import run_sft
-from pr1lib.tokens import add_parallel_tags, has_tags
-from pr1lib.validate import parse_sets
+from pr1lib.config.checks import parse_sets
+from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.decoding.models import (
+    base_model_dir,
+    checkpoint_folder,
+    load_policy,
+    stage_model_config,
+)
+from pr1lib.decoding.tokens import add_parallel_tags, has_tags
+from pr1lib.evaluation.evaluate import run_eval
+from pr1lib.training.sft import run_sft
 
 
 def eval_model(
@@ -107,7 +112,7 @@ def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
 
 
 def main() -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.runtime.NOISE_LOGS)
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("eval")

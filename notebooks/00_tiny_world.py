@@ -64,7 +64,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -94,12 +94,12 @@ pd.DataFrame({"prices": shop.prices}, index=[plural for _, plural in shop.names]
 
 # %% [markdown]
 # The record has GSM8K's shape: each step is a line with a calculator note `<<a+b=c>>`, and the
-# answer ends with `#### N`, so `pr1lib.prompts.split_gsm8k_answer` reads it as it reads GSM8K and
-# every later stage treats both the same way. The reference solution is one guess that checks
-# out: the right pair, its sum, the sum compared with the total, then the difference.
+# answer ends with `#### N`, so `pr1lib.format.prompts.split_gsm8k_answer` reads it as it reads
+# GSM8K and every later stage treats both the same way. The reference solution is one guess that
+# checks out: the right pair, its sum, the sum compared with the total, then the difference.
 
 # %%
-from pr1lib.prompts import split_gsm8k_answer
+from pr1lib.format.prompts import split_gsm8k_answer
 
 steps, final = split_gsm8k_answer(item["answer"])
 print(item["answer"], f"\n\n-> {len(steps)} steps, final answer {final}")
@@ -107,12 +107,12 @@ print(item["answer"], f"\n\n-> {len(steps)} steps, final answer {final}")
 # %% [markdown]
 # Each tier's held-out `test` split never shares a question with `train`, in either world: a
 # question is in `test` exactly when a hash of its text falls in a fixed bucket (20 % of all
-# questions, `pr1lib.tasks.split_of`), so no seed can leak one into the other.
+# questions, `pr1lib.worlds.tasks.split_of`), so no seed can leak one into the other.
 #
 # You should see: no question of any tier in both splits, and each in the split its hash picks.
 
 # %%
-from pr1lib.tasks import split_of
+from pr1lib.worlds.tasks import split_of
 
 for name in ("tinyworld", "tinygsm"):
     for tier in ("easy", "hard"):
@@ -135,8 +135,8 @@ for name in ("tinyworld", "tinygsm"):
 import transformers
 
 from pr1lib.config import ModelConfig
-from pr1lib.models import base_model_dir, load_policy
-from pr1lib.pretrain import generate_solutions, score
+from pr1lib.decoding.models import base_model_dir, load_policy
+from pr1lib.training.pretrain import generate_solutions, score
 
 transformers.utils.logging.disable_progress_bar()  # loading bars: nothing to read in them
 BASE = ModelConfig.for_profile("tiny").replace(name=base_model_dir("tinyworld"))  # every profile
@@ -175,18 +175,18 @@ pd.DataFrame([anatomy(miss["question"], t, ok) for t, ok in zip(drawn, score(dra
 
 # %% [markdown]
 # Now the same on `NB.eval_n` held-out hard items, `K` samples each, scored the way every
-# evaluation in this project is (`pr1lib.evaluate.sample_rows`, `pr1lib.metrics.summarize`):
-# **mean@8** is the share of samples that are right, the chance that *one* answer is; **pass@8**
-# is the share of items with at least one right sample among the eight. Greedy decoding (section
-# 2, the same items) is the labelled second column. The committed card ran the same protocol on
-# 200 items.
+# evaluation in this project is (`pr1lib.evaluation.evaluate.sample_rows`,
+# `pr1lib.evaluation.metrics.summarize`): **mean@8** is the share of samples that are right, the
+# chance that *one* answer is; **pass@8** is the share of items with at least one right sample among
+# the eight. Greedy decoding (section 2, the same items) is the labelled second column. The
+# committed card ran the same protocol on 200 items.
 
 # %% tags=["report"]
 from pr1lib.config import EvalConfig
-from pr1lib.evaluate import sample_rows
-from pr1lib.metrics import summarize
-from pr1lib.results import committed
-from pr1lib.runtime import set_seed
+from pr1lib.config.runtime import set_seed
+from pr1lib.evaluation.evaluate import sample_rows
+from pr1lib.evaluation.metrics import summarize
+from pr1lib.store.cards import committed
 
 EVAL = EvalConfig(benchmark=WORLD.source("hard"), n=NB.eval_n, k=K, temperature=1.0,
                   max_completion_length=256, seed=SEED)  # the card's protocol, fewer items
@@ -201,7 +201,7 @@ pd.DataFrame({
 }, index=["greedy (one answer)", f"T = 1 mean@{K}", f"T = 1 pass@{K}"]).style.format("{:.1%}")
 
 # %% tags=["report"]
-from pr1lib import plots
+from pr1lib.notebook import plots
 
 curves = {f"this run ({EVAL.n} items)": sampled["pass_curve_official"],
           "card (200 items)": card["t1"]["pass_curve_official"]}
@@ -213,7 +213,7 @@ plots.pass_at_k_figure(curves, "TinyWorld base, hard items: some sample is often
 # it just does not commit to it. That gap is the room a block can use.
 
 # %%
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 gap = sampled["pass_at_k"] - sampled["accuracy"]
 should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE)
@@ -278,10 +278,10 @@ print(f"mean@{K} {sampled['accuracy']:.1%} | pass@2 {p[2]:.1%} (two guesses, the
 # %% [markdown]
 # ## 5. The contrast: TinyGSM, when a block does not pay
 #
-# TinyGSM (`pr1lib.tasks`) is this project's first tiny world: stories about one person's pile of
-# things, where every step computes the next number from the last. **Easy** items (1–2 steps,
-# small numbers) play GSM8K's role, **hard** ones (3–5 steps, numbers up to 999) DAPO-Math's. Its
-# base model is `data/tiny-base`, the same architecture pretrained on TinyGSM:
+# TinyGSM (`pr1lib.worlds.tasks`) is this project's first tiny world: stories about one person's
+# pile of things, where every step computes the next number from the last. **Easy** items (1–2
+# steps, small numbers) play GSM8K's role, **hard** ones (3–5 steps, numbers up to 999) DAPO-Math's.
+# Its base model is `data/tiny-base`, the same architecture pretrained on TinyGSM:
 
 # %%
 gsm_item = worlds.get("tinygsm").generate(1, "hard", "test", seed=SEED)[0]
@@ -322,7 +322,7 @@ both.style.format({c: "{:.1%}" for c in ("greedy", "T = 1 mean@k", "T = 1 pass@k
 # included; the tags are not in its vocabulary yet (notebook 01 adds them, as it does for Qwen's).
 
 # %%
-from pr1lib.prompts import linear_solution, prompt_text
+from pr1lib.format.prompts import linear_solution, prompt_text
 
 text = prompt_text(item["question"], "tiny") + linear_solution(item["answer"])
 ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -335,7 +335,7 @@ print("<Path> ->", tok.tokenize("<Path>"))
 # LoRA behave exactly as on the real model, only much smaller. Both base models share it:
 
 # %% tags=["report"]
-from pr1lib.paths import project_data_dir
+from pr1lib.store.paths import project_data_dir
 
 cfg = model.config
 weights = project_data_dir() / "tinyworld-base" / "model.safetensors"
@@ -388,8 +388,8 @@ fig.show()
 
 # %%
 from pr1lib.config import PretrainConfig
-from pr1lib.paths import runs_dir
-from pr1lib.pretrain import pretrain
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.pretrain import pretrain
 
 smoke_cfg = PretrainConfig.for_profile("smoke", seed=SEED, world="tinyworld")
 run = pretrain(smoke_cfg, runs_dir() / "00_pretrain_smoke", progress=False, evaluate=False)

@@ -5,7 +5,7 @@
 # with two validators, and give the six tags a sensible place in the model's vocabulary.
 #
 # You will learn
-# - the grammar of `<Parallel>`, `<Path>` and `<Summary>` blocks, and how `pr1lib.format`
+# - the grammar of `<Parallel>`, `<Path>` and `<Summary>` blocks, and how `pr1lib.format.grammar`
 #   parses a response into text and blocks;
 # - how the official checker differs from this project's strict grammar, case by case;
 # - how to add the tags as single tokens that survive TRL's decoding, and why their new
@@ -57,7 +57,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -74,7 +74,7 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 #
 # Between the tags of a block only whitespace is allowed, blocks never nest, and every
 # `</Parallel>` is followed by exactly one summary. At RL time the rollout engine writes
-# exactly two paths per block; teacher data may have more. `pr1lib.format.parse` turns a
+# exactly two paths per block; teacher data may have more. `pr1lib.format.grammar.parse` turns a
 # response into its parts, with character spans that point back into the text.
 #
 # The running example is the block TinyWorld's rule teacher writes for a hard item (notebook 00):
@@ -84,8 +84,8 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # %%
 import pandas as pd
 
-from pr1lib import format as fmt
 from pr1lib import worlds
+from pr1lib.format import grammar as fmt
 from pr1lib.worlds.tinyworld import parse_hard, search_block
 
 question = worlds.get("tinyworld").generate(1, "hard", "test", seed=SEED)[0]["question"]
@@ -127,7 +127,7 @@ fmt.parallel_stats(example)
 # %% tags=["report"]
 import json
 
-from pr1lib.paths import shared_data_dir
+from pr1lib.store.paths import shared_data_dir
 
 SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"
 data_dir = shared_data_dir()
@@ -195,7 +195,7 @@ table
 # With the shared data, three of the real traces pass the official checker only.
 
 # %%
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 assert fmt.validate(example) == [] and fmt.validate(cases["one good block"]) == []
 for name in ("only one path", "missing summary", "path outside a block", "unclosed summary"):
@@ -243,8 +243,8 @@ pd.DataFrame(
 # before the BPE runs, but kept by every decode.
 
 # %%
-from pr1lib import tokens
-from pr1lib.models import ModelNotAvailableError, build_random_tiny, load_policy
+from pr1lib.decoding import tokens
+from pr1lib.decoding.models import ModelNotAvailableError, build_random_tiny, load_policy
 
 try:
     model, tokenizer, _ = load_policy(PROFILE)
@@ -422,8 +422,8 @@ print(f"tiny_checker agrees with pr1lib on all {len(texts)} texts "
 #    <details><summary>Hint</summary>
 #
 #    `copy.deepcopy(tokenizer)`, then `add_tokens(..., special_tokens=True)`. A text with no
-#    tags breaks no rule; score it with `pr1lib.rewards.tiered_reward` to see what it costs.
-#    </details>
+#    tags breaks no rule; score it with `pr1lib.rewards.functions.tiered_reward` to see what it
+#    costs. </details>
 #
 # Solutions, with the reasoning:
 # [solutions/01_parallel_format.py](../solutions/01_parallel_format.py)

@@ -65,8 +65,8 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.paths import runs_dir, shown
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
+from pr1lib.store.paths import runs_dir, shown
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -94,16 +94,16 @@ print("outputs in", shown(OUT))
 # %% [markdown]
 # ## 1. The problems
 #
-# The paper's seed problems are the 7,473 GSM8K **train** problems. `pr1lib.data` loads them from a
-# local folder (`PR1_DATA_DIR`, or `../shared/data` next to the repo) or, when online, from the
-# hub with `datasets.load_dataset("openai/gsm8k", "main")`; if neither works you get one error that
-# names both fixes. Every source comes out in one shape: `id`, `question`, `answer_text` (the worked
-# solution, with `<<48/2=24>>` calculator annotations) and `answer` (the gold number).
+# The paper's seed problems are the 7,473 GSM8K **train** problems. `pr1lib.data.sources` loads them
+# from a local folder (`PR1_DATA_DIR`, or `../shared/data` next to the repo) or, when online, from
+# the hub with `datasets.load_dataset("openai/gsm8k", "main")`; if neither works you get one error
+# that names both fixes. Every source comes out in one shape: `id`, `question`, `answer_text` (the
+# worked solution, with `<<48/2=24>>` calculator annotations) and `answer` (the gold number).
 # DAPO-Math-17k has answers but **no worked solutions**. Without a copy and a network (a CI
 # machine), TinyGSM-easy, this project's generator of GSM8K-shaped stories, stands in for GSM8K.
 
 # %%
-from pr1lib import data
+from pr1lib.data import sources as data
 
 try:
     sources = {"gsm8k": data.load_gsm8k("train", limit=config.limit),
@@ -135,7 +135,7 @@ pd.DataFrame([probs[0] for probs in sources.values()]).set_index("id")[["source"
 # %%
 import re
 
-from pr1lib import teachers
+from pr1lib.worlds import teachers
 
 rule = teachers.RuleTeacher(seed=SEED)
 pool = next(iter(sources.values()))[:50]  # one whose block has three paths, one a split or regroup
@@ -165,8 +165,8 @@ pd.DataFrame(rows)
 # is detected and cut off before the next append. The second call below finds everything cached.
 
 # %%
-from pr1lib import coldstart
-from pr1lib.traces import TraceCache, generate_traces
+from pr1lib.data import coldstart
+from pr1lib.data.traces import TraceCache, generate_traces
 
 cache = OUT / "traces.jsonl"
 timings, traces = {}, {}
@@ -185,16 +185,17 @@ print(
 # %% [markdown]
 # ## 4. The filter
 #
-# This project keeps a trace only if it is **strictly valid** (`pr1lib.format.validate`), has **at
-# least one block**, its **final answer matches** the gold answer, and the prompt plus completion
-# **fit the token budget** (`config.max_tokens`, counted with the policy's tokenizer when it loads,
-# else estimated at four characters per token). Duplicate questions keep their first trace. Each
-# rejection is labelled with the first check it failed. The paper released the unfiltered 7.47k
-# rows and 5.91k rows that passed its format check. No check of the answers against GSM8K's gold
-# was found in the official code (a row's answer is read from the teacher's own text), and whether
-# the filtered release checked them is not known (docs/recipe.md#4-cold-start-data). Which set
-# trained which variant the paper does not say; from the SFT step counts we infer (our reading,
-# docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones for the unseen.
+# This project keeps a trace only if it is **strictly valid** (`pr1lib.format.grammar.validate`),
+# has **at least one block**, its **final answer matches** the gold answer, and the prompt plus
+# completion **fit the token budget** (`config.max_tokens`, counted with the policy's tokenizer when
+# it loads, else estimated at four characters per token). Duplicate questions keep their first
+# trace. Each rejection is labelled with the first check it failed. The paper released the
+# unfiltered 7.47k rows and 5.91k rows that passed its format check. No check of the answers against
+# GSM8K's gold was found in the official code (a row's answer is read from the teacher's own text),
+# and whether the filtered release checked them is not known (docs/recipe.md#4-cold-start-data).
+# Which set trained which variant the paper does not say; from the SFT step counts we infer (our
+# reading, docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones for the
+# unseen.
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
@@ -258,7 +259,7 @@ print(pd.Series(reloaded["source"]).value_counts().to_dict(), "->", shown(folder
 # You should see: every kept trace in the saved set is strictly valid and opens at least one block.
 
 # %%
-from pr1lib import format as fmt
+from pr1lib.format import grammar as fmt
 
 assert len(reloaded) == len(kept_all) > 0
 for completion in reloaded["completion"]:
@@ -287,8 +288,8 @@ for completion in reloaded["completion"]:
 # %%
 import json
 
-from pr1lib import sft
 from pr1lib.config import SFTStageConfig
+from pr1lib.training import sft
 
 WORLD_SFT = SFTStageConfig.for_world("tinyworld", PROFILE)  # notebook 04's cold start
 world_set = sft.build_coldstart(WORLD_SFT, config.prompt_style, OUT / "tinyworld")
@@ -333,8 +334,8 @@ print(plain["completion"])
 from transformers import AutoTokenizer
 
 from pr1lib import worlds
-from pr1lib.expect import should_see
-from pr1lib.paths import REPO_ROOT
+from pr1lib.notebook.expect import should_see
+from pr1lib.store.paths import REPO_ROOT
 
 shipped = REPO_ROOT / worlds.get("tinyworld").init("seen")
 styled = sft.with_trace_style(shaped, WORLD_SFT.trace_style, WORLD_SFT.path_headers)
@@ -348,14 +349,15 @@ should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)"
 # **Two other styles of the same rows.** This project adds two switches of `SFTStageConfig`, both
 # applied by `sft.with_trace_style` to the rows that have a block:
 #
-# - `trace_style="serial"` takes the tags out and changes nothing else (`format.serialize`): the
-#   same four checks, written as one stream. A model trained on it searches as much as the parallel
-#   one, with no block. It is the control arm of `study controls` (notebook 07), which asks whether
-#   a gain comes from the block or only from writing the search down.
-# - `path_headers=True` opens each path with its number, `(1) ` and `(2) ` (`format.number_paths`).
-#   Under the unseen mask a path cannot see its sibling, so nothing tells it which half of the
-#   search is its own; notebook 03 shows the shipped unseen SFT's two paths often starting from
-#   the same price. The numbers are the project's fix for that, also measured in `study controls`.
+# - `trace_style="serial"` takes the tags out and changes nothing else (`format.grammar.serialize`):
+#   the same four checks, written as one stream. A model trained on it searches as much as the
+#   parallel one, with no block. It is the control arm of `study controls` (notebook 07), which asks
+#   whether a gain comes from the block or only from writing the search down.
+# - `path_headers=True` opens each path with its number, `(1) ` and `(2) `
+#   (`format.grammar.number_paths`). Under the unseen mask a path cannot see its sibling, so nothing
+#   tells it which half of the search is its own; notebook 03 shows the shipped unseen SFT's two
+#   paths often starting from the same price. The numbers are the project's fix for that, also
+#   measured in `study controls`.
 
 # %%
 from datasets import Dataset
@@ -395,9 +397,9 @@ print("serial:\n" + serial, "\n\nnumbered paths:\n" + numbered)
 # %%
 import os
 
-from pr1lib import chat_teacher, standin
 from pr1lib.config import NotebookConfig
-from pr1lib.hf_teacher import HFTeacher
+from pr1lib.data import chat_teacher, standin
+from pr1lib.data.hf_teacher import HFTeacher
 
 llm_problems = next(iter(sources.values()))[: config.llm_limit]  # GSM8K, or its stand-in
 NB = NotebookConfig.for_profile(PROFILE)  # which LLM demo this profile can afford
@@ -448,8 +450,8 @@ print((llm_kept or llm_rejected)[0]["completion"][:600])
 #    <details><summary>Hint</summary>
 #
 #    A third path needs two alternatives of the blocked step: look at
-#    `pr1lib.teachers.alternatives(expr, value)` for a product, a sum, a difference and a quotient,
-#    and remember which step `step_choice="rare_op"` picks.
+#    `pr1lib.worlds.teachers.alternatives(expr, value)` for a product, a sum, a difference and a
+#    quotient, and remember which step `step_choice="rare_op"` picks.
 #    </details>
 # 2. Lower `config.max_tokens` to 256 (`config.replace(max_tokens=256)`) and rerun the filter on
 #    GSM8K and on both TinyWorld tiers. Which source loses most, and why does the tiny tokenizer

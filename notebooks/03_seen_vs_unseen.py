@@ -61,7 +61,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -83,11 +83,11 @@ import transformers
 
 from pr1lib import worlds
 from pr1lib.config import ModelConfig, NotebookConfig
-from pr1lib.data import load_world
-from pr1lib.evaluate import load_for_eval
-from pr1lib.format import validate
-from pr1lib.paths import REPO_ROOT
-from pr1lib.prompts import chat_prompt
+from pr1lib.data.sources import load_world
+from pr1lib.evaluation.evaluate import load_for_eval
+from pr1lib.format.grammar import validate
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.store.paths import REPO_ROOT
 
 transformers.utils.logging.disable_progress_bar()
 # models this small run as fast on one thread, and far steadier on a busy CPU
@@ -121,8 +121,8 @@ print(prompt + response)
 # are queries (the token being computed), columns are keys (what it may look at).
 
 # %%
-from pr1lib import plots
-from pr1lib.structure import allowed_mask, parse, structure_tensors
+from pr1lib.decoding.structure import allowed_mask, parse, structure_tensors
+from pr1lib.notebook import plots
 
 prompt_ids = tok.encode(prompt, add_special_tokens=False)
 ids = torch.tensor([prompt_ids + tok.encode(response, add_special_tokens=False)])  # (1, L)
@@ -180,7 +180,7 @@ plots.positions_figure(positions, labels[W], view["unseen"]["path"][0, W].tolist
                        first=W.start).show()
 
 # %%
-from pr1lib.structure import tag_ids
+from pr1lib.decoding.structure import tag_ids
 
 tags = [i for i, t in enumerate(ids[0].tolist()) if t in tag_ids(tok)[:6]]
 pd.DataFrame({"token": [labels[i] for i in tags], "index": tags,
@@ -225,7 +225,7 @@ mine_mask, mine_pos = by_hand(tok.convert_ids_to_tokens(ids[0].tolist()), START)
 assert torch.equal(mine_mask, view["unseen"]["allowed"])
 assert mine_pos == view["unseen"]["position_ids"][0].tolist()
 print(
-    f"by_hand agrees with pr1lib.structure on all {ids.shape[1]}² mask cells and "
+    f"by_hand agrees with pr1lib.decoding.structure on all {ids.shape[1]}² mask cells and "
     f"{ids.shape[1]} positions"
 )
 
@@ -260,7 +260,7 @@ plots.attention_explorer({m: view[m]["allowed"] for m in ("unseen", "seen")}, la
 # reads both paths under either mask, so it moves in both.
 
 # %%
-from pr1lib.structure import attention_inputs
+from pr1lib.decoding.structure import attention_inputs
 
 TOL = 1e-4 if model.dtype == torch.float32 else 5e-2  # half precision rounds differently per shape
 
@@ -302,7 +302,7 @@ invariance.style.format("{:.1e}")
 # seen; and the summary's well above it, even unseen, because the summary reads both paths.
 
 # %%
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 SEEN, UNSEEN = (f"max |Δ logit|, {mode}" for mode in ("seen", "unseen"))
 second = invariance.loc["second path"]
@@ -332,10 +332,10 @@ assert gap < TOL
 # %% [markdown]
 # ## 7. Two paths decoded side by side
 #
-# That equality is how the unseen variant decodes. `pr1lib.rollout` in `forked` mode runs the
-# trunk until `<Parallel>`, forks the row into two rows from its cache, lets each path decode on its
-# own (neither sees the other, exactly as the mask says), then merges them for the summary. Below,
-# the shipped unseen SFT answers held-out **hard** items, made to open its block at once (the
+# That equality is how the unseen variant decodes. `pr1lib.decoding.rollout` in `forked` mode runs
+# the trunk until `<Parallel>`, forks the row into two rows from its cache, lets each path decode on
+# its own (neither sees the other, exactly as the mask says), then merges them for the summary.
+# Below, the shipped unseen SFT answers held-out **hard** items, made to open its block at once (the
 # block-cost study's forced block, `pr1lib.experiments.blockcost.sample`), at T = 1. The teacher's
 # block splits the search: path 1 tries the first cheap price of the question, path 2 the second.
 # (On `colab` and `paper` the profile's model has not learned TinyWorld: read this section on
@@ -343,9 +343,9 @@ assert gap < TOL
 # reads each path's first guess line back:
 
 # %%
+from pr1lib.evaluation.metrics import completion_metrics
 from pr1lib.experiments.blockcost import sample
-from pr1lib.format import parse as parse_response
-from pr1lib.metrics import completion_metrics
+from pr1lib.format.grammar import parse as parse_response
 from pr1lib.worlds.tinyworld import parse_hard, read_guess
 
 hard = load_world(WORLD.source("hard"), NB.eval_n, "test", seed=SEED)
@@ -406,16 +406,16 @@ should_see("unseen SFT, forked: share of blocks whose paths start from the same 
 # ## 8. Why forking is fast
 #
 # Decoding is memory-bound: one step for k rows costs about as much as one step for one row, until
-# the batch is large. So `pr1lib.rollout` decodes the k paths of a block as k rows forked from the
-# prompt's cache, then merges them by concatenating their cached keys and values (no path token is
-# processed twice) and decodes the summary as one row. The timing below is `bench_forked` from
-# `benchmarks/rollout.py` (the same function `python -m pr1lib bench rollout` runs): the model is
-# steered to open a block at once and write every path to exactly `PATH_LEN` tokens; forked k paths
-# are timed against one path, and "sequential" is k times one path. Torch runs on one thread here
-# (set in section 1) and the machine may be shared, so read the ratios rather than the seconds.
+# the batch is large. So `pr1lib.decoding.rollout` decodes the k paths of a block as k rows forked
+# from the prompt's cache, then merges them by concatenating their cached keys and values (no path
+# token is processed twice) and decodes the summary as one row. The timing below is `bench_forked`
+# from `benchmarks/rollout.py` (the same function `python -m pr1lib bench rollout` runs): the model
+# is steered to open a block at once and write every path to exactly `PATH_LEN` tokens; forked k
+# paths are timed against one path, and "sequential" is k times one path. Torch runs on one thread
+# here (set in section 1) and the machine may be shared, so read the ratios rather than the seconds.
 
 # %%
-from pr1lib import bench
+from pr1lib.cli import bench
 
 timing = bench.load_bench_script("rollout").bench_forked(model, tok, NB.path_len, NB.repeats)
 speed = pd.DataFrame(
@@ -464,8 +464,8 @@ speed
 # (`pr1lib.experiments.split.forced_split` runs the same on 250 items):
 
 # %%
+from pr1lib.evaluation.metrics import sample_stats
 from pr1lib.experiments.split import forced_prefixes
-from pr1lib.metrics import sample_stats
 from pr1lib.worlds import wideworld
 
 WIDE = worlds.get("wideworld")
@@ -527,9 +527,9 @@ should_see("WideWorld unseen SFT: forked steps over the same tokens in one strea
 # - Under that view the model's predictions inside a path do not depend on its siblings at all (max
 #   |Δ logit| ≈ 0 above), and equal a plain forward over the prompt and that path alone. The summary
 #   still reads every path.
-# - That equality is what lets `pr1lib.rollout` decode k paths as k rows forked from the prompt's
-#   cache and merge them without reprocessing a token; the chart shows the speed-up over decoding
-#   them in turn.
+# - That equality is what lets `pr1lib.decoding.rollout` decode k paths as k rows forked from the
+#   prompt's cache and merge them without reprocessing a token; the chart shows the speed-up over
+#   decoding them in turn.
 # - The price of the isolation: the shipped unseen TinyWorld SFT often sends both paths to the same
 #   part of the search, because neither can see which part the other took. Numbered paths are the
 #   project's fix, measured in `study controls` (notebook 07); notebook 04 trains both variants.
@@ -540,9 +540,9 @@ should_see("WideWorld unseen SFT: forked steps over the same tokens in one strea
 # %% [markdown]
 # ## Exercises
 #
-# 1. Build a response with **three** paths and check `by_hand` against `pr1lib.structure` again.
-#    Which rectangles turn orange now, and where does `</Parallel>` land when the paths differ in
-#    length?
+# 1. Build a response with **three** paths and check `by_hand` against `pr1lib.decoding.structure`
+#    again. Which rectangles turn orange now, and where does `</Parallel>` land when the paths
+#    differ in length?
 #
 #    <details><summary>Hint</summary>
 #
@@ -563,8 +563,8 @@ should_see("WideWorld unseen SFT: forked steps over the same tokens in one strea
 #
 #    <details><summary>Hint</summary>
 #
-#    Read the docstring of `pr1lib.structure` on mask types. Then also try no `attention_mask`
-#    at all, and compare the second path with a forward of its own tokens alone.
+#    Read the docstring of `pr1lib.decoding.structure` on mask types. Then also try no
+#    `attention_mask` at all, and compare the second path with a forward of its own tokens alone.
 #    </details>
 # 4. Decode the hard items of section 7 with the **seen** SFT (`data/tinyworld-sft`), once in
 #    `seen` mode and once `forked`, and count how often its two paths collide. Predict both before

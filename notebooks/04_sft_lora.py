@@ -68,8 +68,8 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
 # %%
 from pr1lib import worlds
 from pr1lib.config import NotebookConfig
-from pr1lib.paths import REPO_ROOT, runs_dir, shown
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
+from pr1lib.store.paths import REPO_ROOT, runs_dir, shown
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 NB = NotebookConfig.for_profile(PROFILE)
@@ -102,8 +102,10 @@ import datasets
 import pandas as pd
 import transformers
 
-from pr1lib import models, plots, runs, sft
 from pr1lib.config import VARIANT_ROLLOUT, SFTStageConfig
+from pr1lib.decoding import models
+from pr1lib.notebook import plots
+from pr1lib.training import runs, sft
 
 datasets.disable_progress_bars()
 transformers.utils.logging.disable_progress_bar()
@@ -173,10 +175,11 @@ budgets
 # rows × tokens per row at an assumed 2,000 tokens/s (QLoRA with gradient checkpointing); each
 # held-out evaluation costs its decoding steps at an assumed 0.05 s per step (a sampled pass and a
 # greedy one); each run adds ~40 s to load the 4-bit model and save the adapter and merged copy.
-# `pr1lib.budget` holds these assumptions; the colab preset keeps this notebook within an hour.
+# `pr1lib.notebook.budget` holds these assumptions; the colab preset keeps this notebook within an
+# hour.
 
 # %%
-from pr1lib import budget
+from pr1lib.notebook import budget
 
 plan = budget.sft_notebook_plan("colab")
 print(f"notebook 04 on one T4, computed: {budget.total_minutes(plan)} minutes ({budget.T4})")
@@ -221,13 +224,13 @@ print(example_row["prompt"] + example_row["completion"])
 # attention, positions 0, 1, 2, …, TRL's own collator.
 #
 # The **unseen** variant swaps in `ParallelCollator`. It pads the batch on the right and calls
-# `pr1lib.structure.attention_inputs` with `response_start` = the first trained token of each row.
-# Inside a block, a path cannot attend to its sibling paths, and every path restarts at the position
-# right after `<Parallel>`. The summary and everything after it see all paths. The structure is read
-# from the response only: the paper's prompt mentions the tags by name, and the official data set
-# parsed them there too, which put 47 prompt tokens at position 0 (a bug a public reproduction
-# found). The mask always travels with the positions: restarted positions without a mask would make
-# transformers treat the sequence as several packed ones.
+# `pr1lib.decoding.structure.attention_inputs` with `response_start` = the first trained token of
+# each row. Inside a block, a path cannot attend to its sibling paths, and every path restarts at
+# the position right after `<Parallel>`. The summary and everything after it see all paths. The
+# structure is read from the response only: the paper's prompt mentions the tags by name, and the
+# official data set parsed them there too, which put 47 prompt tokens at position 0 (a bug a public
+# reproduction found). The mask always travels with the positions: restarted positions without a
+# mask would make transformers treat the sequence as several packed ones.
 
 # %%
 example = {
@@ -246,7 +249,7 @@ plots.mask_figure(views, tokenizer, start=n_prompt - 2)
 # longest path. Every tag is trained (it is part of the response).
 
 # %%
-from pr1lib.format import TAGS
+from pr1lib.format.grammar import TAGS
 
 tokens = pd.DataFrame({
     "token": [tokenizer.decode([t]) for t in example["input_ids"]],
@@ -274,7 +277,7 @@ tokens[tokens["token"].isin(TAGS) | (tokens.index == n_prompt)]
 # `use_lora=True` would build.
 
 # %%
-from pr1lib.tokens import tag_token_ids
+from pr1lib.decoding.tokens import tag_token_ids
 
 lora_config = models.load_training_policy(
     models.stage_model_config(config.replace(use_lora=True), BASE), config.train_tag_rows)[2]
@@ -297,7 +300,7 @@ del base_model  # each run below loads its own copy of the base
 # train.
 
 # %%
-from pr1lib.sft_live import LiveLossPlot
+from pr1lib.training.sft_live import LiveLossPlot
 
 
 def live_config(variant: str) -> SFTStageConfig:
@@ -313,7 +316,7 @@ plot = LiveLossPlot()
 trained = {}
 for variant in ("seen", "unseen"):
     cfg = live_config(variant)
-    # a short run's folder is not the SFT checkpoint later notebooks look for (runs.STAGE_RUNS)
+    # a short run is not the SFT checkpoint later notebooks look for (config.recipe.STAGE_RUNS)
     folder = OUT / (variant if NB.sft_steps is None else f"{variant}-short")
     trained[variant] = sft.run_sft(cfg, DATA or OUT / "coldstart", folder, evaluate=False,
                                    callbacks=[plot.callback(variant)],
@@ -333,7 +336,7 @@ for variant in ("seen", "unseen"):
 # %% tags=["report"]
 import json
 
-from pr1lib.results import committed
+from pr1lib.store.cards import committed
 
 
 def sft_card(name: str) -> dict:
@@ -435,7 +438,7 @@ methods
 # short runs (section 6) and, on `tiny` and `smoke`, the shipped SFT the tour carries forward.
 
 # %%
-from pr1lib.evaluate import evaluate_stage, held_out_config, load_for_eval
+from pr1lib.evaluation.evaluate import evaluate_stage, held_out_config, load_for_eval
 
 checkpoints = {"base": (BASE or model_config.name, "seen")}
 for variant in ("seen", "unseen"):
@@ -454,8 +457,8 @@ for name, (path, mode) in checkpoints.items():
 print(f"{judge.benchmark}: {judge.n} problems x {judge.k} samples at T = 1, and greedy")
 
 # %% tags=["report"]
-from pr1lib.expect import should_see
-from pr1lib.headline import change_table, change_words, paired_change
+from pr1lib.evaluation.headline import change_table, change_words, paired_change
+from pr1lib.notebook.expect import should_see
 
 columns = ["accuracy", "pass_at_k", "valid_ratio", "parallel_ratio", "mean_length"]
 table = pd.DataFrame({n: {**{k: m[k] for k in columns}, "greedy accuracy": m["greedy"]["accuracy"]}
@@ -471,9 +474,9 @@ table.round(3)
 
 # %% [markdown]
 # `accuracy Δ` is each model minus the base in points, on the same problems, with a 95 % interval
-# from a paired bootstrap over problems (`pr1lib.metrics.paired_bootstrap`); the lines above it
-# are computed from those intervals ("within the noise" when the interval spans zero). The short
-# runs against the shipped SFT of the same variant:
+# from a paired bootstrap over problems (`pr1lib.evaluation.metrics.paired_bootstrap`); the lines
+# above it are computed from those intervals ("within the noise" when the interval spans zero). The
+# short runs against the shipped SFT of the same variant:
 
 # %% tags=["report"]
 if WORLD:
@@ -487,7 +490,7 @@ if WORLD:
 # a sample whose tags break the grammar has not learned where a block goes):
 
 # %% tags=["report"]
-from pr1lib.reports import short_sft_words
+from pr1lib.notebook.reports import short_sft_words
 
 for name in scores:
     if name != "base":
@@ -572,10 +575,10 @@ assert single  # the tags are still single tokens after the reload
 # differs) and on the whole response.
 
 # %%
-from pr1lib.data import load_world
-from pr1lib.prompts import chat_prompt
-from pr1lib.structure import structure_tensors, structured_logprobs
-from pr1lib.teachers import RuleTeacher
+from pr1lib.data.sources import load_world
+from pr1lib.decoding.structure import structure_tensors, structured_logprobs
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.worlds.teachers import RuleTeacher
 
 teacher = WORLD.rule_teacher(seed=SEED) if WORLD else RuleTeacher(seed=SEED)
 problems = load_world(WORLD.source("hard") if WORLD else "tinygsm-easy", NB.nll_n, "test", SEED)
@@ -724,7 +727,7 @@ pd.DataFrame({name: {k: round(100 * committed(card)["numbers"][k], 1)
 # ## Exercises
 #
 # 1. Train with `config.replace(train_tag_rows=False)`. What happens to the valid block rate, and
-#    what does `pr1lib.tokens.tag_similarity` say about the tag rows afterwards?
+#    what does `pr1lib.decoding.tokens.tag_similarity` say about the tag rows afterwards?
 #
 #    <details><summary>Hint</summary>
 #
@@ -745,9 +748,9 @@ pd.DataFrame({name: {k: round(100 * committed(card)["numbers"][k], 1)
 
 # %% [markdown]
 # 3. Rebuild the cold-start set with `teachers.RuleTeacher(original_path="any", summary="value")`
-#    (pass it to `pr1lib.coldstart.run_coldstart` and the folder as `DATA`), train the seen variant
-#    and read ten wrong answers. Which of the habits named in the TinyGSM contrast (section 11)
-#    come back?
+#    (pass it to `pr1lib.data.coldstart.run_coldstart` and the folder as `DATA`), train the seen
+#    variant and read ten wrong answers. Which of the habits named in the TinyGSM contrast (section
+#    11) come back?
 #
 #    <details><summary>Hint</summary>
 #
@@ -765,9 +768,9 @@ pd.DataFrame({name: {k: round(100 * committed(card)["numbers"][k], 1)
 #    </details>
 # 5. TinyWorld's preset already turns half its rows plain. Train the profile's own (TinyGSM)
 #    preset that way, `SFTStageConfig.for_profile(PROFILE, plain_share=0.5)`: half the traces lose
-#    their block (`pr1lib.format.linearize` keeps the first path and drops the summary). Predict the
-#    greedy parallel ratio after SFT, then compare it with the share of sampled answers (T = 1)
-#    that open a block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.
+#    their block (`pr1lib.format.grammar.linearize` keeps the first path and drops the summary).
+#    Predict the greedy parallel ratio after SFT, then compare it with the share of sampled answers
+#    (T = 1) that open a block. Notebook 06 §7 runs the reward ablation from an SFT checkpoint.
 #
 #    <details><summary>Hint</summary>
 #

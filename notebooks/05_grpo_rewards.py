@@ -62,7 +62,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -71,13 +71,13 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 #
 # Every reward follows TRL's contract `fn(completions, answer, **kwargs) -> list[float]` and is
 # built from three facts about a completion: is the final answer right, are the tags valid, how many
-# `<Parallel>` blocks are there. One registry, `pr1lib.reward_modes.REWARD_MODES`, lists them; the
+# `<Parallel>` blocks are there. One registry, `pr1lib.rewards.modes.REWARD_MODES`, lists them; the
 # training stages, the control panel of notebook 06 and the verl export all read it.
 
 # %%
 import pandas as pd
 
-from pr1lib.reward_modes import REWARD_MODES
+from pr1lib.rewards.modes import REWARD_MODES
 
 pd.set_option("display.max_colwidth", 100)
 pd.DataFrame([{"mode": m.name, "pays for": m.pays_for, "range": m.range,
@@ -99,7 +99,7 @@ pd.DataFrame([{"mode": m.name, "pays for": m.pays_for, "range": m.range,
 # that reward would learn.
 
 # %%
-from pr1lib.hacking import hacking_table
+from pr1lib.rewards.hacking import hacking_table
 
 hacks = pd.DataFrame(hacking_table()).set_index("name")
 hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]
@@ -109,7 +109,7 @@ hacks[["accuracy", "parallel_correct", "tiered", "structure", "why"]]
 # and `honest_parallel` earns the tiered reward's maximum, 1.2.
 
 # %%
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 aware = hacks[["parallel_correct", "tiered"]]
 beaten = (aware > aware.loc["honest_parallel"]).any(axis=1).sum()
@@ -131,13 +131,13 @@ assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
 # %% [markdown]
 # ## 3. Two graders
 #
-# "Correct" and "valid" are decided by a **grader** (`pr1lib.graders`). `official` reproduces the
-# official reward code: on GSM8K-style problems the *first* `Final Answer:` number compared as a
-# string (`$4` is wrong), on DAPO-style ones the last answer line in the last 300 characters after
-# Minerva normalisation; tags pass its lenient stack check. `project` is this project's: the last
-# `Final Answer:` outside paths compared by value (`$21.00` = `21`), and the strict grammar (an
-# empty path or text between paths is invalid). RL uses `project`; evaluation reports both, with the
-# official one as `accuracy`, as the paper does.
+# "Correct" and "valid" are decided by a **grader** (`pr1lib.rewards.graders`). `official`
+# reproduces the official reward code: on GSM8K-style problems the *first* `Final Answer:` number
+# compared as a string (`$4` is wrong), on DAPO-style ones the last answer line in the last 300
+# characters after Minerva normalisation; tags pass its lenient stack check. `project` is this
+# project's: the last `Final Answer:` outside paths compared by value (`$21.00` = `21`), and the
+# strict grammar (an empty path or text between paths is invalid). RL uses `project`; evaluation
+# reports both, with the official one as `accuracy`, as the paper does.
 
 # %%
 official = pd.DataFrame(hacking_table(grader="official")).set_index("name")
@@ -157,7 +157,7 @@ both[both["tiered (project)"] != both["tiered (official)"]]
 # control panel previews the same strip as you move its sliders.
 
 # %%
-from pr1lib.widgets import PanelState, schedule_figure
+from pr1lib.notebook.panel import PanelState, schedule_figure
 
 schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, steps=30))
 
@@ -176,7 +176,7 @@ schedule_figure(PanelState(reward="alternating", window=10, parallel_steps=2, st
 # blocks, and the paper's ordering of Table 4 needs blocks that **help** on hard problems.
 
 # %%
-from pr1lib.reward_modes import block_break_even
+from pr1lib.rewards.modes import block_break_even
 
 rows = [{"tiered share f": f, "bonus b": b, "accuracy p": p,
          "largest cost (points)": round(100 * block_break_even(p, b, f), 2)}
@@ -210,7 +210,7 @@ fig
 import json
 
 from pr1lib.experiments.dose import dose_response
-from pr1lib.paths import REPO_ROOT, runs_dir
+from pr1lib.store.paths import REPO_ROOT, runs_dir
 
 card = REPO_ROOT / "results" / "tinyworld-dose.json"
 if card.exists():
@@ -246,7 +246,7 @@ fig
 # keep the order of the tiered steps on every seed; the bonus, seed by seed:
 
 # %%
-from pr1lib.results import committed
+from pr1lib.store.cards import committed
 
 seeds = {s: committed("tinyworld-dose" + (f"-s{s}" if s else "")) for s in range(3)}
 if all(seeds.values()):  # the committed sweep of each seed
@@ -280,10 +280,10 @@ if all(seeds.values()):  # the committed sweep of each seed
 # %%
 import transformers
 
-from pr1lib import grpo, starts
 from pr1lib.config import GRPOStageConfig, NotebookConfig
-from pr1lib.doctor import table as doctor_table
-from pr1lib.paths import runs_dir, shown
+from pr1lib.store.paths import runs_dir, shown
+from pr1lib.training import grpo, starts
+from pr1lib.training.doctor import table as doctor_table
 
 transformers.utils.logging.disable_progress_bar()  # the doctor's table, not a loading bar
 NB = NotebookConfig.for_profile(PROFILE)  # NB.world: the notebooks' main line (TinyWorld here)
@@ -326,13 +326,13 @@ clean = should_see("doctor checks that fail on the trained checkpoint",
 #
 # 1. Write a completion that scores +1.2 under the tiered reward with the official grader and −1
 #    with the project's. Which rule of the strict grammar does it break? Check it with
-#    `pr1lib.format.validate(text, strict=True)`.
+#    `pr1lib.format.grammar.validate(text, strict=True)`.
 #
 #    <details><summary>Hint</summary>
 #
 #    The official checker never reads the text between tags. Put a word between two tags of an
-#    honest block and score it with `pr1lib.rewards.score(text, "12", "tiered", grader=...)`.
-#    </details>
+#    honest block and score it with `pr1lib.rewards.functions.score(text, "12", "tiered",
+#    grader=...)`. </details>
 # 2. With $f = 0.2$, what bonus $b$ would let a block cost 5 points at $p = 50\,\%$? Use
 #    `block_break_even` and solve for $b$; is that a reward you would trust (look at section 2)?
 #
@@ -346,7 +346,7 @@ clean = should_see("doctor checks that fail on the trained checkpoint",
 #
 #    <details><summary>Hint</summary>
 #
-#    `pr1lib.widgets.active_modes(state)` lists the mode of every step. What does
+#    `pr1lib.notebook.panel.active_modes(state)` lists the mode of every step. What does
 #    `global_step % window >= window - parallel_steps` give when the two numbers are equal?
 #    </details>
 #

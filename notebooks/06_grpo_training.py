@@ -73,8 +73,8 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
 # %%
 from pr1lib import worlds
 from pr1lib.config import NotebookConfig
-from pr1lib.paths import REPO_ROOT
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
+from pr1lib.store.paths import REPO_ROOT
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 NB = NotebookConfig.for_profile(PROFILE)
@@ -143,10 +143,10 @@ pd.DataFrame({"stage 2 (this profile)": [getattr(stage2, k) for k in knobs],
 # colab`: 100 steps of up to 1,024 tokens) takes hours on a T4, so `notebook=True` shrinks each
 # run until all of them fit one hour. The arithmetic, per run: steps × (one decode of the longest
 # completion + training on prompt and completion tokens) + held-out evaluations + loading and
-# saving, at rates assumed in `pr1lib.budget` (no GPU has run the colab path yet).
+# saving, at rates assumed in `pr1lib.notebook.budget` (no GPU has run the colab path yet).
 
 # %%
-from pr1lib import budget
+from pr1lib.notebook import budget
 
 plan = budget.grpo_notebook_plan("colab")
 full = budget.grpo_seconds(GRPOStageConfig.for_stage(3, "colab"), evals=2)
@@ -165,8 +165,8 @@ pd.DataFrame(plan).T
 # taught it the tags): exactly the "reward is flat" symptom notebook 05's doctor is for.
 
 # %%
-from pr1lib import grpo, starts
-from pr1lib.paths import runs_dir, shown
+from pr1lib.store.paths import runs_dir, shown
+from pr1lib.training import grpo, starts
 
 if INIT:
     init = INIT
@@ -208,7 +208,7 @@ print("runs go under", shown(OUT))
 # The schedules the dose cards hold, as the panel reads them:
 
 # %%
-from pr1lib.widgets import ControlPanel, PanelState, dose_rows, expected_block_rate, run_to
+from pr1lib.notebook.panel import ControlPanel, PanelState, dose_rows, expected_block_rate, run_to
 
 dose = dose_rows() if WORLD else None  # the dose-response cards are TinyWorld's
 if dose:
@@ -220,7 +220,7 @@ if dose:
     display(expected.T.round(3))  # held-out easy items, after 30 steps; start: the SFT's share
 
 # %%
-from pr1lib.dashboard import Dashboard
+from pr1lib.training.dashboard import Dashboard
 
 session = grpo.GRPOSession(stage2, init, OUT / "stage2", follow=True, dashboard=Dashboard(
     OUT / "stage2" / "metrics.csv", title="Stage 2 (easy problems)"))
@@ -232,7 +232,7 @@ run2 = grpo.finish(session, before2)
 print(panel.facts.value)
 
 # %% tags=["report"]
-from pr1lib.dashboard import dashboard_figure
+from pr1lib.training.dashboard import dashboard_figure
 
 dashboard_figure(run2.rows, "Stage 2 (easy problems): per-step metrics")
 
@@ -241,10 +241,10 @@ dashboard_figure(run2.rows, "Stage 2 (easy problems): per-step metrics")
 # samples per problem at T = 1, with pass@k and the parallel ratio of those samples; greedy decoding
 # of the same problems is the labelled second column. `Δ accuracy` is after minus before on the
 # same problems, in points, with a 95 % interval from a paired bootstrap over problems
-# (`pr1lib.headline.paired_change`).
+# (`pr1lib.evaluation.headline.paired_change`).
 
 # %%
-from pr1lib.headline import change_words, paired_change
+from pr1lib.evaluation.headline import change_words, paired_change
 
 
 def before_after(result: dict) -> pd.DataFrame:
@@ -284,7 +284,7 @@ print(run_to(session3, panel3.state, stage3.max_steps, "Stage 3"))
 run3 = grpo.finish(session3, run2.result["after"])
 
 # %% tags=["report"]
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 seen_run = {"before": run2.result["before"], "after": run3.result["after"]}  # SFT -> Stage 2 + 3
 hard = {when: seen_run[when]["hard"] for when in ("before", "after")}
@@ -392,8 +392,8 @@ before_after(unseen)
 # a forced unseen block is worth half as much as a seen one on hard items (+13 against +26 points,
 # `results/tinyworld-blockcost-unseen.json`, `results/tinyworld-blockcost.json`), and this many
 # steps do not turn that smaller edge into accuracy. Numbered paths (`path_headers`, this
-# project's extension: `pr1lib.format.number_paths`) are the fix we would try; this notebook does
-# not run it.
+# project's extension: `pr1lib.format.grammar.number_paths`) are the fix we would try; this notebook
+# does not run it.
 
 # %% [markdown]
 # The paper found that giving the unseen variant the seen recipe's Stage 2 hurt: 38.5 average
@@ -434,7 +434,7 @@ if not WORLD:
 
 # %%
 from pr1lib.experiments.ablation import ARMS, ablation_summary, run_ablation
-from pr1lib.results import committed
+from pr1lib.store.cards import committed
 
 if LIVE or not WORLD:  # train the arms here (on a world: its easy items, the unseen variant)
     on_easy = {"data": WORLD.source("easy"), "world": WORLD.name} if WORLD else {}
@@ -552,9 +552,9 @@ fig
 # go on top of the report, above notebook 07's table.
 
 # %% tags=["report"]
+from pr1lib.evaluation.headline import loaded_label, write_headline
+from pr1lib.evaluation.paper import for_display
 from pr1lib.experiments.curriculum import world_headline
-from pr1lib.headline import loaded_label, write_headline
-from pr1lib.paper import for_display
 
 if WORLD:  # the model named by what was loaded (its architecture and size)
     world_table = world_headline(seen_run, loaded_label({"sft": init}, NB.model_label), WORLD.name)

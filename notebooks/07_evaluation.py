@@ -63,7 +63,7 @@ if importlib.util.find_spec("pr1lib") is None:  # Colab, or not installed
     sys.path.insert(0, os.path.abspath("pr1"))
 
 # %%
-from pr1lib.runtime import start_notebook
+from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
@@ -119,11 +119,12 @@ print(
 )
 
 # %% [markdown]
-# The library's `pr1lib.metrics.pass_at_k` computes the same quantity as a running product (the
-# binomials overflow floats for large n). This cell checks the two agree on every case up to n = 20:
+# The library's `pr1lib.evaluation.metrics.pass_at_k` computes the same quantity as a running
+# product (the binomials overflow floats for large n). This cell checks the two agree on every case
+# up to n = 20:
 
 # %%
-from pr1lib.metrics import pass_at_k
+from pr1lib.evaluation.metrics import pass_at_k
 
 cases = [(n, c, k) for n in range(1, 21) for c in range(n + 1) for k in range(1, n + 1)]
 worst = max(abs(pass_at_k_scratch(n, c, k) - pass_at_k(n, c, k)) for n, c, k in cases)
@@ -151,8 +152,13 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 import pandas as pd
 
 from pr1lib import worlds
-from pr1lib.headline import evaluate_checkpoints, find_checkpoints, headline_table, write_headline
-from pr1lib.paths import shown
+from pr1lib.evaluation.headline import (
+    evaluate_checkpoints,
+    find_checkpoints,
+    headline_table,
+    write_headline,
+)
+from pr1lib.store.paths import shown
 
 # in a world: its base model, and its shipped SFTs where notebook 04 left no full-length run
 shipped = {"base": "plain", "sft-seen": "seen", "sft-unseen": "unseen"}
@@ -170,9 +176,9 @@ for key, where in missing.items():
 # %% [markdown]
 # ## 4. Scoring them
 #
-# `evaluate_checkpoints` runs `pr1lib.evaluate.run_eval` per checkpoint and benchmark: k samples per
-# problem, both answer checkers (the paper's strict `Final Answer:` match and a robust one), and
-# per-sample structure statistics. Each problem becomes one line of a JSONL file under
+# `evaluate_checkpoints` runs `pr1lib.evaluation.evaluate.run_eval` per checkpoint and benchmark: k
+# samples per problem, both answer checkers (the paper's strict `Final Answer:` match and a robust
+# one), and per-sample structure statistics. Each problem becomes one line of a JSONL file under
 # `runs/07_evaluation-<profile>/eval/`, so an interrupted run resumes, and a rerun with the same
 # weights reads the results back without loading the model (retraining a checkpoint invalidates
 # them).
@@ -200,15 +206,16 @@ per_stage.rename(columns=lambda c: c.replace("_", " ")).round(3)  # headers wrap
 #
 # ### The paper's Table 2, and ours beside it
 #
-# `pr1lib.paper.side_by_side` keeps the two apart: every paper column is labelled with the paper's
-# model and benchmark, every one of ours with our model, benchmark, k and checker. A tiny-model
-# number on a tiny world is **not** comparable with a Qwen3-4B number on AIME; the layout is the
-# same so you can see which stages moved which way, nothing more. The table shows whose numbers
-# they are above each column, ours first, then the paper's parallel % and Avg, then its benchmarks.
+# `pr1lib.evaluation.paper.side_by_side` keeps the two apart: every paper column is labelled with
+# the paper's model and benchmark, every one of ours with our model, benchmark, k and checker. A
+# tiny-model number on a tiny world is **not** comparable with a Qwen3-4B number on AIME; the layout
+# is the same so you can see which stages moved which way, nothing more. The table shows whose
+# numbers they are above each column, ours first, then the paper's parallel % and Avg, then its
+# benchmarks.
 
 # %% tags=["report"]
-from pr1lib.headline import loaded_label
-from pr1lib.paper import for_display, side_by_side
+from pr1lib.evaluation.headline import loaded_label
+from pr1lib.evaluation.paper import for_display, side_by_side
 
 MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size
 table = side_by_side(ours, MODEL)
@@ -232,7 +239,7 @@ for_display(headline)
 # base model, never trained on the tags, opens (almost) no block; and pass@k is never below mean@k.
 
 # %%
-from pr1lib.expect import should_see
+from pr1lib.notebook.expect import should_see
 
 assert "base" in found and set(ours) == set(found) and len(headline) == len(found)
 assert headline.filter(like="ours:").notna().any(axis=1).all()  # no empty row of ours
@@ -251,7 +258,7 @@ gap_ok = should_see("pass@k minus mean@k, base model",
 # controls that separate *parallel* from *more search*).
 
 # %%
-from pr1lib.headline import headline_intervals, headline_verdict
+from pr1lib.evaluation.headline import headline_intervals, headline_verdict
 
 hard = NB.benchmarks[0]
 print("\n".join(headline_verdict(ours, hard)))
@@ -268,7 +275,7 @@ headline_intervals(ours, hard)
 # sampling diversity that RL can turn into accuracy.
 
 # %% tags=["report"]
-from pr1lib.reports import pass_curve_figure
+from pr1lib.notebook.reports import pass_curve_figure
 
 pass_curve_figure(ours)
 
@@ -287,7 +294,7 @@ pass_curve_figure(ours)
 # above: parallel ratio and mean first-block position of the training samples, against the step.
 
 # %%
-from pr1lib.curves import CURVE_KEYS, figure3, training_curves
+from pr1lib.notebook.curves import CURVE_KEYS, figure3, training_curves
 
 rl_runs = {key: found[key] for key in ("rl-seen", "rl-unseen-s1", "rl-unseen-s2") if key in found}
 curves = pd.concat(
@@ -314,10 +321,10 @@ figure3(curves) if len(curves) else print("no RL run to plot")
 # learn from: when every sample of a group gets the same reward, its advantage is zero and the
 # policy does not move. A position that is 0 on every step is read apart from noise: then every
 # block opened at the response's first token, and the verdict says so
-# (`pr1lib.curves.read_figure3`).
+# (`pr1lib.notebook.curves.read_figure3`).
 
 # %% tags=["report"]
-from pr1lib.curves import read_figure3
+from pr1lib.notebook.curves import read_figure3
 
 print("\n".join(read_figure3(curves)) if len(curves) else "no RL run to read")
 
@@ -331,7 +338,7 @@ print("\n".join(read_figure3(curves)) if len(curves) else "no RL run to read")
 # they branch is one where the position has room to move.
 
 # %%
-from pr1lib.curves import teacher_block_starts
+from pr1lib.notebook.curves import teacher_block_starts
 
 for world in worlds.names():
     for tier, share in teacher_block_starts(world, n=50, seed=SEED).items():
@@ -361,8 +368,8 @@ for world in worlds.names():
 # The result is cached in the run folder.
 
 # %%
-from pr1lib.curves import scaffold_curves, scaffold_figure, switch_effect
 from pr1lib.experiments.midtraining import mid_training
+from pr1lib.notebook.curves import scaffold_curves, scaffold_figure, switch_effect
 
 scaffold_init = found.get("sft-unseen")
 print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
@@ -457,9 +464,9 @@ figure3(
 # again) and prints what it shows, computed from its numbers.
 
 # %%
-from pr1lib.curves import scaffold_card_figure
 from pr1lib.experiments.midtraining import scaffold_verdict
-from pr1lib.results import committed
+from pr1lib.notebook.curves import scaffold_card_figure
+from pr1lib.store.cards import committed
 
 study = committed("tinyworld-midtraining", world=NB.world)
 if study is None:
@@ -494,7 +501,7 @@ scaffold_card_figure(study["numbers"]) if study else None
 # |---|---|---|
 # | plain | none (the base model) | RL alone |
 # | plain-sft | the same rows, each a one-guess solution | an SFT with the same steps, no search |
-# | serial | the same search, no tags (`format.serialize`) | the search, not the parallel form |
+# | serial | the same search, no tags (`grammar.serialize`) | the search, not the parallel form |
 # | seen | the shipped SFT: the search in blocks | Parallel-R1-Seen |
 # | unseen | the search in blocks, numbered paths, the unseen mask | Parallel-R1-Unseen |
 #
@@ -509,8 +516,8 @@ scaffold_card_figure(study["numbers"]) if study else None
 
 # %%
 from pr1lib.experiments.controls import verdict
-from pr1lib.reports import controls_bars, controls_figure, controls_frame
-from pr1lib.results import committed
+from pr1lib.notebook.reports import controls_bars, controls_figure, controls_frame
+from pr1lib.store.cards import committed
 
 card = committed("tinyworld-controls")
 print("the committed run:", card["command"])
@@ -571,7 +578,7 @@ controls_frame(wide_table)
 # and the steps are compared mode by mode:
 
 # %%
-from pr1lib.reports import cap_words, latency_frame, modes_frame
+from pr1lib.notebook.reports import cap_words, latency_frame, modes_frame
 
 print("\n".join([*verdict(wide_table), cap_words(wide_table)]))
 modes_frame(wide_table)

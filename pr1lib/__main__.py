@@ -1,3 +1,3 @@
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 
 raise SystemExit(main())

@@ -19,14 +19,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pr1lib import worlds
 from pr1lib.config import EvalConfig, ModelConfig, NotebookConfig, PretrainConfig
-from pr1lib.evaluate import sample_rows
-from pr1lib.metrics import summarize
-from pr1lib.models import base_model_dir, load_policy
-from pr1lib.paths import runs_dir
-from pr1lib.pretrain import encode_batch, pretrain, step_records
-from pr1lib.prompts import prompt_text
-from pr1lib.runtime import set_seed
-from pr1lib.tasks import generate
+from pr1lib.config.runtime import set_seed
+from pr1lib.decoding.models import base_model_dir, load_policy
+from pr1lib.evaluation.evaluate import sample_rows
+from pr1lib.evaluation.metrics import summarize
+from pr1lib.format.prompts import prompt_text
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.pretrain import encode_batch, pretrain, step_records
+from pr1lib.worlds.tasks import generate
 from pr1lib.worlds.tinyworld import parse_hard, read_guess, solve_pair, split_paths
 
 WORLD = worlds.get("tinyworld")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import re
 
-from pr1lib import format as fmt
+from pr1lib.format import grammar as fmt
 
 # the notebook's section-2 table, copied so this file stands alone
 P = "<Parallel><Path>a</Path><Path>b</Path></Parallel>"
@@ -107,7 +107,7 @@ def exercise_2(profile: str = "smoke", seed: int = 0) -> dict:
     still passes, because each of its paths does sit directly inside a ``<Parallel>``.
 
     The section-2 assert (strict never accepts what the official checker rejects) is about
-    ``pr1lib.format.validate`` and still holds. The assert of section 6, ``mine == theirs``,
+    ``pr1lib.format.grammar.validate`` and still holds. The assert of section 6, ``mine == theirs``,
     **fails**: the changed checker no longer reproduces the official one, on that row and on every
     random tag soup with a lone path. The new checker is still not the strict grammar: it passes
     the unclosed summary, the nested block and text between paths.
@@ -158,9 +158,9 @@ def exercise_3(profile: str = "smoke") -> dict:
 
     from tokenizers import AddedToken
 
-    from pr1lib.doctor import check_tags_survive
-    from pr1lib.models import load_policy
-    from pr1lib.rewards import parallel_correct_reward, tiered_reward
+    from pr1lib.decoding.models import load_policy
+    from pr1lib.rewards.functions import parallel_correct_reward, tiered_reward
+    from pr1lib.training.doctor import check_tags_survive
 
     _, tokenizer, _ = load_policy(profile)
     special = copy.deepcopy(tokenizer)

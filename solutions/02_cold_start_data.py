@@ -14,16 +14,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from pr1lib import coldstart, data
-from pr1lib.chat_teacher import OpenAITeacher
 from pr1lib.config import ColdStartConfig
-from pr1lib.hf_teacher import HFTeacher
-from pr1lib.models import load_policy
-from pr1lib.paths import runs_dir
-from pr1lib.standin import StandInServer
-from pr1lib.teachers import ANNOTATION, RuleTeacher, alternatives
-from pr1lib.tokens import add_parallel_tags
-from pr1lib.traces import generate_traces
+from pr1lib.data import coldstart
+from pr1lib.data import sources as data
+from pr1lib.data.chat_teacher import OpenAITeacher
+from pr1lib.data.hf_teacher import HFTeacher
+from pr1lib.data.standin import StandInServer
+from pr1lib.data.traces import generate_traces
+from pr1lib.decoding.models import load_policy
+from pr1lib.decoding.tokens import add_parallel_tags
+from pr1lib.store.paths import runs_dir
+from pr1lib.worlds.teachers import ANNOTATION, RuleTeacher, alternatives
 
 
 def sources(profile: str, n: int | None = None, world: str = "tinygsm") -> dict[str, list[dict]]:

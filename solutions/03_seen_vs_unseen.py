@@ -14,13 +14,13 @@ import torch
 
 from pr1lib import worlds
 from pr1lib.config import ModelConfig, NotebookConfig
-from pr1lib.data import load_world
-from pr1lib.evaluate import load_for_eval
+from pr1lib.data.sources import load_world
+from pr1lib.decoding.structure import allowed_mask, attention_inputs, parse, structure_tensors
+from pr1lib.evaluation.evaluate import load_for_eval
 from pr1lib.experiments.blockcost import sample
-from pr1lib.format import parse as parse_response
-from pr1lib.paths import REPO_ROOT
-from pr1lib.prompts import chat_prompt
-from pr1lib.structure import allowed_mask, attention_inputs, parse, structure_tensors
+from pr1lib.format.grammar import parse as parse_response
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.store.paths import REPO_ROOT
 from pr1lib.worlds.tinyworld import parse_hard, read_guess
 
 WORLD = worlds.get("tinyworld")
@@ -78,7 +78,7 @@ def by_hand(tokens, start):
 
 # ----------------------------------------------------------------------------- exercise 1
 def exercise_1(profile: str = "smoke") -> dict:
-    """Three paths: ``by_hand`` still agrees with ``pr1lib.structure``, cell for cell.
+    """Three paths: ``by_hand`` still agrees with ``pr1lib.decoding.structure``, cell for cell.
 
     The hidden cells ("orange") are now **three rectangles**, one per pair of sibling paths:
     path 2's rows lose path 1's columns, and path 3's rows lose the columns of path 1 *and* of
@@ -203,7 +203,7 @@ def exercise_3(profile: str = "smoke") -> dict:
     With **no mask at all** it is worse in another way: transformers reads every restart of the
     position ids as the start of a new *packed* sequence and isolates it. The second path then
     sees only itself, not even the prompt: its logits equal a forward of the path's tokens
-    alone. That is why ``pr1lib.structure`` always hands the 4D mask over together with the
+    alone. That is why ``pr1lib.decoding.structure`` always hands the 4D mask over together with the
     positions.
     """
     model, tok = setup(profile)

@@ -18,16 +18,16 @@ from pathlib import Path
 
 from datasets import load_from_disk
 
-from pr1lib import sft
-from pr1lib.coldstart import run_coldstart
 from pr1lib.config import ColdStartConfig, SFTStageConfig
-from pr1lib.format import parse
-from pr1lib.models import load_training_policy, stage_model_config
-from pr1lib.paths import runs_dir
-from pr1lib.prompts import chat_prompt
-from pr1lib.structure import attention_inputs
-from pr1lib.teachers import RuleTeacher
-from pr1lib.tokens import tag_similarity
+from pr1lib.data.coldstart import run_coldstart
+from pr1lib.decoding.models import load_training_policy, stage_model_config
+from pr1lib.decoding.structure import attention_inputs
+from pr1lib.decoding.tokens import tag_similarity
+from pr1lib.format.grammar import parse
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.store.paths import runs_dir
+from pr1lib.training import sft
+from pr1lib.worlds.teachers import RuleTeacher
 
 QUESTION = "Tom has 3 boxes of 4 apples. How many apples does he have?"
 EXAMPLE_BLOCK = "Think in parallel, e.g. <Parallel><Path>3*4</Path><Path>4*3</Path></Parallel>.\n"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pr1lib.format import validate
-from pr1lib.hacking import HACKING_CASES
-from pr1lib.reward_modes import block_break_even, reward_for
-from pr1lib.rewards import alternating_reward, score, terms
-from pr1lib.widgets import PanelState, active_modes
+from pr1lib.format.grammar import validate
+from pr1lib.notebook.panel import PanelState, active_modes
+from pr1lib.rewards.functions import alternating_reward, score, terms
+from pr1lib.rewards.hacking import HACKING_CASES
+from pr1lib.rewards.modes import block_break_even, reward_for
 
 BLOCK = "<Parallel><Path>3 * 4 = 12.</Path><Path>4 + 4 + 4 = 12.</Path></Parallel>"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from pr1lib import grpo
 from pr1lib.config import GRPOStageConfig
-from pr1lib.paths import runs_dir
+from pr1lib.store.paths import runs_dir
+from pr1lib.training import grpo
 
 
 def _folder(profile: str, name: str) -> Path:

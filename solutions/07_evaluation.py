@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pr1lib import curves, headline, worlds
+from pr1lib import worlds
 from pr1lib.config import NotebookConfig
-from pr1lib.evaluate import ResultsFile
+from pr1lib.evaluation import headline
+from pr1lib.evaluation.evaluate import ResultsFile
+from pr1lib.evaluation.metrics import pass_at_k
 from pr1lib.experiments import midtraining
-from pr1lib.metrics import pass_at_k
-from pr1lib.paths import runs_dir
+from pr1lib.notebook import curves
+from pr1lib.store.paths import runs_dir
 
 ILLUSTRATION = (0.05, 0.2, 0.5, 0.9)  # per-sample accuracies of four made-up problems
 

@@ -102,7 +102,7 @@ def train(self, *args, **kwargs):
 
 
 if __name__ == "__main__":  # patch only when run as the launcher's script, never on import
-    from pr1lib.cli import main
+    from pr1lib.cli.main import main
 
     Trainer.train, Trainer.training_step = train, training_step
 

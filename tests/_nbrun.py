@@ -1,5 +1,5 @@
 """Execute a notebook (nbformat JSON on stdin, the executed notebook on stdout) with the project's
-nbclient client, whose shell replies survive ``Output`` widgets (``pr1lib.notebook``).
+nbclient client, whose shell replies survive ``Output`` widgets (``pr1lib.notebook.runner``).
 
     python tests/_nbrun.py < in.ipynb > out.ipynb
 """
@@ -10,7 +10,7 @@ import sys
 
 import nbformat
 
-from pr1lib.notebook import notebook_client
+from pr1lib.notebook.runner import notebook_client
 
 if __name__ == "__main__":
     nb = nbformat.reads(sys.stdin.read(), as_version=4)

@@ -1,7 +1,7 @@
 """What a command-line probe sees, shared by the probe tables (``test_cli_probes.py``,
 ``test_probes_loss.py``, ``test_probes_inputs.py``).
 
-A probe runs one command in-process through ``pr1lib.cli.main`` on the smoke profile and checks
+A probe runs one command in-process through ``pr1lib.cli.main.main`` on the smoke profile and checks
 the exit code, the one line printed (stdout and stderr together, no traceback), and what is left
 on disk: by default every file under the test's folder byte for byte as before; ``left`` checks
 something else (a probe whose command runs).
@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pr1lib.cli import main
-from pr1lib.paths import REPO_ROOT
+from pr1lib.cli.main import main
+from pr1lib.store.paths import REPO_ROOT
 
 TINY_BASE = REPO_ROOT / "data" / "tiny-base"
 # a child process runs these argument lists through the CLI: each refused (exit 2) before torch
 # loads (sys.argv[1]: the lists as JSON)
 BEFORE_TORCH = """
 import json, sys
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 for argv in json.loads(sys.argv[1]):
     code = main(argv)
     assert code == 2, (argv, code)
@@ -73,7 +73,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, list[str]]:
 def quiet(monkeypatch, tmp_path: Path) -> None:
     """Smoke sizes, runs and data inside the test's folder, never the hub, cards in a scratch
     results folder."""
-    from pr1lib import results
+    from pr1lib.store import cards as results
 
     monkeypatch.setenv("PR1_PROFILE", "smoke")
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pr1lib.notebook import list_notebooks, read
-from pr1lib.paths import REPO_ROOT
-from pr1lib.results import LINK
+from pr1lib.notebook.runner import list_notebooks, read
+from pr1lib.store.cards import LINK
+from pr1lib.store.paths import REPO_ROOT
 
 MINUS = str.maketrans({"−": "-", "–": "-"})  # the prose's minus and dash, as ASCII
 NUM = r"[+-]?\d+(?:\.\d+)?"

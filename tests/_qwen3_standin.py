@@ -56,9 +56,9 @@ CHATML = (
 def _corpus() -> list[str]:
     """What the stand-in's merges are learned from: the paper's v3 prompt (so prompts stay about
     as short as with Qwen's tokenizer), TinyGSM problems and parallel traces."""
-    from pr1lib.data import load_world
-    from pr1lib.prompts import prompt_text
-    from pr1lib.teachers import RuleTeacher
+    from pr1lib.data.sources import load_world
+    from pr1lib.format.prompts import prompt_text
+    from pr1lib.worlds.teachers import RuleTeacher
 
     records = load_world("tinygsm-easy", 200, "train", 0)
     teacher = RuleTeacher(seed=0)
@@ -69,7 +69,7 @@ def _corpus() -> list[str]:
 
 def standin_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with exactly Qwen3's size and special-token ids."""
-    from pr1lib.models import train_tiny_tokenizer
+    from pr1lib.decoding.models import train_tiny_tokenizer
 
     learned = train_tiny_tokenizer(_corpus(), vocab_size=2000)
     spec = json.loads(learned.backend_tokenizer.to_str())

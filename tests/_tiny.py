@@ -12,8 +12,8 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pr1lib.steering import steer_logits
-from pr1lib.structure import TAGS
+from pr1lib.decoding.steering import steer_logits
+from pr1lib.decoding.structure import TAGS
 
 EOS = "<|endoftext|>"
 

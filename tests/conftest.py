@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pr1lib.paths import shared_data_dir
+from pr1lib.store.paths import shared_data_dir
 
 sys.path.insert(0, str(Path(__file__).parent))  # `from _tiny import ...` (importlib import mode)
 MISSING_DATA = "missing data:"  # every data skip's reason starts so, and the summary counts them
@@ -41,7 +41,7 @@ def base():
     import torch
 
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.models import load_training_policy, stage_model_config
+    from pr1lib.decoding.models import load_training_policy, stage_model_config
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store.paths import REPO_ROOT
 
 CONFIGS = REPO_ROOT / "accelerate"
 HARNESS = REPO_ROOT / "tests" / "_accelerate_fingerprint.py"

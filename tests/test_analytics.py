@@ -9,15 +9,16 @@ import math
 import pandas as pd
 import pytest
 
-from pr1lib import curves, headline, reports
 from pr1lib.config import EvalConfig
-from pr1lib.dashboard import write_metrics
-from pr1lib.evalsets import load_benchmark
-from pr1lib.evaluate import ResultsFile, results_path
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.evaluation import headline
+from pr1lib.evaluation.evaluate import ResultsFile, results_path
 from pr1lib.experiments import curriculum, midtraining
-from pr1lib.folders import FolderError
-from pr1lib.paths import REPO_ROOT
-from pr1lib.tour import build_report
+from pr1lib.notebook import curves, reports
+from pr1lib.notebook.tour import build_report
+from pr1lib.store.folders import FolderError
+from pr1lib.store.paths import REPO_ROOT
+from pr1lib.training.dashboard import write_metrics
 
 
 def _rows(positions, ratios):
@@ -350,8 +351,8 @@ def test_headline_intervals_and_verdict_read_the_same_problems():
 def test_tour_timings_list_the_slowest_cell_first_and_the_report_names_it(tmp_path):
     import nbformat
 
-    from pr1lib.notebook import Executed
-    from pr1lib.tour import tour_timings
+    from pr1lib.notebook.runner import Executed
+    from pr1lib.notebook.tour import tour_timings
 
     def cell(source, start, end):
         c = nbformat.v4.new_code_cell(source)
@@ -371,7 +372,7 @@ def test_tour_timings_list_the_slowest_cell_first_and_the_report_names_it(tmp_pa
 
 
 def test_change_table_gives_each_model_its_paired_interval_and_verdict():
-    from pr1lib.headline import change_table, change_words, paired_change
+    from pr1lib.evaluation.headline import change_table, change_words, paired_change
 
     base = {"per_problem": {"accuracy": [0.0, 0.25, 0.5, 0.0] * 25, "parallel": [0.0] * 100}}
     better = {"per_problem": {"accuracy": [1.0, 0.75, 1.0, 0.5] * 25, "parallel": [1.0] * 100}}

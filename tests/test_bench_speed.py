@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 
 
 def last_json(capsys) -> dict:

@@ -1,4 +1,5 @@
-"""pr1lib.budget: the computed T4 time of the colab notebooks, and the arithmetic behind it.
+"""pr1lib.notebook.budget: the computed T4 time of the colab notebooks, and the arithmetic behind
+it.
 
 Run: .venv/bin/python -m pytest tests/test_budget.py -q -p no:cacheprovider
 """
@@ -7,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pr1lib import budget
 from pr1lib.config import GRPOStageConfig, SFTStageConfig
+from pr1lib.notebook import budget
 
 
 @pytest.mark.parametrize(

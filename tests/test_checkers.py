@@ -3,7 +3,7 @@
 Each eval file stores its gold answers differently (MATH-500: LaTeX strings; AIME 2024:
 zero-padded strings; AIME 2025: plain strings; AMC 2023: JSON floats; GSM8K: ``#### N``). The
 completions below are built from those golds in the renderings a model writes, and each case
-says what the official grader and this project's grader (``pr1lib.graders``) must conclude.
+says what the official grader and this project's grader (``pr1lib.rewards.graders``) must conclude.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import re
 import pytest
 from conftest import needs_data
 
-from pr1lib.evalsets import BENCHMARKS, canonical_gold, load_benchmark
-from pr1lib.graders import check, last_boxed, minerva_normalize, official_answer
-from pr1lib.paths import shared_data_dir
+from pr1lib.data.evalsets import BENCHMARKS, canonical_gold, load_benchmark
+from pr1lib.rewards.graders import check, last_boxed, minerva_normalize, official_answer
+from pr1lib.store.paths import shared_data_dir
 
 DATA = shared_data_dir()
 needs_eval = needs_data("eval")

@@ -1,6 +1,6 @@
 """Every bad input gets one clear line and loses nothing (issue 21).
 
-Each probe runs one command in-process through ``pr1lib.cli.main`` (stdout and stderr captured)
+Each probe runs one command in-process through ``pr1lib.cli.main.main`` (stdout and stderr captured)
 on the smoke profile and checks: the exit code (2 for a bad input, 0 where the input is valid),
 exactly one line naming what to fix, no traceback, and every file under the test's folder byte
 for byte as before. Ctrl-C and the offline hub miss run in a subprocess.
@@ -20,9 +20,9 @@ from typing import Callable
 import pytest
 from _probes import run_cli, snapshot
 
-import pr1lib.commands  # noqa: F401 - heavy imports (and their log lines) before any capture
-from pr1lib.cli import main
-from pr1lib.paths import REPO_ROOT
+import pr1lib.cli.pipeline  # noqa: F401 - heavy imports (and their log lines) before any capture
+from pr1lib.cli.main import main
+from pr1lib.store.paths import REPO_ROOT
 
 GSM8K_ROW = {"question": "Tom has 2 apples and buys 3. How many?", "answer": "2+3=5\n#### 5"}
 
@@ -248,7 +248,8 @@ def test_probe(probe, tmp_path, capsys, monkeypatch):
 
 # ----------------------------------------------------------------------------- valid inputs
 def test_eval_n_0_still_means_every_problem(tmp_path, capsys, monkeypatch):
-    from pr1lib import evaluate, reports
+    from pr1lib.evaluation import evaluate
+    from pr1lib.notebook import reports
 
     seen = {}
     monkeypatch.setattr(evaluate, "load_for_eval", lambda *a, **k: (None, None))
@@ -264,8 +265,8 @@ def test_eval_n_0_still_means_every_problem(tmp_path, capsys, monkeypatch):
 
 
 def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
-    from pr1lib import grpo, sft
-    from pr1lib.runs import Run
+    from pr1lib.training import grpo, sft
+    from pr1lib.training.runs import Run
 
     seen = {}
 
@@ -289,14 +290,14 @@ def test_model_flag_reaches_the_stage_model_config(tmp_path, monkeypatch):
 
 
 def test_tour_passes_set_to_the_notebooks_that_declare_it():
-    from pr1lib.tour import notebook_parameters, select_notebooks
+    from pr1lib.notebook.tour import notebook_parameters, select_notebooks
 
     assert notebook_parameters(select_notebooks(["06"]), ["init=runs/x"]) == {"INIT": "runs/x"}
 
 
 def test_results_file_damage_is_reported_or_named(tmp_path, capsys):
-    from pr1lib.evaluate import evaluate_records
-    from pr1lib.jsonl import JsonlError
+    from pr1lib.evaluation.evaluate import evaluate_records
+    from pr1lib.store.jsonl import JsonlError
 
     path, records = tmp_path / "r.jsonl", [{"id": "a", "question": "1+1?", "answer": "2"}]
     path.write_text('{"id": "b", "k": 1}\n{"id": "c", "k"')  # a torn last line
@@ -354,8 +355,8 @@ def _python(code: str, env: dict[str, str] | None = None, **kwargs) -> subproces
 SLOW_BENCH = """
 import os, signal, sys, time
 from pathlib import Path
-import pr1lib.bench as bench
-from pr1lib.cli import main
+import pr1lib.cli.bench as bench
+from pr1lib.cli.main import main
 # a shell that starts jobs in the background (nohup, `&`) makes them ignore SIGINT, and children
 # inherit that: restore Python's Ctrl-C so the probe means the same wherever the suite runs
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -418,7 +419,7 @@ def test_a_second_run_on_a_busy_folder_gets_one_line(tmp_path, capsys):
 
 def test_offline_hub_miss_is_one_line_not_chained_tracebacks(tmp_path):
     proc = _python(
-        "import sys\nfrom pr1lib.cli import main\n"
+        "import sys\nfrom pr1lib.cli.main import main\n"
         "sys.exit(main(['eval', '--model', 'pr1-nobody/no-such-model-xyz', '--out', "
         f"{str(tmp_path / 'e')!r}]))",
         env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},

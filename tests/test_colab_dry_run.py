@@ -17,9 +17,14 @@ from _qwen3_standin import VOCAB_ROWS, write_standin
 from conftest import needs_data
 
 from pr1lib.config import GRPOStageConfig, ModelConfig, SFTStageConfig
-from pr1lib.format import TAGS
-from pr1lib.models import gpu_dtype, load_training_policy, stage_model_config, trainable_precision
-from pr1lib.tokens import tag_token_ids
+from pr1lib.decoding.models import (
+    gpu_dtype,
+    load_training_policy,
+    stage_model_config,
+    trainable_precision,
+)
+from pr1lib.decoding.tokens import tag_token_ids
+from pr1lib.format.grammar import TAGS
 
 TAG_IDS = dict(zip(TAGS, range(151669, 151675)))  # Qwen3's tokenizer ends at 151,668
 SHORT = dict(eval_n=2, eval_k=1, eval_max_new_tokens=8, seed=0, num_threads=2)
@@ -66,9 +71,9 @@ def test_colab_policy_loads_like_qwen3_0_6b(standin):
 @pytest.mark.slow
 @needs_data("gsm8k/train.jsonl", "gsm8k/test.jsonl")  # colab stages read GSM8K
 def test_colab_sft_then_grpo_on_cpu(standin, tmp_path):
-    from pr1lib.grpo import run_grpo
-    from pr1lib.runs import load_run
-    from pr1lib.sft import run_sft
+    from pr1lib.training.grpo import run_grpo
+    from pr1lib.training.runs import load_run
+    from pr1lib.training.sft import run_sft
 
     cfg = _sft_config()
     sft = run_sft(

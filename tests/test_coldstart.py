@@ -1,4 +1,4 @@
-"""pr1lib.coldstart: the full-train yield of the rule teacher, resumable generation under real
+"""pr1lib.data.coldstart: the full-train yield of the rule teacher, resumable generation under real
 interrupts, the filter's reasons, the report, and the saved data set feeding SFTTrainer.
 
 Run: .venv/bin/python -m pytest tests/test_coldstart.py -q -p no:cacheprovider -s
@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from conftest import needs_data
 
-from pr1lib import coldstart
-from pr1lib.cli import main as cli_main
+from pr1lib.cli.main import main as cli_main
 from pr1lib.config import ColdStartConfig
-from pr1lib.data import load_source
-from pr1lib.paths import shared_data_dir
-from pr1lib.teachers import RuleTeacher, make_trace
-from pr1lib.traces import TraceCache, generate_traces
+from pr1lib.data import coldstart
+from pr1lib.data.sources import load_source
+from pr1lib.data.traces import TraceCache, generate_traces
+from pr1lib.store.paths import shared_data_dir
+from pr1lib.worlds.teachers import RuleTeacher, make_trace
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = shared_data_dir()
@@ -132,9 +132,9 @@ def test_injected_crash_then_rerun_has_no_duplicate_and_no_loss(tmp_path):
 
 SLOW_RUN = textwrap.dedent("""
     import signal, sys, time
-    from pr1lib.traces import generate_traces
-    from pr1lib.data import load_source
-    from pr1lib.teachers import RuleTeacher
+    from pr1lib.data.traces import generate_traces
+    from pr1lib.data.sources import load_source
+    from pr1lib.worlds.teachers import RuleTeacher
 
     class Slow(RuleTeacher):
         def generate(self, problems):
@@ -302,8 +302,8 @@ def test_saved_dataset_feeds_sft_trainer_for_one_step(saved, tmp_path):
     from datasets import load_from_disk
     from trl import SFTConfig, SFTTrainer
 
-    from pr1lib.models import load_policy
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import load_policy
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     model, tokenizer, _ = load_policy("smoke")
     add_parallel_tags(tokenizer, model)
@@ -336,7 +336,7 @@ def test_saved_dataset_feeds_sft_trainer_for_one_step(saved, tmp_path):
 
 
 def test_cli_with_the_openai_teacher_against_the_loopback_stand_in(tmp_path):
-    from pr1lib.standin import StandInServer
+    from pr1lib.data.standin import StandInServer
 
     problems = load_source("tinygsm-easy", limit=5)
     with StandInServer(problems, faults=["429"]) as server:

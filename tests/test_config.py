@@ -15,7 +15,7 @@ from pr1lib.config import (
     NotebookConfig,
     SFTStageConfig,
 )
-from pr1lib.profiles import check_profile
+from pr1lib.config.profiles import check_profile
 
 
 def test_the_profile_is_resolved_once_and_travels_in_the_config(monkeypatch):
@@ -84,7 +84,7 @@ def test_each_variant_rolls_out_in_its_own_mode():
 @pytest.mark.parametrize("variant", sorted(STAGE_REWARDS))
 @pytest.mark.parametrize("stage", [2, 3])
 def test_every_recipe_passes_the_trainers_own_checks(variant, stage):
-    from pr1lib.grpo_trainer import check_config
+    from pr1lib.training.grpo_trainer import check_config
 
     check_config(GRPOStageConfig.for_stage(stage, "tiny", variant=variant))  # raises if refused
     with pytest.raises(ValueError, match="rollout must be one of"):
@@ -103,7 +103,7 @@ def test_notebook_sizes_shrink_in_smoke():
 
 
 def test_tinyworld_stages_take_its_problems_rollout_and_held_out_sets():
-    from pr1lib.evaluate import held_out_set
+    from pr1lib.evaluation.evaluate import held_out_set
 
     stage = GRPOStageConfig.for_stage
     easy, hard = (stage(s, "tiny", world="tinyworld") for s in (2, 3))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pr1lib.dashboard import Dashboard, dashboard_figure, eta_text, keep_row, read_metrics
-from pr1lib.widgets import (
+from pr1lib.notebook.panel import (
     ControlPanel,
     PanelState,
     active_modes,
@@ -14,6 +13,7 @@ from pr1lib.widgets import (
     expected_block_rate,
     schedule_figure,
 )
+from pr1lib.training.dashboard import Dashboard, dashboard_figure, eta_text, keep_row, read_metrics
 
 
 def _log(dash: Dashboard, step: int, **logs) -> None:

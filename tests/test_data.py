@@ -1,4 +1,4 @@
-"""pr1lib.data: one record shape from local files, the hub code path, and TinyGSM.
+"""pr1lib.data.sources: one record shape from local files, the hub code path, and TinyGSM.
 
 Run: .venv/bin/python -m pytest tests/test_data.py -q -p no:cacheprovider
 """
@@ -10,9 +10,9 @@ import json
 import pytest
 from conftest import needs_data
 
-from pr1lib import data
-from pr1lib.paths import shared_data_dir
-from pr1lib.prompts import split_gsm8k_answer
+from pr1lib.data import sources as data
+from pr1lib.format.prompts import split_gsm8k_answer
+from pr1lib.store.paths import shared_data_dir
 
 KEYS = {"id", "question", "answer_text", "answer", "source"}
 SHARED = shared_data_dir()

@@ -9,10 +9,15 @@ import tempfile
 
 import pytest
 
-from pr1lib import doctor as D
-from pr1lib.format import TAGS
-from pr1lib.prompts import chat_prompt
-from pr1lib.rewards import accuracy_reward, alternating_reward, structure_reward, tiered_reward
+from pr1lib.format.grammar import TAGS
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.rewards.functions import (
+    accuracy_reward,
+    alternating_reward,
+    structure_reward,
+    tiered_reward,
+)
+from pr1lib.training import doctor as D
 
 BLOCK = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>\n<Summary>12</Summary>\n"
 PARALLEL_GOLD = BLOCK + "Final Answer: 12"
@@ -276,9 +281,9 @@ def test_notebook_05s_doctor_loads_the_start_notebook_06_trains_never_the_base(
     """The issue: 05's prose says the doctor loads 04's seen SFT; on tiny it loaded the base model
     (no SFT run found) and its group_variance failed. In a world it loads the shipped SFT."""
     from pr1lib.config import NotebookConfig
-    from pr1lib.modelfiles import check_model_files
-    from pr1lib.paths import REPO_ROOT
-    from pr1lib.starts import notebook_start
+    from pr1lib.store.modelfiles import check_model_files
+    from pr1lib.store.paths import REPO_ROOT
+    from pr1lib.training.starts import notebook_start
 
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))  # no SFT run anywhere
     for profile in ("smoke", "tiny"):

@@ -12,10 +12,11 @@ from _tiny import ids, steer, toy_model, toy_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib import evaluate as ev
-from pr1lib import metrics, samplers
 from pr1lib.config import EvalConfig
-from pr1lib.paper import (
+from pr1lib.decoding.tokens import has_tags
+from pr1lib.evaluation import evaluate as ev
+from pr1lib.evaluation import metrics, samplers
+from pr1lib.evaluation.paper import (
     TABLE2,
     TABLE2_COLUMNS,
     TABLE4,
@@ -24,7 +25,6 @@ from pr1lib.paper import (
     side_by_side,
     to_markdown,
 )
-from pr1lib.tokens import has_tags
 
 BLOCK = "<Parallel><Path>{a}</Path><Path>{b}</Path></Parallel>\n<Summary>{s}</Summary>"
 
@@ -331,7 +331,7 @@ def test_forked_mode_without_tags_is_a_clear_error(toy):
 
 # ----------------------------------------------------------------------------- command line
 def test_eval_command_prints_the_contract_json_last_and_resumes(toy, tmp_path, monkeypatch, capsys):
-    from pr1lib.cli import main
+    from pr1lib.cli.main import main
 
     model, tok = toy
     monkeypatch.setattr(ev, "load_policy", lambda config=None, profile=None: (model, tok, None))
@@ -403,7 +403,7 @@ def test_side_by_side_never_mixes_paper_and_ours_in_one_column():
 
 
 def test_sequential_steps_count_the_longest_path_only_where_paths_decode_side_by_side():
-    from pr1lib.metrics import accuracy_at_steps, score_problem
+    from pr1lib.evaluation.metrics import accuracy_at_steps, score_problem
 
     block = (
         "<Parallel><Path>Toy 7, book 40: no</Path><Path>Toy 12, book 40: yes</Path></Parallel>\n"

@@ -1,5 +1,5 @@
-"""``pr1lib.expect``: a "You should see" check prints one line, lands in the file the tour names,
-comes back on the executed notebook, and shows in ``report.html`` (outside its range:
+"""``pr1lib.notebook.expect``: a "You should see" check prints one line, lands in the file the tour
+names, comes back on the executed notebook, and shows in ``report.html`` (outside its range:
 highlighted, and the tour still succeeds). The notebooks' own checks are exercised in smoke by
 tests/test_notebooks.py."""
 
@@ -10,9 +10,16 @@ import textwrap
 
 import pytest
 
-from pr1lib import tour
-from pr1lib.expect import EXPECT_ENV, EXPECTED, Seen, expected_range, read_checks, should_see
-from pr1lib.notebook import list_notebooks
+from pr1lib.notebook import tour
+from pr1lib.notebook.expect import (
+    EXPECT_ENV,
+    EXPECTED,
+    Seen,
+    expected_range,
+    read_checks,
+    should_see,
+)
+from pr1lib.notebook.runner import list_notebooks
 
 
 def test_the_line_says_range_value_and_verdict(capsys):
@@ -61,7 +68,7 @@ NOTEBOOK = textwrap.dedent('''\
     SEED = 0
 
     # %%
-    from pr1lib.expect import should_see
+    from pr1lib.notebook.expect import should_see
 
     should_see("in range", 0.5, PROFILE, low=0, high=1)
     should_see("out of range", 7, PROFILE, low=0, high=1)

@@ -1,4 +1,4 @@
-"""pr1lib.format: both validators on named cases, the parser, answers, stats, properties.
+"""pr1lib.format.grammar: both validators on named cases, the parser, answers, stats, properties.
 
 Run: .venv/bin/python -m pytest tests/test_format.py -q
 """
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib.format import (
+from pr1lib.format.grammar import (
     TAG_RE,
     TAGS,
     Block,
@@ -307,7 +307,7 @@ def test_linearize_refuses_a_malformed_response():
 
 def test_number_paths_numbers_each_block_from_one():
     """A second block's paths are numbered (1), (2) again, as the engine writes them per fork."""
-    from pr1lib.format import number_paths
+    from pr1lib.format.grammar import number_paths
 
     block = "<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel><Summary>s</Summary>"
     text = number_paths(f"x\n{block}\ny\n{block}\nFinal Answer: 1")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "benchmarks" / "gpu_check.py"
 
@@ -49,7 +49,7 @@ def test_unknown_model_is_a_usage_error():
 
 
 def test_shapes_agree_with_the_memory_table():
-    from pr1lib.models import QWEN3_SHAPES
+    from pr1lib.decoding.models import QWEN3_SHAPES
 
     for name, hub in [
         ("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"),

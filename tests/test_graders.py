@@ -13,12 +13,12 @@ import json
 
 import pytest
 
-from pr1lib import graders as G
-from pr1lib import hacking as H
-from pr1lib import reward_modes as M
-from pr1lib import rewards as R
 from pr1lib.config import DEFAULT_GRADERS
-from pr1lib.paths import shared_data_dir
+from pr1lib.rewards import functions as R
+from pr1lib.rewards import graders as G
+from pr1lib.rewards import hacking as H
+from pr1lib.rewards import modes as M
+from pr1lib.store.paths import shared_data_dir
 
 BLOCK = "<Parallel><Path>3*4=12</Path><Path>4+4+4=12</Path></Parallel>\n<Summary>12</Summary>\n"
 EMPTY_PATH = (
@@ -241,7 +241,7 @@ def test_reward_for_binds_the_grader_and_keeps_trls_name():
 
 def test_grpo_rewards_follow_the_config_grader():
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.grpo_trainer import reward_funcs
+    from pr1lib.training.grpo_trainer import reward_funcs
 
     main, *_ = reward_funcs(GRPOStageConfig(stage=2, reward="tiered"))
     assert main([EMPTY_PATH], ["12"]) == [-1.0]  # Stage 2's default: the project grader

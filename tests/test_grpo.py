@@ -14,12 +14,16 @@ import pytest
 import torch
 from conftest import fresh
 
-import pr1lib.grpo
-import pr1lib.sampling
-from pr1lib.buckets import loss_head
+import pr1lib.training.completions
+import pr1lib.training.grpo
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import GRPOSession
-from pr1lib.grpo_trainer import (
+from pr1lib.decoding.models import stage_model_config
+from pr1lib.decoding.structure import structured_logprobs
+from pr1lib.notebook.panel import PanelState, run_next, run_to
+from pr1lib.rewards.functions import schedule
+from pr1lib.training.buckets import loss_head
+from pr1lib.training.grpo import GRPOSession
+from pr1lib.training.grpo_trainer import (
     ParallelGRPOTrainer,
     StopAt,
     build_trainer,
@@ -27,10 +31,6 @@ from pr1lib.grpo_trainer import (
     prompt_dataset,
     trl_args,
 )
-from pr1lib.models import stage_model_config
-from pr1lib.rewards import schedule
-from pr1lib.structure import structured_logprobs
-from pr1lib.widgets import PanelState, run_next, run_to
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -232,7 +232,7 @@ def test_unseen_logprobs_isolate_paths_and_equal_trl_without_blocks(base, tmp_pa
     with torch.no_grad():
         lp_seen = seen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
         lp_unseen = unseen._get_per_token_logps_and_entropies(seen.model, ids, mask, k)[0]
-        # reference: the same sequences right-padded, scored by pr1lib.structure directly
+        # reference: the same sequences right-padded, scored by pr1lib.decoding.structure directly
         rows = [r[m.bool()].tolist() for r, m in zip(ids, mask)]
         width = max(map(len, rows))
         right = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
@@ -265,14 +265,14 @@ def test_unseen_grpo_with_forked_rollouts_trains_three_steps(base, tmp_path, mon
         return out
 
     model.register_forward_hook(steer)
-    blocks, generate = [], pr1lib.sampling.generate
+    blocks, generate = [], pr1lib.training.completions.generate
 
     def counting(*args, **kwargs):
         out = generate(*args, **kwargs)
         blocks.append(sum(r.blocks for r in out))
         return out
 
-    monkeypatch.setattr(pr1lib.sampling, "generate", counting)
+    monkeypatch.setattr(pr1lib.training.completions, "generate", counting)
     cfg = GRPOStageConfig.for_stage(3, "smoke", reward="accuracy", variant="unseen", max_steps=3)
     assert cfg.rollout_mode == "forked"
     session = GRPOSession(cfg, out=tmp_path, policy=(model, tok, lora), rewards=[varied_reward])

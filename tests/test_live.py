@@ -15,8 +15,7 @@ import sys
 import nbformat
 import pytest
 
-from pr1lib.paths import REPO_ROOT
-from pr1lib.twins import (
+from pr1lib.notebook.twins import (
     KERNELSPEC,
     PLOTLY,
     WIDGET_VIEW,
@@ -25,19 +24,20 @@ from pr1lib.twins import (
     twin_bytes,
     write_twins,
 )
+from pr1lib.store.paths import REPO_ROOT
 
 CELLS = [
     """from types import SimpleNamespace as S
-from pr1lib.runtime import quiet_known_noise
+from pr1lib.config.runtime import quiet_known_noise
 quiet_known_noise()  # as start_notebook does, before anything imports bitsandbytes
-from pr1lib.dashboard import Dashboard
+from pr1lib.training.dashboard import Dashboard
 dash = Dashboard(None, live=True, title="T")
 dash.on_train_begin(None, S(global_step=0, max_steps=5), None)
 for i in (1, 2, 3):
     dash.on_log(None, S(global_step=i, max_steps=5), None, logs={"reward": float(i)})""",
     """for i in (4, 5):  # another cell (or a button's callback) trains the same session on
     dash.on_log(None, S(global_step=i, max_steps=5), None, logs={"reward": float(i)})""",
-    """from pr1lib.sft_live import LiveLossPlot
+    """from pr1lib.training.sft_live import LiveLossPlot
 plot = LiveLossPlot(title="L")
 for name in ("seen", "unseen"):
     log = plot.callback(name)
@@ -149,7 +149,7 @@ def test_one_second_polls_finds_a_reply_whose_wake_up_was_lost_and_keeps_the_dea
     import time
     from queue import Empty
 
-    from pr1lib.notebook import one_second_polls
+    from pr1lib.notebook.runner import one_second_polls
 
     polls: list[float] = []
 

@@ -15,8 +15,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from pr1lib import results, versions
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store import cards as results
+from pr1lib.store import versions
+from pr1lib.store.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import lock  # tools/lock.py, a script beside the package

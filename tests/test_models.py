@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pr1lib.config import ModelConfig
-from pr1lib.models import (
+from pr1lib.decoding.models import (
     EOS_TOKEN,
     TINY_MODEL_DIR,
     ModelNotAvailableError,
@@ -21,7 +21,7 @@ from pr1lib.models import (
     lora_config,
     resolve_model_name,
 )
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store.paths import REPO_ROOT
 
 SHIPPED = REPO_ROOT / TINY_MODEL_DIR
 needs_shipped = pytest.mark.skipif(
@@ -99,7 +99,7 @@ def _offline_python(code: str) -> subprocess.CompletedProcess:
 def test_offline_missing_hub_model_is_one_clear_error():
     code = (
         "from pr1lib.config import ModelConfig\n"
-        "from pr1lib.models import load_policy, ModelNotAvailableError\n"
+        "from pr1lib.decoding.models import load_policy, ModelNotAvailableError\n"
         "try:\n"
         "    load_policy(config=ModelConfig(name='pr1-nobody/no-such-model-xyz'))\n"
         "except ModelNotAvailableError as err:\n"

@@ -12,12 +12,19 @@ from collections import Counter
 
 import pytest
 
-from pr1lib.expect import EXPECT_ENV, Seen
-from pr1lib.notebook import cell_sources, list_notebooks, read
-from pr1lib.tour import CHAIN, build_report, lane_workers, lanes, report_outputs, run_notebooks
-from pr1lib.twins import KERNELSPEC, figures_by_cell, twin_problems
+from pr1lib.notebook.expect import EXPECT_ENV, Seen
+from pr1lib.notebook.runner import cell_sources, list_notebooks, read
+from pr1lib.notebook.tour import (
+    CHAIN,
+    build_report,
+    lane_workers,
+    lanes,
+    report_outputs,
+    run_notebooks,
+)
+from pr1lib.notebook.twins import KERNELSPEC, figures_by_cell, twin_problems
 
-# pr1lib.runtime.quiet_known_noise
+# pr1lib.config.runtime.quiet_known_noise
 NOISE = ("kernels-community", "is_gradient_checkpointing", "multivariate normal")
 
 NOTEBOOKS = list_notebooks()
@@ -135,7 +142,7 @@ def test_runs_come_back_in_notebook_order_and_leave_the_environment_alone(smoke_
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_runs_are_saved_under_the_notebooks_own_name(path):
-    # later notebooks and pr1lib.runs.STAGE_RUNS find a notebook's runs by its file name
+    # later notebooks and pr1lib.config.recipe.STAGE_RUNS find a notebook's runs by its file name
     import re
 
     for folder in re.findall(r'runs_dir\(\) / f?"([^"{/]+)', path.read_text()):
@@ -143,7 +150,7 @@ def test_runs_are_saved_under_the_notebooks_own_name(path):
 
 
 def test_stage_runs_name_notebooks_that_exist():
-    from pr1lib.runs import STAGE_RUNS
+    from pr1lib.config.recipe import STAGE_RUNS
 
     for _, patterns in STAGE_RUNS.values():
         for pattern in patterns:
@@ -167,7 +174,7 @@ def test_no_cell_repeats_a_figure_and_no_known_noise(smoke_runs, name):
 
 def test_outputs_refuse_runs_left_by_an_earlier_run(tmp_path, monkeypatch):
     """Twins come from one clean run: a runs folder holding a notebook's run is refused first."""
-    from pr1lib.twins import make_outputs
+    from pr1lib.notebook.twins import make_outputs
 
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
     (tmp_path / "04_sft_lora-tiny").mkdir()
@@ -180,7 +187,7 @@ def test_outputs_refuse_runs_left_by_an_earlier_run(tmp_path, monkeypatch):
 def test_tour_command_prints_seconds_per_notebook_for_its_card(tmp_path, capsys, monkeypatch):
     import json
 
-    from pr1lib.cli import main
+    from pr1lib.cli.main import main
 
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path))
     out = tmp_path / "tour"

@@ -1,8 +1,8 @@
-"""pr1lib.paths: what a notebook prints is a path a reader can use, never this machine's."""
+"""pr1lib.store.paths: what a notebook prints is a path a reader can use, never this machine's."""
 
 from __future__ import annotations
 
-from pr1lib.paths import REPO_ROOT, runs_dir, shown
+from pr1lib.store.paths import REPO_ROOT, runs_dir, shown
 
 
 def test_shown_paths_are_relative_to_the_repository_or_the_runs_folder(tmp_path, monkeypatch):

@@ -1,12 +1,13 @@
-"""pr1lib.plots: the figures show exactly the masks and positions pr1lib.structure computes."""
+"""pr1lib.notebook.plots: the figures show exactly the masks and positions pr1lib.decoding.structure
+computes."""
 
 from __future__ import annotations
 
 import torch
 from _tiny import ids, toy_tokenizer
 
-from pr1lib import plots
-from pr1lib.structure import allowed_mask, structure_tensors, tag_ids
+from pr1lib.decoding.structure import allowed_mask, structure_tensors, tag_ids
+from pr1lib.notebook import plots
 
 TOK = toy_tokenizer()
 T = tag_ids(TOK)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pr1lib import pretrain
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 from pr1lib.config import PretrainConfig
-from pr1lib.models import TINY_MODEL_DIR, build_random_tiny, load_tiny_tokenizer
-from pr1lib.paths import REPO_ROOT
-from pr1lib.pretrain import (
+from pr1lib.decoding.models import TINY_MODEL_DIR, build_random_tiny, load_tiny_tokenizer
+from pr1lib.store.paths import REPO_ROOT
+from pr1lib.training import pretrain
+from pr1lib.training.pretrain import (
     accumulate_loss,
     encode_batch,
     evaluate_accuracy,
@@ -22,7 +22,7 @@ from pr1lib.pretrain import (
     step_records,
     training_pair,
 )
-from pr1lib.tasks import generate
+from pr1lib.worlds.tasks import generate
 
 SHIPPED = REPO_ROOT / TINY_MODEL_DIR
 

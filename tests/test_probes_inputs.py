@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _probes import Probe, check, model_copy, quiet, refused_before_torch, run_cli
 
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store.paths import REPO_ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -157,7 +157,7 @@ def test_export_writes_nothing_when_a_later_set_is_bad(tmp_path, capsys):
 # ----------------------------------------------------------------------------- settings, folders
 def damaged_state(tmp: Path) -> None:
     from pr1lib.config import PretrainConfig
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     with claim(tmp / "pt", "pretrain-tiny", PretrainConfig.for_profile("smoke")):
         (tmp / "pt" / "checkpoint").mkdir()
@@ -217,7 +217,7 @@ SETTINGS = [
 
 def finished_pretrain(tmp: Path) -> None:
     from pr1lib.config import PretrainConfig
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     with claim(tmp / "pt", "pretrain-tiny", PretrainConfig.for_profile("smoke")):
         model_copy(tmp / "pt" / "model")
@@ -299,7 +299,7 @@ def checkpoint(folder: Path, step: int, damage: str = "") -> Path:
     "damage", ["optimizer.pt", "scheduler.pt", "adapter_model.safetensors", "trainer_state.json"]
 )
 def test_a_damaged_checkpoint_falls_back_to_the_one_before(tmp_path, capsys, damage):
-    from pr1lib.runs import resumable_checkpoint
+    from pr1lib.training.runs import resumable_checkpoint
 
     good = checkpoint(tmp_path, 2)
     bad = checkpoint(tmp_path, 4, damage)
@@ -316,7 +316,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_one_before(tmp_path, capsys, dam
 
 @pytest.mark.slow
 def test_grpo_resumes_from_the_checkpoint_before_a_damaged_one(tmp_path, capsys):
-    from pr1lib.cli import main
+    from pr1lib.cli.main import main
 
     argv = ["grpo", "--stage", "2", "--out", str(tmp_path / "g")]
     argv += ["--set", "save_steps=1", "--set", "eval_n=1", "--set", "eval_k=1"]
@@ -334,8 +334,8 @@ def test_grpo_resumes_from_the_checkpoint_before_a_damaged_one(tmp_path, capsys)
 
 # ----------------------------------------------------------------------------- the boundary
 def test_a_bug_is_a_traceback_and_where_to_report_it(monkeypatch, capsys):
-    from pr1lib import commands_measure
-    from pr1lib.cli import main
+    from pr1lib.cli import measure as commands_measure
+    from pr1lib.cli.main import main
 
     def broken(args):
         raise TypeError("an internal mistake")
@@ -351,7 +351,8 @@ def test_a_bug_is_a_traceback_and_where_to_report_it(monkeypatch, capsys):
 
 
 def test_an_interrupted_sft_says_a_rerun_starts_again(tmp_path, monkeypatch):
-    from pr1lib import cli, folders
+    from pr1lib.cli import main as cli
+    from pr1lib.store import folders
 
     monkeypatch.setattr(folders, "HELD", [tmp_path])
     assert cli.interrupted("sft") == (

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from _probes import Probe, check, model_copy, quiet, run_folder, same, snapshot, user_files
 
-from pr1lib.cli import main
-from pr1lib.runs import start_id
+from pr1lib.cli.main import main
+from pr1lib.training.runs import start_id
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def retrained_in_place(tmp: Path) -> None:
 
 def prev_taken(tmp: Path) -> None:
     from pr1lib.config import ColdStartConfig
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     with claim(tmp / "cs", "coldstart", ColdStartConfig.for_profile("smoke", source="dapo")):
         (tmp / "cs" / "traces.jsonl").write_text('{"id": "a"}\n')
@@ -52,7 +52,7 @@ def committed_card(tmp: Path) -> None:
 
 def finished_sft(tmp: Path) -> None:
     from pr1lib.config import SFTStageConfig
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     with claim(tmp / "s", "sft", SFTStageConfig.for_profile("smoke")):
         run_folder(tmp / "s", "an SFT")
@@ -318,8 +318,8 @@ def test_grpo_set_seed_trains_that_seed(tmp_path, capsys):
 def test_bench_latency_takes_threads_and_bench_grpo_does_not():
     """``bench latency --threads 2`` reaches the benchmark (its script times on N threads); a
     benchmark that sets its own threads still refuses the flag in one line."""
-    from pr1lib.cli import build_parser
-    from pr1lib.inputs import check_flags
+    from pr1lib.cli.flags import check_flags
+    from pr1lib.cli.main import build_parser
 
     check_flags(build_parser().parse_args(["bench", "latency", "--threads", "2"]))
     with pytest.raises(ValueError, match="bench grpo takes no --threads"):

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from _probes import Probe, check, model_copy, quiet, refused_before_torch, run_cli, snapshot
 
-from pr1lib.cli import main
-from pr1lib.paths import REPO_ROOT
+from pr1lib.cli.main import main
+from pr1lib.store.paths import REPO_ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -328,8 +328,8 @@ def test_pr1_data_dir_naming_a_file_is_one_line(tmp_path, capsys, monkeypatch):
 def test_a_limit_reads_no_further_than_it_needs(tmp_path):
     """``--limit 10`` of a 50k-row file parsed the whole file: rows past the limit are never
     read (a broken line there goes unnoticed), and the whole file is still checked without one."""
-    from pr1lib.data import load_source
-    from pr1lib.jsonl import JsonlError
+    from pr1lib.data.sources import load_source
+    from pr1lib.store.jsonl import JsonlError
 
     rows(GSM8K, *[GOOD_GSM8K.replace("Tom", f"Tom{i}") for i in range(3)], "{not json")(tmp_path)
     assert [r["question"][:4] for r in load_source("gsm8k", limit=2, path=tmp_path / "d")] == [
@@ -536,8 +536,8 @@ def test_a_start_of_the_other_variant_is_refused_unless_meant(probe, tmp_path, c
 
 
 def test_cross_variant_lets_the_stage_start_and_reaches_the_run(tmp_path, capsys, monkeypatch):
-    from pr1lib import grpo
-    from pr1lib.runs import Run
+    from pr1lib.training import grpo
+    from pr1lib.training.runs import Run
 
     seen_sft(tmp_path)
     got = {}
@@ -569,7 +569,7 @@ def named_badly(tmp: Path) -> None:
 
 
 def eval_run_with_a_rowless_line(tmp: Path) -> None:
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     with claim(tmp / "e", "eval"):
         (tmp / "e" / "random-tiny-qwen3__tinygsm-easy__seen.jsonl").write_text('{"id": "x"}\n')
@@ -620,7 +620,8 @@ def test_an_unclear_input_gets_a_clear_line(probe, tmp_path, capsys, monkeypatch
 
 def test_a_card_that_cannot_be_written_is_refused_before_the_eval(tmp_path, capsys, monkeypatch):
     """A read-only ``results/`` with ``--card`` failed only after the whole evaluation ran."""
-    from pr1lib import evaluate, results
+    from pr1lib.evaluation import evaluate
+    from pr1lib.store import cards as results
 
     (tmp_path / "results").mkdir()
     real = os.access
@@ -656,8 +657,8 @@ def test_make_repo_url_with_an_ampersand_fails_with_the_error(tmp_path):
 # ----------------------------------------------------------------------------- NaN never pays
 def test_a_non_finite_gold_never_pays():
     """``accuracy_reward(['Final Answer: nan'], [nan])`` and verl's score returned 1.0."""
-    from pr1lib.rewards import accuracy_reward, parallel_correct_reward, tiered_reward
-    from pr1lib.verl import compute_score
+    from pr1lib.rewards.functions import accuracy_reward, parallel_correct_reward, tiered_reward
+    from pr1lib.training.verl import compute_score
 
     block = "<Parallel><Path>a</Path><Path>b</Path></Parallel><Summary>s</Summary>\n"
     for gold, said in ((math.nan, "nan"), (math.inf, "inf"), ("nan", "nan"), ("-inf", "-inf")):
@@ -673,7 +674,10 @@ def test_a_non_finite_gold_never_pays():
 
 # ----------------------------------------------------------------------------- the library's calls
 def _library_calls():
-    from pr1lib import data, graders, rewards, widgets
+    from pr1lib.data import sources as data
+    from pr1lib.notebook import panel as widgets
+    from pr1lib.rewards import functions as rewards
+    from pr1lib.rewards import graders
 
     completion, gold = ["Final Answer: 1"], ["1"]
     return {
@@ -731,7 +735,7 @@ def test_a_library_call_refuses_a_bad_argument_with_a_sentence(case):
 
 def test_the_panel_shows_a_knob_past_its_slider_instead_of_clamping_it():
     """``ControlPanel(PanelState(window=50, parallel_steps=30))`` showed 20 and 20."""
-    from pr1lib.widgets import ControlPanel, PanelState
+    from pr1lib.notebook.panel import ControlPanel, PanelState
 
     state = PanelState(window=50, parallel_steps=30, steps=300, tiered_bonus=2.5)
     assert ControlPanel(state=state).state == state
@@ -740,7 +744,7 @@ def test_the_panel_shows_a_knob_past_its_slider_instead_of_clamping_it():
 # ----------------------------------------------------------------------------- a full disk
 def full_after(calls: int):
     """A ``free_bytes`` that reports the real free space ``calls`` times, then 1000 bytes."""
-    from pr1lib import disk
+    from pr1lib.store import disk
 
     real, seen = disk.free_bytes, []
 
@@ -752,7 +756,7 @@ def full_after(calls: int):
 
 
 def test_a_full_disk_in_pretrain_is_one_line_and_the_rerun_resumes(tmp_path, capsys, monkeypatch):
-    from pr1lib import disk
+    from pr1lib.store import disk
 
     out, argv = tmp_path / "pt", ["pretrain-tiny", "--no-progress", "--out", str(tmp_path / "pt")]
     argv += ["--set", "eval_n=1"]
@@ -777,8 +781,8 @@ def test_a_write_that_finds_no_room_keeps_the_last_checkpoint(tmp_path, monkeypa
     one line; the checkpoint before stays whole."""
     import torch
 
-    from pr1lib.disk import DiskFull
-    from pr1lib.pretrain import _save_checkpoint
+    from pr1lib.store.disk import DiskFull
+    from pr1lib.training.pretrain import _save_checkpoint
 
     _save_checkpoint(tmp_path, {"step": 1, "w": torch.zeros(3)})
     kept = (tmp_path / "state.pt").read_bytes()
@@ -796,7 +800,7 @@ def test_a_write_that_finds_no_room_keeps_the_last_checkpoint(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_a_full_disk_in_grpo_is_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch):
-    from pr1lib import disk
+    from pr1lib.store import disk
 
     out = tmp_path / "g"
     argv = ["grpo", "--stage", "2", "--steps", "2", "--out", str(out), "--set", "save_steps=1"]
@@ -815,7 +819,7 @@ def test_a_full_disk_in_grpo_is_one_line_and_the_run_resumes(tmp_path, capsys, m
 
 @pytest.mark.slow
 def test_a_full_disk_in_sft_is_one_line_before_the_weights_are_saved(tmp_path, capsys, monkeypatch):
-    from pr1lib import disk
+    from pr1lib.store import disk
 
     out = tmp_path / "s"
     monkeypatch.setattr(disk, "free_bytes", full_after(0))
@@ -869,7 +873,7 @@ def test_overwrite_never_moves_the_home_folder(tmp_path, capsys, monkeypatch):
 
 
 def test_system_folders_are_never_moved_aside():
-    from pr1lib.folders import never_moved
+    from pr1lib.store.folders import never_moved
 
     assert never_moved(Path("/tmp")) == "is a top-level folder of the system"
     assert never_moved(Path("/")) is not None
@@ -883,7 +887,7 @@ def huge_number_row(tmp: Path) -> None:
 
 def traces_folder(tmp: Path) -> None:
     from pr1lib.config import ColdStartConfig
-    from pr1lib.folders import claim
+    from pr1lib.store.folders import claim
 
     config = ColdStartConfig.for_profile("smoke", source="tinygsm-easy", limit=2)
     with claim(tmp / "c", "coldstart", config):
@@ -893,8 +897,8 @@ def traces_folder(tmp: Path) -> None:
 def numeric_trace(tmp: Path) -> None:
     """A cached trace whose text is a number (a hand-edited or foreign cache)."""
     from pr1lib.config import ColdStartConfig
-    from pr1lib.data import load_source
-    from pr1lib.folders import claim
+    from pr1lib.data.sources import load_source
+    from pr1lib.store.folders import claim
     from pr1lib.worlds import find_source
 
     config = ColdStartConfig.for_profile("smoke", source="tinygsm-easy", limit=2)
@@ -974,14 +978,14 @@ def test_a_fresh_probe_gets_one_line(probe, tmp_path, capsys, monkeypatch):
 
 
 def test_an_empty_runs_dir_is_the_default_not_the_working_folder(monkeypatch):
-    from pr1lib.paths import runs_dir
+    from pr1lib.store.paths import runs_dir
 
     monkeypatch.setenv("PR1_RUNS_DIR", "")
     assert runs_dir() == REPO_ROOT / "runs"
 
 
 def test_a_branch_git_would_refuse_is_refused_before_a_file_is_read(tmp_path):
-    from pr1lib.publish import set_repo_url
+    from pr1lib.store.publish import set_repo_url
 
     with pytest.raises(ValueError, match="--branch 'a b' is not a git branch name"):
         set_repo_url("https://github.com/o/n", root=tmp_path, branch="a b")
@@ -990,7 +994,7 @@ def test_a_branch_git_would_refuse_is_refused_before_a_file_is_read(tmp_path):
 def test_a_tour_with_a_relative_out_gives_the_kernels_absolute_folders(tmp_path, monkeypatch):
     """``tour --out notebooks`` from another folder: the kernels (working in notebooks/) wrote
     the headlines into the repository's notebooks/notebooks/."""
-    from pr1lib import tour
+    from pr1lib.notebook import tour
 
     seen = {}
 
@@ -1018,7 +1022,7 @@ def test_a_tour_with_a_relative_out_gives_the_kernels_absolute_folders(tmp_path,
 def test_an_sft_smaller_than_its_sources_builds_from_the_parts_it_has(tmp_path):
     """``sft --set train_n=1`` on two sources failed after writing (a 0-problem part)."""
     from pr1lib.config import SFTStageConfig
-    from pr1lib.sft import build_coldstart
+    from pr1lib.training.sft import build_coldstart
 
     cfg = SFTStageConfig.for_profile("smoke", train_n=1)
     assert "+" in cfg.source and len(build_coldstart(cfg, "tiny", tmp_path / "cs")) == 1
@@ -1034,9 +1038,10 @@ def test_a_set_every_trace_of_is_too_long_names_that_filter(tmp_path, capsys):
 
 
 def test_more_library_calls_refuse_or_compare_by_value():
-    from pr1lib import data, tasks
-    from pr1lib.format import answers_match
-    from pr1lib.verl import compute_score
+    from pr1lib.data import sources as data
+    from pr1lib.format.grammar import answers_match
+    from pr1lib.training.verl import compute_score
+    from pr1lib.worlds import tasks
     from pr1lib.worlds.tinyworld import generate
 
     for call in (

@@ -24,8 +24,8 @@ from _prose import (
     unmatched,
 )
 
-from pr1lib.paths import REPO_ROOT
-from pr1lib.results import LINK, lookup, quoted_matches
+from pr1lib.store.cards import LINK, lookup, quoted_matches
+from pr1lib.store.paths import REPO_ROOT
 
 PAGES = all_pages()
 IDS = [p.name for p in PAGES]

@@ -12,9 +12,9 @@ import nbclient
 import nbformat
 import pytest
 
-from pr1lib.notebook import list_notebooks, read
-from pr1lib.paths import REPO_ROOT
-from pr1lib.publish import (
+from pr1lib.notebook.runner import list_notebooks, read
+from pr1lib.store.paths import REPO_ROOT
+from pr1lib.store.publish import (
     badge_line,
     binder_badge,
     colab_badge,

@@ -1,4 +1,5 @@
-"""pr1lib.format on the 341 real teacher traces of the official repo's Parallel-GSM8K v2 subset.
+"""pr1lib.format.grammar on the 341 real teacher traces of the official repo's Parallel-GSM8K v2
+subset.
 
 Measured (2026-11-30): official checker 341/341 valid, strict grammar 338/341 valid, and the
 extracted answer matches the record's ``answer`` in 341/341. The three strict failures are
@@ -15,8 +16,8 @@ import json
 import pytest
 from conftest import MISSING_DATA
 
-from pr1lib.format import answers_match, extract_answer, parallel_stats, parse, validate
-from pr1lib.paths import shared_data_dir
+from pr1lib.format.grammar import answers_match, extract_answer, parallel_stats, parse, validate
+from pr1lib.store.paths import shared_data_dir
 
 SUBSET = "parallel_gsm8k/parallel_gsm8k_v2_subset.jsonl"
 

@@ -27,15 +27,15 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-import pr1lib.grpo
-import pr1lib.sampling
+import pr1lib.training.completions
+import pr1lib.training.grpo
 from pr1lib.config import GRPOStageConfig
+from pr1lib.decoding.rollout import Rollout
 from pr1lib.experiments import ablation
 from pr1lib.experiments.ablation import ARMS
-from pr1lib.grpo import GRPOSession
-from pr1lib.grpo_trainer import reward_funcs
-from pr1lib.reward_modes import REWARD_MODES
-from pr1lib.rollout import Rollout
+from pr1lib.rewards.modes import REWARD_MODES
+from pr1lib.training.grpo import GRPOSession
+from pr1lib.training.grpo_trainer import reward_funcs
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -98,8 +98,9 @@ def test_every_registered_mode_is_covered_and_the_modes_disagree():
 
 
 def scripted_rollouts(golds: dict[str, str]):
-    """A toy policy for ``pr1lib.sampling.generate``: the k-th copy of a prompt in a batch gets the
-    k-th kind of ``KINDS`` for that prompt's gold answer, so every group of 4 holds all four."""
+    """A toy policy for ``pr1lib.training.completions.generate``: the k-th copy of a prompt in a
+    batch gets the k-th kind of ``KINDS`` for that prompt's gold answer, so every group of 4 holds
+    all four."""
 
     def generate(model, tokenizer, prompts, config=None, **kwargs):
         seen: Counter = Counter()
@@ -144,7 +145,7 @@ def train_arm(base, tmp_path, monkeypatch, mode: str):
     policy = (copy.deepcopy(model), tok, copy.deepcopy(lora))
     session = GRPOSession(cfg, out=tmp_path / mode, policy=policy)
     golds = dict(zip(session.dataset["prompt"], session.dataset["answer"]))
-    monkeypatch.setattr(pr1lib.sampling, "generate", scripted_rollouts(golds))
+    monkeypatch.setattr(pr1lib.training.completions, "generate", scripted_rollouts(golds))
     start = Snapshot()
     assert session.run(callbacks=[start]) == 3
     return session.rows, start.weights, trainable(session.policy)

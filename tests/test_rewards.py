@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib import hacking as H
-from pr1lib import reward_modes as M
-from pr1lib import rewards as R
-from pr1lib.format import TAGS
+from pr1lib.format.grammar import TAGS
+from pr1lib.rewards import functions as R
+from pr1lib.rewards import hacking as H
+from pr1lib.rewards import modes as M
 
 BLOCK = "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>\n<Summary>12</Summary>\n"
 PARALLEL_OK = BLOCK + "Final Answer: 12"
@@ -291,8 +291,8 @@ def test_the_tiered_bonus_b_reaches_every_tiered_reward():
     from types import SimpleNamespace
 
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.grpo_trainer import reward_funcs
-    from pr1lib.reward_modes import reward_for
+    from pr1lib.rewards.modes import reward_for
+    from pr1lib.training.grpo_trainer import reward_funcs
 
     block = (
         "<Parallel><Path>6+6=12</Path><Path>2*6=12</Path></Parallel>"

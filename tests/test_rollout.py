@@ -1,5 +1,5 @@
-"""pr1lib.rollout: forked decoding equals the masked full forward, re-read decoding the causal one;
-recorded == recomputed log-probs; the block limit."""
+"""pr1lib.decoding.rollout: forked decoding equals the masked full forward, re-read decoding the
+causal one; recorded == recomputed log-probs; the block limit."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import torch
 from _tiny import ids, one_thread, steer, toy_model, toy_tokenizer
 
 from pr1lib.config import RolloutConfig
-from pr1lib.engine import Engine
-from pr1lib.kvcache import Streams, new_cache
-from pr1lib.rollout import Rollout, as_columns, generate, rollout_logprobs, sample_tokens
-from pr1lib.structure import attention_inputs, parse, tag_ids
+from pr1lib.decoding.engine import Engine
+from pr1lib.decoding.kvcache import Streams, new_cache
+from pr1lib.decoding.rollout import Rollout, as_columns, generate, rollout_logprobs, sample_tokens
+from pr1lib.decoding.structure import attention_inputs, parse, tag_ids
 
 TOK = toy_tokenizer()
 T = tag_ids(TOK)
@@ -102,8 +102,8 @@ def test_dropping_rows_moves_only_the_last_rows_into_the_gaps(model):
     """A regroup that only drops rows (the engine puts the last rows into the freed places,
     ``_from_tail``) copies those rows within the cache's own memory; the next step's logits are
     the first engine's, which rebuilds the cache."""
-    from pr1lib.kvcache import storage
-    from pr1lib.regroup import _from_tail
+    from pr1lib.decoding.kvcache import storage
+    from pr1lib.decoding.regroup import _from_tail
 
     keep = [(object(), [(old, 0, 9)], 0) for old in (0, 2, 5, 6)]  # rows 1, 3, 4 dropped
     assert [p[0][0] for _, p, _ in _from_tail(keep)] == [0, 5, 2, 6]
@@ -140,7 +140,7 @@ def test_recorded_equal_recomputed_with_temperature_top_p_and_three_paths(steere
 
 def test_trainer_layout_left_padded_prompts(steered):
     """TRL's layout: left-padded prompts, right-padded completions, scored with logits_to_keep."""
-    from pr1lib.structure import structured_logprobs
+    from pr1lib.decoding.structure import structured_logprobs
 
     rollouts = run(steered, seed=11)
     wp, wc = max(len(r.prompt_ids) for r in rollouts), max(len(r.completion_ids) for r in rollouts)
@@ -496,7 +496,7 @@ def test_every_cache_samples_what_the_first_engine_samples(steered, mode):
 def test_finished_rows_leave_the_batch(steered, monkeypatch):
     """Each step decodes only the rows of samples still going: a finished row is dropped at once
     (seen mode: one row per sample)."""
-    from pr1lib.rowcache import RowStreams
+    from pr1lib.decoding.rowcache import RowStreams
 
     widths, step = [], RowStreams.step
     monkeypatch.setattr(
@@ -516,7 +516,7 @@ def test_decode_attention_is_sdpa_for_one_query_token():
     key mask with holes (bool) and an additive mask; longer queries go to SDPA itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from pr1lib.decode import decode_attention
+    from pr1lib.decoding.decode import decode_attention
 
     torch.manual_seed(0)
     module = torch.nn.Module()
@@ -538,7 +538,7 @@ def test_the_fast_engine_decodes_with_its_attention_and_restores_the_model(model
     (the toy model is a plain float32 Qwen3), ``decode.step`` on the shared cache, or, for a
     model it does not cover, the model with ``DECODE_ATTENTION``; afterwards the model attends
     with SDPA again; the first engine runs plain SDPA throughout."""
-    import pr1lib.decode as decode
+    import pr1lib.decoding.decode as decode
 
     seen, lean, rows = [], [], []
     real_attention, real_step, real_rows = decode.decode_attention, decode.step, decode.row_step
@@ -573,7 +573,7 @@ def test_the_lean_step_gives_the_models_logits(model):
 
     from peft import LoraConfig, get_peft_model
 
-    from pr1lib import decode
+    from pr1lib.decoding import decode
 
     assert decode.supported(model)
     assert not decode.supported(copy.deepcopy(model).to(torch.bfloat16))
@@ -610,7 +610,7 @@ def test_numbered_paths_open_with_their_own_header_and_stay_blind_to_each_other(
     """``path_headers``: the engine writes "(j+1)" at the start of path j (forced tokens), the
     recorded log-probs still equal the masked forward's, and path 2's logits do not move when path
     1's tokens change (the unseen mask, headers included)."""
-    from pr1lib.format import path_header
+    from pr1lib.format.grammar import path_header
 
     rollouts = run(steered, seed=2, path_headers=True)
     headers = []

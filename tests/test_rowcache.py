@@ -1,5 +1,5 @@
-"""pr1lib.rowcache: packed rows give the shared cache's logits through forks, merges, drops and
-re-reads; finished rows really go; memory is reused, and whatever a reused buffer held never
+"""pr1lib.decoding.rowcache: packed rows give the shared cache's logits through forks, merges, drops
+and re-reads; finished rows really go; memory is reused, and whatever a reused buffer held never
 reaches a logit."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 import torch
 from _tiny import ids, one_thread, toy_model, toy_tokenizer
 
-import pr1lib.rowcache as rowcache
-from pr1lib.kvcache import Streams
-from pr1lib.rowcache import RowStreams
-from pr1lib.structure import tag_ids
+import pr1lib.decoding.rowcache as rowcache
+from pr1lib.decoding.kvcache import Streams
+from pr1lib.decoding.rowcache import RowStreams
+from pr1lib.decoding.structure import tag_ids
 
 TOK = toy_tokenizer()
 PAD = tag_ids(TOK).pad

@@ -1,5 +1,5 @@
-"""One run per folder (``pr1lib.folders.claim``): the lock between processes, a stale lock taken
-over, and the claim's rules for a folder holding another run (refuse, ``--resume``,
+"""One run per folder (``pr1lib.store.folders.claim``): the lock between processes, a stale lock
+taken over, and the claim's rules for a folder holding another run (refuse, ``--resume``,
 ``--overwrite``), all without leaving a mark where nothing was written."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from pr1lib.config import ColdStartConfig
-from pr1lib.folders import LOCK, OWNER, FolderError, claim
-from pr1lib.paths import REPO_ROOT
+from pr1lib.store.folders import LOCK, OWNER, FolderError, claim
+from pr1lib.store.paths import REPO_ROOT
 
 HOLD = """
 import sys, time
-from pr1lib.folders import FolderError, claim
+from pr1lib.store.folders import FolderError, claim
 try:
     with claim(sys.argv[1], "bench"):
         print("held", flush=True)

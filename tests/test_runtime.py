@@ -1,4 +1,4 @@
-"""pr1lib.runtime: known noise silenced in one place (real warnings kept); Colab set up.
+"""pr1lib.config.runtime: known noise silenced in one place (real warnings kept); Colab set up.
 
 Run: .venv/bin/python -m pytest tests/test_runtime.py -q -p no:cacheprovider
 """
@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from pr1lib import runtime
+from pr1lib.config import runtime
 
 
 def test_known_noise_is_silenced_and_other_warnings_are_kept(caplog):
@@ -80,7 +80,7 @@ def test_colab_setup_turns_widgets_on_and_keeps_runs_on_drive(monkeypatch, tmp_p
     (tmp_path / "MyDrive").mkdir()  # mounted
     line = runtime.colab_setup()
     assert line.startswith(f"runs go to {tmp_path / 'MyDrive' / 'pr1-runs'}")
-    from pr1lib.paths import runs_dir
+    from pr1lib.store.paths import runs_dir
 
     assert runs_dir() == tmp_path / "MyDrive" / "pr1-runs"
 
@@ -89,17 +89,17 @@ def test_colab_setup_turns_widgets_on_and_keeps_runs_on_drive(monkeypatch, tmp_p
 def test_start_notebook_sets_the_profile_threads_capped_at_the_cores(monkeypatch, profile, threads):
     import torch
 
-    from pr1lib.runtime import start_notebook
+    from pr1lib.config.runtime import start_notebook
 
     calls = []
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    monkeypatch.setattr("pr1lib.runtime.environment_report", lambda *a: "")
-    monkeypatch.setattr("pr1lib.runtime.usable_cores", lambda: 8)
+    monkeypatch.setattr("pr1lib.config.runtime.environment_report", lambda *a: "")
+    monkeypatch.setattr("pr1lib.config.runtime.usable_cores", lambda: 8)
     start_notebook(profile, 0)
     assert calls == ([threads] if threads else [])
     calls.clear()
-    monkeypatch.setattr("pr1lib.runtime.usable_cores", lambda: 1)  # a one-core machine
+    monkeypatch.setattr("pr1lib.config.runtime.usable_cores", lambda: 1)  # a one-core machine
     start_notebook(profile, 0)
     assert calls == ([1] if threads else [])
 
@@ -107,7 +107,7 @@ def test_start_notebook_sets_the_profile_threads_capped_at_the_cores(monkeypatch
 def test_omp_num_threads_in_the_environment_wins_over_the_profile(monkeypatch):
     import torch
 
-    from pr1lib.runtime import set_threads, usable_cores
+    from pr1lib.config.runtime import set_threads, usable_cores
 
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)

@@ -1,5 +1,5 @@
-"""``pr1lib.sampling`` on the smoke profile: dynamic sampling drops exactly the groups whose
-rewards are all equal and refills the batch with fresh prompts (full, group-aligned, logged);
+"""``pr1lib.training.completions`` on the smoke profile: dynamic sampling drops exactly the groups
+whose rewards are all equal and refills the batch with fresh prompts (full, group-aligned, logged);
 the merged-LoRA rollout samples what the LoRA policy samples, without PEFT's wrappers, and
 leaves the policy untouched;
 the prompt prefilter keeps exactly the prompts whose pass rate lies in its range."""
@@ -13,13 +13,13 @@ import torch
 from conftest import fresh
 from peft import get_peft_model
 
-import pr1lib.grpo
-import pr1lib.sampling
+import pr1lib.training.completions
+import pr1lib.training.grpo
 from pr1lib.config import GRPOStageConfig
-from pr1lib.grpo import GRPOSession
-from pr1lib.grpo_trainer import check_config, prompt_dataset
-from pr1lib.rollout import generate
-from pr1lib.sampling import MergedPolicy, prefilter, rollout_config, zero_spread
+from pr1lib.decoding.rollout import generate
+from pr1lib.training.completions import MergedPolicy, prefilter, rollout_config, zero_spread
+from pr1lib.training.grpo import GRPOSession
+from pr1lib.training.grpo_trainer import check_config, prompt_dataset
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -156,7 +156,7 @@ def test_prefilter_keeps_the_prompts_with_a_mid_range_pass_rate(base, monkeypatc
     data = prompt_dataset(cfg, tok, "tiny").select(range(6))
     number = {p: i for i, p in enumerate(data["prompt"])}
     sampled: list[str] = []
-    engine = pr1lib.sampling.generate
+    engine = pr1lib.training.completions.generate
 
     def recording(model, tokenizer, prompts, config):
         sampled[:] = prompts
@@ -166,7 +166,7 @@ def test_prefilter_keeps_the_prompts_with_a_mid_range_pass_rate(base, monkeypatc
         assert len(completions) == len(answer) == len(data_source) == len(sampled)
         return [1.0 if j % 4 < number[p] else -1.0 for j, p in enumerate(sampled)]
 
-    monkeypatch.setattr(pr1lib.sampling, "generate", recording)
+    monkeypatch.setattr(pr1lib.training.completions, "generate", recording)
     kept = prefilter(data, model, tok, cfg, "project", scorer=first_i_right)
     assert kept["prompt"] == data["prompt"][1:4]  # 1, 2, 3 of 4 right: rates 0.25 .. 0.75
     assert sampled == [p for p in data["prompt"] for _ in range(4)]  # k samples of each prompt
@@ -197,7 +197,7 @@ def test_prefilter_is_off_by_default_and_a_session_trains_on_what_it_keeps(
         seen.append(cfg.prefilter_k)
         return dataset.select(range(8))
 
-    monkeypatch.setattr(pr1lib.grpo, "prefilter", first_eight)
+    monkeypatch.setattr(pr1lib.training.grpo, "prefilter", first_eight)
     off = GRPOSession(
         GRPOStageConfig.for_stage(3, "smoke"), out=tmp_path / "off", policy=fresh(base)
     )

@@ -1,4 +1,5 @@
-"""pr1lib.sft on a tiny random Qwen3 and a byte-level BPE built here (no hub, CPU, seconds).
+"""pr1lib.training.sft on a tiny random Qwen3 and a byte-level BPE built here (no hub, CPU,
+seconds).
 
 Run: .venv/bin/python -m pytest tests/test_sft.py -q -p no:cacheprovider
 """
@@ -11,16 +12,16 @@ import pytest
 import torch
 
 from pr1lib.config import ModelConfig, SFTStageConfig
-from pr1lib.format import TAGS
-from pr1lib.models import TINY_MODEL_DIR, load_training_policy
-from pr1lib.paths import REPO_ROOT
-from pr1lib.runs import load_run
-from pr1lib.sft import ParallelCollator, build_trainer, response_starts, run_sft, sft_rows
-from pr1lib.tokens import add_parallel_tags, tag_token_ids
+from pr1lib.decoding.models import TINY_MODEL_DIR, load_training_policy
+from pr1lib.decoding.tokens import add_parallel_tags, tag_token_ids
+from pr1lib.format.grammar import TAGS
+from pr1lib.store.paths import REPO_ROOT
+from pr1lib.training.runs import load_run
+from pr1lib.training.sft import ParallelCollator, build_trainer, response_starts, run_sft, sft_rows
 
 EOS = "<|endoftext|>"
 QUESTION = "Tom has {a} apples and gets {b} more. How many now?"
-PROMPT = "Problem: " + QUESTION + "\nSolution:\n"  # pr1lib.prompts' "tiny" style
+PROMPT = "Problem: " + QUESTION + "\nSolution:\n"  # pr1lib.format.prompts' "tiny" style
 TRACE = (
     "<Parallel><Path>{a}+{b}={c}</Path><Path>{b}+{a}={c}</Path></Parallel>\n"
     "<Summary>Both give {c}.</Summary>\nFinal Answer: {c}"
@@ -292,7 +293,7 @@ def test_loss_is_a_mean_over_samples_of_per_sample_token_means(base_dir, tmp_pat
 
 
 def test_length_batches_pad_little_keep_every_row_and_reshuffle_each_epoch():
-    from pr1lib.sft import LengthBatches
+    from pr1lib.training.sft import LengthBatches
 
     gen = torch.Generator().manual_seed(0)
     # easy-like and hard-like rows, as in the tiny cold start's mix
@@ -332,7 +333,7 @@ def test_length_batches_pad_little_keep_every_row_and_reshuffle_each_epoch():
 
 
 def test_sft_trainer_samples_length_batches_when_a_batch_holds_several_rows(base_dir, tmp_path):
-    from pr1lib.sft import LengthBatches
+    from pr1lib.training.sft import LengthBatches
 
     mcfg = model_config(base_dir)
     model, tok, lora = load_training_policy(mcfg)
@@ -353,7 +354,7 @@ def test_sft_trainer_samples_length_batches_when_a_batch_holds_several_rows(base
 def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
     from datasets import load_from_disk
 
-    from pr1lib.sft import build_coldstart
+    from pr1lib.training.sft import build_coldstart
 
     cfg = SFTStageConfig(train_n=9, source="tinygsm-easy+tinygsm-hard", profile="smoke")
     dataset = build_coldstart(cfg, "tiny", tmp_path)
@@ -367,8 +368,8 @@ def test_cold_start_mix_shares_rows_between_sources_and_saves_one_set(tmp_path):
 
 
 def test_plain_share_linearizes_a_seeded_subset_and_keeps_the_rest(tmp_path):
-    from pr1lib.format import linearize, parallel_stats
-    from pr1lib.sft import build_coldstart, with_plain_share
+    from pr1lib.format.grammar import linearize, parallel_stats
+    from pr1lib.training.sft import build_coldstart, with_plain_share
 
     dataset = build_coldstart(SFTStageConfig(train_n=40), "tiny", tmp_path)
     assert with_plain_share(dataset, 0.0) is dataset

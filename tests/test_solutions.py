@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pr1lib.notebook import NOTEBOOK_DIR, read
-from pr1lib.paths import REPO_ROOT
+from pr1lib.notebook.runner import NOTEBOOK_DIR, read
+from pr1lib.store.paths import REPO_ROOT
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions").glob("[0-9][0-9]_*.py"))
 HINT = "<details><summary>Hint</summary>"

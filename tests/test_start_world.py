@@ -13,9 +13,9 @@ import pytest
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, NotebookConfig
 from pr1lib.experiments import midtraining
-from pr1lib.grpo import GRPOSession
-from pr1lib.runs import Run
-from pr1lib.starts import check_start_world, start_world
+from pr1lib.training.grpo import GRPOSession
+from pr1lib.training.runs import Run
+from pr1lib.training.starts import check_start_world, start_world
 
 
 def test_a_start_knows_the_world_it_was_trained_in(tmp_path):

@@ -1,4 +1,4 @@
-"""pr1lib.structure: the unseen mask and positions (the rules of
+"""pr1lib.decoding.structure: the unseen mask and positions (the rules of
 docs/recipe.md#5-stage-1-cold-start-sft)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from _tiny import ids, one_thread, toy_model, toy_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib.structure import (
+from pr1lib.decoding.structure import (
     TagIds,
     allowed_mask,
     attention_inputs,

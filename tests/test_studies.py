@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 from pr1lib.experiments import ablation, curriculum, unseen_stage2
 from pr1lib.experiments.ablation import ARMS, ablation_table, table4_verdict
 from pr1lib.experiments.curriculum import seeds_summary
-from pr1lib.folders import FolderError
-from pr1lib.runs import claim_run_dir, start_id
+from pr1lib.store.folders import FolderError
+from pr1lib.training.runs import claim_run_dir, start_id
 
 
 @pytest.mark.slow
@@ -75,8 +75,8 @@ def test_cli_runs_the_unseen_stage2_study_at_notebook_size_and_cards_its_rows(
 ):
     """``grpo --unseen-stage2 --notebook`` hands notebook 06's sizes to every stage it trains, and
     the card it writes is what the notebook's cell finds with ``results.committed``."""
-    from pr1lib import results
     from pr1lib.config import GRPOStageConfig
+    from pr1lib.store import cards as results
 
     seen_cfgs = []
     metrics = {
@@ -273,7 +273,7 @@ def test_controls_arms_share_problems_and_steps_and_the_table_compares_them(tmp_
     cold start (the world's SFT with the tags taken out) and plain RL; the seen arm starts from the
     shipped SFT. Both run Stage 2 then Stage 3, the table pairs them problem by problem."""
     from pr1lib.experiments import controls
-    from pr1lib.reports import controls_bars, controls_figure, controls_frame
+    from pr1lib.notebook.reports import controls_bars, controls_figure, controls_frame
 
     monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
     serial = controls.run_arm("smoke", "tinyworld", "serial", [0], out=tmp_path)
@@ -311,9 +311,9 @@ def _assert_trained_as_recorded(root, arm: str, variant: str, world: str = "tiny
     base, by content hash) and those each RL stage started from (the stage before, the first one
     the arm's own SFT)."""
     from pr1lib import worlds
-    from pr1lib.format import TAG_RE
-    from pr1lib.runs import start_id
-    from pr1lib.sftdata import load_rows
+    from pr1lib.data.sftdata import load_rows
+    from pr1lib.format.grammar import TAG_RE
+    from pr1lib.training.runs import start_id
 
     sft = root / arm / "sft"
     rows = load_rows(sft)
@@ -353,7 +353,7 @@ def test_a_contrast_keeps_its_sign_on_data_where_it_is_known(tmp_path):
 
 
 def test_the_command_line_offers_exactly_the_control_arms():
-    from pr1lib.arguments import STUDY_FLAGS
+    from pr1lib.cli.parser import STUDY_FLAGS
     from pr1lib.experiments.controls import ARMS
 
     assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted([*ARMS, "all"])

@@ -9,9 +9,9 @@ from conftest import MISSING_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib.paths import shared_data_dir
-from pr1lib.prompts import linear_solution, split_gsm8k_answer
-from pr1lib.tasks import SPECS, TIERS, generate, split_of
+from pr1lib.format.prompts import linear_solution, split_gsm8k_answer
+from pr1lib.store.paths import shared_data_dir
+from pr1lib.worlds.tasks import SPECS, TIERS, generate, split_of
 
 ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>(\S+)")
 OPS = {

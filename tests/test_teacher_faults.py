@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from pr1lib import cli, coldstart, commands
-from pr1lib.chat_teacher import OpenAITeacher
+from pr1lib.cli import main as cli
+from pr1lib.cli import pipeline as commands
 from pr1lib.config import ColdStartConfig
-from pr1lib.data import load_source
-from pr1lib.standin import StandInServer, closed_port
-from pr1lib.teachers import RuleTeacher
+from pr1lib.data import coldstart
+from pr1lib.data.chat_teacher import OpenAITeacher
+from pr1lib.data.sources import load_source
+from pr1lib.data.standin import StandInServer, closed_port
+from pr1lib.worlds.teachers import RuleTeacher
 
 # problem index -> the faults its requests meet, in order (one retry is allowed below)
 PLAN = {
@@ -275,7 +277,7 @@ def test_cache_line_that_is_not_a_trace_is_named_by_file_and_line(tmp_path):
 
 INTERRUPTED_COLDSTART = """
 import signal, sys
-from pr1lib.cli import main
+from pr1lib.cli.main import main
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may ignore it
 sys.exit(main(sys.argv[1:]))
 """
@@ -291,7 +293,7 @@ def test_ctrl_c_keeps_every_answer_the_server_sent_and_the_rerun_asks_only_the_r
     import subprocess
     import sys
 
-    from pr1lib.paths import REPO_ROOT
+    from pr1lib.store.paths import REPO_ROOT
 
     six, out = problems[:6], tmp_path / "cs"
     ids = [p["id"] for p in six]

@@ -1,7 +1,7 @@
-"""pr1lib.arithmetic and pr1lib.teachers: safe arithmetic, the rule teacher, the HF teacher's
-plumbing, and pr1lib.chat_teacher's OpenAI-compatible teacher against a real HTTP server on
-loopback (success, 429/500 with and without Retry-After, timeout, malformed JSON, a bad key, a
-dead server, the rate limit). The full fault run is in test_teacher_faults.py.
+"""pr1lib.format.arithmetic and pr1lib.worlds.teachers: safe arithmetic, the rule teacher, the HF
+teacher's plumbing, and pr1lib.data.chat_teacher's OpenAI-compatible teacher against a real HTTP
+server on loopback (success, 429/500 with and without Retry-After, timeout, malformed JSON, a bad
+key, a dead server, the rate limit). The full fault run is in test_teacher_faults.py.
 
 Run: .venv/bin/python -m pytest tests/test_teachers.py -q -p no:cacheprovider
 """
@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pr1lib import arithmetic, teachers
-from pr1lib.chat_teacher import OpenAITeacher, RateLimiter
-from pr1lib.data import load_source
-from pr1lib.format import linearize, parallel_stats, validate
-from pr1lib.hf_teacher import HFTeacher
-from pr1lib.prompts import linear_solution
-from pr1lib.standin import StandInServer, closed_port
+from pr1lib.data.chat_teacher import OpenAITeacher, RateLimiter
+from pr1lib.data.hf_teacher import HFTeacher
+from pr1lib.data.sources import load_source
+from pr1lib.data.standin import StandInServer, closed_port
+from pr1lib.format import arithmetic
+from pr1lib.format.grammar import linearize, parallel_stats, validate
+from pr1lib.format.prompts import linear_solution
+from pr1lib.worlds import teachers
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -168,7 +169,7 @@ def test_rule_teacher_is_deterministic_and_seed_dependent():
 
 def test_rule_teacher_name_keys_the_cache_on_its_options(tmp_path):
     """A cache written by a teacher with other options is not reused (it once was: same name)."""
-    from pr1lib.traces import generate_traces
+    from pr1lib.data.traces import generate_traces
 
     problems = load_source("tinygsm-hard", limit=12)
     first = generate_traces(teachers.RuleTeacher(step_choice="any"), problems, tmp_path / "t.jsonl")
@@ -228,8 +229,8 @@ def test_strip_thinking_keeps_the_final_part_only():
 
 
 def test_hf_teacher_batches_and_decodes_with_a_tiny_random_model():
-    from pr1lib.models import build_random_tiny, train_tiny_tokenizer
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import build_random_tiny, train_tiny_tokenizer
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     tokenizer = train_tiny_tokenizer(
         ["Problem: What is 2+3?\nSolution:\nFinal Answer: 5"] * 20, vocab_size=300

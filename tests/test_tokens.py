@@ -1,4 +1,5 @@
-"""pr1lib.tokens on a byte-level BPE tokenizer and tiny random Qwen3 models built here (no hub).
+"""pr1lib.decoding.tokens on a byte-level BPE tokenizer and tiny random Qwen3 models built here (no
+hub).
 
 Run: .venv/bin/python -m pytest tests/test_tokens.py -q
 """
@@ -10,8 +11,7 @@ import copy
 import pytest
 import torch
 
-from pr1lib.format import TAGS
-from pr1lib.tokens import (
+from pr1lib.decoding.tokens import (
     add_parallel_tags,
     add_tag_tokens,
     embeddings_tied,
@@ -20,6 +20,7 @@ from pr1lib.tokens import (
     tag_similarity,
     tag_token_ids,
 )
+from pr1lib.format.grammar import TAGS
 
 EOS = "<|endoftext|>"
 TRACE = "So <Parallel><Path>2+3=5</Path><Path>3+2=5</Path></Parallel>\n<Summary>5</Summary> ok"

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pr1lib import format as F
-from pr1lib import graders as G
-from pr1lib import reward_modes as M
-from pr1lib import rewards as R
-from pr1lib import verl
+from pr1lib.format import grammar as F
+from pr1lib.rewards import functions as R
+from pr1lib.rewards import graders as G
+from pr1lib.rewards import modes as M
+from pr1lib.training import verl
 
 BIG = 200_000
 MEDIAN_MS, MAX_MS = 100.0, 1000.0

@@ -10,10 +10,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pr1lib import verl
-from pr1lib.hacking import HACKING_CASES, hacking_table
-from pr1lib.prompts import PARALLEL_PROMPT_V3, prompt_text
-from pr1lib.rewards import BASE_MODES, REWARDS, alternating_reward
+from pr1lib.format.prompts import PARALLEL_PROMPT_V3, prompt_text
+from pr1lib.rewards.functions import BASE_MODES, REWARDS, alternating_reward
+from pr1lib.rewards.hacking import HACKING_CASES, hacking_table
+from pr1lib.training import verl
 
 
 # ----------------------------------------------------------- the reward: one core, two signatures
@@ -170,7 +170,7 @@ def test_export_tinygsm_writes_train_and_test_parquet(tmp_path):
 
 
 def test_export_gsm8k_and_dapo_from_the_shared_data(tmp_path):
-    from pr1lib.data import DataNotFoundError, load_dapo, load_gsm8k
+    from pr1lib.data.sources import DataNotFoundError, load_dapo, load_gsm8k
 
     try:
         gold = [r["answer"] for r in load_gsm8k("train", limit=4)]
@@ -189,8 +189,8 @@ def test_export_gsm8k_and_dapo_from_the_shared_data(tmp_path):
 
 
 def test_export_coldstart_for_verl_sft(tmp_path):
-    from pr1lib.coldstart import run_coldstart
     from pr1lib.config import ColdStartConfig
+    from pr1lib.data.coldstart import run_coldstart
 
     made = run_coldstart(
         ColdStartConfig(source="tinygsm-easy", limit=6, prompt_style="tiny"), tmp_path / "cs"
@@ -223,7 +223,7 @@ def test_schema_errors_catch_broken_rows():
 
 
 def test_cli_prints_json_last(tmp_path, capsys):
-    from pr1lib.cli import main
+    from pr1lib.cli.main import main
 
     assert (
         main(["export-verl", "--source", "tinygsm-hard", "--limit", "3", "--out", str(tmp_path)])
@@ -231,5 +231,5 @@ def test_cli_prints_json_last(tmp_path, capsys):
     )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["files"]["tinygsm-hard/train"]["rows"] == 3
-    assert result["custom_reward_function.path"].endswith("pr1lib/verl.py")
+    assert result["custom_reward_function.path"].endswith("pr1lib/training/verl.py")
     assert pd.read_parquet(result["files"]["tinygsm-hard/test"]["path"]).shape == (3, 5)

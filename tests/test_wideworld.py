@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from pr1lib import worlds
-from pr1lib.format import TAG_RE, extract_answer, parse, path_header, validate
-from pr1lib.metrics import sample_stats
-from pr1lib.prompts import split_gsm8k_answer
-from pr1lib.searchstats import mode_summary, sample_facts
+from pr1lib.evaluation.metrics import sample_stats
+from pr1lib.evaluation.searchstats import mode_summary, sample_facts
+from pr1lib.format.grammar import TAG_RE, extract_answer, parse, path_header, validate
+from pr1lib.format.prompts import split_gsm8k_answer
 from pr1lib.worlds import wideworld as ww
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -33,8 +33,8 @@ EASY = ww.generate(200, "easy", "test", seed=0)
 def wide_tok():
     """WideWorld's tiny tokenizer (trained as ``pretrain-tiny --set world=wideworld`` trains it,
     on a smaller corpus) with the six tags."""
-    from pr1lib.models import tiny_tokenizer_corpus, train_tiny_tokenizer
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import tiny_tokenizer_corpus, train_tiny_tokenizer
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     tok = train_tiny_tokenizer(tiny_tokenizer_corpus(0, n=300, world="wideworld"), 512)
     add_parallel_tags(tok, toy_model(len(tok)))
@@ -133,7 +133,7 @@ def test_the_teachers_block_decodes_in_at_most_0_6x_the_serial_steps(wide_tok):
 def test_serial_sft_rows_carry_no_tag_and_stop_at_the_check_that_passes():
     from datasets import Dataset
 
-    from pr1lib.sftdata import with_trace_style
+    from pr1lib.data.sftdata import with_trace_style
 
     rows = {"source": [], "question": [], "completion": []}
     for record in HARD[:40] + EASY[:10]:
@@ -161,8 +161,8 @@ def test_lettered_headers_are_the_tokens_the_traces_train(wide_tok):
 
 def test_the_engine_writes_each_paths_letter_as_forced_tokens():
     from pr1lib.config import RolloutConfig
+    from pr1lib.decoding.rollout import generate
     from pr1lib.experiments.blockcost import open_with_block
-    from pr1lib.rollout import generate
 
     tok = toy_tokenizer()
     model = toy_model(len(tok), seed=3)
@@ -187,7 +187,7 @@ def test_the_engine_writes_each_paths_letter_as_forced_tokens():
 
 
 def test_an_evaluation_sums_accuracy_and_steps_per_answer_mode_and_the_split_rate():
-    from pr1lib.metrics import score_problem
+    from pr1lib.evaluation.metrics import score_problem
 
     rows = []
     for i, record in enumerate(HARD[:30]):

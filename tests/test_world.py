@@ -8,15 +8,16 @@ import re
 
 import pytest
 
-from pr1lib import data, evalsets
-from pr1lib.evalsets import load_benchmark
-from pr1lib.format import answers_match, extract_answer, linearize, parse, validate
-from pr1lib.models import base_model_dir
-from pr1lib.paths import REPO_ROOT
-from pr1lib.prompts import linear_solution, split_gsm8k_answer
-from pr1lib.tasks import generate as tinygsm_generate
-from pr1lib.teachers import check_arithmetic
+from pr1lib.data import evalsets
+from pr1lib.data import sources as data
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.decoding.models import base_model_dir
+from pr1lib.format.grammar import answers_match, extract_answer, linearize, parse, validate
+from pr1lib.format.prompts import linear_solution, split_gsm8k_answer
+from pr1lib.store.paths import REPO_ROOT
 from pr1lib.worlds import tinyworld as world
+from pr1lib.worlds.tasks import generate as tinygsm_generate
+from pr1lib.worlds.teachers import check_arithmetic
 from pr1lib.worlds.tinyworld import WorldTeacher
 
 TRY = re.compile(
@@ -228,8 +229,8 @@ def test_teacher_falls_back_to_the_rule_teacher_on_other_problems():
 
 
 def test_coldstart_uses_the_world_teacher_for_world_sources():
-    from pr1lib.coldstart import make_teacher
     from pr1lib.config import ColdStartConfig
+    from pr1lib.data.coldstart import make_teacher
 
     assert isinstance(make_teacher(ColdStartConfig(source="tinyworld-hard")), WorldTeacher)
     assert not isinstance(make_teacher(ColdStartConfig(source="tinygsm-easy")), WorldTeacher)
@@ -238,7 +239,7 @@ def test_coldstart_uses_the_world_teacher_for_world_sources():
 def test_half_plain_start_uses_the_worlds_plain_solution():
     from datasets import Dataset
 
-    from pr1lib.sft import with_plain_share
+    from pr1lib.training.sft import with_plain_share
 
     recs = data.load_source("tinyworld-hard", limit=20)
     traces = WorldTeacher().generate([{**r} for r in recs])
@@ -255,12 +256,12 @@ def test_half_plain_start_uses_the_worlds_plain_solution():
 
 
 def test_blockcost_forces_a_block_or_none_on_a_steered_random_model():
+    from pr1lib.decoding.models import build_random_tiny
+    from pr1lib.decoding.steering import steer_logits
+    from pr1lib.decoding.structure import tag_ids
+    from pr1lib.decoding.tokens import add_parallel_tags
+    from pr1lib.evaluation.metrics import paired_bootstrap
     from pr1lib.experiments.blockcost import blockcost
-    from pr1lib.metrics import paired_bootstrap
-    from pr1lib.models import build_random_tiny
-    from pr1lib.steering import steer_logits
-    from pr1lib.structure import tag_ids
-    from pr1lib.tokens import add_parallel_tags
 
     model, tok = build_random_tiny(seed=0)
     add_parallel_tags(tok, model)
@@ -298,7 +299,7 @@ def test_shipped_tinyworld_base_solves_easy_held_out_items():
     fails."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pr1lib.pretrain import evaluate_accuracy
+    from pr1lib.training.pretrain import evaluate_accuracy
 
     card = json.loads((SHIPPED_WORLD_BASE / "card.json").read_text())
     assert card["config"]["world"] == "tinyworld" and card["accuracy"]["easy_greedy"] >= 0.85
@@ -312,8 +313,8 @@ def test_blockcost_lets_the_answer_follow_the_forced_block(monkeypatch):
     """The engine's default stops a sample at its last allowed block's ``</Summary>`` (the
     paper's rule, no answer); blockcost allows one block and must let the answer follow it."""
     import pr1lib.experiments.blockcost as bc
-    from pr1lib.models import build_random_tiny
-    from pr1lib.tokens import add_parallel_tags
+    from pr1lib.decoding.models import build_random_tiny
+    from pr1lib.decoding.tokens import add_parallel_tags
 
     seen = []
     monkeypatch.setattr(
@@ -372,8 +373,8 @@ def test_shipped_unseen_tinyworld_sft_probes_with_independent_paths():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pr1lib.experiments.blockcost import sample
-    from pr1lib.format import path_ranges
-    from pr1lib.prompts import chat_prompt
+    from pr1lib.format.grammar import path_ranges
+    from pr1lib.format.prompts import chat_prompt
 
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN).eval()
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_WORLD_SFT_UNSEEN)

@@ -14,18 +14,20 @@ import sys
 
 import pytest
 
-from pr1lib import data, evalsets, worlds
+from pr1lib import worlds
 from pr1lib.config import ColdStartConfig, GRPOStageConfig
-from pr1lib.paths import REPO_ROOT
+from pr1lib.data import evalsets
+from pr1lib.data import sources as data
+from pr1lib.store.paths import REPO_ROOT
 
 TOY = '''
 """Toy: "What is A plus B?" (easy) or "... times C?" (hard), nothing else."""
 
 import random
 
-from pr1lib.format import linearize
-from pr1lib.tasks import split_of
-from pr1lib.teachers import RuleTeacher
+from pr1lib.format.grammar import linearize
+from pr1lib.worlds.tasks import split_of
+from pr1lib.worlds.teachers import RuleTeacher
 from pr1lib.worlds import World, register
 
 
@@ -73,7 +75,7 @@ def test_a_toy_world_goes_through_loading_evaluation_sets_and_the_cold_start(toy
     mixed = data.load_source("toy-easy+toy-hard", limit=6)
     assert data.source_counts(mixed) == {"toy-easy": 3, "toy-hard": 3}
 
-    from pr1lib.coldstart import make_teacher, run_coldstart
+    from pr1lib.data.coldstart import make_teacher, run_coldstart
 
     config = ColdStartConfig(source="toy-hard", limit=30, seed=0)
     traces = make_teacher(config).generate(train[:5])
@@ -81,7 +83,7 @@ def test_a_toy_world_goes_through_loading_evaluation_sets_and_the_cold_start(toy
     run = run_coldstart(config, tmp_path / "cs")
     assert run.result["kept"] > 0 and set(run.dataset["source"]) == {"toy-hard"}
 
-    from pr1lib.sft import with_plain_share
+    from pr1lib.training.sft import with_plain_share
 
     plain = with_plain_share(run.dataset, 1.0)
     assert not any("<Parallel>" in c for c in plain["completion"])

@@ -14,8 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pr1lib.reports import headline_figure  # noqa: E402 - the repository's own pr1lib
-from pr1lib.results import committed  # noqa: E402
+from pr1lib.notebook.reports import headline_figure  # noqa: E402 - the repository's own pr1lib
+from pr1lib.store.cards import committed  # noqa: E402
 
 CARDS, PNG = ("tinyworld-controls", "wideworld-controls"), ROOT / "docs" / "headline.png"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pr1lib.versions import LOCK, lock_hash  # noqa: E402 - metadata only, nothing to install
+from pr1lib.store.versions import LOCK, lock_hash  # noqa: E402 - metadata only, nothing to install
 
 PYPROJECT = ROOT / "pyproject.toml"
 UV_SPEC = "uv==0.13.9"  # the resolver, pinned too: the same inputs give the same lock

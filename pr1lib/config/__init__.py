@@ -1,10 +1,15 @@
-"""Every per-profile and per-stage table of the recipe, and one frozen config per stage.
+"""config: every per-profile and per-stage table of the recipe, and one frozen config per stage.
 
 Every stage has one frozen dataclass whose defaults are the ``tiny`` values; ``PRESETS`` holds
-the per-profile overrides that ``for_profile`` applies (``pr1lib.profiles``: the profile is
+the per-profile overrides that ``for_profile`` applies (``pr1lib.config.profiles``: the profile is
 resolved once and travels inside the config as ``cfg.profile``). The tables are in
 ``config.recipe``, the configs in ``config.stages`` and ``config.rl``; this package exports them
-all under one name:
+all under one name. Beside them: the cost tiers (``profiles``), the process a stage runs in
+(seeds, threads, ranks: ``runtime``) and every input checked before a file is written
+(``checks``: ``--set`` values, counts, model and data folders).
+
+May import: ``worlds``, ``format``, ``store``.
+
 
 >>> ModelConfig.for_profile("smoke").random_init
 True
@@ -70,4 +75,10 @@ __all__ = [
     "PretrainConfig",
     "RolloutConfig",
     "SFTStageConfig",
+    "checks",
+    "profiles",
+    "recipe",
+    "rl",
+    "runtime",
+    "stages",
 ]

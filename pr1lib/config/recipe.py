@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from pr1lib import worlds
-from pr1lib.prompts import PROMPT_STYLES
-from pr1lib.validate import register_choices
+from pr1lib.config.checks import register_choices
+from pr1lib.format.prompts import PROMPT_STYLES
 
 VARIANTS = ("seen", "unseen", "plain")
 PARALLEL_VARIANTS = ("seen", "unseen")  # the two that learn blocks in a cold-start SFT
@@ -35,7 +35,7 @@ PROMPTS: dict[str, dict[str, str]] = {
 }
 STAGES = (2, 3)  # the RL stages: 2 = easy problems (GSM8K), 3 = hard ones (DAPO)
 TIERS = ("easy", "hard")
-# the values these fields may take, checked in every config (pr1lib.validate.check_fields)
+# the values these fields may take, checked in every config (pr1lib.config.checks.check_fields)
 register_choices(
     variant=VARIANTS,
     mode=ROLLOUT_MODES,
@@ -70,7 +70,7 @@ STAGE_SOURCES: dict[str, dict[int, str]] = {
     "colab": {2: "gsm8k", 3: "dapo"},
     "paper": {2: "gsm8k", 3: "dapo"},
 }
-# Held-out evaluation sets per profile (pr1lib.evalsets names), never seen in training.
+# Held-out evaluation sets per profile (pr1lib.data.evalsets names), never seen in training.
 EVAL_SETS: dict[str, dict[str, str]] = {
     "smoke": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
     "tiny": {"easy": "tinygsm-easy", "hard": "tinygsm-hard"},
@@ -103,7 +103,8 @@ STAGE_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
     3: {},
 }
 # Notebook 06 (notebook=True): on tiny, smaller batches and a shorter Stage 3 keep `make tour`
-# short; on colab, every run of the notebook fits one T4 hour (pr1lib.budget shows the arithmetic).
+# short; on colab, every run of the notebook fits one T4 hour (pr1lib.notebook.budget shows the
+# arithmetic).
 COLAB_NOTEBOOK = dict(
     per_device_train_batch_size=16,
     gradient_accumulation_steps=1,
@@ -121,10 +122,10 @@ NOTEBOOK_PRESETS: dict[int, dict[str, dict[str, Any]]] = {
         "colab": dict(COLAB_NOTEBOOK, max_steps=6),
     },
 }
-# The grader (pr1lib.graders.GRADERS) that decides correctness and tag validity in each stage,
-# unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps this
-# project's grader, whose strict grammar the reward values are defined with; evaluation reports the
-# official answer check as ``accuracy`` (the paper's numbers) and both graders in the summary.
+# The grader (pr1lib.rewards.graders.GRADERS) that decides correctness and tag validity in each
+# stage, unless the stage's config names one (GRPOStageConfig.grader / EvalConfig.grader). RL keeps
+# this project's grader, whose strict grammar the reward values are defined with; evaluation reports
+# the official answer check as ``accuracy`` (the paper's numbers) and both graders in the summary.
 DEFAULT_GRADERS = {"stage2": "project", "stage3": "project", "eval": "official"}
 # verl export: the reward of each RL set (Stage 2 on GSM8K; Stage 3 on DAPO; TinyGSM either).
 VERL_REWARDS: dict[str, str] = {
@@ -132,4 +133,41 @@ VERL_REWARDS: dict[str, str] = {
     "dapo": "alternating",
     "tinygsm-easy": "alternating",
     "tinygsm-hard": "alternating",
+}
+
+# Table 2's checkpoints: stage key -> the variant it was trained as (which decides how it is rolled
+# out and prompted in evaluation) and the run folders that may hold it (under runs_dir(), first
+# wins). "grpo-gsm8k" is the plain GRPO baseline on the same data and steps (easy, then hard).
+STAGE_RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "base": ("seen", ()),
+    "sft-seen": ("seen", ("sft-{p}-seen", "04_sft_lora-{p}/seen")),
+    "sft-unseen": ("unseen", ("sft-{p}-unseen", "04_sft_lora-{p}/unseen")),
+    "grpo-gsm8k": (
+        "plain",
+        (
+            "06_grpo_training-{p}/plain/grpo-{p}-plain-s3-accuracy-seed{s}",
+            "grpo-{p}-plain-s3-accuracy-seed{s}",
+            "grpo-curriculum-{p}/seed{s}/grpo-{p}-plain-s3-accuracy-seed{s}",
+        ),
+    ),
+    "rl-seen": (
+        "seen",
+        (
+            "06_grpo_training-{p}/stage3",
+            "grpo-{p}-seen-s3-accuracy-seed{s}",
+            "grpo-curriculum-{p}/seed{s}/grpo-{p}-seen-s3-accuracy-seed{s}",
+        ),
+    ),
+    "rl-unseen-s1": (
+        "unseen",
+        ("grpo-{p}-unseen-s3-accuracy-seed{s}", "grpo-ablation-{p}-unseen-seed{s}/accuracy"),
+    ),
+    "rl-unseen-s2": (
+        "unseen",
+        (
+            "grpo-{p}-unseen-s3-alternating-seed{s}",
+            "grpo-unseen-stage2-{p}-seed{s}/direct/grpo-{p}-unseen-s3-alternating-seed{s}",
+            "grpo-ablation-{p}-unseen-seed{s}/alternating",
+        ),
+    ),
 }

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pr1lib import worlds
+from pr1lib.config.checks import allowed_values
+from pr1lib.config.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.config.recipe import (
     CLIP_HIGH,
     NOTEBOOK_PRESETS,
@@ -21,38 +23,42 @@ from pr1lib.config.recipe import (
     VARIANT_ROLLOUT,
     VARIANTS,
 )
-from pr1lib.profiles import TINY_THREADS, Preset, check_profile
-from pr1lib.validate import allowed_values
 
 ROLLOUTS = (*ROLLOUT_MODES, "trl")  # the engine's modes, or TRL's own model.generate
 
 
 @dataclass(frozen=True)
 class GRPOStageConfig(Preset):
-    """Stages 2-3, GRPO (``pr1lib.grpo``). Knobs that are TRL's keep ``GRPOConfig``'s names.
+    """Stages 2-3, GRPO (``pr1lib.training.grpo``). Knobs that are TRL's keep ``GRPOConfig``'s
+    names.
 
     The paper's recipe (docs/recipe.md#8-grpo-hyper-parameters): group 8, clip 0.2 (0.28 high with
     the alternating S2 reward), no KL, T = 1.0, lr 1e-6, token-mean loss. The tiny profile keeps
     the group, clip, KL and temperature, and shrinks lengths and steps."""
 
     stage: int = 3  # 2: easy problems (GSM8K / TinyGSM-easy) | 3: hard ones (DAPO / TinyGSM-hard)
-    reward: str = "alternating"  # a pr1lib.reward_modes.REWARD_MODES name
+    reward: str = "alternating"  # a pr1lib.rewards.modes.REWARD_MODES name
     window: int = 10  # alternating: steps per window ...
     parallel_steps: int = 2  # ... of which the last ones use the tiered reward
     tiered_bonus: float = 0.2  # b: tiered pays 1 + b for a correct answer with a block (paper: 0.2)
     reward_weight: float = 1.0  # weight of the main reward (TRL reward_weights)
     extra_rewards: tuple[tuple[str, float], ...] = ()  # extra (mode, weight) terms
-    grader: str | None = None  # official | project (pr1lib.graders); None: DEFAULT_GRADERS
+    grader: str | None = None  # official | project (pr1lib.rewards.graders); None: DEFAULT_GRADERS
     variant: str = "seen"  # seen: causal log-probs | unseen: path-isolating mask + positions
-    rollout: str | None = None  # forked | seen (pr1lib.rollout) | trl (model.generate); None: auto
+    rollout: str | None = (
+        None  # forked | seen (pr1lib.decoding.rollout) | trl (model.generate); None: auto
+    )
     train_forced_tokens: bool = True  # engine-inserted tags get loss, as in the official code
-    data: str | None = None  # problem source (pr1lib.data.SOURCES); None: the stage's (profile)
+    data: str | None = (
+        None  # problem source (pr1lib.data.sources.SOURCES); None: the stage's (profile)
+    )
     train_n: int = 2000  # training problems (TinyGSM: generated; GSM8K / DAPO: the first N)
     num_generations: int = 8  # the group size G
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill (DAPO) ...
     max_refills: int = 3  # ... with fresh prompts for at most this many rounds per batch
-    # DAPO-style prompt prefilter (pr1lib.sampling.prefilter; off: not measured to pay here): keep a
-    # prompt only if its pass rate over prefilter_k samples lies in prefilter_range (ends included)
+    # DAPO-style prompt prefilter (pr1lib.training.completions.prefilter; off: not measured to pay
+    # here): keep a prompt only if its pass rate over prefilter_k samples lies in prefilter_range
+    # (ends included)
     prefilter_k: int = 0  # samples per prompt; 0: no prefilter
     prefilter_range: tuple[float, float] = (0.1, 0.9)  # (lowest, highest) pass rate kept
     per_device_train_batch_size: int = 64  # completions per optimizer step (= 8 prompts x G)
@@ -192,7 +198,7 @@ class GRPOStageConfig(Preset):
         grader name its registry lacks): TRL would refuse it later, or train something else.
         Light: the command line runs it before anything loads."""
         for name, value in (("reward", self.reward), ("grader", self.grader)):
-            allowed = allowed_values(name)  # registered by pr1lib.reward_modes and graders
+            allowed = allowed_values(name)  # registered by pr1lib.rewards.modes and graders
             if value is not None and allowed is not None and value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         if self.rollout_mode not in ROLLOUTS:

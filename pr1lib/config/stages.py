@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pr1lib import worlds
+from pr1lib.config.checks import register_choices
+from pr1lib.config.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.config.recipe import VARIANT_ROLLOUT
-from pr1lib.format import HEADER_STYLES
-from pr1lib.profiles import TINY_THREADS, Preset, check_profile
-from pr1lib.validate import register_choices
+from pr1lib.format.grammar import HEADER_STYLES
 
 register_choices(trace_style=("parallel", "serial"), header_style=HEADER_STYLES)
 
 
 @dataclass(frozen=True)
 class ModelConfig(Preset):
-    """Which policy model to load and how (see ``pr1lib.models.load_policy``)."""
+    """Which policy model to load and how (see ``pr1lib.decoding.models.load_policy``)."""
 
     name: str = "data/tiny-base"  # hub id or local folder (relative paths: from the repo root)
     random_init: bool = False  # smoke: build a random tiny Qwen3 in memory instead of loading
@@ -35,7 +35,9 @@ class ModelConfig(Preset):
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("all-linear",)
     gradient_checkpointing: bool = False
-    prompt_style: str = "tiny"  # pr1lib.prompts style: "tiny" for the embedded model, "v3": Qwen
+    prompt_style: str = (
+        "tiny"  # pr1lib.format.prompts style: "tiny" for the embedded model, "v3": Qwen
+    )
     seed: int = 0
     profile: str = "tiny"
 
@@ -62,7 +64,8 @@ class ModelConfig(Preset):
 
 @dataclass(frozen=True)
 class PretrainConfig(Preset):
-    """How ``python -m pr1lib pretrain-tiny`` makes the tiny base model (``pr1lib.pretrain``)."""
+    """How ``python -m pr1lib pretrain-tiny`` makes the tiny base model
+    (``pr1lib.training.pretrain``)."""
 
     vocab_size: int = 512  # byte-level BPE on TinyGSM text, digits split one by one
     hidden_size: int = 128  # Qwen3 architecture, tied embeddings
@@ -74,7 +77,7 @@ class PretrainConfig(Preset):
     max_steps: int = 1100  # optimizer steps; every step draws fresh TinyGSM train problems
     batch_size: int = 48  # problems per step
     hard_fraction: float = 0.2  # share of each batch from the hard tier (the rest is easy)
-    world: str = "tinygsm"  # the problems: tinygsm (pr1lib.tasks) | tinyworld (pr1lib.world)
+    world: str = "tinygsm"  # the problems: tinygsm (pr1lib.worlds.tasks) | tinyworld (pr1lib.world)
     length_buckets: int = 2  # each batch runs as this many length-sorted chunks (less padding)
     learning_rate: float = 3e-3  # AdamW peak
     warmup_steps: int = 60  # linear warm-up, then cosine decay to min_lr_ratio * learning_rate
@@ -103,7 +106,7 @@ class PretrainConfig(Preset):
     }
 
     # the byte-level tokenizer starts from the 256 bytes and <|endoftext|>; a tiny prompt is under
-    # 128 tokens (pr1lib.pretrain measures the texts themselves before training)
+    # 128 tokens (pr1lib.training.pretrain measures the texts themselves before training)
     MIN_VOCAB: ClassVar[int] = 257
     PROMPT_ROOM: ClassVar[int] = 128
 
@@ -149,12 +152,17 @@ class PretrainConfig(Preset):
 
 @dataclass(frozen=True)
 class ColdStartConfig(Preset):
-    """How ``python -m pr1lib coldstart`` builds the cold-start SFT set (``pr1lib.coldstart``)."""
+    """How ``python -m pr1lib coldstart`` builds the cold-start SFT set
+    (``pr1lib.data.coldstart``)."""
 
-    source: str = "gsm8k"  # gsm8k | dapo | tinygsm-easy | tinygsm-hard (pr1lib.data.SOURCES)
+    source: str = (
+        "gsm8k"  # gsm8k | dapo | tinygsm-easy | tinygsm-hard (pr1lib.data.sources.SOURCES)
+    )
     split: str = "train"
     limit: int | None = None  # first N problems (None: all; TinyGSM: 2,000)
-    teacher: str = "rule"  # rule | hf | openai (pr1lib.teachers); every profile defaults to rule
+    teacher: str = (
+        "rule"  # rule | hf | openai (pr1lib.worlds.teachers); every profile defaults to rule
+    )
     teacher_model: str = ""  # LLM teachers: hub id or folder / served model ($PR1_TEACHER_MODEL)
     llm_limit: int = 8  # problems the notebook sends to an LLM teacher (the demo, not the set)
     base_url: str = ""  # openai: server URL ending in /v1 ($OPENAI_BASE_URL)
@@ -196,7 +204,8 @@ class ColdStartConfig(Preset):
 
 @dataclass(frozen=True)
 class SFTStageConfig(Preset):
-    """Stage 1, cold-start SFT (``pr1lib.sft``). Knobs that are TRL's keep ``SFTConfig``'s names."""
+    """Stage 1, cold-start SFT (``pr1lib.training.sft``). Knobs that are TRL's keep ``SFTConfig``'s
+    names."""
 
     variant: str = "seen"  # seen: plain causal | unseen: path-isolating 4D mask + positions
     learning_rate: float = 2e-3  # LoRA on a ~1M-parameter model wants a large step (1e-3: no tags)
@@ -381,9 +390,10 @@ class NotebookConfig(Preset):
 
 @dataclass(frozen=True)
 class EvalConfig(Preset):
-    """``python -m pr1lib eval`` / ``pr1lib.evaluate.run_eval``: benchmark, samples, sampling."""
+    """``python -m pr1lib eval`` / ``pr1lib.evaluation.evaluate.run_eval``: benchmark, samples,
+    sampling."""
 
-    benchmark: str = "tinygsm-easy"  # pr1lib.evalsets.EVALSETS
+    benchmark: str = "tinygsm-easy"  # pr1lib.data.evalsets.EVALSETS
     n: int | None = 100  # problems: the first n of the benchmark (None: all)
     k: int = 4  # samples per problem: mean@k and pass@k
     mode: str = "seen"  # seen: one causal stream | forked: paths sampled independently
@@ -425,7 +435,8 @@ class EvalConfig(Preset):
 
 @dataclass(frozen=True)
 class RolloutConfig(Preset):
-    """How ``pr1lib.rollout.generate`` samples completions (docs/recipe.md#6-the-rollout-engine)."""
+    """How ``pr1lib.decoding.rollout.generate`` samples completions
+    (docs/recipe.md#6-the-rollout-engine)."""
 
     mode: str = "forked"  # "forked": paths decoded as k rows from the prefix cache | "seen": plain
     # | "reread": forked paths, then re-read one after another for a causal summary (the paper's)

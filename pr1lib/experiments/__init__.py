@@ -1,10 +1,13 @@
-"""Experiments: one file per study, each a ``python -m pr1lib study NAME`` command with one card.
+"""experiments: one file per study, each a ``python -m pr1lib study NAME`` command with one card.
 
 A study takes a world (``pr1lib.worlds``) and seeds, runs the stages it compares and returns the
 numbers its result card keeps (``--card NAME``). ``STUDIES`` says which flags each one takes, so
 the command line can refuse a flag a study would ignore before anything runs (this table imports
 no study: ``--help`` stays fast). Adding a study is one file here and one line in ``STUDIES``
 (docs/architecture.md).
+
+May import: ``training``, ``evaluation``, ``data``, ``rewards``, ``decoding``, ``config``,
+``worlds``, ``format``, ``store``.
 
 >>> sorted(STUDIES)
 ['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'split', 'unseen-stage2']
@@ -18,6 +21,20 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager
+
+__all__ = [
+    "STUDIES",
+    "Study",
+    "StudyRun",
+    "ablation",
+    "blockcost",
+    "controls",
+    "curriculum",
+    "dose",
+    "midtraining",
+    "split",
+    "unseen_stage2",
+]
 
 
 @dataclass(frozen=True)
@@ -112,8 +129,8 @@ STUDIES = {
 @dataclass
 class StudyRun:
     """What a study's ``main`` gets: the parsed command, checked. ``overrides`` are typed
-    ``--set`` values; ``claim(folder)`` holds a run folder for the study (``pr1lib.folders.claim``
-    with the command's ``--overwrite`` / ``--resume``)."""
+    ``--set`` values; ``claim(folder)`` holds a run folder for the study
+    (``pr1lib.store.folders.claim`` with the command's ``--overwrite`` / ``--resume``)."""
 
     profile: str
     world: str | None
@@ -142,7 +159,7 @@ class StudyRun:
 
     def init(self, variant: str) -> str | None:
         """``--init`` / ``--model``, else the world's shipped start for ``variant`` (``None``: the
-        stages' own default, ``pr1lib.starts``)."""
+        stages' own default, ``pr1lib.training.starts``)."""
         given = self.option("init") or self.option("model")
         if given or self.world is None:
             return given

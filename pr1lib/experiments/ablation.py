@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pr1lib.config import GRPOStageConfig
+from pr1lib.evaluation.metrics import paired_bootstrap
+from pr1lib.evaluation.paper import TABLE4
 from pr1lib.experiments import StudyRun
-from pr1lib.folders import move_aside
-from pr1lib.grpo import run_grpo
-from pr1lib.metrics import paired_bootstrap
-from pr1lib.paper import TABLE4
-from pr1lib.paths import runs_dir
-from pr1lib.runs import finished_run
-from pr1lib.starts import default_init
+from pr1lib.store.folders import move_aside
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.grpo import run_grpo
+from pr1lib.training.runs import finished_run
+from pr1lib.training.starts import default_init
 
 # The arms (the paper's Table 4, run on the unseen variant from its SFT): arm -> reward mode.
 # "parallel" plays the paper's "parallel only" (an assumption: READINGS); "structure" (blocks

@@ -3,8 +3,8 @@
 For each tier, every problem is answered ``k`` times with a **forced block** (the first completion
 token is ``<Parallel>``: the place where the TinyWorld teacher opens its block; the model writes
 the rest, at most ``max_blocks`` blocks) and ``k`` times **forced plain** (``<Parallel>`` banned:
-``RolloutConfig(max_blocks=0)``), sampled at T = 1 with ``pr1lib.rollout`` in ``seen`` or
-``forked`` mode. Correctness is the accuracy reward's (``pr1lib.rewards.terms``: the last
+``RolloutConfig(max_blocks=0)``), sampled at T = 1 with ``pr1lib.decoding.rollout`` in ``seen`` or
+``forked`` mode. Correctness is the accuracy reward's (``pr1lib.rewards.functions.terms``: the last
 ``Final Answer:`` outside the paths equals the gold answer). The difference is block minus plain;
 its 95 % interval is a **paired bootstrap over problems** (problems are resampled with
 replacement, each keeping both of its per-problem means), so it reflects problem-to-problem
@@ -29,12 +29,12 @@ from typing import Any
 import torch
 
 from pr1lib.config import RolloutConfig
-from pr1lib.evalsets import load_benchmark
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.decoding.rollout import generate
+from pr1lib.decoding.structure import tag_ids
+from pr1lib.evaluation.metrics import BOOTSTRAP, completion_metrics, paired_bootstrap, sample_stats
 from pr1lib.experiments import STUDIES, StudyRun
-from pr1lib.metrics import BOOTSTRAP, completion_metrics, paired_bootstrap, sample_stats
-from pr1lib.prompts import chat_prompt
-from pr1lib.rollout import generate
-from pr1lib.structure import tag_ids
+from pr1lib.format.prompts import chat_prompt
 
 # the sampling settings ``sample`` (and so ``blockcost --set``) takes
 SAMPLING_KEYS = STUDIES["blockcost"].sets
@@ -198,11 +198,11 @@ def blockcost(
     **sampling: Any,
 ) -> dict[str, dict]:
     """``{tier: tier_cost(...)}`` on the first ``n`` held-out problems of each benchmark in
-    ``tiers`` (``pr1lib.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths,
+    ``tiers`` (``pr1lib.data.evalsets``); ``sampling`` goes to ``sample`` (``temperature``, lengths,
     ...).
 
-    >>> from pr1lib.models import build_random_tiny
-    >>> from pr1lib.tokens import add_parallel_tags
+    >>> from pr1lib.decoding.models import build_random_tiny
+    >>> from pr1lib.decoding.tokens import add_parallel_tags
     >>> model, tok = build_random_tiny(seed=0); _ = add_parallel_tags(tok, model)
     >>> out = blockcost(model.eval(), tok, ["tinyworld-easy"], n=2, k=1, max_completion_length=12,
     ...                 max_path_length=4)
@@ -231,7 +231,7 @@ def main(run: StudyRun) -> list[dict]:
     """``study blockcost``: the world's tiers, from its shipped SFT of ``--variant`` (or
     ``--model``), with its budgets; one result per seed (the seed draws the samples)."""
     from pr1lib import worlds
-    from pr1lib.evaluate import load_for_eval
+    from pr1lib.evaluation.evaluate import load_for_eval
 
     variant = run.option("variant", "seen")
     world = worlds.get(run.world or "tinyworld")

@@ -34,11 +34,11 @@ from typing import Any, Sequence
 
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, SFTStageConfig
+from pr1lib.evaluation.metrics import mean_interval, paired_bootstrap
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
-from pr1lib.metrics import mean_interval, paired_bootstrap
-from pr1lib.paths import runs_dir
-from pr1lib.runs import CARD
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.runs import CARD
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,8 @@ def cold_start(world: str, profile: str, arm: str, root: Path, sft_seed: int = 0
     card = folder / CARD
     done = card.is_file() and json.loads(card.read_text()).get("config") == cfg.to_dict()
     if not done:
-        from pr1lib.models import stage_model_config
-        from pr1lib.sft import run_sft
+        from pr1lib.decoding.models import stage_model_config
+        from pr1lib.training.sft import run_sft
 
         model_cfg = stage_model_config(cfg, chosen.init("plain"))
         run_sft(cfg, out=folder, evaluate=False, model_cfg=model_cfg, quiet=True)
@@ -221,7 +221,7 @@ def measure_split(
     kept = json.loads(path.read_text()) if path.is_file() else {}
     if (kept.get(str(model)) or {}).get("n_asked") == n and kept[str(model)].get("mode") == mode:
         return kept[str(model)]  # the same model, number of blocks and rollout mode
-    from pr1lib.evaluate import load_for_eval
+    from pr1lib.evaluation.evaluate import load_for_eval
     from pr1lib.experiments.split import forced_split
 
     policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
@@ -325,7 +325,7 @@ def verdict(table: dict[str, Any]) -> list[str]:
     >>> verdict(t)[1]
     'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
     """
-    from pr1lib.headline import change_words
+    from pr1lib.evaluation.headline import change_words
 
     pairs = {f"{a}-{b}": f"{a} vs {b}" for a, b in CONTRASTS}  # "unseen-s3-serial": 2 arms
     lines = [

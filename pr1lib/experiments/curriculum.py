@@ -17,10 +17,10 @@ from typing import Any, Sequence
 
 from pr1lib.config import CURRICULA, VARIANTS, GRPOStageConfig
 from pr1lib.experiments import StudyRun
-from pr1lib.grpo import run_grpo, run_name
-from pr1lib.paths import runs_dir
-from pr1lib.runs import finished_run
-from pr1lib.starts import default_init
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.grpo import run_grpo, run_name
+from pr1lib.training.runs import finished_run
+from pr1lib.training.starts import default_init
 
 
 def curriculum(variant: str, keep_stage2: bool = False) -> tuple[int, ...]:

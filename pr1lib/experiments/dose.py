@@ -16,10 +16,10 @@ from typing import Any, Sequence
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
-from pr1lib.grpo import run_grpo
-from pr1lib.paths import runs_dir
-from pr1lib.runs import finished_run
-from pr1lib.starts import default_init
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.grpo import run_grpo
+from pr1lib.training.runs import finished_run
+from pr1lib.training.starts import default_init
 
 DOSES = (0, 2, 5, 10)  # tiered steps per window of 10 (0: accuracy only; 10: tiered every step)
 BONUSES = (0.0, 0.2, 0.5, 1.0)  # b, at the paper's 2 tiered steps of every 10

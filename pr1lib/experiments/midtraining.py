@@ -4,8 +4,8 @@ The scaffold trains with the alternating reward (S2) for the first ``switch`` st
 accuracy only from that checkpoint; the control trains with accuracy only (S1) from the same SFT
 for the same steps, split at the same step, so the two arms differ in phase 1's reward alone (and
 its clip-high, 0.28 for S2 and 0.2 for S1, as in the paper's scripts). Both run in the world their
-start was trained in (``world``). ``pr1lib.curves.scaffold_figure`` draws one arm; the study
-(``python -m pr1lib study midtraining``) runs both arms per seed and keeps, for its card, the
+start was trained in (``world``). ``pr1lib.notebook.curves.scaffold_figure`` draws one arm; the
+study (``python -m pr1lib study midtraining``) runs both arms per seed and keeps, for its card, the
 held-out accuracy and block rate at the start, the switch and the end, the training samples' per
 step, and the scaffold-minus-control contrasts (``scaffold_summary``, read by
 ``scaffold_verdict``).
@@ -23,10 +23,10 @@ from typing import Any
 
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
-from pr1lib.folders import FolderError, move_aside
-from pr1lib.grpo import run_grpo
-from pr1lib.paths import runs_dir
-from pr1lib.runs import start_id
+from pr1lib.store.folders import FolderError, move_aside
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.grpo import run_grpo
+from pr1lib.training.runs import start_id
 
 ARMS = {"scaffold": "alternating", "control": "accuracy"}  # each arm's phase-1 reward
 WHAT = {
@@ -212,7 +212,7 @@ def scaffold_summary(by_arm: dict[str, list[dict]], tier: str = "hard") -> dict[
     and per seed), the training samples' accuracy and block rate per step (means over the seeds),
     and scaffold minus control at the switch and the end: a paired bootstrap over problems (each
     problem averaged over the seeds), in points."""
-    from pr1lib.headline import paired_change
+    from pr1lib.evaluation.headline import paired_change
 
     first = by_arm["scaffold"][0]
     steps = (0, first["switch_step"], first["total_steps"])
@@ -272,7 +272,7 @@ def scaffold_verdict(summary: dict[str, Any]) -> list[str]:
     (80.0 -> 50.0 %), accuracy does not fall (45.0 -> 50.0 %), the end is within the noise of
     the control
     """
-    from pr1lib.headline import change_words
+    from pr1lib.evaluation.headline import change_words
 
     steps, held = summary["steps"], summary["held_out"]
     lines = []

@@ -18,12 +18,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from pr1lib.evalsets import load_benchmark
+from pr1lib.data.evalsets import load_benchmark
+from pr1lib.evaluation.metrics import completion_metrics
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.blockcost import BLOCK_MODES, sample
-from pr1lib.format import PARALLEL
-from pr1lib.metrics import completion_metrics
-from pr1lib.prompts import chat_prompt
+from pr1lib.format.grammar import PARALLEL
+from pr1lib.format.prompts import chat_prompt
 
 
 def forced_prefixes(world: Any, records: list[dict]) -> list[tuple[dict, str]]:
@@ -50,8 +50,8 @@ def forced_split(
     """The split rate of ``n`` forced blocks on ``world``'s held-out hard problems (module doc).
 
     >>> from pr1lib import worlds
-    >>> from pr1lib.models import build_random_tiny
-    >>> from pr1lib.tokens import add_parallel_tags
+    >>> from pr1lib.decoding.models import build_random_tiny
+    >>> from pr1lib.decoding.tokens import add_parallel_tags
     >>> model, tok = build_random_tiny(seed=0); _ = add_parallel_tags(tok, model)
     >>> out = forced_split(model.eval(), tok, worlds.get("wideworld"), n=2,
     ...                    max_completion_length=40, max_path_length=4)
@@ -89,7 +89,7 @@ def main(run: StudyRun) -> list[dict]:
     """``study split``: the forced split rate of ``--model`` (or the world's shipped SFT of
     ``--variant``) per seed, at T = 1 and greedy."""
     from pr1lib import worlds
-    from pr1lib.evaluate import load_for_eval
+    from pr1lib.evaluation.evaluate import load_for_eval
 
     variant = run.option("variant", "unseen")
     world = worlds.get(run.world or "wideworld")

@@ -11,9 +11,9 @@ from typing import Any
 
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum
-from pr1lib.paths import runs_dir
-from pr1lib.runs import start_id
-from pr1lib.starts import default_init
+from pr1lib.store.paths import runs_dir
+from pr1lib.training.runs import start_id
+from pr1lib.training.starts import default_init
 
 ARMS = {"direct": "SFT → Stage 3 (paper)", "kept": "SFT → Stage 2 → Stage 3"}
 

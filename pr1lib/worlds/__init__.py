@@ -1,4 +1,4 @@
-"""Worlds: the tiny task families the tiny profile trains on, one file each, and their registry.
+"""worlds: the tiny task families the tiny profile trains on, one file each, and their registry.
 
 A world is a family of problems in GSM8K's record shape (``<<a+b=c>>`` steps, ``#### N``) with
 everything the pipeline needs to know about it: its generator and split, its rule teacher and
@@ -7,8 +7,10 @@ problems are the sources ``<name>-<tier>`` (``tinyworld-hard``): data loading, t
 sets, the cold-start teacher and the stage configs ask this registry what a source is, so adding
 a world is one file in this folder plus one line in ``BUILTIN`` (docs/architecture.md).
 
-This package sits low: it imports the pure modules (format, prompts, tasks, the rule teacher),
-never a stage.
+Besides the worlds it holds what they share: the rule teacher every world builds on
+(``teachers``) and TinyGSM's generator with the disjoint split every world uses (``tasks``).
+
+May import: ``format``, ``store``.
 
 >>> names()
 ('tinygsm', 'tinyworld', 'wideworld')
@@ -24,6 +26,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+__all__ = ["World", "find_source", "get", "names", "register", "sources", "tasks", "teachers"]
+
 # the worlds this package registers on import: one module per name, in this folder
 BUILTIN = ("tinygsm", "tinyworld", "wideworld")
 
@@ -31,7 +35,7 @@ BUILTIN = ("tinygsm", "tinyworld", "wideworld")
 @dataclass(frozen=True)
 class World:
     """One task world. ``generate(n, tier, split, seed)`` returns ``{"question", "answer"}``
-    records; ``rule_teacher(seed=0, **options)`` makes a ``pr1lib.teachers`` teacher for its
+    records; ``rule_teacher(seed=0, **options)`` makes a ``pr1lib.worlds.teachers`` teacher for its
     problems; ``plain_solution(question, completion)`` is the same item solved without a block."""
 
     name: str

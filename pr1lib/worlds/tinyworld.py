@@ -38,11 +38,11 @@ import random
 import re
 from dataclasses import dataclass
 
-from pr1lib.format import linearize
-from pr1lib.prompts import linear_solution, split_gsm8k_answer
-from pr1lib.tasks import NAMES, check_request, split_of
-from pr1lib.teachers import RuleTeacher, make_trace
+from pr1lib.format.grammar import linearize
+from pr1lib.format.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.worlds import World, register
+from pr1lib.worlds.tasks import NAMES, check_request, split_of
+from pr1lib.worlds.teachers import RuleTeacher, make_trace
 
 TIERS = ("easy", "hard")
 # (singular, plural) of the two lists; the first list is cheap, the second dearer
@@ -231,7 +231,7 @@ def make_problem(rng: random.Random, tier: str = "easy") -> dict:
 
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
     """``n`` distinct TinyWorld records of ``tier`` from ``split`` (the test split is a fixed
-    hash bucket of the question, as in ``pr1lib.tasks``, so splits never overlap).
+    hash bucket of the question, as in ``pr1lib.worlds.tasks``, so splits never overlap).
 
     >>> a = generate(3, "hard", "train", seed=7)
     >>> a == generate(3, "hard", "train", seed=7), len({r["question"] for r in a})
@@ -415,7 +415,7 @@ def plain_completion(question: str, completion: str) -> str:
 @dataclass
 class WorldTeacher:
     """The rule teacher of TinyWorld: ``search_block`` on hard items, ``overhead_block`` on easy
-    ones; any other GSM8K-style record goes to ``pr1lib.teachers.RuleTeacher``. Deterministic
+    ones; any other GSM8K-style record goes to ``pr1lib.worlds.teachers.RuleTeacher``. Deterministic
     given ``seed`` and the problem id; returns the traces every teacher returns.
 
     >>> rec = {"id": "w1", **generate(1, "hard", seed=2)[0]}

@@ -43,11 +43,11 @@ import random
 import re
 from dataclasses import dataclass
 
-from pr1lib.format import LETTERS, linearize
-from pr1lib.prompts import linear_solution
-from pr1lib.tasks import NAMES, check_request, split_of
-from pr1lib.teachers import make_trace
+from pr1lib.format.grammar import LETTERS, linearize
+from pr1lib.format.prompts import linear_solution
 from pr1lib.worlds import World, register
+from pr1lib.worlds.tasks import NAMES, check_request, split_of
+from pr1lib.worlds.teachers import make_trace
 
 TIERS = ("easy", "hard")
 GOODS = (("toy", "book"), ("cake", "drink"), ("pen", "bag"), ("hat", "scarf"))
@@ -177,7 +177,7 @@ def easy_problem(rng: random.Random) -> dict:
 
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
     """``n`` distinct WideWorld records of ``tier`` from ``split`` (the test split is a fixed hash
-    bucket of the question, as in ``pr1lib.tasks``, so splits never overlap).
+    bucket of the question, as in ``pr1lib.worlds.tasks``, so splits never overlap).
 
     >>> a = generate(3, "hard", "train", seed=7)
     >>> a == generate(3, "hard", "train", seed=7), len({r["question"] for r in a})

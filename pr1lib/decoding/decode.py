@@ -1,0 +1,303 @@
+"""One-token decoding steps on the CPU: attention as two matmuls, and a lean Qwen3 step.
+
+A decoding step feeds one token per row. Two things make it cheaper than the model's forward:
+
+- ``decode_attention`` (registered as ``DECODE_ATTENTION``; ``decoding(model)`` switches an SDPA
+  model to it): ``softmax(q kᵀ) v`` as two matmuls for a single query token on the CPU, where
+  PyTorch's SDPA kernel was about 2x slower for one query over 300 keys. Everything else goes to
+  SDPA itself.
+- ``step``: for the 0.9M-parameter tiny model a 64-row step is mostly overhead: transformers runs
+  about 65 modules, builds a mask and rotates with several small ops, which cost about as much as
+  the arithmetic. ``step`` does the same arithmetic on the same weights (the modules' own
+  tensors, read at every call, so the rollout sees every update) with far fewer calls and writes
+  the keys and values into the cache as the model would. ``supported`` says when it applies: a
+  float32 Qwen3 with plain layers (no LoRA or 4-bit wrappers: the rollout samples from the merged
+  copy) and full attention, on the CPU; anything else takes the model's forward.
+
+``pr1lib.decoding.kvcache.Streams`` uses both. ``row_step`` (with ``LeanWeights``: q/k/v and gate/up
+joined into one matrix each, copied once per rollout) is the same step for rows whose keys sit
+packed in one buffer for all layers (``pr1lib.decoding.rowcache.RowStreams``, the engine's default
+where ``supported`` holds). The tests check them against the model's forward and SDPA.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface, Qwen3ForCausalLM
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+DECODE_ATTENTION = "pr1_sdpa"  # SDPA with SDPA's masks, but one-token CPU steps as two matmuls
+
+
+def decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Transformers' SDPA attention, except a single query token on the CPU: ``softmax(q kᵀ) v``
+    as two matmuls (the same numbers up to rounding). Registered as ``DECODE_ATTENTION``."""
+    if query.shape[2] != 1 or query.device.type != "cpu":
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, **kwargs
+        )
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, T, D)
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale  # (B, H, 1, T)
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, float("-inf"))
+    elif attention_mask is not None:
+        scores = scores + attention_mask  # additive
+    out = torch.matmul(torch.softmax(scores, dim=-1), value)  # (B, H, 1, D)
+    return out.transpose(1, 2).contiguous(), None  # (B, 1, H, D)
+
+
+AttentionInterface.register(DECODE_ATTENTION, decode_attention)
+AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
+
+
+@contextmanager
+def decoding(model: Any) -> Iterator[None]:
+    """While inside, a model that attends with ``sdpa`` attends with ``DECODE_ATTENTION``."""
+    config = model.config
+    before = getattr(config, "_attn_implementation", None)
+    if before == "sdpa":
+        config._attn_implementation = DECODE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
+
+
+def supported(model: Any) -> bool:
+    """Can ``step`` stand in for ``model``'s forward? (Qwen3, float32, CPU, plain layers.)
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1))
+    >>> supported(model), supported(model.to(torch.bfloat16))
+    (True, False)
+    """
+    if not isinstance(model, Qwen3ForCausalLM):  # a PEFT or DDP wrapper is not covered either
+        return False
+    config, core = model.config, model.model
+    if model.dtype != torch.float32 or model.device.type != "cpu":
+        return False
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
+        return False
+    layers = list(core.layers)
+    linears = [getattr(layer.self_attn, f"{x}_proj") for layer in layers for x in "qkvo"]
+    linears += [getattr(layer.mlp, f"{x}_proj") for layer in layers for x in ("gate", "up", "down")]
+    return (
+        len(layers) == config.num_hidden_layers
+        and type(core.embed_tokens) is torch.nn.Embedding
+        and all(type(m) is torch.nn.Linear for m in linears)
+    )
+
+
+@torch.no_grad()
+def step(
+    model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any
+) -> torch.Tensor:
+    """The logits ``(R, V)`` of one token per row: ``ids`` and ``positions`` ``(R, 1)``, ``mask``
+    the key mask ``(R, T + 1)`` (bool, the new key last), ``cache`` a ``DynamicCache`` whose
+    layers take the new keys and values (``update``), as in the model's forward.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> from pr1lib.decoding.kvcache import new_cache
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=2, num_attention_heads=2,
+    ...     num_key_value_heads=1)).eval()
+    >>> ids, cache = torch.tensor([[3, 4, 5]]), new_cache()
+    >>> _ = model(input_ids=ids[:, :2], cache=cache, use_cache=True)  # the first two tokens
+    >>> out = step(model, ids[:, 2:], torch.tensor([[2]]), torch.ones(1, 3, dtype=torch.bool),
+    ...            cache)
+    >>> torch.allclose(out, model(ids).logits[:, -1], atol=1e-5), cache.get_seq_length()
+    (True, 3)
+    """
+    core = model.model
+    if len(cache.layers) != len(core.layers):
+        raise ValueError(
+            "decode.step continues a cache that holds every layer's keys: run the "
+            f"model on the prompt first ({len(cache.layers)} of {len(core.layers)})"
+        )
+    x = core.embed_tokens(ids)  # (R, 1, E)
+    cos, sin = core.rotary_emb(x, positions)  # (R, 1, D) each
+    cos, sin, keep = cos[:, None], sin[:, None], mask[:, None, None, :]  # (R, 1, 1, ·)
+    for layer, kv in zip(core.layers, cache.layers):
+        x = x + _attend(layer.self_attn, _norm(layer.input_layernorm, x), cos, sin, keep, kv)
+        h, mlp = _norm(layer.post_attention_layernorm, x), layer.mlp
+        gate = mlp.act_fn(_linear(mlp.gate_proj, h)) * _linear(mlp.up_proj, h)  # (R, 1, I)
+        x = x + _linear(mlp.down_proj, gate)  # (R, 1, E)
+    return model.lm_head(_norm(core.norm, x))[:, -1]  # (R, V)
+
+
+def _attend(
+    attn: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keep: torch.Tensor, layer: Any
+) -> torch.Tensor:
+    """One layer's attention output ``(R, 1, E)`` for the normed input ``h`` ``(R, 1, E)``."""
+    rows, d = h.shape[0], attn.head_dim
+    q = _norm(attn.q_norm, _linear(attn.q_proj, h).view(rows, 1, -1, d)).transpose(1, 2)
+    k = _norm(attn.k_norm, _linear(attn.k_proj, h).view(rows, 1, -1, d)).transpose(1, 2)
+    v = _linear(attn.v_proj, h).view(rows, 1, -1, d).transpose(1, 2)  # (R, H_kv, 1, D)
+    q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)  # (R, H, 1, D), (R, H_kv, 1, D)
+    keys, values = layer.update(k, v)  # (R, H_kv, T + 1, D)
+    out, _ = decode_attention(attn, q, keys, values, keep, scaling=attn.scaling)  # (R, 1, H, D)
+    return _linear(attn.o_proj, out.reshape(rows, 1, -1))
+
+
+def _linear(module: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, module.weight, module.bias)
+
+
+def _norm(module: Any, x: torch.Tensor) -> torch.Tensor:
+    """Qwen3's RMSNorm (float32: the same numbers) as one fused call."""
+    return F.rms_norm(x, (x.shape[-1],), module.weight, module.variance_epsilon)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding: ``x cos + rotate_half(x) sin`` over the last dim (``(R, H, 1, D)``)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+# ----------------------------------------------------------------------------- packed rows
+class LeanWeights:
+    """A supported model's weights for ``row_step``: each layer's q/k/v and gate/up projections
+    joined into one matrix each (one matmul instead of three and two; the same numbers). Build
+    it once per rollout: the joined matrices are copies, taken when it is built.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1))
+    >>> w = LeanWeights(model); tuple(w.layers[0][1][0].shape), tuple(w.layers[0][2][0].shape)
+    ((16, 8), (16, 8))
+    """
+
+    def __init__(self, model: Any):
+        config, self.model, self.core = model.config, model, model.model
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim, self.inner = config.head_dim, config.intermediate_size
+        self.layers = []
+        for layer in self.core.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
+            self.layers.append((layer, _joined(qkv), _joined([mlp.gate_proj, mlp.up_proj])))
+        self.qk_norms = [
+            _stacked(layer.self_attn, self.heads, self.kv_heads) for layer in self.core.layers
+        ]
+
+
+def _stacked(attn: Any, heads: int, kv_heads: int) -> tuple[torch.Tensor, float]:
+    """The q and k norms' weights, one row per head ``(H + H_kv, D)``, and their epsilon: one
+    normalisation for both (``rms_norm`` without a weight, then the weights: the same numbers)."""
+    q, k = attn.q_norm, attn.k_norm
+    if q.variance_epsilon != k.variance_epsilon:
+        raise ValueError("decode.LeanWeights needs one epsilon for the q and k norms")
+    weight = torch.cat(
+        [q.weight.detach().expand(heads, -1), k.weight.detach().expand(kv_heads, -1)]
+    )
+    return weight, q.variance_epsilon
+
+
+def _joined(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One ``(sum of outputs, inputs)`` weight (and bias) for several linears on one input."""
+    weight = torch.cat([m.weight.detach() for m in linears])  # (O1 + O2 + ..., I)
+    biases = [m.bias for m in linears]
+    bias = None if any(b is None for b in biases) else torch.cat([b.detach() for b in biases])
+    return weight, bias
+
+
+@torch.no_grad()
+def row_step(
+    w: LeanWeights,
+    ids: torch.Tensor,
+    positions: torch.Tensor,
+    kv: torch.Tensor,
+    at: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """The logits ``(R, V)`` of one token per row when every row keeps its keys packed at the
+    front of its own row of a buffer (``pr1lib.decoding.rowcache``). ``ids``, ``positions``, ``at``:
+    ``(R,)``, ``at`` the column where each row's new key and value go; ``kv`` every layer's keys
+    and values, ``(2 L, R', H_kv, C, D)`` (keys of layer ``l`` at ``l``, values at ``L + l``;
+    rows ``:R`` in use); ``mask`` ``(R, W)`` the columns each row attends (its new key
+    included). The model's arithmetic; attention is one query per row against its GQA group:
+    ``q kᵀ`` and ``p v`` as two batched matmuls over ``R x H_kv``.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=2, num_attention_heads=2,
+    ...     num_key_value_heads=1)).eval()
+    >>> kv, w = torch.zeros(4, 1, 1, 4, 4), LeanWeights(model)  # 2 layers, 1 row, 4 columns
+    >>> for t, tok in enumerate([3, 4, 5]):  # three tokens, one at a time
+    ...     mask = torch.arange(3)[None, :] <= t
+    ...     out = row_step(w, torch.tensor([tok]), torch.tensor([t]), kv, torch.tensor([t]), mask)
+    >>> torch.allclose(out, model(torch.tensor([[3, 4, 5]])).logits[:, -1], atol=1e-5)
+    True
+    """
+    x = w.core.embed_tokens(ids)  # (R, E)
+    cos, sin = w.core.rotary_emb(x[:, None], positions[:, None])  # (R, 1, D) each
+    flat, bias = _targets(w, kv, at, mask)
+    for i, (layer, qkv, gate_up) in enumerate(w.layers):
+        h = _norm(layer.input_layernorm, x)
+        x = x + _row_attention(
+            w, layer.self_attn, h, (qkv, w.qk_norms[i]), (kv, i, flat, bias), (cos, sin)
+        )
+        h, mlp = _norm(layer.post_attention_layernorm, x), layer.mlp
+        both = F.linear(h, *gate_up)  # (R, 2I)
+        x = x + _linear(mlp.down_proj, mlp.act_fn(both[:, : w.inner]) * both[:, w.inner :])
+    return w.model.lm_head(_norm(w.core.norm, x))  # (R, V)
+
+
+def _targets(
+    w: LeanWeights, kv: torch.Tensor, at: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flat rows ``(2 R H_kv,)`` of the new keys (then values) of layer 0 in ``kv`` viewed
+    as ``(2 L R' H_kv C, D)``, and the additive mask ``(R H_kv, G, W)`` (0 or -inf)."""
+    rows, width, groups = len(at), mask.shape[1], w.heads // w.kv_heads
+    layer = kv[0].numel() // kv.shape[-1]  # flat rows per layer's keys
+    heads = torch.arange(w.kv_heads, device=at.device) * kv.shape[3]  # (H_kv,)
+    flat = (torch.arange(rows, device=at.device) * w.kv_heads * kv.shape[3] + at)[:, None] + heads
+    flat = torch.cat([flat.reshape(-1), flat.reshape(-1) + len(w.layers) * layer])  # keys, values
+    bias = torch.zeros(mask.shape, dtype=kv.dtype, device=at.device)  # (R, W)
+    bias = bias.masked_fill_(~mask, float("-inf"))[:, None, None, :]  # (R, 1, 1, W)
+    bias = bias.expand(rows, w.kv_heads, groups, width).reshape(rows * w.kv_heads, groups, width)
+    return flat, bias
+
+
+def _row_attention(
+    w: LeanWeights,
+    attn: Any,
+    h: torch.Tensor,
+    weights: tuple[tuple[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, float]],
+    cache: tuple[torch.Tensor, int, torch.Tensor, torch.Tensor],
+    rotary: tuple[torch.Tensor, torch.Tensor],
+) -> torch.Tensor:
+    """One layer's attention output ``(R, E)`` for the normed input ``h`` ``(R, E)``; writes
+    every row's new key and value into the buffer (``cache``: buffer, layer, flat rows, mask);
+    q and k are normed and rotated together."""
+    (kv, i, flat, bias), (cos, sin), (qkv, (norms, eps)) = cache, rotary, weights
+    rows, d, n_q, n_kv, width = h.shape[0], w.head_dim, w.heads, w.kv_heads, bias.shape[-1]
+    out = F.linear(h, *qkv).view(rows, n_q + 2 * n_kv, d)  # (R, H + 2 H_kv, D)
+    qk = F.rms_norm(out[:, : n_q + n_kv], (d,), None, eps) * norms  # (R, H + H_kv, D) normed
+    qk = qk * cos + torch.cat((-qk[..., d // 2 :], qk[..., : d // 2]), dim=-1) * sin
+    new = torch.cat([qk[:, n_q:], out[:, n_q + n_kv :]]).reshape(-1, d)  # (2 R H_kv, D)
+    kv.view(-1, d).index_copy_(0, flat + i * (kv[0].numel() // d), new)
+    keys = kv[i, :rows, :, :width].reshape(rows * n_kv, width, d)  # (R H_kv, W, D) a view
+    values = kv[len(w.layers) + i, :rows, :, :width].reshape(rows * n_kv, width, d)
+    q = qk[:, :n_q].reshape(rows * n_kv, n_q // n_kv, d)  # (R H_kv, G, D) each group's queries
+    scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=attn.scaling)  # (R H_kv, G, W)
+    mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, G, D)
+    return _linear(attn.o_proj, mixed.view(rows, n_q * d))  # (R, E)

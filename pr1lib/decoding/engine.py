@@ -1,0 +1,319 @@
+"""The decision loop of ``pr1lib.decoding.rollout``: sample every row's next token, apply the rules,
+fork, merge and finish rows (``pr1lib.decoding.regroup`` moves the rows in the cache).
+
+``Engine(model, tokenizer, config, generator).run(prompt_ids)`` returns one ``Rollout`` per prompt;
+``pr1lib.decoding.rollout.generate`` is the public entry and describes the modes.
+
+The caches (``pick_streams``): ``pr1lib.decoding.rowcache.RowStreams`` (each row's keys packed in
+its own row of one buffer; a fork, merge or finished row copies only what moves) where
+``pr1lib.decoding.decode.supported`` covers the model, else ``pr1lib.decoding.kvcache.Streams`` (one
+column count shared by all rows). Either samples the same tokens: the rows draw their random numbers
+in one *logical* order whatever their places in the cache (``pr1lib.decoding.regroup``).
+
+Rules (all deterministic):
+
+- **forced tokens** (``forced = 1``, ``env_mask = 0``): ``<Path>`` at a fork, ``</Parallel>``,
+  the ``\\n`` token(s), ``<Summary>``, and closers the engine writes: ``</Path>`` when a path
+  samples eos or reaches its cap, ``</Summary>`` when a summary samples eos (eos is *replaced*).
+- **log-probs**: every completion token, forced or not, gets the policy's log-prob of that token
+  in the linearized sequence as the variant's trainer scores it (softmax of logits / temperature,
+  before top-p and the structural bans), so ``rollout_logprobs(..., mode)`` recomputes them:
+  the unseen mask for ``forked``, plain causal for ``seen`` and ``reread``. In ``reread`` mode
+  the tokens of paths 2..k (and the token after each ``</Path>``) are *sampled* without the
+  earlier paths but *recorded* with them (the re-read's logits), as verl recomputes old
+  log-probs with the actor.
+- **block limit**: ``<Parallel>`` is masked out inside paths and summaries (no nesting) and once
+  a sample has ``max_blocks`` blocks. ``at_block_limit="stop"`` (the default, the paper's):
+  the sample ends right after the ``max_blocks``-th block's ``</Summary>`` (in ``seen`` mode:
+  the first ``</Summary>`` the model writes after its ``max_blocks``-th ``<Parallel>``), with
+  ``finish_reason="block_limit"`` and no final answer. ``"mask"``: decoding goes on.
+- **budgets**: a path has at most ``max_path_length`` tokens (and at most an equal share of the
+  remaining completion budget), ``</Path>`` included and forced at the cap; the completion is cut
+  hard at ``max_completion_length`` tokens (``finish_reason="length"``), possibly inside a path or
+  summary, which ``pr1lib.decoding.structure`` parses as a truncated block.
+- Other tags sampled out of place are ordinary tokens (the structure parser agrees).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from pr1lib.config import ROLLOUT_MODES, RolloutConfig
+from pr1lib.decoding import decode
+from pr1lib.decoding.kvcache import Streams
+from pr1lib.decoding.regroup import _Row, _Rows
+from pr1lib.decoding.rowcache import RowStreams
+from pr1lib.decoding.structure import TagIds, attn_implementation, tag_ids
+from pr1lib.format.grammar import path_header
+
+BLOCK_LIMITS = ("stop", "mask")  # RolloutConfig.at_block_limit: the paper's stop | go on, masked
+CACHES = ("rows", "shared")  # RowStreams | kvcache.Streams (the cache before RowStreams)
+
+
+@dataclass
+class Rollout:
+    """One sampled completion, linearized: trunk, ``<Parallel>``, path 1, path 2, …, summary, …"""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)  # 1 = inserted by the engine, 0 = sampled
+    text: str = ""  # decoded with the tags
+    finish_reason: str = ""  # "eos" | "length" | "block_limit"
+    blocks: int = 0
+    path_lengths: list[list[int]] = field(default_factory=list)  # per block, tokens per path
+
+    @property
+    def env_mask(self) -> list[int]:
+        """TRL's ``env_mask``: 1 for sampled tokens (trained), 0 for forced ones."""
+        return [1 - f for f in self.forced]
+
+    def add(self, token: int, logprob: float, forced: int) -> None:
+        self.completion_ids.append(int(token))
+        self.logprobs.append(float(logprob))
+        self.forced.append(int(forced))
+
+
+def sample_tokens(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One token per row from ``(R, V)`` logits: greedy at ``temperature == 0``, else top-p, by
+    inverting each row's CDF at one uniform draw (``torch.multinomial`` draws V numbers a row:
+    about 15x slower for the tiny model's 512 tokens, the same distribution).
+
+    >>> sample_tokens(torch.tensor([[0.0, 5.0, 1.0]]), temperature=0).tolist()
+    [1]
+    >>> sample_tokens(torch.tensor([[0.0, 9.0, 1.0]]), top_p=0.5).tolist()
+    [1]
+    """
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (R,)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (R, V)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)  # (R, V)
+        drop = sorted_p.cumsum(dim=-1) - sorted_p > top_p  # (R, V) keeps at least the top token
+        probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))  # (R, V)
+    cdf = probs.double().cumsum(dim=-1)  # (R, V) a zero-probability token adds no width
+    u = torch.rand(len(cdf), 1, generator=generator, device=cdf.device, dtype=cdf.dtype)  # (R, 1)
+    picked = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)  # (R, 1) first cdf above u
+    return picked.squeeze(1).clamp(max=cdf.shape[-1] - 1)  # (R,)
+
+
+def pick_streams(model: Any, config: RolloutConfig, cache: str | None = None) -> Any:
+    """The cache for a rollout: ``cache`` ``"rows"`` (``RowStreams``), ``"shared"``
+    (``kvcache.Streams``) or ``None``: rows where they apply (``fast_cache``, a model
+    ``decode.supported`` covers, SDPA attention), else shared; ``fast_cache=False`` is always
+    the first engine (``Streams(model, buffered=False)``).
+
+    >>> pick_streams(None, RolloutConfig(), cache="paged")
+    Traceback (most recent call last):
+    ...
+    ValueError: cache must be one of ('rows', 'shared') or None, got 'paged'
+    """
+    if cache not in (None, *CACHES):
+        raise ValueError(f"cache must be one of {CACHES} or None, got {cache!r}")
+    fits = cache is None and decode.supported(model) and attn_implementation(model) == "sdpa"
+    if config.fast_cache and (cache == "rows" or fits):
+        return RowStreams(model, config.max_completion_length + 1)  # a whole completion's room
+    return Streams(model, config.fast_cache)
+
+
+class Engine(_Rows):
+    """The decision loop over the rows' cache (``pick_streams``; ``cache`` chooses): sample,
+    apply the rules, fork, merge, drop; ``pr1lib.decoding.regroup._Rows`` moves the rows."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: RolloutConfig,
+        generator: torch.Generator | None,
+        cache: str | None = None,
+    ):
+        if config.mode not in ROLLOUT_MODES:
+            raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
+        if config.at_block_limit not in BLOCK_LIMITS:
+            raise ValueError(
+                f"at_block_limit must be one of {BLOCK_LIMITS}, got {config.at_block_limit!r}"
+            )
+        self.model, self.tok, self.cfg, self.gen = model, tokenizer, config, generator
+        self.tags: TagIds = tag_ids(tokenizer)
+        self.eos = tokenizer.eos_token_id
+        self.pad = self.tags.pad if self.tags.pad is not None else self.eos
+        self.newline = tokenizer.encode("\n", add_special_tokens=False)
+        # numbered paths: the tokens path j opens with, forced after its <Path>
+        self.headers = [
+            tokenizer.encode(path_header(j, config.header_style), add_special_tokens=False)
+            if config.path_headers
+            else []
+            for j in range(config.num_paths)
+        ]
+        self.streams = pick_streams(model, config, cache)
+        self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
+
+    # -- the loop ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def run(self, prompts: Sequence[Sequence[int]]) -> list[Rollout]:
+        """Every prompt's sample, in order."""
+        self.samples = [Rollout(list(p)) for p in prompts]
+        self.rows = [_Row(sample=i) for i in range(len(prompts))]
+        logits = self.streams.prefill(prompts, self.pad)  # (R, V)
+        self.place()
+        self.steps = 0
+        while True:
+            self.decide(logits)
+            self.regroup()
+            if not self.rows:
+                break
+            logits = self.advance()  # (R, V), the rows' logical order
+        getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
+        for s in self.samples:
+            self.finalize(s)
+        return self.samples
+
+    def decide(self, logits: torch.Tensor) -> None:
+        """Choose every row's next token from its logits ``(R, V)`` and record it."""
+        temp = self.cfg.temperature
+        # (R, V)
+        self.logp = torch.log_softmax(logits.float() / (temp if temp > 0 else 1.0), dim=-1)
+        banned = logits.clone()  # (R, V)
+        ban = torch.tensor([self.bans_parallel(r) for r in self.rows], device=logits.device)  # (R,)
+        banned[ban, self.tags.parallel] = float("-inf")
+        cand = sample_tokens(banned, temp, self.cfg.top_p, self.gen)  # (R,)
+        if temp == 0 and self.cfg.distinct_greedy_paths:
+            self.distinct_starts(banned, cand)
+        cand_lp = self.logp.gather(1, cand[:, None]).squeeze(1).tolist()  # (R,)
+        for i, (row, tok, lp) in enumerate(zip(self.rows, cand.tolist(), cand_lp)):
+            if row.waiting:  # a finished path waiting for its siblings
+                continue
+            (self.path_step if row.kind == "path" else self.main_step)(i, row, tok, lp)
+
+    def distinct_starts(self, logits: torch.Tensor, cand: torch.Tensor) -> None:
+        """Greedy forked decoding: path j (j > 0) opens with the (j+1)-th most likely token that
+        does not close it. Siblings share their context exactly: plain argmax makes k copies."""
+        for i, row in enumerate(self.rows):
+            if (
+                row.kind != "path"
+                or row.index == 0
+                or len(row.buf.completion_ids) != 1
+                or row.closing
+            ):
+                continue
+            # best first
+            ranked = logits[i].topk(min(row.index + 3, logits.shape[-1])).indices.tolist()
+            ranked = [t for t in ranked if t not in (self.tags.end_path, self.eos)]
+            if len(ranked) > row.index:
+                cand[i] = ranked[row.index]
+
+    def lp(self, i: int, token: int) -> float:
+        return float(self.logp[i, token])
+
+    def bans_parallel(self, row: _Row) -> bool:
+        return row.kind != "trunk" or self.samples[row.sample].blocks >= self.cfg.max_blocks
+
+    # -- trunk and summary rows -------------------------------------------------------------
+    def main_step(self, i: int, row: _Row, tok: int, lp: float) -> None:
+        s = self.samples[row.sample]
+        if row.fork_pending:
+            return self.fork(i, row)
+        if row.queue:
+            tok, lp, forced = row.queue.pop(0), None, 1
+        elif row.kind == "summary" and tok == self.eos:
+            tok, lp, forced = self.tags.end_summary, None, 1  # eos inside a summary closes it
+        else:
+            forced = 0
+        s.add(tok, self.lp(i, tok) if lp is None else lp, forced)
+        row.feed = tok
+        if row.kind == "summary" and tok == self.tags.end_summary and not row.queue:
+            row.kind = "trunk"
+        elif row.kind == "trunk" and tok == self.tags.parallel:
+            s.blocks += 1
+            row.fork_pending = self.cfg.mode != "seen"
+        if self.at_block_limit(s, tok):
+            self.finish(row, "block_limit")
+        full = len(s.completion_ids) >= self.cfg.max_completion_length
+        if (row.kind == "trunk" and tok == self.eos) or full:
+            self.finish(row, "eos" if tok == self.eos and not forced else "length")
+
+    def at_block_limit(self, s: Rollout, tok: int) -> bool:
+        """The paper's stop: the ``max_blocks``-th block's ``</Summary>`` ends the sample. In
+        ``seen`` mode it is the first ``</Summary>`` the model writes after that ``<Parallel>``."""
+        limit = self.cfg.at_block_limit == "stop" and s.blocks >= self.cfg.max_blocks
+        return limit and tok == self.tags.end_summary
+
+    def finish(self, row: _Row, reason: str) -> None:
+        s = self.samples[row.sample]
+        s.finish_reason = s.finish_reason or reason
+        for r in row.group or [row]:
+            r.done, r.feed = True, None
+
+    def fork(self, i: int, row: _Row) -> None:
+        """Turn a row that has just fed ``<Parallel>`` into k path rows (done in ``regroup``)."""
+        s, k = self.samples[row.sample], self.cfg.num_paths
+        room = self.cfg.max_completion_length - len(s.completion_ids)
+        cap = max(2, min(self.cfg.max_path_length, room // k))
+        group = [
+            _Row(
+                sample=row.sample,
+                kind="path",
+                feed=self.tags.path,
+                index=j,
+                cap=cap,
+                n_prefix=self.streams.n_real(row.slot),
+                buf=Rollout([]),
+            )
+            for j in range(k)
+        ]
+        for j, r in enumerate(group):
+            r.group, r.queue = group, list(self.headers[j])
+            r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
+        row.fork_pending, row.group = False, group
+
+    # -- path rows --------------------------------------------------------------------------
+    def path_step(self, i: int, row: _Row, tok: int, lp: float) -> None:
+        if row.closing:  # its </Path> is in the cache: note the next linearized token's log-prob
+            last = row.index == len(row.group) - 1
+            row.after_lp = self.lp(i, self.tags.end_parallel if last else self.tags.path)
+            row.closing, row.waiting, row.feed = False, True, None
+            return
+        forced = len(row.buf.completion_ids) >= row.cap - 1 or tok == self.eos
+        if row.queue and not forced:  # its header, written by the engine
+            tok, forced = row.queue.pop(0), True
+            lp = self.lp(i, tok)
+        elif forced:
+            tok, lp = self.tags.end_path, self.lp(i, self.tags.end_path)
+        row.buf.add(tok, lp, int(forced))
+        row.feed, row.closing = tok, tok == self.tags.end_path
+
+    def merge(self, group: list[_Row]) -> _Row:
+        """Append the paths to the sample in order and make the summary row (cache: ``regroup``)."""
+        s = self.samples[group[0].sample]
+        for j, r in enumerate(group):
+            lps = r.buf.logprobs if j == 0 else [group[j - 1].after_lp] + r.buf.logprobs[1:]
+            for tok, lp, f in zip(r.buf.completion_ids, lps, r.buf.forced):
+                s.add(tok, lp, f)
+        s.path_lengths.append([len(r.buf.completion_ids) for r in group])
+        s.add(self.tags.end_parallel, group[-1].after_lp, 1)
+        row = _Row(
+            sample=group[0].sample,
+            kind="summary",
+            feed=self.tags.end_parallel,
+            queue=self.newline + [self.tags.summary],
+        )
+        if len(s.completion_ids) >= self.cfg.max_completion_length:
+            self.finish(row, "length")
+        return row
+
+    def finalize(self, s: Rollout) -> None:
+        cut = self.cfg.max_completion_length
+        s.completion_ids, s.logprobs = s.completion_ids[:cut], s.logprobs[:cut]
+        s.forced = s.forced[:cut]
+        s.finish_reason = s.finish_reason or "length"
+        text_ids = [t for t in s.completion_ids if t not in (self.eos, self.tags.pad)]
+        s.text = self.tok.decode(text_ids, skip_special_tokens=False)

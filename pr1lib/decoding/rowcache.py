@@ -1,0 +1,300 @@
+"""Decoding rows whose keys sit packed at the front of their own row of one buffer.
+
+``RowStreams`` is the memory under the rollout engine (``pr1lib.decoding.engine``) for a model that
+``pr1lib.decoding.decode.supported`` covers (the tiny model on the CPU). One buffer ``kv`` holds
+every layer's keys and values, ``(2 L, rows, H_kv, columns, D)``; row ``r`` keeps its ``lens[r]``
+real keys in columns ``:lens[r]`` (no holes: a row that idles writes nothing) and its own
+position counter. A step (``pr1lib.decoding.decode.row_step``) writes each row's new key at its own
+column and attends over the first ``max(lens)`` columns with a per-row length mask.
+
+Rows live in *slots*: ``regroup`` (fork, merge, drop) keeps every surviving row in its slot and
+copies only what moves (a fork's new rows, a merge's appended path keys, the last rows moved into
+freed slots), in one gather and one scatter over all layers. ``pr1lib.decoding.kvcache.Streams`` is
+the engine before this one (one shared column count, finished paths waiting with holes, a regroup
+that copies the cache); ``bench eval`` measures one against the other.
+
+The buffer grows (one copy) when the rows or the columns run out; the engine gives each row room
+for a whole completion up front. Memory comes unwritten and is zeroed a few columns ahead of the
+longest row; a finished rollout's buffer is kept for the next one (``SPARE_BYTES``): fresh
+memory costs a page fault per page written, about what decoding reads of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from pr1lib.decoding import decode
+from pr1lib.decoding.kvcache import Streams, new_cache
+
+CLEAN_AHEAD = 32  # columns zeroed ahead of the longest row (one memset per this many steps)
+SPARE_BYTES = 1 << 30  # finished rollouts' buffers kept for the next ones, at most this much
+_SPARE: list[torch.Tensor] = []  # the most recently freed first
+
+Copy = tuple[int, int, int, int, int]  # (to slot, to column, from slot, from column, n keys)
+
+
+class _Buffer:
+    """The memory of the rows: ``kv`` ``(2 L, R', H_kv, C, D)`` (keys of layer ``l`` at ``l``,
+    values at ``L + l``), ``lens`` the real keys of the rows in use; one op moves, writes or
+    clears a part of every layer."""
+
+    def __init__(self, layers: int, shape: tuple[int, int], like: torch.Tensor):
+        self.layers, self.shape, self.like = layers, shape, like
+        self.kv: torch.Tensor | None = None  # (2 L, R', H_kv, C, D); rows :len(lens) in use
+        self.lens: list[int] = []  # real keys per row
+        self.clean, self.rows_clean = 0, 0  # columns :clean of slots :rows_clean are finite
+
+    def reserve(self, rows: int, columns: int, room: int = 0) -> None:
+        """Room for ``rows`` rows of ``columns + room`` keys, every column below ``columns`` of
+        the first ``rows`` slots finite: a masked column is still multiplied (by a zero weight), and
+        ``0 x NaN`` would spread. Memory comes unwritten (fresh or a spare) and is zeroed a few
+        columns ahead of the longest row, on the slots in use only."""
+        have = (self.kv.shape[1], self.kv.shape[3]) if self.kv is not None else (0, 0)
+        if rows > have[0] or columns + room > have[1]:  # a few sizes (powers of 2, 64s): reused
+            wide = -(-(columns + room) // 64) * 64
+            self._grow(max(_quantum(rows, 8), have[0]), max(wide, have[1]))
+        if rows > self.rows_clean:
+            self.kv[:, self.rows_clean : rows, :, : self.clean].zero_()
+            self.rows_clean = rows
+        if columns > self.clean:
+            upto = min(self.kv.shape[3], columns + CLEAN_AHEAD)
+            self.kv[:, : self.rows_clean, :, self.clean : upto].zero_()
+            self.clean = upto
+
+    def _grow(self, rows: int, columns: int) -> None:
+        """A buffer of at least ``rows x columns`` (a spare, else new) holding the rows in use."""
+        size = (2 * self.layers, rows, self.shape[0], columns, self.shape[1])
+        fresh = _spare(size, self.like)
+        fresh = self.like.new_empty(size) if fresh is None else fresh
+        used = len(self.lens)
+        if self.kv is not None:
+            fresh[:, :used, :, : self.clean] = self.kv[:, :used, :, : self.clean]
+        self.kv, self.rows_clean = fresh, used
+
+    def release(self) -> None:
+        """Hand the buffer to the next rollout (at most ``SPARE_BYTES`` are kept)."""
+        if self.kv is not None:
+            _SPARE.insert(0, self.kv)
+            held = 0
+            for i, t in enumerate(_SPARE):
+                held += t.numel() * t.element_size()
+                if held > SPARE_BYTES:
+                    del _SPARE[i:]
+                    break
+        self.kv, self.lens, self.clean, self.rows_clean = None, [], 0, 0
+
+    def flat(self, slots: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Flat row indices ``(2 L, N, H_kv)`` of the keys and values at ``(slots[i], cols[i])``
+        in every layer, in ``kv`` viewed as ``(2 L R' H_kv C, D)``."""
+        n, rows, heads, cap, _ = self.kv.shape
+        ahead = torch.arange(heads, device=slots.device) * cap  # (H_kv,)
+        per = torch.arange(n, device=slots.device)[:, None, None] * (rows * heads * cap)
+        return per + ((slots * heads * cap + cols)[:, None] + ahead)  # (2 L, N, H_kv)
+
+    def move(self, copies: list[Copy]) -> None:
+        """Copy ``n`` keys from ``(from slot, from column)`` to ``(to slot, to column)`` for every
+        copy, in every layer: all sources are read before anything is written."""
+        if not copies:
+            return
+        dev = self.like.device
+        c = torch.tensor(copies, dtype=torch.long, device=dev)  # (M, 5)
+        n = c[:, 4]
+        seg = torch.repeat_interleave(torch.arange(len(c), device=dev), n)  # (N,)
+        k = torch.arange(len(seg), device=dev) - (n.cumsum(0) - n)[seg]  # (N,) offset in a copy
+        dst = self.flat(c[seg, 0], c[seg, 1] + k).reshape(-1)  # (2 L N H_kv,)
+        src = self.flat(c[seg, 2], c[seg, 3] + k).reshape(-1)
+        flat = self.kv.view(-1, self.shape[1])
+        flat.index_copy_(0, dst, flat.index_select(0, src))
+
+    def write(self, rows: list[int], at: list[int], new: torch.Tensor) -> None:
+        """Write ``new`` ``(2 L, G, H_kv, q, D)`` into ``rows`` from column ``at[g]`` on."""
+        dev, q, d = self.like.device, new.shape[3], self.shape[1]
+        g = torch.tensor(rows, dtype=torch.long, device=dev).repeat_interleave(q)  # (G q,)
+        start = torch.tensor(at, dtype=torch.long, device=dev)[:, None]  # (G, 1)
+        dst = self.flat(g, (start + torch.arange(q, device=dev)).reshape(-1)).reshape(-1)
+        self.kv.view(-1, d).index_copy_(0, dst, new.transpose(2, 3).reshape(-1, d))
+
+    def regroup(self, plan: Sequence[Sequence[tuple[int, int, int]]]) -> list[int]:
+        """New row ``i`` concatenates segments ``(row, a, b)`` (keys ``a:b`` of an old row); returns
+        its slot. A new row whose first segment is a whole old row (the first
+        such) keeps that row's slot if it is among the first ``len(plan)``; the others take the
+        free slots; only the keys that move are copied."""
+        n, kept = len(plan), {}
+        for i, segments in enumerate(plan):
+            r, a, _ = segments[0]
+            if a == 0 and r < n and r not in kept:
+                kept[r] = i
+        slots = [-1] * n
+        for r, i in kept.items():
+            slots[i] = r
+        free = iter(sorted(set(range(n)) - set(kept)))
+        slots = [s if s >= 0 else next(free) for s in slots]
+        copies, lens = _copies(plan, slots, kept)
+        self.reserve(n, max(lens, default=0) + 1)
+        self.move(copies)
+        self.lens = [lens[i] for i in sorted(range(n), key=slots.__getitem__)]
+        return slots
+
+
+def _copies(
+    plan: Sequence[Sequence[tuple[int, int, int]]], slots: list[int], kept: dict[int, int]
+) -> tuple[list[Copy], list[int]]:
+    """``(copies, lengths)``: a ``Copy`` for every segment that is not already in place, and
+    every new row's number of keys."""
+    copies, lens = [], []
+    for i, segments in enumerate(plan):
+        col = 0
+        for j, (r, a, b) in enumerate(segments):
+            if not (j == 0 and a == 0 and kept.get(r) == i):
+                copies.append((slots[i], col, r, a, b - a))
+            col += b - a
+        lens.append(col)
+    return copies, lens
+
+
+def _quantum(n: int, least: int) -> int:
+    """The power of 2 at or above ``n`` (at least ``least``).
+
+    >>> _quantum(17, 8), _quantum(3, 8)
+    (32, 8)
+    """
+    return max(least, 1 << max(n - 1, 0).bit_length())
+
+
+def _spare(size: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
+    """A kept buffer at least ``size`` and at most twice its rows and columns, with ``like``'s
+    dtype and device, taken out of the spares; ``None`` if none fits."""
+    for i, t in enumerate(_SPARE):
+        fits = t.shape[::2] == size[::2] and t.dtype == like.dtype and t.device == like.device
+        if fits and all(n <= have <= 2 * n for n, have in zip(size[1::2], t.shape[1::2])):
+            return _SPARE.pop(i)
+    return None
+
+
+class RowStreams:
+    """Rows with packed keys (see the module docstring): the API of ``kvcache.Streams``
+    (prefill, step, extend, extend_rows, regroup, n_real, pos, valid, fed) plus ``release``;
+    ``regroup`` returns the slot of every new row.
+
+    >>> from transformers import Qwen3Config, Qwen3ForCausalLM
+    >>> _ = torch.manual_seed(0)
+    >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
+    ...     intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     num_key_value_heads=1)).eval()
+    >>> st = RowStreams(model)
+    >>> _ = st.prefill([[1, 2], [3]], pad=0)
+    >>> out = st.step(torch.tensor([4, 6]), torch.tensor([True, True]))
+    >>> full = model(torch.tensor([[1, 2, 4]])).logits[0, -1]  # row 0, decoded in one go
+    >>> torch.allclose(out[0], full, atol=1e-5), st.pos.tolist(), st.lens
+    (True, [3, 2], [3, 2])
+    >>> st.regroup([[(1, 0, 2)], [(0, 0, 3)], [(0, 0, 3)]], [2, 3, 3])  # row 0 forks, moves
+    [1, 0, 2]
+    >>> st.lens  # by slot: old row 0 (3 keys) stays, old row 1 moves up, the fork's copy
+    [3, 2, 3]
+    """
+
+    def __init__(self, model: Any, columns: int = 64):
+        self.model, self.fed, self.columns = model, 0, columns  # columns: a row's room to grow
+        self.lean = decode.LeanWeights(model)
+        config = model.config
+        shape = (config.num_key_value_heads, config.head_dim)
+        self.buf = _Buffer(config.num_hidden_layers, shape, model.model.embed_tokens.weight)
+        self.pos = torch.zeros(0, dtype=torch.long, device=model.device)  # (R,) next positions
+
+    @property
+    def lens(self) -> list[int]:
+        """Real keys per row (by slot)."""
+        return self.buf.lens
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """``(R, T)``: True where a column holds a real key of the row (the ``Streams`` view)."""
+        lens = torch.tensor(self.lens, dtype=torch.long, device=self.pos.device)  # (R,)
+        return torch.arange(max(self.lens, default=0), device=lens.device) < lens[:, None]
+
+    def n_real(self, row: int) -> int:
+        return self.lens[row]
+
+    def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
+        """One row per prompt (each distinct prompt run once, by the model's own forward);
+        returns each row's last logits ``(R, V)``."""
+        distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+        part = Streams(self.model)
+        logits = part.prefill(distinct, pad)  # (U, V)
+        where = {p: i for i, p in enumerate(distinct)}
+        pick = torch.tensor([where[tuple(p)] for p in prompts], device=self.pos.device)  # (n,)
+        self.buf.release()
+        width = part.valid.shape[1]
+        self.buf.reserve(len(prompts), width, room=self.columns)
+        layers = part.cache.layers
+        new = torch.stack([x.keys for x in layers] + [x.values for x in layers])  # (2 L, U, ...)
+        self.buf.kv[:, : len(prompts), :, :width] = new[:, pick]  # (2 L, R, H_kv, width, D)
+        self.buf.lens = [len(p) for p in prompts]
+        self.pos, self.fed = part.pos[pick], self.fed + part.fed
+        return logits[pick]
+
+    def release(self) -> None:
+        """Hand the memory to the next rollout; no row is left."""
+        self.buf.release()
+        self.pos = self.pos[:0]
+
+    # -- decoding -------------------------------------------------------------------------
+    def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (``live`` False: the row idles, nothing is kept); returns the
+        logits ``(R, V)``."""
+        alive, dev = live.tolist(), self.pos.device
+        ends = [n + a for n, a in zip(self.lens, alive)]
+        width = max(ends)
+        self.buf.reserve(len(ends), width + 1)  # an idle row writes (and drops) at its length
+        at = torch.tensor(self.lens, dtype=torch.long, device=dev)  # (R,)
+        upto = torch.tensor(ends, dtype=torch.long, device=dev)[:, None]  # (R, 1)
+        mask = torch.arange(width, device=dev) < upto  # (R, W)
+        logits = decode.row_step(self.lean, tokens, self.pos, self.buf.kv, at, mask)  # (R, V)
+        self.buf.lens = ends
+        self.pos, self.fed = self.pos + live.long(), self.fed + sum(alive)
+        return logits
+
+    def extend(self, ids: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """``q`` tokens on every row at once, causally (``live`` False: not kept; the live
+        tokens of a row come first); returns the logits ``(R, q, V)``."""
+        return self.extend_rows(range(len(self.pos)), ids, live)
+
+    def extend_rows(
+        self, rows: Sequence[int], ids: torch.Tensor, live: torch.Tensor
+    ) -> torch.Tensor:
+        """``extend`` on ``rows`` only (``ids``, ``live``: ``(G, q)``), by the model's own forward
+        on a copy of their keys; the new keys go back to the end of each row."""
+        dev, rows = self.pos.device, list(rows)
+        idx = torch.tensor(rows, dtype=torch.long, device=dev)  # (G,)
+        lens = [self.lens[r] for r in rows]
+        width, q, n = max(lens), ids.shape[1], self.buf.layers
+        part = Streams(self.model)
+        mine = self.buf.kv[:, idx, :, :width]  # (2 L, G, H_kv, width, D)
+        part.cache, part.pos = (
+            new_cache(True, [(mine[i], mine[n + i]) for i in range(n)]),
+            self.pos[idx],
+        )
+        lengths = torch.tensor(lens, dtype=torch.long, device=dev)[:, None]  # (G, 1)
+        part.valid = torch.arange(width, device=dev)[None, :] < lengths  # (G, width)
+        logits = part.extend(ids, live)  # (G, q, V)
+        self.buf.reserve(len(self.lens), width + q + 1)
+        layers = part.cache.layers
+        new = torch.stack([x.keys for x in layers] + [x.values for x in layers])[..., width:, :]
+        self.buf.write(rows, lens, new)  # (2 L, G, H_kv, q, D), at each row's own end
+        for r, added in zip(rows, live.long().sum(dim=1).tolist()):
+            self.buf.lens[r] += added
+        self.pos[idx], self.fed = part.pos, self.fed + part.fed
+        return logits
+
+    def regroup(
+        self, plan: Sequence[Sequence[tuple[int, int, int]]], pos: Sequence[int]
+    ) -> list[int]:
+        """New row ``i`` concatenates segments ``(row, a, b)`` (keys ``a:b`` of an old row);
+        returns the slot of every new row (``_Buffer.regroup``)."""
+        slots = self.buf.regroup(plan)
+        new_pos = torch.tensor(list(pos), dtype=torch.long, device=self.pos.device)  # (R',)
+        self.pos = torch.empty_like(new_pos)
+        self.pos[torch.tensor(slots, dtype=torch.long, device=new_pos.device)] = new_pos
+        return slots
