@@ -14,6 +14,7 @@ import sys
 import time
 
 from pr1lib.cli.main import COMMANDS
+from pr1lib.config.arguments import Parser, count
 
 
 def seconds_of(cmd: list[str]) -> float:
@@ -22,10 +23,15 @@ def seconds_of(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=count(1, 1000, "runs of each command"), default=5)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     runs = {"--help": ["--help"], **{name: [name, "--help"] for name in COMMANDS}}
     medians = {
         name: round(

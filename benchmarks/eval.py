@@ -43,6 +43,8 @@ from typing import Any
 import torch
 
 from pr1lib.config import EvalConfig
+from pr1lib.config.arguments import Parser, count
+from pr1lib.config.checks import MAX_SAMPLES, MAX_THREADS
 from pr1lib.config.profiles import TINY_THREADS
 from pr1lib.config.runtime import profile_threads, quiet_known_noise, set_threads, usable_cores
 from pr1lib.data.evalsets import load_benchmark
@@ -50,6 +52,7 @@ from pr1lib.evaluation.evaluate import evaluate_records, load_for_eval
 from pr1lib.evaluation.metrics import summarize
 from pr1lib.evaluation.samplers import rollout_generate_fn
 from pr1lib.format.prompts import chat_prompt
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 VARIANTS = {
     "seen": ("data/tinyworld-sft", "reread"),
@@ -197,15 +200,22 @@ def run(
     return out
 
 
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=count(1, MAX_PROBLEMS), default=300, help="problems")
+    parser.add_argument("--k", type=count(1, MAX_SAMPLES), default=8, help="samples per problem")
+    parser.add_argument("--repeats", type=count(1), default=1)
+    parser.add_argument(
+        "--threads", type=count(1, MAX_THREADS), default=TINY_THREADS, help="torch threads"
+    )
+    parser.add_argument("--quick", action="store_true", help="8 problems x 2 samples (a smoke run)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=300, help="problems")
-    parser.add_argument("--k", type=int, default=8, help="samples per problem")
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=TINY_THREADS, help="torch threads")
-    parser.add_argument("--quick", action="store_true", help="8 problems x 2 samples (a smoke run)")
-    args = parser.parse_args(argv)
+    args = arguments().parse_args(argv)
     print(json.dumps(run(args.n, args.k, args.repeats, args.threads, args.quick)))
 
 

@@ -49,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
+from pr1lib.config.arguments import Parser, out_file, seconds
+
 STARTED = time.monotonic()  # the budget counts from here, imports included
 
 # config.json of the Qwen3 base models (tied embeddings, head_dim 128, vocab 151936)
@@ -592,8 +594,9 @@ def _save(result: dict[str, Any], out: str | None) -> None:
         Path(out).write_text(json.dumps(result, indent=2))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--models", default=",".join(SHAPES), help=f"comma list from {', '.join(SHAPES)}"
     )
@@ -601,12 +604,20 @@ def main(argv: list[str] | None = None) -> int:
         "--tiny-shapes", action="store_true", help="toy shapes, runs on CPU (the test's dry run)"
     )
     p.add_argument(
-        "--budget-s", type=float, default=400.0, help="wall-clock budget; later steps are skipped"
+        "--budget-s", type=seconds, default=400.0, help="wall-clock budget; later steps are skipped"
     )
     p.add_argument("--no-4bit", action="store_true", help="measure bf16 weights instead of NF4")
     p.add_argument(
-        "--out", default=None, help="also write the JSON here (updated after every model)"
+        "--out",
+        type=out_file,
+        default=None,
+        help="also write the JSON here (updated after every model)",
     )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = arguments()
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in SHAPES]

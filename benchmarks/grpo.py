@@ -42,6 +42,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from pr1lib.config import GRPOStageConfig
+from pr1lib.config.arguments import Parser, count, model_folder
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.decoding.models import load_training_policy, stage_model_config
 from pr1lib.training.grpo import GRPOSession
@@ -178,14 +179,23 @@ def report(
     return out
 
 
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model", type=model_folder, default=None, help="model or run folder (default: profile's)"
+    )
+    parser.add_argument(
+        "--steps", type=count(2), default=3, help="steps per run (the first is warm-up)"
+    )
+    parser.add_argument("--repeats", type=count(1), default=2)
+    parser.add_argument("--quick", action="store_true", help="smoke profile, 2 steps, one repeat")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="model or run folder (default: profile's)")
-    parser.add_argument("--steps", type=int, default=3, help="steps per run (the first is warm-up)")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="smoke profile, 2 steps, one repeat")
-    args = parser.parse_args(argv)
+    args = arguments().parse_args(argv)
     print(json.dumps(run(args.model, args.steps, args.repeats, args.quick)))
 
 

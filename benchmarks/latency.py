@@ -32,12 +32,15 @@ import torch
 
 from pr1lib import worlds
 from pr1lib.config import RolloutConfig
+from pr1lib.config.arguments import Parser, count, model_folder
+from pr1lib.config.checks import MAX_THREADS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.data.evalsets import load_benchmark
 from pr1lib.decoding.rollout import generate
 from pr1lib.evaluation.evaluate import load_for_eval
 from pr1lib.evaluation.metrics import Completion, completion_metrics, sample_stats
 from pr1lib.format.prompts import chat_prompt
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 WORLD = "wideworld"
 MODELS = {"serial": ("data/wideworld-serial-r1", "seen"), "unseen": ("data/wideworld-r1", "forked")}
@@ -106,16 +109,23 @@ def run(
     }
 
 
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    for arm in ("unseen", "serial"):
+        parser.add_argument(f"--{arm}", type=model_folder, help=f"default {MODELS[arm][0]}")
+    parser.add_argument(
+        "--n", type=count(1, MAX_PROBLEMS), default=64, help="problems (each answered once)"
+    )
+    parser.add_argument("--repeats", type=count(1), default=3)
+    parser.add_argument("--threads", type=count(1, MAX_THREADS), default=1, help="torch threads")
+    parser.add_argument("--quick", action="store_true", help="4 problems, one round (a smoke run)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--unseen", default=None, help=f"default {MODELS['unseen'][0]}")
-    parser.add_argument("--serial", default=None, help=f"default {MODELS['serial'][0]}")
-    parser.add_argument("--n", type=int, default=64, help="problems (each answered once)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--quick", action="store_true", help="4 problems, one round (a smoke run)")
-    args = parser.parse_args(argv)
+    args = arguments().parse_args(argv)
     result = run(args.unseen, args.serial, args.n, args.repeats, args.threads, args.quick)
     print(json.dumps(result))
 

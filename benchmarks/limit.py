@@ -41,6 +41,8 @@ import torch
 
 from pr1lib.cli.bench import load_bench_script
 from pr1lib.config import RolloutConfig
+from pr1lib.config.arguments import Parser, count
+from pr1lib.config.checks import MAX_THREADS, MAX_TOKENS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.decoding.engine import Engine
 from pr1lib.decoding.rollout import generate
@@ -227,14 +229,21 @@ def measure(model: Any, tok: Any, batch: int, new: int, repeats: int, rate: floa
     }
 
 
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=count(1), default=3)
+    parser.add_argument(
+        "--new", type=count(1, MAX_TOKENS), default=128, help="tokens decoded per row"
+    )
+    parser.add_argument("--threads", type=count(1, MAX_THREADS), default=1)
+    parser.add_argument("--quick", action="store_true", help="16 tokens, one repeat (a smoke run)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--new", type=int, default=128, help="tokens decoded per row")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="16 tokens, one repeat (a smoke run)")
-    args = parser.parse_args(argv)
+    args = arguments().parse_args(argv)
     print(json.dumps(run(args.repeats, args.new, args.threads, args.quick)))
 
 

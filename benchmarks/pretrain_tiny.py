@@ -16,6 +16,7 @@ import time
 import torch
 
 from pr1lib.config import PretrainConfig
+from pr1lib.config.arguments import Parser, count
 from pr1lib.config.checks import parse_sets
 from pr1lib.config.runtime import quiet_known_noise, set_seed
 from pr1lib.training.pretrain import (
@@ -55,13 +56,22 @@ def time_steps(cfg: PretrainConfig, steps: int, warmup: int = 3) -> dict:
     }
 
 
-def main() -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=count(1), default=20)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
-    args = parser.parse_args()
-    cfg = PretrainConfig.for_profile("tiny", **parse_sets(PretrainConfig, args.overrides))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
+    parser = arguments()
+    args = parser.parse_args(argv)
+    try:  # a --set key or value the config refuses: one line, exit 2
+        cfg = PretrainConfig.for_profile("tiny", **parse_sets(PretrainConfig, args.overrides))
+    except ValueError as err:
+        parser.error(str(err))
     print(json.dumps({"benchmark": "pretrain_tiny", **time_steps(cfg, args.steps)}))
 
 

@@ -38,6 +38,8 @@ from typing import Any, Callable
 import torch
 
 from pr1lib.config import RolloutConfig
+from pr1lib.config.arguments import Parser, count
+from pr1lib.config.checks import MAX_THREADS, MAX_TOKENS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.decoding.rollout import generate
 from pr1lib.decoding.steering import steer_logits
@@ -317,16 +319,24 @@ def run(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--path-len", type=int, default=48)
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=count(1), default=5)
+    parser.add_argument("--path-len", type=count(1, MAX_TOKENS), default=48)
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch CPU threads (1: steadiest on a shared CPU)"
+        "--threads",
+        type=count(1, MAX_THREADS),
+        default=1,
+        help="torch CPU threads (1: steadiest on a shared CPU)",
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (a smoke run)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
+    args = arguments().parse_args(argv)
     print(json.dumps(run(args.repeats, args.path_len, args.threads, args.quick)))
 
 

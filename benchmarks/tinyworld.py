@@ -20,9 +20,17 @@ import time
 
 import torch
 
-from pr1lib.config import EvalConfig, ModelConfig, SFTStageConfig
-from pr1lib.config.checks import parse_sets
+from pr1lib.config import (
+    PARALLEL_VARIANTS,
+    ROLLOUT_MODES,
+    EvalConfig,
+    ModelConfig,
+    SFTStageConfig,
+)
+from pr1lib.config.arguments import Parser, count, model_folder, out_folder, rate
+from pr1lib.config.checks import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, parse_sets
 from pr1lib.config.runtime import quiet_known_noise
+from pr1lib.data import evalsets
 from pr1lib.decoding.models import (
     base_model_dir,
     checkpoint_folder,
@@ -32,6 +40,7 @@ from pr1lib.decoding.models import (
 from pr1lib.decoding.tokens import add_parallel_tags, has_tags
 from pr1lib.evaluation.evaluate import run_eval
 from pr1lib.training.sft import run_sft
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 
 def eval_model(
@@ -111,26 +120,38 @@ def sft(base: str, out: str, variant: str, overrides: dict) -> dict:
     }
 
 
-def main() -> None:
-    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def arguments() -> argparse.ArgumentParser:
+    """This script's flags, each checked as it is parsed (a bad one: one line, exit 2)."""
+    parser = Parser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     ev = sub.add_parser("eval")
-    ev.add_argument("--model", required=True)
-    ev.add_argument("--data", default="tinyworld-hard")
-    ev.add_argument("--n", type=int, default=200)
-    ev.add_argument("--k", type=int, default=8)
-    ev.add_argument("--t", type=float, default=1.0)
-    ev.add_argument("--mode", default="seen")
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--max-len", type=int, default=256, help="completion token budget")
-    ev.add_argument("--max-path", type=int, default=96, help="token budget of one path, tags in")
+    ev.add_argument("--model", type=model_folder, required=True)
+    ev.add_argument("--data", choices=evalsets.names(), default="tinyworld-hard")
+    ev.add_argument("--n", type=count(1, MAX_PROBLEMS), default=200)
+    ev.add_argument("--k", type=count(1, MAX_SAMPLES), default=8)
+    ev.add_argument("--t", type=rate, default=1.0, help="temperature (0: greedy)")
+    ev.add_argument("--mode", choices=ROLLOUT_MODES, default="seen")
+    ev.add_argument("--seed", type=count(0, MAX_SEED), default=0)
+    tokens = count(1, MAX_TOKENS)
+    ev.add_argument("--max-len", type=tokens, default=256, help="completion token budget")
+    ev.add_argument("--max-path", type=tokens, default=96, help="token budget of one path, tags in")
     tr = sub.add_parser("sft")
-    tr.add_argument("--base", default=base_model_dir("tinyworld"))
-    tr.add_argument("--out", required=True)
-    tr.add_argument("--variant", default="seen")
+    tr.add_argument("--base", type=model_folder, default=base_model_dir("tinyworld"))
+    tr.add_argument("--out", type=out_folder, required=True)
+    tr.add_argument("--variant", choices=PARALLEL_VARIANTS, default="seen")
     tr.add_argument("--set", dest="overrides", action="append", default=[])
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
+    parser = arguments()
+    args = parser.parse_args(argv)
+    try:  # a --set key or value the config refuses: one line, exit 2
+        sets = parse_sets(SFTStageConfig, getattr(args, "overrides", []))
+        SFTStageConfig.for_profile("tiny", **{"variant": "seen", **sets})
+    except ValueError as err:
+        parser.error(str(err))
     torch.set_num_threads(1)
     if args.command == "eval":
         result = eval_model(
@@ -145,7 +166,7 @@ def main() -> None:
             args.max_path,
         )
     else:
-        result = sft(args.base, args.out, args.variant, parse_sets(SFTStageConfig, args.overrides))
+        result = sft(args.base, args.out, args.variant, sets)
     print(json.dumps(result, default=str), flush=True)
 
 

@@ -210,8 +210,8 @@ raw = sft.load_coldstart(DATA, config, model_config.prompt_style, OUT)
 rows, dropped = sft.sft_rows(sft.with_plain_share(raw, config.plain_share, config.seed), tokenizer,
                              config.max_length)
 with_block = sum("<Parallel>" in r["completion"] for r in rows)
-print(f"{len(rows)} rows from {DATA or 'the rule teacher'} ({dropped} dropped as too long), "
-      f"{with_block} with a block and {len(rows) - with_block} plain; data hash "
+print(f"{len(rows)} rows from {shown(DATA) if DATA else 'the rule teacher'} ({dropped} dropped "
+      f"as too long), {with_block} with a block and {len(rows) - with_block} plain; data hash "
       f"{sft.data_hash(rows)}")
 example_row = next(r for r in rows if "<Parallel>" in r["completion"])
 print(example_row["prompt"] + example_row["completion"])

@@ -372,12 +372,15 @@ from pr1lib.experiments.midtraining import mid_training
 from pr1lib.notebook.curves import scaffold_curves, scaffold_figure, switch_effect
 
 scaffold_init = found.get("sft-unseen")
-print("scaffold starts from:", scaffold_init or "the base model (no unseen SFT run found)")
+print("scaffold starts from:",
+      shown(scaffold_init) if scaffold_init else "the base model (no unseen SFT run found)")
 start = time.perf_counter()
+# follow=True: a scaffold begun from an SFT retrained since (notebook 04 run again) moves aside
+# with one line and trains again
 scaffold = mid_training(PROFILE, scaffold_init, NB.switch, NB.total, seed=SEED,
                         variant="unseen", world=NB.world, window=NB.window, parallel_steps=2,
                         eval_n=NB.scaffold_eval_n,
-                        per_device_train_batch_size=NB.scaffold_batch)
+                        per_device_train_batch_size=NB.scaffold_batch, follow=True)
 print(f"{scaffold['total_steps']} steps ({scaffold['seconds']} s when trained; this call "
       f"{time.perf_counter() - start:.0f} s) in {[shown(r) for r in scaffold['runs']]}")
 

@@ -183,7 +183,7 @@ SETTINGS = [
     Probe(
         "set-max-length-1",
         ("sft", "--set", "max_length=1"),
-        "max_length must be a whole number of 32 or more",
+        "max_length must be a whole number from 32 (no prompt and completion is shorter)",
     ),
     Probe("set-reward-unknown", ("grpo", "--stage", "2", "--set", "reward=nope"), "reward must be"),
     Probe(

@@ -953,7 +953,7 @@ FRESH = [
     Probe(
         "pretrain-eval-n-0",
         ("pretrain-tiny", "--set", "eval_n=0", "--out", "{tmp}/p"),
-        "eval_n must be a whole number above 0, got 0",
+        "eval_n must be a whole number from 1 to 100,000",
     ),
     Probe(
         "grpo-train-n-below-one-batch",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pr1lib.cli.flags import check_flags
 from pr1lib.cli.parser import ARGUMENTS, EPILOGS, card_flag
+from pr1lib.config.arguments import Parser
 from pr1lib.config.profiles import check_profile
 from pr1lib.store.disk import DiskFull, is_disk_full
 from pr1lib.worlds.teachers import TeacherError
@@ -64,17 +65,6 @@ COMMANDS = {
 
 # without --profile or $PR1_PROFILE, the tour runs tiny even where there is CUDA
 DEFAULT_PROFILES = {"tour": "tiny"}
-
-
-class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose mistakes are one line (``--help`` still shows the usage) and
-    that takes no abbreviations (``--overwrite`` is never taken for ``--overwrite-card``)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

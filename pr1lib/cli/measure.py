@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,11 @@ def blockcost(args: Any) -> int:
 
     profile = args.profile  # resolved once, by pr1lib.cli.main
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
-    tiers = [t.strip() for t in args.data.split(",") if t.strip()]
+    tiers = [t.strip() for t in (args.data or "").split(",") if t.strip()]
     unknown = [t for t in tiers if t not in names()]
-    if unknown or not tiers:
+    if unknown or (args.data is not None and not tiers):
         raise ValueError(f"--data {args.data!r}: choose from {', '.join(names())}")
+    args.mode, tiers = blockcost_defaults(name, profile, args.mode, tiers)
     # temperature, lengths, max_blocks, batch_size: typed and checked before anything loads
     sampling = parse_keys(args.overrides, STUDIES["blockcost"].sets, "blockcost")
     from pr1lib.evaluation.evaluate import load_for_eval
@@ -58,16 +60,33 @@ def blockcost(args: Any) -> int:
     return 0
 
 
+def blockcost_defaults(
+    name: str, profile: str, mode: str | None, tiers: list[str]
+) -> tuple[str, list[str]]:
+    """``blockcost``'s mode and tiers: as given, else as the model's card says (its variant's
+    mode, its world's tiers; else seen on TinyWorld's)."""
+    from pr1lib import worlds
+
+    chosen = as_trained(name, profile, {"mode": mode, "benchmark": tiers[0] if tiers else ""})
+    world = worlds.find_source(chosen.get("benchmark", "")) if not tiers else None
+    return mode or chosen.get("mode", "seen"), tiers or list(
+        (world[0] if world else worlds.get("tinyworld")).sources()
+    )
+
+
 def _eval(args: Any) -> dict:
     from pr1lib.config import ModelConfig
+    from pr1lib.data.evalsets import check_size
 
     profile = args.profile  # resolved once, by pr1lib.cli.main
     overrides = with_flags(args, "n", "k", "mode", "seed", config=EvalConfig, data="benchmark")
     if args.n == 0:  # --n 0: every problem
         overrides["n"] = None
+    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
+    overrides = {**as_trained(name, profile, overrides), **overrides}  # the card's, unless told
     cfg = EvalConfig.for_profile(profile, **overrides)
     cfg = cfg.replace(**{**world_layout(cfg.benchmark), **overrides})
-    name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
+    check_size(cfg.benchmark, cfg.n)  # --n beyond the benchmark: the limit, before any folder
     cfg = cfg.replace(
         prompt_style=cfg.prompt_style or ModelConfig.for_profile(profile).prompt_style
     )
@@ -88,6 +107,29 @@ def _eval(args: Any) -> dict:
             model, tokenizer, config=cfg, out_dir=out, tag=model_tag(name), progress=not args.json
         )
         return {**result, **write_eval_outputs(result, out, run_dir=args.model)}  # + .md, .html
+
+
+def as_trained(name: str, profile: str, asked: dict[str, Any]) -> dict[str, Any]:
+    """The rollout mode and benchmark ``name`` was trained for (its card:
+    ``training.starts.trained_as``), where ``asked`` gives none: an unseen model is decoded
+    forked, a WideWorld one measured on WideWorld's tier of the profile's default. A flag that
+    says otherwise wins, and one line on stderr says so."""
+    from pr1lib import worlds
+    from pr1lib.training.starts import DECODE_MODES, told_otherwise, trained_as
+
+    variant, world = trained_as(name)
+    chosen = {}
+    if variant in DECODE_MODES:
+        chosen["mode"] = DECODE_MODES[variant]
+    if world in worlds.names():
+        default = worlds.find_source(EvalConfig.for_profile(profile).benchmark)
+        chosen["benchmark"] = worlds.get(world).source(default[1] if default else "hard")
+    given = worlds.find_source(asked.get("benchmark", ""))
+    world_asked = given[0].name if given else asked.get("benchmark")
+    note = told_otherwise(name, {"mode": asked.get("mode"), "world": world_asked})
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return chosen
 
 
 def world_layout(benchmark: str) -> dict[str, Any]:

@@ -9,32 +9,23 @@ from typing import Any
 
 from pr1lib import worlds
 from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
+from pr1lib.config.arguments import count, rate, seconds
+from pr1lib.config.checks import MAX_SAMPLES, MAX_THREADS, MAX_TOKENS
 from pr1lib.config.profiles import PROFILES
 from pr1lib.data import evalsets
 from pr1lib.data import sources as data
 from pr1lib.experiments import STUDIES
 from pr1lib.rewards.modes import REWARD_MODES
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 
-def count(lowest: int = 1):
-    """An argparse ``type``: a whole number of at least ``lowest``, else one clear line.
+def problems(lowest: int):
+    return count(lowest, MAX_PROBLEMS, "the most problems a world generates per request")
 
-    >>> count(1)("3"), count(0)("0")
-    (3, 0)
-    """
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < lowest:
-            raise argparse.ArgumentTypeError(
-                f"must be a whole number of {lowest} or more, got {text!r}"
-            )
-        return value
-
-    return parse
+SAMPLES = count(1, MAX_SAMPLES, "samples per problem")
+TOKENS = count(1, MAX_TOKENS, "the longest context of any model here")
+THREADS = count(1, MAX_THREADS, "the CPUs of this machine")
 
 
 def add_folder_flags(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +110,9 @@ def _coldstart(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--source", choices=data.sources(), default=None, help="default: gsm8k")
     p.add_argument("--split", choices=("train", "test"), default=None, help="default: train")
-    p.add_argument("--limit", type=count(1), default=None, help="first N problems (default: all)")
+    p.add_argument(
+        "--limit", type=problems(1), default=None, help="first N problems (default: all)"
+    )
     p.add_argument(
         "--data-path",
         default=None,
@@ -149,7 +142,7 @@ def _openai_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="openai teacher: "
@@ -157,7 +150,7 @@ def _openai_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--deadline",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="openai teacher: wall-clock seconds per problem, retries included (default 600)",
@@ -173,14 +166,14 @@ def _openai_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rpm",
         dest="requests_per_minute",
-        type=float,
+        type=rate,
         default=None,
         metavar="R",
         help="openai teacher: at most R requests per minute (default 0: no limit)",
     )
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=count(1),
         default=None,
         metavar="C",
         help="openai teacher: requests in flight at once (default 4)",
@@ -252,7 +245,7 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ),
     ),
     "switch": (("--switch",), dict(type=count(1), help="the step where the reward switches")),
-    "n": (("--n",), dict(type=count(1), help="held-out problems per tier (default 200)")),
+    "n": (("--n",), dict(type=problems(1), help="held-out problems per tier (default 200)")),
     "arm": (
         ("--arm",),
         dict(
@@ -268,7 +261,7 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             help="the cold starts' SFT seeds: RL seed i starts from the (i mod n)-th (default 0)",
         ),
     ),
-    "k": (("--k",), dict(type=count(1), help="samples per problem and condition (default 4)")),
+    "k": (("--k",), dict(type=SAMPLES, help="samples per problem and condition (default 4)")),
 }
 
 
@@ -325,8 +318,8 @@ def _study(p: argparse.ArgumentParser) -> None:
 def _eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="folder or hub id (default: the profile's model)")
     p.add_argument("--data", choices=evalsets.names(), default=None, help="benchmark")
-    p.add_argument("--n", type=count(0), default=None, help="first N problems (0: all)")
-    p.add_argument("--k", type=count(1), default=None, help="samples per problem")
+    p.add_argument("--n", type=problems(0), default=None, help="first N problems (0: all)")
+    p.add_argument("--k", type=SAMPLES, default=None, help="samples per problem")
     p.add_argument(
         "--mode", choices=ROLLOUT_MODES, default=None, help="seen (causal) or forked (engine)"
     )
@@ -338,16 +331,17 @@ def _blockcost(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model or run folder (default: the profile's)")
     p.add_argument(
         "--data",
-        default="tinyworld-easy,tinyworld-hard",
-        help="benchmarks, comma-separated (e.g. tinygsm-easy,tinygsm-hard)",
+        default=None,
+        help="benchmarks, comma-separated (e.g. tinygsm-easy,tinygsm-hard; default: the tiers of "
+        "the model's world, from its card, else TinyWorld's)",
     )
-    p.add_argument("--n", type=count(1), default=200, help="held-out problems per tier")
-    p.add_argument("--k", type=count(1), default=4, help="samples per problem and condition")
+    p.add_argument("--n", type=problems(1), default=200, help="held-out problems per tier")
+    p.add_argument("--k", type=SAMPLES, default=4, help="samples per problem and condition")
     p.add_argument(
         "--mode",
         choices=("seen", "forked"),
-        default="seen",
-        help="seen for seen-SFT models, forked for unseen ones",
+        default=None,
+        help="seen for seen-SFT models, forked for unseen ones (default: as the model's card says)",
     )
     add_common(p, folder=False)  # it prints its result (--card keeps it): no folder
 
@@ -371,10 +365,12 @@ def _bench(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--steps", type=count(2), default=None, help="grpo: steps per run, the first a warm-up (3)"
     )
-    p.add_argument("--path-len", type=count(1), default=None, help="rollout: path length (48)")
+    p.add_argument(
+        "--path-len", type=TOKENS, default=None, help="rollout: path length in tokens (48)"
+    )
     p.add_argument(
         "--threads",
-        type=count(1),
+        type=THREADS,
         default=None,
         help="rollout, limit, latency: threads (1); eval: threads (the tiny profile's, 2)",
     )
@@ -394,7 +390,7 @@ def _export_verl(p: argparse.ArgumentParser) -> None:
         "--coldstart", default=None, metavar="DIR", help="cold-start set folder from `coldstart`"
     )
     p.add_argument("--out", default="runs/verl", help="output folder (default: runs/verl)")
-    p.add_argument("--limit", type=count(1), default=None, help="first N rows of each split")
+    p.add_argument("--limit", type=problems(1), default=None, help="first N rows of each split")
     p.add_argument(
         "--reward-mode",
         choices=tuple(REWARD_MODES),

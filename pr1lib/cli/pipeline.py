@@ -31,6 +31,7 @@ from pr1lib.data.traces import TraceCache
 from pr1lib.store.folders import claim
 from pr1lib.store.modelfiles import torch_file_damage
 from pr1lib.store.paths import runs_dir, shown
+from pr1lib.training.starts import check_sft_start
 
 
 def print_json(result: Any, args: Any = None) -> None:
@@ -281,6 +282,8 @@ def sft(args: Any) -> int:
     data = check_dataset(args.data) if args.data else None
     base = args.model or (worlds.get(args.world).init("plain") if args.world else None)
     model = check_model(base) if base else None
+    for cfg in configs.values():  # another world's start or rows: one line, before any folder
+        check_sft_start(cfg.source, model, data, args.world)
     outs = {v: _sft_out(args, cfg, len(configs) > 1) for v, cfg in configs.items()}
     for out in outs.values():
         check_apart(out, data, "--data")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,13 +188,21 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
         base = {k: v for k, v in overrides.items() if k != "reward"}
         GRPOStageConfig.for_stage(3, profile, **base).check()
     options = {f: getattr(args, f, None) for f in (*study.flags, "cross_variant")}
+    if study.variants and options.get("variant") not in (None, *study.variants):
+        raise ValueError(
+            f"study {name} forces a block, which the {options['variant']} variant never writes: "
+            f"give --variant {' or '.join(study.variants)}"
+        )
     for flag in ("init", "model"):
         if options.get(flag):
             check_model(options[flag])
             _check_study_variants(name, options, options[flag])
+    world = getattr(args, "world", None)
+    if options.get("model") and "init" not in study.flags:  # it decodes a model: as trained
+        world = _decode_as_trained(options, world, study.variants)
     return StudyRun(
         profile,
-        getattr(args, "world", None),
+        world,
         seeds,
         Path(args.out) if getattr(args, "out", None) else None,
         overrides,
@@ -201,6 +210,23 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
         claim=lambda folder: claim_folder(args, folder, "study"),
         overwrite=getattr(args, "overwrite", False),
     )
+
+
+def _decode_as_trained(options: dict[str, Any], world: str | None, variants: Any) -> str | None:
+    """A study that decodes ``--model`` (split, blockcost) reads it as its card says: its
+    variant where ``--variant`` is not given, its world where ``--world`` is not; a flag that
+    says otherwise wins, and one line on stderr says so. Returns the world."""
+    from pr1lib.training.starts import DECODE_MODES, told_otherwise, trained_as
+
+    model, given = options["model"], options.get("variant")
+    variant, trained_world = trained_as(model)
+    asked = {"mode": DECODE_MODES.get(given) if given else None, "world": world}
+    note = told_otherwise(model, asked)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    if given is None and variant in (variants or DECODE_MODES):
+        options["variant"] = variant
+    return world or (trained_world if trained_world in worlds.names() else None)
 
 
 def _check_study_variants(name: str, options: dict[str, Any], init: str) -> None:
@@ -226,5 +252,24 @@ def study(args: Any) -> int:
     profile = args.profile  # resolved once, by pr1lib.cli.main
     seeds = resolve_seeds(args)
     results = _run_study(args.study, _study_run(args, profile, seeds, args.study))
+    check_not_empty(args.study, results)  # never a card (or exit 0) with nothing in it
     print_json(results[0] if len(results) == 1 else results, args)
     return 0
+
+
+def check_not_empty(name: str, results: list[dict]) -> None:
+    """Refuse a study's result that reports nothing (no result, or a table with no rows: e.g.
+    ``study controls`` without ``--arm`` where no arm has finished): one line, and no card.
+
+    >>> check_not_empty("controls", [{"world": "tinyworld", "rows": []}])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: study controls has nothing to report (its table has no rows): run an arm ...
+    """
+    if results and not all(isinstance(r, dict) and r.get("rows") == [] for r in results):
+        return
+    takes_arm = "arm" in STUDIES[name].flags
+    hint = "run an arm first (--arm NAME, or --arm all)" if takes_arm else "run its stages first"
+    raise ValueError(
+        f"study {name} has nothing to report (its table has no rows): {hint}; no card was written"
+    )

@@ -6,7 +6,8 @@ resolved once and travels inside the config as ``cfg.profile``). The tables are 
 ``config.recipe``, the configs in ``config.stages`` and ``config.rl``; this package exports them
 all under one name. Beside them: the cost tiers (``profiles``), the process a stage runs in
 (seeds, threads, ranks: ``runtime``) and every input checked before a file is written
-(``checks``: ``--set`` values, counts, model and data folders).
+(``checks``: ``--set`` values, counts, model and data folders; ``arguments``: the one-line parser
+and argument types every command line shares, the benchmarks' too).
 
 May import: ``worlds``, ``format``, ``store``.
 
@@ -75,6 +76,7 @@ __all__ = [
     "PretrainConfig",
     "RolloutConfig",
     "SFTStageConfig",
+    "arguments",
     "checks",
     "profiles",
     "recipe",

@@ -28,27 +28,58 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from pr1lib.format.grammar import LETTERS
 from pr1lib.store.modelfiles import check_model_files
 from pr1lib.store.paths import REPO_ROOT
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 MAX_SEED = 2**32 - 1  # numpy (and so every seeded library) takes seeds in [0, 2**32)
+# samples per problem: pass@k reads up to k (the paper's largest k is 16); beyond it a typo such
+# as --k 100000000 would hold n * k completions in memory
+MAX_SAMPLES = 1024
+# tokens of one completion, path or training row: the longest context of any model here (Qwen3
+# with YaRN); beyond it the key/value cache alone would not fit in memory
+MAX_TOKENS = 131_072
+# torch threads: one per CPU at most (torch.set_num_threads takes a million, then the first
+# matmul never returns)
+MAX_THREADS = os.cpu_count() or 1
 # name -> (test, words): a number that fails the test is refused ("must be a number <words>")
 _ABOVE_0 = (lambda v: v > 0, "above 0")
 _AT_LEAST_0 = (lambda v: v >= 0, "0 or more")
 _FRACTION = (lambda v: 0 <= v <= 1, "from 0 to 1")
+_PROBLEMS = (
+    lambda v: 0 < v <= MAX_PROBLEMS,
+    f"from 1 to {MAX_PROBLEMS:,} (the most problems a world generates per request)",
+)
+_SAMPLES = (lambda v: 0 < v <= MAX_SAMPLES, f"from 1 to {MAX_SAMPLES} (samples per problem)")
+_TOKENS = (
+    lambda v: 0 < v <= MAX_TOKENS,
+    f"from 1 to {MAX_TOKENS:,} (the longest context of any model here)",
+)
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{
         name: _ABOVE_0
         for name in (
-            "batch_size per_device_train_batch_size gradient_accumulation_steps llm_batch_size k "
-            "num_paths concurrency logging_steps save_steps max_steps train_n vocab_size "
+            "batch_size per_device_train_batch_size gradient_accumulation_steps llm_batch_size "
+            "num_paths concurrency logging_steps save_steps max_steps vocab_size "
             "hidden_size num_layers num_heads num_kv_heads intermediate_size "
-            "max_position_embeddings length_buckets max_new_tokens max_completion_length "
-            "max_path_length max_length max_tokens eval_max_new_tokens lora_r lora_alpha window "
-            "eval_n "
-            "num_threads limit n path_len repeats nll_n sft_steps sft_train_n table_n table_k "
-            "switch total scaffold_eval_n scaffold_batch learning_rate timeout deadline "
+            "max_position_embeddings length_buckets lora_r lora_alpha window "
+            "path_len repeats sft_steps "
+            "switch total scaffold_batch learning_rate timeout deadline "
             "num_train_epochs max_grad_norm budget_vram_gib budget_minutes"
+        ).split()
+    },
+    **{
+        name: _PROBLEMS
+        for name in "n limit train_n eval_n nll_n table_n sft_train_n scaffold_eval_n".split()
+    },
+    **{name: _SAMPLES for name in "k eval_k table_k".split()},
+    "num_threads": (lambda v: 0 < v <= 256, "from 1 to 256 (torch threads: one per core)"),
+    **{
+        name: _TOKENS
+        for name in (
+            "max_new_tokens max_completion_length max_path_length max_length max_tokens "
+            "eval_max_new_tokens"
         ).split()
     },
     **{
@@ -69,8 +100,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED} (numpy's seed range)"),
     "num_generations": (lambda v: v >= 2, "of 2 or more"),  # GRPO compares a group's samples
     "SFTStageConfig.max_length": (
-        lambda v: v >= 32,
-        "of 32 or more (no prompt and completion is shorter)",
+        lambda v: 32 <= v <= MAX_TOKENS,
+        f"from 32 (no prompt and completion is shorter) to {MAX_TOKENS:,}",
     ),
     "SFTStageConfig.max_steps": (
         lambda v: v == -1 or v > 0,
@@ -341,6 +372,33 @@ def check_fields(cfg: Any) -> None:
         why = CHECKERS[f.name](value) if f.name in CHECKERS and value is not None else None
         if why:
             raise ValueError(f"{f.name}: {why}")
+    for relation in RELATIONS:
+        why = relation(cfg)
+        if why:
+            raise ValueError(why)
+
+
+def letter_paths(cfg: Any) -> str | None:
+    """What is wrong with a config whose paths open with letter headers, ``(B)`` to ``(Z)``, when
+    it asks for more paths than there are letters after ``(A)`` (``None``: nothing).
+
+    >>> from types import SimpleNamespace as S
+    >>> letter_paths(S(path_headers=True, header_style="letter", num_paths=26))[:40]
+    'num_paths=26: letter headers name at mos'
+    """
+    most = len(LETTERS) - 1  # (A) is what comes before the block
+    lettered = getattr(cfg, "path_headers", False) and getattr(cfg, "header_style", "") == "letter"
+    paths = getattr(cfg, "num_paths", None)
+    if lettered and isinstance(paths, int) and paths > most:
+        return (
+            f"num_paths={paths}: letter headers name at most {most} paths, (B) to (Z) "
+            "(give num_paths 25 or fewer, or header_style='number')"
+        )
+    return None
+
+
+# rules between a config's fields: each returns what is wrong (one sentence), None when nothing
+RELATIONS: list[Callable[[Any], str | None]] = [letter_paths]
 
 
 def check_count(flag: str, value: int | None, lowest: int = 1, none: str = "") -> None:

@@ -29,12 +29,14 @@ from pathlib import Path
 from pr1lib import worlds
 from pr1lib.data.sources import (
     DataNotFoundError,
+    _local_file,
     hub_offline,
     load_gsm8k,
     load_world,
     read_jsonl,
 )
 from pr1lib.store.paths import shared_data_dir
+from pr1lib.worlds.tasks import MAX_PROBLEMS
 from pr1lib.config.checks import register_choices
 
 
@@ -168,6 +170,40 @@ def load_benchmark(
     if integer_only or name.endswith("-int"):
         records = [r for r in records if re.fullmatch(r"-?\d+", r["answer"])]
     return records[:n] if n is not None else records
+
+
+def benchmark_size(name: str) -> int | None:
+    """How many problems ``name`` offers where that is known before a run: a world's tier
+    generates up to ``MAX_PROBLEMS`` per request; a real benchmark's local file is counted;
+    ``None`` when only the hub has it.
+
+    >>> benchmark_size("tinygsm-hard")
+    100000
+    """
+    if worlds.find_source(name) is not None:
+        return MAX_PROBLEMS
+    spec = BENCHMARKS.get(name)
+    local = _local_file("gsm8k", "test", None) if name == "gsm8k" else None
+    if spec is not None and name != "gsm8k":
+        local = _local_path(spec, None)
+    return None if local is None else len(load_benchmark(name))
+
+
+def check_size(name: str, n: int | None, flag: str = "--n") -> None:
+    """Refuse asking ``name`` for more problems than it offers (``benchmark_size``), with the
+    limit in the line, before anything runs.
+
+    >>> check_size("tinygsm-easy", 100_000_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: --n 100000000: tinygsm-easy generates at most 100,000 problems per request
+    """
+    size = benchmark_size(name) if n is not None else None
+    if size is None or n <= size:
+        return
+    if worlds.find_source(name) is not None:
+        raise ValueError(f"{flag} {n}: {name} generates at most {size:,} problems per request")
+    raise ValueError(f"{flag} {n}: {name} holds {size:,} problems (give {flag} {size} or fewer)")
 
 
 def _read_jsonl(path: Path) -> list[dict]:

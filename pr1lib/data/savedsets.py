@@ -39,6 +39,30 @@ def dataset_rows(folder: Path) -> int:
     return rows
 
 
+def dataset_sources(path: str | Path) -> set[str]:
+    """The distinct ``source`` values of a saved cold-start set (``check_dataset``'s folder):
+    which problems its rows are; empty when it has no such column. Light: pyarrow.
+
+    >>> dataset_sources("/no/such/set")
+    set()
+    """
+    import pyarrow as pa
+    import pyarrow.ipc
+
+    folder = Path(path).expanduser()
+    folder = folder / "dataset" if (folder / "dataset").is_dir() else folder
+    found: set[str] = set()
+    for file in sorted(folder.glob("*.arrow")):
+        try:
+            with pa.OSFile(str(file)) as source:
+                table = pyarrow.ipc.open_stream(source).read_all()
+        except (OSError, pa.ArrowException):
+            continue  # check_dataset names a damaged file
+        if "source" in table.column_names:
+            found.update(str(v) for v in table.column("source").unique().to_pylist())
+    return found
+
+
 def check_dataset(
     path: str | Path,
     flag: str = "--data",

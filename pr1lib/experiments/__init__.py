@@ -50,6 +50,7 @@ class Study:
     )
     fixes: tuple[str, ...] = ()  # config fields the study sets itself (per arm or phase): no --set
     folders: bool = True  # it writes run folders (--out, --overwrite, --resume)
+    variants: tuple[str, ...] | None = None  # the --variant values it takes (None: every one)
 
     @property
     def module(self) -> str:
@@ -106,12 +107,14 @@ STUDIES = {
         ("model", "variant", "n"),
         folders=False,
         sets={},
+        variants=("seen", "unseen"),  # it forces a block: the plain variant writes none
     ),
     "blockcost": Study(
         "blockcost",
         "forced block vs forced plain accuracy per tier, with a paired-bootstrap interval",
         ("model", "variant", "n", "k"),
         folders=False,
+        variants=("seen", "unseen"),  # it forces a block: the plain variant writes none
         sets={
             "temperature": "float",
             "max_completion_length": "int",

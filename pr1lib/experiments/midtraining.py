@@ -24,7 +24,7 @@ from typing import Any
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.store.folders import FolderError, move_aside
-from pr1lib.store.paths import runs_dir
+from pr1lib.store.paths import runs_dir, shown
 from pr1lib.training.grpo import run_grpo
 from pr1lib.training.runs import start_id
 
@@ -83,6 +83,7 @@ def mid_training(
     world: str | None = None,
     first_reward: str = "alternating",
     before: dict | None = None,
+    follow: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """``first_reward`` (the scaffold: alternating) for steps [0, ``switch_step``), then a second
@@ -93,7 +94,9 @@ def mid_training(
     phase 1, ``phase`` = the phase's reward), ``held_out`` (the stage metrics on ``tiers`` at the
     start, switch and end) and the two run folders. Cached in ``OUT/mid_training.json`` until
     ``refresh`` or a change. The runs of another config or start are refused, or with
-    ``refresh`` / ``overwrite`` moved aside (``folders.move_aside``), never deleted."""
+    ``refresh`` / ``overwrite`` moved aside (``folders.move_aside``), never deleted; ``follow``
+    (a notebook's own run) moves them aside with one line naming no machine path and trains
+    again: a start retrained since (notebook 04 run again) is recomputed, never an error."""
     arm = "scaffold" if first_reward == "alternating" else "control"
     out = Path(out) if out else midtraining_dir(profile, world, variant, seed) / arm
     first, second = _scaffold_configs(
@@ -105,9 +108,11 @@ def mid_training(
         default=str,
     )
     cache, (dir1, dir2) = out / "mid_training.json", phase_dirs(out, first_reward)
+    if follow and (note := follow_scaffold(out, key, init)):
+        print(note, flush=True)
     if (cached := _cached(cache, key, refresh or overwrite, (dir1, dir2))) is not None:
         return cached
-    run1, run2 = _two_phases(first, second, init, (dir1, dir2), tiers, before, overwrite)
+    run1, run2 = _two_phases(first, second, init, (dir1, dir2), tiers, before, overwrite, follow)
     result = {
         "profile": profile,
         "world": world,
@@ -124,7 +129,9 @@ def mid_training(
     return result
 
 
-def _two_phases(first, second, init, dirs: tuple[Path, Path], tiers, before, overwrite: bool):
+def _two_phases(
+    first, second, init, dirs: tuple[Path, Path], tiers, before, overwrite: bool, follow=False
+):
     """Phase 1 from ``init``, then phase 2 from phase 1's checkpoint (its held-out metrics reused
     as phase 2's start)."""
     run1 = run_grpo(
@@ -135,6 +142,7 @@ def _two_phases(first, second, init, dirs: tuple[Path, Path], tiers, before, ove
         before=before,
         preflight=False,
         overwrite=overwrite,
+        follow=follow,
     )
     after = run1.result["after"]
     run2 = run_grpo(
@@ -145,8 +153,44 @@ def _two_phases(first, second, init, dirs: tuple[Path, Path], tiers, before, ove
         before=after,
         preflight=False,
         overwrite=overwrite,
+        follow=follow,
     )
     return run1, run2
+
+
+def follow_scaffold(out: Path, key: str, init: str | Path | None) -> str | None:
+    """A notebook's scaffold follows its start: when ``out`` holds a scaffold of another start
+    or config (its cache's key differs, or phase runs without a cache), the whole folder moves to
+    ``<name>.prev`` (kept, never deleted; phase runs without a result are each followed by
+    ``run_grpo``). Returns the one line to show, paths as the repository names them; ``None``
+    when nothing had to move.
+
+    >>> follow_scaffold(Path("/no/such/scaffold"), "{}", None) is None
+    True
+    """
+    cache = out / "mid_training.json"
+    if not cache.is_file():  # phase runs without a result: each phase follows (run_grpo)
+        return None
+    try:
+        theirs = json.loads(json.loads(cache.read_text())["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        theirs = {}  # a damaged cache: moved aside too
+    ours = json.loads(key)
+    if theirs == ours:
+        return None
+    if theirs and theirs.get("init") != ours["init"]:
+        was = str(theirs.get("init", "")).split("#")[0]
+        why = (
+            f"begun from an earlier {shown(init)} (trained since)"
+            if init and was == str(init)
+            else f"begun from {shown(was) if was not in ('', 'base') else 'the base model'}"
+        )
+    else:
+        why = "of another config" if theirs else "whose result is damaged"
+    prev = move_aside(out, why, quiet=True)
+    if prev is None:
+        return None
+    return f"note: moved {shown(out)} to {prev.name}: it held a scaffold {why}; training it again"
 
 
 def _cached(cache: Path, key: str, again: bool, phases: tuple[Path, Path]) -> dict | None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pr1lib.store.paths import REPO_ROOT
+from pr1lib.store.paths import REPO_ROOT, shown
 from pr1lib.store.versions import library_versions
 
 RESULTS = REPO_ROOT / "results"
@@ -155,10 +155,44 @@ def write_card(name: str, result: Any, args: Any, argv: list[str] | None = None)
     return path
 
 
+def read_card(path: str | Path) -> dict[str, Any]:
+    """The card at ``path`` after checking it: a JSON object whose ``numbers`` are an object or a
+    list with something in them. A card that is empty, damaged or holds no numbers is one
+    ``ValueError`` naming the file (never read as "no card": a notebook would measure again for
+    an hour in silence).
+
+    >>> read_card(RESULTS / "tinyworld-controls.json")["name"]
+    'tinyworld-controls'
+    """
+    path = Path(path)
+    where, restore = shown(path), f"git checkout -- {shown(path)} restores a committed one"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"card {where} is damaged: it is not text ({restore})") from None
+    if not text.strip():
+        raise ValueError(f"card {where} is empty ({restore}; or remove it to measure again)")
+    try:
+        card = json.loads(text)
+    except ValueError as err:
+        raise ValueError(
+            f"card {where} is damaged: not valid JSON ({err}); {restore}, or remove it to measure "
+            "again"
+        ) from None
+    numbers = card.get("numbers") if isinstance(card, dict) else None
+    if not isinstance(numbers, (dict, list)) or not numbers:
+        raise ValueError(
+            f"card {where} holds no numbers (\"numbers\": {json.dumps(numbers)}): {restore}, or "
+            "remove it to measure again"
+        )
+    return card
+
+
 def committed(name: str, **match: Any) -> dict | None:
     """The card ``results/NAME.json`` when it exists and its numbers carry ``match`` (the profile
     and seed a notebook runs, say), else ``None``: a long cell shows the committed run of itself
-    instead of training again.
+    instead of training again. A card that is there but damaged is one line naming it
+    (``read_card``).
 
     >>> committed("no-such-card") is None
     True
@@ -166,9 +200,11 @@ def committed(name: str, **match: Any) -> dict | None:
     path = RESULTS / f"{check_name(name)}.json"
     if not path.is_file():
         return None
-    card = json.loads(path.read_text())
-    numbers = card.get("numbers")
-    if not isinstance(numbers, dict) or any(numbers.get(k) != v for k, v in match.items()):
+    card = read_card(path)
+    numbers = card["numbers"]
+    if match and (
+        not isinstance(numbers, dict) or any(numbers.get(k) != v for k, v in match.items())
+    ):
         return None
     return card
 

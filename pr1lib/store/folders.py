@@ -59,10 +59,11 @@ def next_prev(run_dir: Path) -> Path:
     return prev
 
 
-def move_aside(run_dir: Path, why: str) -> Path | None:
+def move_aside(run_dir: Path, why: str, quiet: bool = False) -> Path | None:
     """Rename ``run_dir`` to ``next_prev(run_dir)`` so a new run starts clean and nothing is ever
     deleted; returns where it went (``None``: nothing there, or not the main process). A folder
-    holding committed files, or the one this process works in, is never moved."""
+    holding committed files, or the one this process works in, is never moved. ``quiet``: the
+    caller says so itself (a notebook's line, without machine paths)."""
     if not (run_dir.exists() and is_main_process()):
         return None
     check_not_committed(run_dir)
@@ -71,7 +72,8 @@ def move_aside(run_dir: Path, why: str) -> Path | None:
         raise FolderError(f"{run_dir} {held}, so it is never moved aside: pick another --out")
     prev = next_prev(run_dir)
     run_dir.rename(prev)
-    print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
+    if not quiet:
+        print(f"note: moved {run_dir} to {prev}: {why}", flush=True)
     return prev
 
 

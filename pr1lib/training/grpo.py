@@ -280,10 +280,12 @@ def run_grpo(
     preflight: bool = True,
     overwrite: bool = False,
     cross_variant: bool = False,
+    follow: bool = False,
 ) -> Run:
     """Load ``init`` (or the profile's base), check, (evaluate), train to ``cfg.max_steps``
     (resuming from the run folder's last checkpoint), evaluate, save adapter + merged + run card.
     ``overwrite``: a folder begun from another start moves aside (else it is refused);
+    ``follow``: the same, with one line naming no machine path (a notebook's own run);
     ``cross_variant``: ``init`` may have been trained as the other parallel variant."""
     start = time.perf_counter()
     session = GRPOSession(
@@ -293,6 +295,7 @@ def run_grpo(
         callbacks,
         dashboard=dashboard,
         overwrite=overwrite,
+        follow=follow,
         cross_variant=cross_variant,
     )
     checks = doctor_checks(session) if preflight else []

@@ -150,8 +150,8 @@ CROSS_VARIANT: set[str] = set()
 
 def recorded_variant(init: str | Path | None) -> str | None:
     """The variant the run or model folder ``init`` was trained as, from its SFT or GRPO config
-    (``config.json``, a shipped model's ``sft_config.json``, ``run_card.json``); ``None`` when it
-    records none (a base model, a hub id).
+    (``config.json``, a shipped model's ``sft_config.json`` or ``grpo_config.json``, its
+    ``run_card.json`` or ``card.json``); ``None`` when it records none (a base model, a hub id).
 
     >>> recorded_variant("data/tinyworld-sft-unseen"), recorded_variant("data/tiny-base")
     ('unseen', None)
@@ -160,14 +160,15 @@ def recorded_variant(init: str | Path | None) -> str | None:
     if found is None:
         return None
     for folder in (found, found.parent) if found.name == "merged" else (found,):
-        for name in ("config.json", "sft_config.json", CARD):
+        for name in ("config.json", "sft_config.json", "grpo_config.json", CARD, "card.json"):
             try:
                 saved = json.loads((folder / name).read_text())
-                config = saved["config"] if name == CARD else saved
+                config = saved["config"] if name in (CARD, "card.json") else saved
                 kind, variant = config.get("type"), config.get("variant")
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
-            if (name == CARD or kind in ("SFTStageConfig", "GRPOStageConfig")) and variant:
+            stage = kind in ("SFTStageConfig", "GRPOStageConfig")
+            if (name in (CARD, "card.json") or stage) and isinstance(variant, str) and variant:
                 return variant
     return None
 

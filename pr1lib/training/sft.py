@@ -55,6 +55,7 @@ from pr1lib.evaluation.evaluate import evaluate_stage, held_out_config
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import Run, save_configs, save_run, start_id, write_rows, write_run_card
 from pr1lib.training.sft_live import LossLog
+from pr1lib.training.starts import check_sft_start
 
 
 def data_hash(dataset) -> str:
@@ -286,8 +287,10 @@ def run_sft(
     start = time.perf_counter()
     set_threads(cfg.num_threads)  # tiny: profiles.TINY_THREADS, smoke: one
     run_dir = Path(out or runs_dir() / f"sft-{cfg.profile}-{cfg.variant}")
-    run_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = model_cfg or stage_model_config(cfg)
+    # another world's start or rows: one line, before the folder
+    check_sft_start(cfg.source, None if model_cfg.random_init else model_cfg.name, data)
+    run_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer, peft_config = load_training_policy(model_cfg, cfg.train_tag_rows)
     coldstart = load_coldstart(data, cfg, model_cfg.prompt_style, run_dir)
     shaped = with_trace_style(

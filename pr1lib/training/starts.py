@@ -13,7 +13,7 @@ from pathlib import Path
 from pr1lib import worlds
 from pr1lib.config import CURRICULA, GRPOStageConfig, PretrainConfig
 from pr1lib.store.paths import REPO_ROOT, runs_dir, shown
-from pr1lib.training.runs import CARD, model_dir
+from pr1lib.training.runs import CARD, model_dir, recorded_variant
 
 
 def run_name(cfg: GRPOStageConfig) -> str:
@@ -99,9 +99,10 @@ def _card_world(card: dict, folder: Path) -> str | None:
 
 
 def check_start_world(source: str, model: str | Path | None) -> None:
-    """Refuse to train ``model`` on ``source`` when ``model`` was trained in another world (a
-    TinyWorld SFT on TinyGSM problems scores 0 and learns nothing): one line saying which world to
-    give the stage. Real data, hub models and random starts pass.
+    """Refuse to train ``model`` on ``source`` (one source, or several joined by "+") when
+    ``model`` was trained in another world (a TinyWorld SFT on TinyGSM problems scores 0 and
+    learns nothing): one line saying which world to give the stage. Real data, hub models and
+    random starts pass.
 
     >>> check_start_world("tinyworld-hard", "data/tinyworld-sft-unseen")
     >>> check_start_world("tinygsm-hard", "data/tinyworld-sft-unseen")
@@ -109,11 +110,91 @@ def check_start_world(source: str, model: str | Path | None) -> None:
     ...
     ValueError: data/tinyworld-sft-unseen was trained on TinyWorld problems, but this stage ...
     """
-    found, have = worlds.find_source(source), start_world(model)
-    if found is None or have is None or found[0].name == have:
+    have = start_world(model)
+    for part in str(source).split("+"):
+        found = worlds.find_source(part.strip())
+        if found is None or have is None or found[0].name == have:
+            continue
+        title = worlds.get(have).title if have in worlds.names() else have
+        raise ValueError(
+            f"{shown(model)} was trained on {title} problems, but this stage trains on {source} "
+            f"({found[0].title}): give the stage its start's world (world={have!r}, "
+            f"--world {have})"
+        )
+
+
+def check_rows_world(rows_sources: set[str], world: str | None, data: str | Path) -> None:
+    """Refuse training rows (a saved cold-start set's ``source`` values) that are not the
+    problems of ``world`` (``--world``), or that mix worlds: the stage would learn one world's
+    format from another's answers.
+
+    >>> check_rows_world({"wideworld-easy"}, "wideworld", "runs/cs")
+    >>> check_rows_world({"gsm8k"}, "wideworld", "runs/cs")
+    Traceback (most recent call last):
+    ...
+    ValueError: --data runs/cs holds gsm8k rows, but --world wideworld trains on WideWorld ...
+    """
+    found = {s: worlds.find_source(s) for s in sorted(rows_sources)}
+    theirs = {hit[0].name if hit else None for hit in found.values()}
+    if world is None or theirs <= {world}:
         return
-    title = worlds.get(have).title if have in worlds.names() else have
+    chosen = worlds.get(world)
     raise ValueError(
-        f"{shown(model)} was trained on {title} problems, but this stage trains on {source} "
-        f"({found[0].title}): give the stage its start's world (world={have!r}, --world {have})"
+        f"--data {shown(data)} holds {', '.join(found)} rows, but --world {world} trains on "
+        f"{chosen.title} problems: give a {chosen.title} cold-start set (coldstart --source "
+        f"{'+'.join(chosen.sources())}), or leave --world out"
     )
+
+
+def check_sft_start(
+    source: str, model: str | Path | None, data: str | Path | None, world: str | None = None
+) -> None:
+    """Refuse an SFT whose rows are another world's problems than its start was trained on, or
+    than ``world`` (``--world``) names: the rows of ``data`` (a saved cold-start set, by its
+    ``source`` column), else ``source`` (the rule teacher's problems). Real data and hub models
+    pass."""
+    from pr1lib.data.savedsets import dataset_sources
+
+    rows = dataset_sources(data) if data is not None else set()
+    if rows:
+        check_rows_world(rows, world, data)
+    for part in sorted(rows) or [source]:
+        check_start_world(part, model)
+
+
+# the rollout mode a model is decoded in, per variant it was trained as: the seen SFT reads its
+# paths in one causal stream (as its traces were written), the unseen one forks them (as its mask
+# trained it), the plain baseline writes no block
+DECODE_MODES = {"seen": "seen", "unseen": "forked", "plain": "seen"}
+
+
+def trained_as(model: str | Path | None) -> tuple[str | None, str | None]:
+    """``(variant, world)`` the model in ``model`` was trained as and on, from the card and
+    configs beside it (``runs.recorded_variant``, ``start_world``); ``None`` where they say
+    nothing (a hub id, a base model's variant).
+
+    >>> trained_as("data/wideworld-sft-unseen"), trained_as("Qwen/Qwen3-0.6B-Base")
+    (('unseen', 'wideworld'), (None, None))
+    """
+    if model is None:
+        return None, None
+    return recorded_variant(model), start_world(model)
+
+
+def told_otherwise(model: str | Path, asked: dict[str, str | None]) -> str | None:
+    """One line when a flag decodes ``model`` otherwise than its card says (``asked``: ``mode``
+    and ``world`` as given, ``None`` where not given); ``None`` when nothing differs.
+
+    >>> told_otherwise("data/wideworld-sft-unseen", {"mode": "seen", "world": None})[:61]
+    'note: data/wideworld-sft-unseen was trained as the unseen var'
+    """
+    variant, world = trained_as(model)
+    parts = []
+    mode = DECODE_MODES.get(variant or "")
+    if asked.get("mode") and mode and asked["mode"] != mode:
+        parts.append(
+            f"trained as the {variant} variant (decoded {mode}), decoded {asked['mode']} as asked"
+        )
+    if asked.get("world") and world and asked["world"] != world:
+        parts.append(f"trained on {world} problems, measured on {asked['world']}'s as asked")
+    return f"note: {shown(model)} was {'; '.join(parts)}" if parts else None

@@ -175,9 +175,14 @@ def split_of(question: str) -> str:
     return "test" if digest % 25 < TEST_BUCKETS else "train"
 
 
+# the most problems one request generates: more than any stage or study asks for (a few seconds
+# and tens of MB); beyond it a typo such as --n 100000000 would grow memory for minutes in silence
+MAX_PROBLEMS = 100_000
+
+
 def check_request(n: int, tier: str, split: str) -> None:
     """Refuse a ``generate`` request any world would misread: an unknown tier or split, or an
-    ``n`` that is not a whole number of 0 or more (one ``ValueError`` line).
+    ``n`` that is not a whole number from 0 to ``MAX_PROBLEMS`` (one ``ValueError`` line).
 
     >>> check_request(2, "hard", "test")
     >>> check_request(-5, "easy", "train")
@@ -191,6 +196,8 @@ def check_request(n: int, tier: str, split: str) -> None:
         )
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")
+    if n > MAX_PROBLEMS:
+        raise ValueError(f"n={n} problems: a world generates at most {MAX_PROBLEMS:,} per request")
 
 
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
