@@ -37,6 +37,8 @@ else
 	$(BIN)/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[dev,notebooks]"
 endif
 	$(BIN)/python -m pip check
+	mkdir -p $(VENV)/etc/jupyter/labconfig
+	cp tools/jupyter/labconfig/default_setting_overrides.json $(VENV)/etc/jupyter/labconfig/
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -59,7 +61,13 @@ lock:
 tour: $(STAMP)
 	$(BIN)/python -m pr1lib tour --profile tiny
 
-lab: $(STAMP)
+# JupyterLab from this venv never autosaves: Run All leaves the committed twins as they are until
+# you save (git checkout notebooks/ brings back the committed outputs)
+LABCONFIG := $(VENV)/etc/jupyter/labconfig/default_setting_overrides.json
+$(LABCONFIG): tools/jupyter/labconfig/default_setting_overrides.json $(STAMP)
+	mkdir -p $(dir $@) && cp $< $@
+
+lab: $(STAMP) $(LABCONFIG)
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --ServerApp.default_url=/lab/tree/notebooks  # repo root: docs/ links open
 
 sync: $(STAMP)
