@@ -10,7 +10,7 @@ from typing import Any
 from pr1lib import worlds
 from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
 from pr1lib.config.arguments import count, rate, seconds
-from pr1lib.config.checks import MAX_SAMPLES, MAX_THREADS, MAX_TOKENS
+from pr1lib.config.checks import MAX_SAMPLES, MAX_SEED, MAX_THREADS, MAX_TOKENS
 from pr1lib.config.profiles import PROFILES
 from pr1lib.data import evalsets
 from pr1lib.data import sources as data
@@ -26,6 +26,7 @@ def problems(lowest: int):
 SAMPLES = count(1, MAX_SAMPLES, "samples per problem")
 TOKENS = count(1, MAX_TOKENS, "the longest context of any model here")
 THREADS = count(1, MAX_THREADS, "the CPUs of this machine")
+SEED = count(0, MAX_SEED, "numpy's seed range")
 
 
 def add_folder_flags(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,7 @@ def add_common(
     if folder:
         parser.add_argument("--out", default=out_default, help="output folder for this run")
     parser.add_argument(
-        "--seed", type=count(0), default=None, help="random seed (default: the config's)"
+        "--seed", type=SEED, default=None, help="random seed (default: the config's)"
     )
     parser.add_argument(
         "--set",
@@ -256,7 +257,7 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "sft_seeds": (
         ("--sft-seeds",),
         dict(
-            type=count(0),
+            type=SEED,
             nargs="+",
             help="the cold starts' SFT seeds: RL seed i starts from the (i mod n)-th (default 0)",
         ),
@@ -273,7 +274,7 @@ def add_study_flags(p: argparse.ArgumentParser, flags: tuple[str, ...]) -> None:
         default=None,
         help="a task world (pr1lib.worlds): its problems, settings and shipped starts",
     )
-    p.add_argument("--seeds", type=count(0), nargs="+", default=None, help="repeat for these seeds")
+    p.add_argument("--seeds", type=SEED, nargs="+", default=None, help="repeat for these seeds")
     for flag in flags:
         names, kwargs = STUDY_FLAGS[flag]
         p.add_argument(*names, default=kwargs.pop("default", None), **kwargs)

@@ -13,7 +13,7 @@ from pr1lib.cli.flags import check_apart
 from pr1lib.cli.flags import seeds as resolve_seeds
 from pr1lib.cli.pipeline import claim_folder, print_json, with_flags
 from pr1lib.config import GRPOStageConfig
-from pr1lib.config.checks import check_model, parse_keys, parse_sets
+from pr1lib.config.checks import allowed_values, check_model, parse_keys, parse_sets
 from pr1lib.experiments import STUDIES
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import GRPO_RESUMABLE, allow_cross_variant, check_run_dir, check_variant
@@ -187,6 +187,7 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
     if study.sets is None:  # a config every arm starts from must be valid (rules between fields)
         base = {k: v for k, v in overrides.items() if k != "reward"}
         GRPOStageConfig.for_stage(3, profile, **base).check()
+        check_reward(overrides.get("reward"))
     options = {f: getattr(args, f, None) for f in (*study.flags, "cross_variant")}
     if study.variants and options.get("variant") not in (None, *study.variants):
         raise ValueError(
@@ -227,6 +228,13 @@ def _decode_as_trained(options: dict[str, Any], world: str | None, variants: Any
     if given is None and variant in (variants or DECODE_MODES):
         options["variant"] = variant
     return world or (trained_world if trained_world in worlds.names() else None)
+
+
+def check_reward(reward: str | None) -> None:
+    """Refuse a ``--set reward`` its registry lacks (the study's arms each check the rest)."""
+    allowed = allowed_values("reward")
+    if reward is not None and allowed is not None and reward not in allowed:
+        raise ValueError(f"reward must be one of {allowed}, got {reward!r}")
 
 
 def _check_study_variants(name: str, options: dict[str, Any], init: str) -> None:

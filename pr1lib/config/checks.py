@@ -319,12 +319,17 @@ def parse_keys(items: Iterable[str], types: dict[str, str], who: str) -> dict[st
         key = key.strip()
         if not sep or not key:
             raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        if key not in types and not types:
+            raise ValueError(f"{who} takes no --set ({item}): it has no settings to change")
         if key not in types:
             raise ValueError(f"{who} --set {key}: choose from {', '.join(types)}")
         value = parse_value(key, types[key], raw)
         rule = RULES.get(key)
         if rule is not None and isinstance(value, numbers.Real) and not rule[0](value):
             raise ValueError(f"{key} must be {describe(types[key])} {rule[1]}, got {value!r}")
+        allowed = allowed_values(key)
+        if allowed is not None and value not in allowed:
+            raise ValueError(f"{key} must be one of {allowed}, got {value!r}")
         out[key] = value
     return out
 
