@@ -20,7 +20,6 @@ ratio, tag validity, blocks per response, where the first block starts, lengths 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -45,7 +44,7 @@ from pr1lib.evaluation.metrics import score_problem, summarize
 from pr1lib.evaluation.samplers import GenerateFn, make_generate_fn
 from pr1lib.format.prompts import chat_prompt
 from pr1lib.rewards.graders import default_grader, get_grader
-from pr1lib.store.jsonl import JsonlLog
+from pr1lib.store.jsonl import JsonlLog, read_json
 from pr1lib.store.modelfiles import model_hash
 
 
@@ -208,7 +207,7 @@ def save_run_config(cfg: EvalConfig, path: Path) -> None:
     ValueError: ... was written with temperature=1.0, not 0.5; use another --out or delete it
     """
     if path.exists():
-        old = json.loads(path.read_text())
+        old = read_json(path, "use another --out, or move it away")
         for key, value in cfg.to_dict().items():
             if key not in _RESUMABLE_FIELDS and key in old and old[key] != value:
                 raise ValueError(

@@ -22,6 +22,7 @@ from pr1lib.data.evalsets import load_benchmark
 from pr1lib.decoding.models import checkpoint_folder
 from pr1lib.evaluation.evaluate import ResultsFile, load_for_eval, results_path, run_eval
 from pr1lib.evaluation.paper import PAPER_MODEL, STAGE_NAMES, side_by_side, to_markdown
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.modelfiles import model_hash, model_label
 from pr1lib.store.paths import runs_dir
 
@@ -186,13 +187,15 @@ def read_headline(folder: str | Path) -> dict | None:
     True
     """
     path = Path(folder) / HEADLINE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_json(path, "move it away (notebook 07 writes it again)") if path.exists() else None
 
 
 def read_headlines(folder: str | Path) -> list[dict]:
     """Every headline in ``folder``: notebook 07's first, then the others by name."""
     others = sorted(Path(folder).glob("headline-*.json"))
-    return [h for h in [read_headline(folder)] + [json.loads(p.read_text()) for p in others] if h]
+    return [
+        h for h in [read_headline(folder)] + [read_json(p, "move it away") for p in others] if h
+    ]
 
 
 # the contrasts a headline reads (treatment, control): RL over its cold start, and over plain GRPO

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from pr1lib import worlds
+from pr1lib.data import evalsets
 
 ANSWER_MODES = ("guess", "search")
 
@@ -24,6 +25,8 @@ def sample_facts(benchmark: str, question: str, text: str) -> dict[str, Any]:
     """``answer_mode`` and ``splits`` (one bool per block) of one completion, where the
     benchmark's world reads them; ``{}`` elsewhere."""
     found = worlds.find_source(benchmark)
+    if found is None and benchmark not in evalsets.names():  # a misspelt name: never {} in silence
+        raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {evalsets.names()}")
     if found is None:
         return {}
     world, out = found[0], {}

@@ -24,6 +24,7 @@ from pr1lib.evaluation.metrics import paired_bootstrap
 from pr1lib.evaluation.paper import TABLE4
 from pr1lib.experiments import StudyRun
 from pr1lib.store.folders import move_aside
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.grpo import run_grpo
 from pr1lib.training.runs import finished_run
@@ -96,7 +97,11 @@ def load_ablation(
 ) -> list[dict]:
     """Cached ablation results (``[]`` when the ablation has not run yet)."""
     path = Path(out or ablation_dir(profile, variant, seed)) / "ablation.json"
-    return list(json.loads(path.read_text()).values()) if path.exists() else []
+    return (
+        list(read_json(path, "move it away to run the ablation again").values())
+        if path.exists()
+        else []
+    )
 
 
 def data_tier(data: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from pr1lib.config import GRPOStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.store.folders import FolderError, move_aside
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.paths import runs_dir, shown
 from pr1lib.training.grpo import run_grpo
 from pr1lib.training.runs import start_id
@@ -199,8 +200,8 @@ def _cached(cache: Path, key: str, again: bool, phases: tuple[Path, Path]) -> di
     (kept) and the scaffold runs anew."""
     if not cache.exists():
         return None
-    if not again and json.loads(cache.read_text()).get("key") == key:
-        return json.loads(cache.read_text())["result"]
+    if not again and read_json(cache, "move it away to train the scaffold again").get("key") == key:
+        return read_json(cache)["result"]
     if not again:
         raise FolderError(
             f"{cache.parent} holds the scaffold of another config or start: pass --refresh to "

@@ -11,6 +11,7 @@ from typing import Any
 
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import start_id
 from pr1lib.training.starts import default_init
@@ -42,7 +43,9 @@ def unseen_stage2_effect(
         "init": start_id(init),
         "overrides": json.loads(json.dumps(overrides, default=str)),
     }
-    cached = json.loads(path.read_text()) if path.exists() and not refresh else {}
+    cached = (
+        read_json(path, "move it away to run it again") if path.exists() and not refresh else {}
+    )
     if {k: cached.get(k) for k in ("init", "overrides")} == {
         k: result[k] for k in ("init", "overrides")
     }:

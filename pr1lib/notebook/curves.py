@@ -19,7 +19,6 @@ logs it) is the first block's position, averaged over the samples that have one.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
@@ -30,6 +29,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pr1lib.store.jsonl import read_json
 from pr1lib.training.dashboard import read_metrics, step_ticks
 from pr1lib.training.runs import last_checkpoint
 
@@ -51,7 +51,9 @@ def _log_history(run_dir: Path) -> list[dict]:
     ckpt = last_checkpoint(run_dir / "trainer")
     if ckpt is None or not (ckpt / "trainer_state.json").exists():
         return []
-    history = json.loads((ckpt / "trainer_state.json").read_text()).get("log_history", [])
+    history = read_json(ckpt / "trainer_state.json", "move the checkpoint aside").get(
+        "log_history", []
+    )
     return [
         {"step": int(h["step"]), **{k: v for k, v in h.items() if k != "step"}}
         for h in history

@@ -21,6 +21,29 @@ class JsonlError(ValueError):
     """A JSON Lines file that cannot be used as it is; the message names the file and the line."""
 
 
+def read_json(path: str | Path, fix: str = "move it away to measure it again") -> Any:
+    """The JSON file at ``path`` (a cache, a card, a run's marks) as written; one that is damaged
+    (not text, cut short, not JSON) is a ``JsonlError`` naming the file and ``fix``, never a bare
+    ``JSONDecodeError``.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "cache.json")
+    >>> _ = open(path, "w").write('{"key": ')
+    >>> read_json(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pr1lib.store.jsonl.JsonlError: ...cache.json is damaged (not valid JSON: Expecting value...
+    """
+    from pr1lib.store.paths import shown
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise JsonlError(f"{shown(path)} is damaged (not text): {fix}") from None
+    except json.JSONDecodeError as err:
+        raise JsonlError(f"{shown(path)} is damaged (not valid JSON: {err}): {fix}") from None
+
+
 def read_rows(
     path: str | Path,
     required: Iterable[str] = (),

@@ -24,6 +24,7 @@ from pr1lib.config import ModelConfig
 from pr1lib.config.checks import local_folder
 from pr1lib.store.disk import check_room
 from pr1lib.store.folders import FolderError, is_main_process, move_aside, next_prev
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.modelfiles import model_hash, safetensors_header, torch_file_damage
 from pr1lib.store.paths import shown
 
@@ -314,7 +315,7 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     path = Path(run_dir) / CARD
     if not path.is_file() or not (Path(run_dir) / "merged").is_dir():
         return None
-    card = json.loads(path.read_text())
+    card = read_json(path, "move the run folder aside to train it again")
     same = (
         card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str))
         and same_start(card.get("start"), init)

@@ -7,11 +7,11 @@ run by hand and the same stage inside a study start from the same checkpoint.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pr1lib import worlds
 from pr1lib.config import CURRICULA, GRPOStageConfig, PretrainConfig
+from pr1lib.store.jsonl import read_json
 from pr1lib.store.paths import REPO_ROOT, runs_dir, shown
 from pr1lib.training.runs import CARD, model_dir, recorded_variant
 
@@ -83,7 +83,10 @@ def start_world(model: str | Path | None) -> str | None:
     for where in (folder, folder.parent) if folder.name == "merged" else (folder,):
         for name in (CARD, "card.json"):
             if (where / name).is_file():
-                return _card_world(json.loads((where / name).read_text()), where)
+                return _card_world(
+                    read_json(where / name, "restore it (git checkout), or give another model"),
+                    where,
+                )
     return None
 
 

@@ -30,6 +30,22 @@ __all__ = ["World", "find_source", "get", "names", "register", "sources", "tasks
 
 # the worlds this package registers on import: one module per name, in this folder
 BUILTIN = ("tinygsm", "tinyworld", "wideworld")
+# the variants a world's presets and starts are keyed by (config.recipe.VARIANTS; a test keeps
+# the two equal): a misspelt one is an error, never a world's defaults in silence
+VARIANTS = ("seen", "unseen", "plain")
+
+
+def check_variant(variant: str) -> str:
+    """``variant`` after checking it is one of ``VARIANTS``.
+
+    >>> check_variant("unsen")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown variant 'unsen'; choose one of seen, unseen, plain
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    return variant
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,8 @@ class World:
     def rollout(self, variant: str) -> str | None:
         """The rollout mode this world's RL samples ``variant`` with (``None``: the recipe's own,
         ``config.VARIANT_ROLLOUT``); its checkpoints are evaluated the same way."""
-        return {**self.stage_presets, **self.variant_presets.get(variant, {})}.get("rollout")
+        presets = self.variant_presets.get(check_variant(variant), {})
+        return {**self.stage_presets, **presets}.get("rollout")
 
     def source(self, tier: str) -> str:
         """The source name of one tier: ``tinyworld-hard``."""
@@ -91,7 +108,7 @@ class World:
     def init(self, variant: str = "seen") -> str | None:
         """The shipped start of this world's RL for ``variant``: its SFT, or for ``plain`` (no
         cold start) its base model; ``None`` when none is shipped."""
-        return self.checkpoints.get("base" if variant == "plain" else variant)
+        return self.checkpoints.get("base" if check_variant(variant) == "plain" else variant)
 
     def layout(self) -> dict[str, Any]:
         """How a block of its traces is laid out for the rollout engine (``RolloutConfig`` names:
@@ -100,16 +117,19 @@ class World:
 
     def sft_overrides(self, variant: str) -> dict[str, Any]:
         """Its cold-start SFT overrides for ``variant`` (its problems, rows and schedule)."""
-        return {**self.sft_presets, **self.sft_variant_presets.get(variant, {})}
+        return {**self.sft_presets, **self.sft_variant_presets.get(check_variant(variant), {})}
 
     def notebook_sizes(self, stage: int, profile: str) -> dict[str, Any]:
         """Notebook 06's sizes for ``stage`` on this world's problems in ``profile`` (``{}``: the
         profile's own notebook sizes)."""
+        if stage not in (2, 3):
+            raise ValueError(f"RL stages are 2 and 3, not {stage!r}")
         return self.notebook_presets.get(stage, {}).get(profile, {})
 
     def grpo_presets(self, variant: str) -> dict[str, Any]:
         """Its GRPO overrides for ``variant``: its lengths, stage presets, the variant's own."""
-        return {**self.budgets, **self.stage_presets, **self.variant_presets.get(variant, {})}
+        presets = self.variant_presets.get(check_variant(variant), {})
+        return {**self.budgets, **self.stage_presets, **presets}
 
 
 LAYOUT = (
