@@ -396,17 +396,17 @@ CONFIGS = [
     Probe(
         "grpo-seed-past-numpy",
         ("grpo", "--stage", "3", "--seed", "99999999999", *SET),
-        "a seed must be a whole number from 0 to 4294967295",
+        "must be a whole number from 0 to 4294967295",
     ),
     Probe(
         "grpo-seeds-past-numpy",
         ("grpo", "--stage", "3", "--seeds", "0", "4294967296", *SET),
-        "a seed must be a whole number from 0 to 4294967295",
+        "must be a whole number from 0 to 4294967295",
     ),
     Probe(
         "coldstart-seed-past-numpy",
         ("coldstart", "--source", "tinygsm-easy", "--seed", "4294967296", *SET),
-        "seed must be a whole number from 0 to 4294967295",
+        "must be a whole number from 0 to 4294967295",
     ),
     Probe(
         "sft-lr-scheduler",

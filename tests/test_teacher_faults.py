@@ -61,7 +61,10 @@ def _run(server, problems, out):
 def _cli(*argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
     with redirect_stdout(buffer), redirect_stderr(buffer):
-        code = cli.main(list(argv))
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as stop:  # argparse refuses the value itself
+            code = stop.code
     return code, buffer.getvalue()
 
 
@@ -234,7 +237,8 @@ def test_cli_flags_reach_the_teacher():
                 "--concurrency",
                 "0",
             ],
-            "error: concurrency must be a whole number above 0, got 0",
+            "python -m pr1lib coldstart: error: argument --concurrency: must be a whole "
+            "number of 1 or more, got '0' (see --help)",
         ),
         (
             [
@@ -247,7 +251,8 @@ def test_cli_flags_reach_the_teacher():
                 "--deadline",
                 "-1",
             ],
-            "error: deadline must be a number above 0, got -1.0",
+            "python -m pr1lib coldstart: error: argument --deadline: must be a number above 0, "
+            "got '-1' (see --help)",
         ),
     ],
     ids=["hf-without-model", "concurrency-0", "negative-deadline"],

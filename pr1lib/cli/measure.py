@@ -12,7 +12,7 @@ from typing import Any
 
 from pr1lib.cli.flags import check_apart
 from pr1lib.cli.pipeline import claim_folder, print_json, with_flags
-from pr1lib.config import EvalConfig
+from pr1lib.config import EVAL_SETS, EvalConfig
 from pr1lib.config.checks import check_model, parse_keys
 from pr1lib.experiments import STUDIES
 from pr1lib.store.paths import runs_dir
@@ -25,7 +25,7 @@ def eval(args: Any) -> int:  # the command's name
 
 def blockcost(args: Any) -> int:
     from pr1lib.config import ModelConfig
-    from pr1lib.data.evalsets import names
+    from pr1lib.data.evalsets import check_size, names
 
     profile = args.profile  # resolved once, by pr1lib.cli.main
     name = check_model(args.model) if args.model else ModelConfig.for_profile(profile).name
@@ -34,6 +34,8 @@ def blockcost(args: Any) -> int:
     if unknown or (args.data is not None and not tiers):
         raise ValueError(f"--data {args.data!r}: choose from {', '.join(names())}")
     args.mode, tiers = blockcost_defaults(name, profile, args.mode, tiers)
+    for tier in tiers:  # --n beyond a benchmark: its limit, before anything loads
+        check_size(tier, args.n)
     # temperature, lengths, max_blocks, batch_size: typed and checked before anything loads
     sampling = parse_keys(args.overrides, STUDIES["blockcost"].sets, "blockcost")
     from pr1lib.evaluation.evaluate import load_for_eval
@@ -121,9 +123,11 @@ def as_trained(name: str, profile: str, asked: dict[str, Any]) -> dict[str, Any]
     chosen = {}
     if variant in DECODE_MODES:
         chosen["mode"] = DECODE_MODES[variant]
-    if world in worlds.names():
-        default = worlds.find_source(EvalConfig.for_profile(profile).benchmark)
-        chosen["benchmark"] = worlds.get(world).source(default[1] if default else "hard")
+    if world in worlds.names():  # its world's tier of the profile's default benchmark
+        default = EvalConfig.for_profile(profile).benchmark
+        found = worlds.find_source(default)
+        tiers = [t for t, b in EVAL_SETS[profile].items() if b == default]
+        chosen["benchmark"] = worlds.get(world).source(found[1] if found else [*tiers, "easy"][0])
     given = worlds.find_source(asked.get("benchmark", ""))
     world_asked = given[0].name if given else asked.get("benchmark")
     note = told_otherwise(name, {"mode": asked.get("mode"), "world": world_asked})
