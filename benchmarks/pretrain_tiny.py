@@ -17,7 +17,6 @@ import torch
 
 from pr1lib.config import PretrainConfig
 from pr1lib.config.arguments import Parser, count
-from pr1lib.config.checks import parse_sets
 from pr1lib.config.runtime import quiet_known_noise, set_seed
 from pr1lib.training.pretrain import (
     accumulate_loss,
@@ -68,10 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = arguments()
     args = parser.parse_args(argv)
-    try:  # a --set key or value the config refuses: one line, exit 2
-        cfg = PretrainConfig.for_profile("tiny", **parse_sets(PretrainConfig, args.overrides))
-    except ValueError as err:
-        parser.error(str(err))
+    cfg = PretrainConfig.for_profile("tiny", **parser.sets(PretrainConfig, args.overrides))
     print(json.dumps({"benchmark": "pretrain_tiny", **time_steps(cfg, args.steps)}))
 
 

@@ -28,7 +28,7 @@ from pr1lib.config import (
     SFTStageConfig,
 )
 from pr1lib.config.arguments import Parser, count, model_folder, out_folder, rate
-from pr1lib.config.checks import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, parse_sets
+from pr1lib.config.checks import MAX_SAMPLES, MAX_SEED, MAX_TOKENS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.data import evalsets
 from pr1lib.decoding.models import (
@@ -147,11 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet_known_noise()  # the notes the CLI drops (pr1lib.config.runtime.NOISE_LOGS)
     parser = arguments()
     args = parser.parse_args(argv)
-    try:  # a --set key or value the config refuses: one line, exit 2
-        sets = parse_sets(SFTStageConfig, getattr(args, "overrides", []))
-        SFTStageConfig.for_profile("tiny", **{"variant": "seen", **sets})
-    except ValueError as err:
-        parser.error(str(err))
+    sets = parser.sets(SFTStageConfig, getattr(args, "overrides", []), variant="seen")
     torch.set_num_threads(1)
     if args.command == "eval":
         result = eval_model(

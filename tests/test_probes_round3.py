@@ -92,11 +92,11 @@ def test_sample_facts_refuses_a_misspelt_benchmark():
 
 
 # ----------------------------------------------------------------------------- the probes
-def gsm8k_rows(tmp: Path) -> None:
-    """A saved cold-start set at ``tmp/cs`` whose rows are GSM8K problems."""
+def world_rows(tmp: Path, source: str) -> None:
+    """A saved cold-start set at ``tmp/cs`` whose rows are ``source``'s problems."""
     from datasets import Dataset
 
-    row = {"question": "1+1?", "completion": "Final Answer: 2", "answer": "2", "source": "gsm8k"}
+    row = {"question": "1+1?", "completion": "Final Answer: 2", "answer": "2", "source": source}
     Dataset.from_list([row, {**row, "question": "2+2?"}]).save_to_disk(str(tmp / "cs" / "dataset"))
 
 
@@ -156,13 +156,13 @@ PROBES = [
         "sft-wideworld-on-gsm8k-rows",
         ("sft", "--world", "wideworld", "--data", "{tmp}/cs", "--out", "{tmp}/s"),
         "holds gsm8k rows, but --world wideworld trains on WideWorld problems",
-        setup=gsm8k_rows,
+        setup=lambda tmp: world_rows(tmp, "gsm8k"),
     ),
     Probe(
         "sft-tinyworld-rows-from-wideworld-model",
         ("sft", "--data", "{tmp}/cs", "--model", "data/wideworld-sft-unseen", "--out", "{tmp}/s"),
         "was trained on WideWorld problems, but this stage trains on tinyworld-easy",
-        setup=lambda tmp: _world_rows(tmp, "tinyworld-easy"),
+        setup=lambda tmp: world_rows(tmp, "tinyworld-easy"),
     ),
     Probe(
         "controls-without-arm-writes-no-empty-card",
@@ -201,13 +201,6 @@ PROBES = [
     # the empty choose-from list and refusals naming a flag the command does not take
     Probe("study-split-takes-no-set", ("study", "split", "--set", "x=1"), "takes no --set (x=1)"),
 ]
-
-
-def _world_rows(tmp: Path, source: str) -> None:
-    from datasets import Dataset
-
-    row = {"question": "q", "completion": "Final Answer: 2", "answer": "2", "source": source}
-    Dataset.from_list([row]).save_to_disk(str(tmp / "cs" / "dataset"))
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])

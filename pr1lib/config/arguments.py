@@ -24,6 +24,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
+    def sets(self, cls: type, items: list[str], **fixed) -> dict:
+        """``--set KEY=VALUE`` items as typed overrides of ``cls``, after checking that
+        ``cls.for_profile("tiny", **fixed, **overrides)`` takes them: a refused key or value is
+        one line, exit 2 (a script's ``--set``).
+
+        >>> from pr1lib.config import PretrainConfig
+        >>> Parser(prog="demo").sets(PretrainConfig, ["max_steps=5"])
+        {'max_steps': 5}
+        """
+        from pr1lib.config.checks import parse_sets
+
+        try:
+            overrides = parse_sets(cls, items)
+            cls.for_profile("tiny", **{**fixed, **overrides})
+        except ValueError as err:
+            self.error(str(err))
+        return overrides
+
 
 def count(lowest: int = 1, most: int | None = None, why: str = ""):
     """An argparse ``type``: a whole number from ``lowest`` to ``most`` (``why``: what the upper
