@@ -165,6 +165,13 @@ PROBES = [
         setup=lambda tmp: world_rows(tmp, "tinyworld-easy"),
     ),
     Probe(
+        "sft-tinyworld-rows-on-the-profiles-tinygsm-base",
+        ("sft", "--profile", "tiny", "--data", "{tmp}/cs", "--out", "{tmp}/s"),
+        "data/tiny-base was trained on TinyGSM problems, but this stage trains on tinyworld-easy "
+        "(TinyWorld): start from a TinyWorld model (--world tinyworld starts from its base",
+        setup=lambda tmp: world_rows(tmp, "tinyworld-easy"),
+    ),
+    Probe(
         "controls-without-arm-writes-no-empty-card",
         ("study", "controls", "--world", "wideworld", "--out", "{tmp}/c", "--card", "x"),
         "study controls has nothing to report (its table has no rows): run an arm first",

@@ -282,8 +282,9 @@ def sft(args: Any) -> int:
     data = check_dataset(args.data) if args.data else None
     base = args.model or (worlds.get(args.world).init("plain") if args.world else None)
     model = check_model(base) if base else None
+    start = model or _profile_model(args.profile)  # what run_sft loads without --model
     for cfg in configs.values():  # another world's start or rows: one line, before any folder
-        check_sft_start(cfg.source, model, data, args.world)
+        check_sft_start(cfg.source, start, data, args.world)
     outs = {v: _sft_out(args, cfg, len(configs) > 1) for v, cfg in configs.items()}
     for out in outs.values():
         check_apart(out, data, "--data")
@@ -315,6 +316,14 @@ def sft(args: Any) -> int:
     out = results[cfg.variant] if len(configs) == 1 else dict(results)
     print_json({**out, "config": {**cfg.to_dict(), "variant": list(configs)}}, args)
     return 0
+
+
+def _profile_model(profile: str) -> str | None:
+    """The profile's model an SFT starts from without ``--model`` (``None``: a random one)."""
+    from pr1lib.config import ModelConfig
+
+    cfg = ModelConfig.for_profile(profile)
+    return None if cfg.random_init else cfg.name
 
 
 def _sft_config(args: Any, variant: str | None, overrides: dict[str, Any]) -> SFTStageConfig:

@@ -74,7 +74,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         for name in "n limit train_n eval_n nll_n table_n sft_train_n scaffold_eval_n".split()
     },
     **{name: _SAMPLES for name in "k eval_k table_k".split()},
-    "num_threads": (lambda v: 0 < v <= 256, "from 1 to 256 (torch threads: one per core)"),
+    "num_threads": (lambda v: 0 < v <= 256, "from 1 to 256 (torch threads)"),
     **{
         name: _TOKENS
         for name in (
@@ -397,7 +397,7 @@ def letter_paths(cfg: Any) -> str | None:
     if lettered and isinstance(paths, int) and paths > most:
         return (
             f"num_paths={paths}: letter headers name at most {most} paths, (B) to (Z) "
-            "(give num_paths 25 or fewer, or header_style='number')"
+            f"(give num_paths {most} or fewer, or header_style='number')"
         )
     return None
 

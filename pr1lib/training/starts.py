@@ -101,11 +101,12 @@ def _card_world(card: dict, folder: Path) -> str | None:
     return names.pop() if len(names) == 1 and None not in found else None
 
 
-def check_start_world(source: str, model: str | Path | None) -> None:
+def check_start_world(source: str, model: str | Path | None, rows: bool = False) -> None:
     """Refuse to train ``model`` on ``source`` (one source, or several joined by "+") when
     ``model`` was trained in another world (a TinyWorld SFT on TinyGSM problems scores 0 and
     learns nothing): one line saying which world to give the stage. Real data, hub models and
-    random starts pass.
+    random starts pass. ``rows``: the problems are an SFT's rows (the fix is a start of their
+    world, not another world for the stage).
 
     >>> check_start_world("tinyworld-hard", "data/tinyworld-sft-unseen")
     >>> check_start_world("tinygsm-hard", "data/tinyworld-sft-unseen")
@@ -119,10 +120,16 @@ def check_start_world(source: str, model: str | Path | None) -> None:
         if found is None or have is None or found[0].name == have:
             continue
         title = worlds.get(have).title if have in worlds.names() else have
+        theirs = found[0].name
+        fix = (
+            f"start from a {found[0].title} model (--world {theirs} starts from its base, or "
+            f"--model DIR), or give {title} rows"
+            if rows
+            else f"give the stage its start's world (world={have!r}, --world {have})"
+        )
         raise ValueError(
             f"{shown(model)} was trained on {title} problems, but this stage trains on {source} "
-            f"({found[0].title}): give the stage its start's world (world={have!r}, "
-            f"--world {have})"
+            f"({found[0].title}): {fix}"
         )
 
 
@@ -162,7 +169,7 @@ def check_sft_start(
     if rows:
         check_rows_world(rows, world, data)
     for part in sorted(rows) or [source]:
-        check_start_world(part, model)
+        check_start_world(part, model, rows=True)
 
 
 # the rollout mode a model is decoded in, per variant it was trained as: the seen SFT reads its
