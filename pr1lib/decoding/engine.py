@@ -31,6 +31,12 @@ Rules (all deterministic):
   remaining completion budget), ``</Path>`` included and forced at the cap; the completion is cut
   hard at ``max_completion_length`` tokens (``finish_reason="length"``), possibly inside a path or
   summary, which ``pr1lib.decoding.structure`` parses as a truncated block.
+- **plans** (``header_style="plan"``): at a fork the engine reads the model's own plan, the last
+  line before ``<Parallel>`` (``pr1lib.format.plans``), and opens one path per item it names, each
+  forced to open with that item's label; the model decides the width and who takes what. A fork
+  after a line that is no plan of 2 to ``num_paths`` items ends the sample
+  (``finish_reason="bad_plan"``, graded as any malformed block). A queued label is written even
+  where the path samples eos (only its cap closes it first).
 - Other tags sampled out of place are ordinary tokens (the structure parser agrees).
 """
 
@@ -47,6 +53,7 @@ from pr1lib.decoding.kvcache import Streams
 from pr1lib.decoding.regroup import _Row, _Rows
 from pr1lib.decoding.rowcache import RowStreams
 from pr1lib.decoding.structure import TagIds, attn_implementation, tag_ids
+from pr1lib.format import plans
 from pr1lib.format.grammar import path_header
 
 BLOCK_LIMITS = ("stop", "mask")  # RolloutConfig.at_block_limit: the paper's stop | go on, masked
@@ -62,7 +69,7 @@ class Rollout:
     logprobs: list[float] = field(default_factory=list)
     forced: list[int] = field(default_factory=list)  # 1 = inserted by the engine, 0 = sampled
     text: str = ""  # decoded with the tags
-    finish_reason: str = ""  # "eos" | "length" | "block_limit"
+    finish_reason: str = ""  # "eos" | "length" | "block_limit" | "bad_plan"
     blocks: int = 0
     path_lengths: list[list[int]] = field(default_factory=list)  # per block, tokens per path
 
@@ -147,10 +154,12 @@ class Engine(_Rows):
         self.eos = tokenizer.eos_token_id
         self.pad = self.tags.pad if self.tags.pad is not None else self.eos
         self.newline = tokenizer.encode("\n", add_special_tokens=False)
-        # numbered paths: the tokens path j opens with, forced after its <Path>
+        # numbered paths: the tokens path j opens with, forced after its <Path>; planned paths:
+        # the labels of the model's own plan, read at each fork (plan_headers)
+        self.planned = config.path_headers and config.header_style == "plan"
         self.headers = [
             tokenizer.encode(path_header(j, config.header_style), add_special_tokens=False)
-            if config.path_headers
+            if config.path_headers and not self.planned
             else []
             for j in range(config.num_paths)
         ]
@@ -255,7 +264,12 @@ class Engine(_Rows):
 
     def fork(self, i: int, row: _Row) -> None:
         """Turn a row that has just fed ``<Parallel>`` into k path rows (done in ``regroup``)."""
-        s, k = self.samples[row.sample], self.cfg.num_paths
+        s, headers = self.samples[row.sample], self.headers
+        if self.planned:
+            headers = self.plan_headers(s)
+            if headers is None:
+                return self.finish(row, "bad_plan")
+        k = len(headers)
         room = self.cfg.max_completion_length - len(s.completion_ids)
         cap = max(2, min(self.cfg.max_path_length, room // k))
         group = [
@@ -271,9 +285,19 @@ class Engine(_Rows):
             for j in range(k)
         ]
         for j, r in enumerate(group):
-            r.group, r.queue = group, list(self.headers[j])
+            r.group, r.queue = group, list(headers[j])
             r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
         row.fork_pending, row.group = False, group
+
+    def plan_headers(self, s: Rollout) -> list[list[int]] | None:
+        """The label tokens of each path the sample's own plan names (its last line before the
+        ``<Parallel>`` it has just written), or ``None`` when that line is no plan of 2 to
+        ``num_paths`` items."""
+        text = self.tok.decode(s.completion_ids[:-1], skip_special_tokens=False)
+        items = plans.plan_items(plans.last_line(text))
+        if items is None or len(items) > self.cfg.num_paths:
+            return None
+        return [self.tok.encode(f"({x})", add_special_tokens=False) for x in items]
 
     # -- path rows --------------------------------------------------------------------------
     def path_step(self, i: int, row: _Row, tok: int, lp: float) -> None:
@@ -282,8 +306,9 @@ class Engine(_Rows):
             row.after_lp = self.lp(i, self.tags.end_parallel if last else self.tags.path)
             row.closing, row.waiting, row.feed = False, True, None
             return
-        forced = len(row.buf.completion_ids) >= row.cap - 1 or tok == self.eos
-        if row.queue and not forced:  # its header, written by the engine
+        at_cap = len(row.buf.completion_ids) >= row.cap - 1
+        forced = at_cap or tok == self.eos
+        if row.queue and not at_cap and (self.planned or not forced):  # its header: the engine's
             tok, forced = row.queue.pop(0), True
             lp = self.lp(i, tok)
         elif forced:

@@ -1,7 +1,8 @@
 """format: the parallel-thinking format as text. No torch, no model.
 
 It owns the tags, the parser, the official and the strict validators, ``Final Answer:`` and its
-comparison with the gold one (``grammar``, ``answers``), the prompt templates (``prompts``) and the
+comparison with the gold one (``grammar``, ``answers``), the plan line a model writes before
+a block it lays out itself (``plans``), the prompt templates (``prompts``) and the
 safe arithmetic of GSM8K's ``<<a+b=c>>`` steps (``arithmetic``). The design's contract names are
 exported here: ``pr1lib.format.TAGS``, ``validate``, ``extract_answer``, ``answers_match`` and
 ``parallel_stats``.
@@ -24,5 +25,6 @@ __all__ = [
     "answers",
     "arithmetic",
     "grammar",
+    "plans",
     "prompts",
 ]

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pr1lib.format import plans
 from pr1lib.format.answers import answers_match, as_number, number_key  # noqa: F401 - public here (a documented contract)
 
 PARALLEL, END_PARALLEL = "<Parallel>", "</Parallel>"
@@ -272,8 +273,9 @@ def serialize(text: str) -> str:
     return TAG_RE.sub("", _BETWEEN_PARTS.sub("\n", text))
 
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-HEADER_STYLES = ("number", "letter")  # a path's header: (1), (2), ... or (B), (C), ...
+LETTERS = plans.LETTERS
+# a path's header: (1), (2), ... | (B), (C), ... | the model's own plan, read by the engine
+HEADER_STYLES = ("number", "letter", "plan")
 
 
 def path_header(index: int, style: str = "number") -> str:
@@ -284,8 +286,8 @@ def path_header(index: int, style: str = "number") -> str:
     >>> path_header(0), path_header(2, "letter")
     ('(1)', '(D)')
     """
-    if style not in HEADER_STYLES:
-        raise ValueError(f"header style must be one of {HEADER_STYLES}, got {style!r}")
+    if style not in HEADER_STYLES[:2]:  # a plan's headers are the model's (plans.plan_items)
+        raise ValueError(f"header style must be one of {HEADER_STYLES[:2]}, got {style!r}")
     return f"({index + 1})" if style == "number" else f"({LETTERS[index + 1]})"
 
 
@@ -381,7 +383,32 @@ def validate(text: str, strict: bool = True) -> list[str]:
     """  # noqa: E501 - doctest output / table rows stay whole
     if not isinstance(text, str):
         return [f"expected a str, got {type(text).__name__}"]
-    return parse(text).errors if strict else official_errors(text)
+    return (parse(text).errors if strict else official_errors(text)) + plan_errors(text)
+
+
+_HEAD_RE = re.compile(r"^\s*\(([A-Z])\)")  # a path's label, its first words
+
+
+def plan_errors(text: str) -> list[str]:
+    """Errors of the planned blocks in ``text``: a block whose last line before it is a plan
+    (``pr1lib.format.plans``) must open exactly the plan's paths, path i's first words its i-th
+    item's label. Blocks without a plan line before them are not checked here.
+
+    >>> good = "Check (A), (C)\\n<Parallel><Path>(A) x</Path><Path>(C) y</Path></Parallel>"
+    >>> plan_errors(good), plan_errors(good.replace("(C) y", "(B) y"))
+    ([], ['block 1: the plan names (A), (C), its paths open with (A), (B)'])
+    """
+    errors = []
+    for number, block in enumerate(parse(text).blocks, start=1):
+        items = plans.plan_items(plans.last_line(text[: block.start]))
+        if items is None:
+            continue
+        heads = [(_HEAD_RE.match(path.text) or [None, "?"])[1] for path in block.paths]
+        if heads != items:
+            named = ", ".join(f"({x})" for x in items)
+            opened = ", ".join(f"({x})" for x in heads)
+            errors.append(f"block {number}: the plan names {named}, its paths open with {opened}")
+    return errors
 
 
 # ----------------------------------------------------------------------------- answers

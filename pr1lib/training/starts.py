@@ -117,7 +117,7 @@ def check_start_world(source: str, model: str | Path | None, rows: bool = False)
     have = start_world(model)
     for part in str(source).split("+"):
         found = worlds.find_source(part.strip())
-        if found is None or have is None or found[0].name == have:
+        if found is None or have is None or have in (found[0].name, *found[0].starts_from):
             continue
         title = worlds.get(have).title if have in worlds.names() else have
         theirs = found[0].name

@@ -13,7 +13,7 @@ Besides the worlds it holds what they share: the rule teacher every world builds
 May import: ``format``, ``store``.
 
 >>> names()
-('tinygsm', 'tinyworld', 'wideworld')
+('tinygsm', 'tinyworld', 'wideworld', 'planworld')
 >>> world, tier = find_source("tinyworld-hard"); world.title, tier
 ('TinyWorld', 'hard')
 >>> find_source("gsm8k") is None, get("tinyworld").init("unseen")
@@ -29,7 +29,7 @@ from typing import Any, Callable
 __all__ = ["World", "find_source", "get", "names", "register", "sources", "tasks", "teachers"]
 
 # the worlds this package registers on import: one module per name, in this folder
-BUILTIN = ("tinygsm", "tinyworld", "wideworld")
+BUILTIN = ("tinygsm", "tinyworld", "wideworld", "planworld")
 # the variants a world's presets and starts are keyed by (config.recipe.VARIANTS; a test keeps
 # the two equal): a misspelt one is an error, never a world's defaults in silence
 VARIANTS = ("seen", "unseen", "plain")
@@ -70,6 +70,9 @@ class World:
     # its cold start keeps traces without a block (a checked guess that answers, an easy item):
     # the same answer modes in every arm's rows; False: only traces with a block (the paper's)
     blockless_rows: bool = False
+    # other worlds whose models may start this one's stages (a world built on another's problems
+    # and base model); its own models always may
+    starts_from: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ("easy", "hard")
     tier_labels: dict[str, str] = field(default_factory=dict)  # a model card's words per tier
     # shipped folders (relative to the repository): "base", and the SFT per variant ("seen",

@@ -180,9 +180,10 @@ def split_of(question: str) -> str:
 MAX_PROBLEMS = 100_000
 
 
-def check_request(n: int, tier: str, split: str) -> None:
+def check_request(n: int, tier: str, split: str, tiers: tuple[str, ...] = TIERS) -> None:
     """Refuse a ``generate`` request any world would misread: an unknown tier or split, or an
-    ``n`` that is not a whole number from 0 to ``MAX_PROBLEMS`` (one ``ValueError`` line).
+    ``n`` that is not a whole number from 0 to ``MAX_PROBLEMS`` (one ``ValueError`` line);
+    ``tiers``: the world's own, where it has more than easy and hard.
 
     >>> check_request(2, "hard", "test")
     >>> check_request(-5, "easy", "train")
@@ -190,9 +191,9 @@ def check_request(n: int, tier: str, split: str) -> None:
     ...
     ValueError: n must be a whole number of 0 or more, got -5
     """
-    if tier not in TIERS or split not in SPLITS:
+    if tier not in tiers or split not in SPLITS:
         raise ValueError(
-            f"tier must be one of {TIERS} and split one of {SPLITS}; got {tier!r}, {split!r}"
+            f"tier must be one of {tiers} and split one of {SPLITS}; got {tier!r}, {split!r}"
         )
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a whole number of 0 or more, got {n!r}")

@@ -1,0 +1,331 @@
+"""PlanWorld: WideWorld's lettered deals, where the model writes its own plan and RL may widen it
+(docs/planworld.md).
+
+A problem lists lettered deals (WideWorld's ``Deals``) and asks which one a price names:
+``... (A) 4 and 9, (B) 6 and 8, (C) 5 and 7. Mia pays 14 coins for one deal. Which deal is it?``
+(answer ``B``). Some questions narrow the search to a span, ``... for one of deals (C) to (E).``
+Exactly one candidate sums to the total. The tiers differ only in how many candidates there are:
+
+- ``easy``: WideWorld's forward items on one named deal (its sum, a difference, a check);
+- ``small``: the cold start's searches, 2 or 3 candidates: half are whole lists of 2 or 3 deals,
+  half a span of 2 or 3 deals inside a list of 4 to 10 (so plans and paths name letters past C);
+- ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals.
+
+Every searching form opens with the model's plan (``pr1lib.format.plans``), ``Check (A)-(C)``:
+
+- **parallel** (the teacher's trace): the plan, then one block whose paths check the plan's deals,
+  one each, path i opening with its deal's label; the summary copies the letter that checked out;
+- **serial**: the plan, then the same checks in one stream, stopping at the first ✓;
+- **plain**: the right deal's check alone (the no-search control).
+
+The forked engine reads the plan the model wrote and forces each path's label from it
+(``header_style="plan"``): width and assignment are the model's. The cold start holds plans of
+two and three items only; RL runs on the ten-deal items, where a plan that names more deals
+finds the answer more often.
+
+>>> rec = generate(1, "hard", "test", seed=0)[0]
+>>> len(parse_question(rec["question"])[2]), rec["answer"].splitlines()[-1][:5]
+(10, '#### ')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+
+from pr1lib.format.grammar import linearize
+from pr1lib.format.plans import LETTERS, plan_line
+from pr1lib.format.prompts import linear_solution
+from pr1lib.worlds import World, register
+from pr1lib.worlds.tasks import check_request, split_of
+from pr1lib.worlds.teachers import make_trace
+from pr1lib.worlds.wideworld import GOODS, MISSES, NO, OK, TOP, Deals, _who, easy_problem
+
+TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
+TIERS = ("easy", "small", *TIER_WIDTHS)
+MOST = 10  # deals in the longest list (A)..(J): the widest plan
+
+
+def line(j: int, pair: tuple[int, int], total: int) -> str:
+    """The check of deal ``j``: its sum beside the total, and its letter when it checks out.
+
+    >>> line(1, (6, 8), 14), line(0, (4, 9), 14)
+    ('(B) 6+8=14 vs 14 ✓ B', '(A) 4+9=13 vs 14 ✗')
+    """
+    a, b = pair
+    head = f"({LETTERS[j]}) {a}+{b}={a + b} vs {total}"
+    return f"{head} {OK} {LETTERS[j]}" if a + b == total else f"{head} {NO}"
+
+
+# --------------------------------------------------------------------------- problems
+def _deals(rng: random.Random, n: int) -> tuple[list[tuple[int, int]], int]:
+    """``(deals, total)``: ``n`` distinct one-digit pairs (cheap < dear), exactly one of them
+    (deals[0]; the caller places it) summing to ``total``, the others near it."""
+    while True:
+        a = rng.randint(1, TOP - 1)
+        b = rng.randint(a + 1, TOP)
+        total, deals = a + b, [(a, b)]
+        for _ in range(50 * n):
+            if len(deals) == n:
+                return deals, total
+            near = total + rng.choice(MISSES) * rng.choice((-1, 1))
+            lows = [x for x in range(1, TOP) if x < near - x <= TOP]
+            pair = (x := rng.choice(lows), near - x) if lows else None
+            if pair and pair not in deals:
+                deals.append(pair)
+
+
+def search_problem(rng: random.Random, n: int, span: tuple[int, int] | None = None) -> dict:
+    """A search over ``n`` deals, or over the deals ``span`` (first, last index) names."""
+    lo, hi = span or (0, n - 1)
+    deals, total = _deals(rng, n)
+    right, wrong = rng.randint(lo, hi), deals[1:]
+    rng.shuffle(wrong)
+    deals = wrong[:right] + [deals[0]] + wrong[right:]
+    names, (who, _) = rng.choice(GOODS), _who(rng)
+    where = f"one of deals ({LETTERS[lo]}) to ({LETTERS[hi]})" if span else "one deal"
+    question = (
+        f"{Deals(names, tuple(deals)).header()} {who} pays {total} coins for {where}. "
+        "Which deal is it?"
+    )
+    answer = f"{line(right, deals[right], total)}\n#### {LETTERS[right]}"
+    return {"question": question, "answer": answer}
+
+
+def small_problem(rng: random.Random) -> dict:
+    """The cold start's search: 2 or 3 candidates, a whole list or a span inside a longer one."""
+    width = rng.choice((2, 3))
+    if rng.random() < 0.5:
+        return search_problem(rng, width)
+    n = rng.randint(max(4, width + 1), MOST)
+    lo = rng.randint(0, n - width)
+    return search_problem(rng, n, (lo, lo + width - 1))
+
+
+def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
+    """``n`` distinct PlanWorld records of ``tier`` from ``split`` (splits never overlap).
+
+    >>> a = generate(3, "w4", "train", seed=7)
+    >>> a == generate(3, "w4", "train", seed=7), [len(parse_question(r["question"])[2]) for r in a]
+    (True, [4, 4, 4])
+    """
+    check_request(n, tier, split, TIERS)
+    rng = random.Random(f"planworld/{tier}/{split}/{seed}")
+    records, seen = [], set()
+    while len(records) < n:
+        if tier == "easy":
+            record = easy_problem(rng)
+        elif tier == "small":
+            record = small_problem(rng)
+        else:
+            record = search_problem(rng, TIER_WIDTHS[tier])
+        if record["question"] in seen or split_of(record["question"]) != split:
+            continue
+        seen.add(record["question"])
+        records.append(record)
+    return records
+
+
+# ------------------------------------------------------------------- reading a question back
+_DEAL_RE = re.compile(r"\(([A-Z])\) (\d+) and (\d+)")
+_ASK_RE = re.compile(r"pays (\d+) coins for (?:one deal|one of deals \(([A-Z])\) to \(([A-Z])\))\.")
+_LINE_RE = re.compile(r"\(([A-Z])\) (\d+)\+(\d+)=")
+_BLOCK_RE = re.compile(r"<Parallel>(.*?)(?:</Parallel>|$)", re.DOTALL)
+_PATH_RE = re.compile(r"<Path>(.*?)(?:</Path>|$)", re.DOTALL)
+
+
+def parse_question(question: str) -> tuple[list[tuple[int, int]], int, list[int]] | None:
+    """``(deals, total, candidates)`` of a search question (candidates: deal indices), else
+    ``None``.
+
+    >>> parse_question("(A) 4 and 9, (B) 6 and 8, (C) 5 and 7. Al pays 14 coins for one of "
+    ...                "deals (B) to (C). Which deal is it?")
+    ([(4, 9), (6, 8), (5, 7)], 14, [1, 2])
+    """
+    found, ask = _DEAL_RE.findall(question), _ASK_RE.search(question)
+    if not found or ask is None or "".join(j for j, _, _ in found) != LETTERS[: len(found)]:
+        return None
+    deals = [(int(a), int(b)) for _, a, b in found]
+    lo, hi = (LETTERS.index(ask[2]), LETTERS.index(ask[3])) if ask[2] else (0, len(deals) - 1)
+    return deals, int(ask[1]), list(range(lo, min(hi, len(deals) - 1) + 1))
+
+
+def solve(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> int | None:
+    """The one candidate that sums to ``total`` (``None`` unless exactly one does)."""
+    hits = [j for j in candidates if sum(deals[j]) == total]
+    return hits[0] if len(hits) == 1 else None
+
+
+def checked_deals(text: str) -> list[tuple[int, tuple[int, int]]]:
+    """Every deal a text checks, in order: ``(its letter's index, (the prices it adds))``."""
+    return [(LETTERS.index(j), (int(a), int(b))) for j, a, b in _LINE_RE.findall(text)]
+
+
+def block_shares(question: str, text: str) -> list[bool]:
+    """Per block of ``text``, whether its paths took distinct, correct shares: each path checks
+    one candidate, with that deal's own prices, and no two paths the same one (however many
+    paths the model planned); ``[]`` for a question that is not a search.
+
+    >>> q = generate(1, "w3", "test", seed=3)[0]["question"]
+    >>> block_shares(q, parallel_trace(*parse_question(q)))
+    [True]
+    >>> block_shares(q, "<Parallel><Path>(A) 1+2=3</Path><Path>(A) 1+2=3</Path></Parallel>")
+    [False]
+    """
+    parsed = parse_question(question)
+    if parsed is None:
+        return []
+    deals, _, candidates = parsed
+    verdicts = []
+    for block in _BLOCK_RE.findall(text):
+        firsts = [checked_deals(path)[:1] for path in _PATH_RE.findall(block)]
+        picks = [f[0] for f in firsts if f]
+        fine = len(picks) == len(firsts) and len({j for j, _ in picks}) == len(picks)
+        verdicts.append(fine and all(j in candidates and deals[j] == p for j, p in picks))
+    return verdicts
+
+
+def search_width(question: str) -> int:
+    """How many candidates a question's search has (0: not a search)."""
+    parsed = parse_question(question)
+    return len(parsed[2]) if parsed else 0
+
+
+# --------------------------------------------------------------------------- the three forms
+def parallel_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> str:
+    """The plan, one block of one path per candidate, a summary holding the letter.
+
+    >>> print(parallel_trace([(4, 9), (6, 8)], 14, [0, 1]))
+    Check (A), (B)
+    <Parallel><Path>(A) 4+9=13 vs 14 ✗</Path><Path>(B) 6+8=14 vs 14 ✓ B</Path></Parallel>
+    <Summary>B</Summary>
+    Final Answer: B
+    """
+    letter = LETTERS[solve(deals, total, candidates)]
+    paths = "".join(f"<Path>{line(j, deals[j], total)}</Path>" for j in candidates)
+    plan = plan_line([LETTERS[j] for j in candidates])
+    return (
+        f"{plan}\n<Parallel>{paths}</Parallel>\n<Summary>{letter}</Summary>\nFinal Answer: {letter}"
+    )
+
+
+def serial_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> str:
+    """The same plan and checks as one stream, stopping at the first ✓.
+
+    >>> print(serial_trace([(4, 9), (6, 8), (5, 7)], 14, [0, 1, 2]))
+    Check (A)-(C)
+    (A) 4+9=13 vs 14 ✗
+    (B) 6+8=14 vs 14 ✓ B
+    Final Answer: B
+    """
+    right = solve(deals, total, candidates)
+    checks = [line(j, deals[j], total) for j in candidates[: candidates.index(right) + 1]]
+    plan = plan_line([LETTERS[j] for j in candidates])
+    return "\n".join([plan, *checks, f"Final Answer: {LETTERS[right]}"])
+
+
+def _solved(question: str):
+    parsed = parse_question(question)
+    return parsed if parsed is not None and solve(*parsed) is not None else None
+
+
+def serial_solution(question: str, completion: str) -> str:
+    """The serial form of an item whose parallel trace is ``completion``."""
+    parsed = _solved(question)
+    return serial_trace(*parsed) if parsed else linearize(completion)
+
+
+def plain_completion(question: str, completion: str) -> str:
+    """The no-search solution: the right deal's check alone (a model can only guess it)."""
+    parsed = _solved(question)
+    if parsed is None:
+        return linearize(completion)
+    deals, total, candidates = parsed
+    right = solve(deals, total, candidates)
+    return linear_solution(f"{line(right, deals[right], total)}\n#### {LETTERS[right]}")
+
+
+def answer_mode(text: str) -> str:
+    """``"guess"`` for a completion that checks at most one deal and opens no block, else
+    ``"search"``."""
+    return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
+
+
+WORLD_VERSION = 1  # bump when the traces change: part of the teacher's name (cache key)
+
+
+@dataclass
+class PlanTeacher:
+    """PlanWorld's rule teacher: ``parallel_trace`` on search items, the plain solution on easy
+    ones (deterministic).
+
+    >>> rec = {"id": "p1", **generate(1, "small", seed=2)[0]}
+    >>> PlanTeacher().generate([{**rec, "answer_text": rec["answer"]}])[0]["text"][:6]
+    'Check '
+    """
+
+    seed: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        knobs = repr((WORLD_VERSION, MOST)).encode()
+        self.name = self.name or f"plan-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        return [self.trace(p) for p in problems]
+
+    def trace(self, problem: dict) -> dict:
+        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
+        parsed = _solved(problem["question"])
+        if parsed is not None:
+            return make_trace(problem, self.name, parallel_trace(*parsed))
+        try:
+            return make_trace(problem, self.name, linear_solution(problem.get("answer_text") or ""))
+        except ValueError as err:  # no '#### N' reference solution
+            return make_trace(problem, self.name, error=str(err))
+
+
+# PlanWorld's settings (docs/planworld.md): paths laid out by the model's plan (at most MOST), the
+# cold start on easy and small items only, both RL stages on the ten-deal items; its SFT starts
+# from WideWorld's base model (the same deals, the same pretraining text)
+WORLD = register(
+    World(
+        name="planworld",
+        title="PlanWorld",
+        generate=generate,
+        rule_teacher=PlanTeacher,
+        plain_solution=plain_completion,
+        serial_solution=serial_solution,
+        answer_mode=answer_mode,
+        block_splits=block_shares,
+        blockless_rows=True,
+        starts_from=("wideworld",),
+        tiers=TIERS,
+        tier_labels={
+            "easy": "one named deal, one step",
+            "small": "search 2 or 3 deals",
+            **{t: f"search {w} deals" for t, w in TIER_WIDTHS.items()},
+        },
+        checkpoints={"base": "data/wideworld-base"},
+        budgets={
+            "max_completion_length": 320,
+            "max_path_length": 32,
+            "num_paths": MOST,
+            "path_headers": True,
+            "header_style": "plan",
+        },
+        stages={2: "hard", 3: "hard"},
+        stage_presets=dict(eval_max_new_tokens=320, use_lora=False, learning_rate=1e-5),
+        variant_presets={"seen": dict(rollout="seen")},
+        sft_presets=dict(
+            source="planworld-easy+planworld-small",
+            use_lora=False,
+            learning_rate=1e-3,
+            train_n=8000,
+            num_train_epochs=2.0,
+            eval_max_new_tokens=320,
+        ),
+    )
+)
