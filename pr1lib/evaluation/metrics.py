@@ -23,6 +23,7 @@ import statistics
 from itertools import combinations
 from typing import Any, Callable, Iterable, Sequence
 
+from pr1lib import worlds
 from pr1lib.decoding.tokens import has_tags
 from pr1lib.evaluation.searchstats import mode_summary, sample_facts
 from pr1lib.format.grammar import END_PATH, PARALLEL, PATH, parallel_stats, parse
@@ -409,9 +410,11 @@ def batch_metrics(
     answer: Sequence[Any],
     grader: str = "project",
     sources: Sequence[Any] | None = None,
+    questions: Sequence[Any] | None = None,
 ) -> dict[str, float]:
     """What the dashboard plots for one batch, parsed exactly as the rewards parse it (same
-    grader; ``sources``: each completion's data source, for the official grader).
+    grader; ``sources``: each completion's data source, for the official grader; with
+    ``questions`` too, the blocks' shares where their world reads them: ``block_shape``).
 
     >>> block = "<Parallel><Path>a</Path><Path>b</Path></Parallel>\\n<Summary>s</Summary>\\n"
     >>> m = batch_metrics([block + "Final Answer: 2", "Final Answer: 3"], ["2", "2"])
@@ -431,7 +434,29 @@ def batch_metrics(
         out["block_position"] = statistics.fmean(positions)
     for mode in BASE_MODES:
         out[f"term/{mode}"] = round(sum(score_terms(t, mode) for t in parsed) / n, 6)
-    return out
+    return out | block_shape(completions, questions or [None] * len(completions), sources)
+
+
+def block_shape(
+    completions: Sequence[Any], questions: Sequence[Any], sources: Sequence[Any]
+) -> dict[str, float]:
+    """How wide a batch's blocks are (``mean_paths``) and, where the problems' world reads it
+    (``World.block_splits``), the share of blocks whose paths took distinct, correct shares
+    (``split_rate``); ``{}`` for a batch without blocks.
+
+    >>> block_shape(["<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel>"],
+    ...             [None], [None])
+    {'mean_paths': 3.0}
+    """
+    widths, splits = [], []
+    for completion, question, source in zip(completions, questions, sources):
+        text = completion_text(completion)
+        widths += [len(block.paths) for block in parse(text).blocks]
+        found = worlds.find_source(str(source)) if question and source else None
+        if found is not None and found[0].block_splits is not None:
+            splits += found[0].block_splits(str(question), text)
+    out = {"mean_paths": statistics.fmean(widths)} if widths else {}
+    return out | ({"split_rate": statistics.fmean(splits)} if splits else {})
 
 
 class Tracked:
@@ -454,6 +479,9 @@ class Tracked:
             sources = (
                 sources if isinstance(sources, list) and len(sources) == len(completions) else None
             )
-            for name, value in batch_metrics(completions, answer, self.grader, sources).items():
+            questions = kwargs.get("question")
+            questions = questions if sources is not None and isinstance(questions, list) else None
+            metrics = batch_metrics(completions, answer, self.grader, sources, questions)
+            for name, value in metrics.items():
                 log_metric(name, value)
         return self.reward(completions=completions, answer=answer, log_metric=log_metric, **kwargs)

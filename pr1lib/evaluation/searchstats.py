@@ -17,6 +17,7 @@ from typing import Any
 
 from pr1lib import worlds
 from pr1lib.data import evalsets
+from pr1lib.format.grammar import parse
 
 ANSWER_MODES = ("guess", "search")
 
@@ -34,6 +35,7 @@ def sample_facts(benchmark: str, question: str, text: str) -> dict[str, Any]:
         out["answer_mode"] = world.answer_mode(text)
     if world.block_splits is not None:
         out["splits"] = world.block_splits(question, text)
+        out["widths"] = [len(block.paths) for block in parse(text).blocks]
     return out
 
 
@@ -44,7 +46,8 @@ def _mean(values: list[float]) -> float | None:
 def mode_summary(rows: list[dict], grader: str) -> dict[str, Any]:
     """Per answer mode: its share of the samples, their accuracy under ``grader`` and their mean
     sequential decode steps (``answer_modes``); the share of opened blocks whose paths took their
-    shares (``split_rate``) beside their count (``n_blocks``). ``{}`` without the readings.
+    shares (``split_rate``) beside their count (``n_blocks``), and how wide they were
+    (``mean_paths``, ``paths_hist``: blocks per path count). ``{}`` without the readings.
 
     >>> row = {"k": 2, "correct_official": [True, False], "samples": [
     ...     {"answer_mode": "guess", "sequential_steps": 20, "splits": []},
@@ -73,4 +76,8 @@ def mode_summary(rows: list[dict], grader: str) -> dict[str, Any]:
     if any("splits" in s for _, s in pairs):
         splits = [float(x) for _, s in pairs for x in s.get("splits", [])]
         out.update(split_rate=_mean(splits), n_blocks=len(splits))
+    if any("widths" in s for _, s in pairs):
+        widths = [w for _, s in pairs for w in s.get("widths", [])]
+        out["mean_paths"] = _mean([float(w) for w in widths])
+        out["paths_hist"] = {w: widths.count(w) for w in sorted(set(widths))}
     return out

@@ -50,6 +50,7 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
             ("parallel_ratio", "parallel ratio"),
             ("valid_ratio", "tag validity"),
             ("block_position", "first block position"),
+            ("split_rate", "blocks on distinct, correct shares"),
         ],
     ),
     (
@@ -65,6 +66,10 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
+# panels drawn only when a run logs them (a world whose model plans its own blocks)
+OPTIONAL_PANELS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("block width", [("mean_paths", "paths per block")]),
+]
 KEEP = (
     "step",
     "epoch",
@@ -75,7 +80,7 @@ KEEP = (
     "reward",
     "reward_std",
     "step_time",
-    *(key for _, series in PANELS for key, _ in series),
+    *(key for _, series in PANELS + OPTIONAL_PANELS for key, _ in series),
 )
 
 
@@ -186,15 +191,17 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
     it, each series in its own fixed colour, dash and marker (``series_style``)."""
     from plotly.subplots import make_subplots
 
+    logged = [p for p in OPTIONAL_PANELS if any(key in r for key, _ in p[1] for r in rows)]
+    panels = PANELS + logged
     fig = make_subplots(
-        rows=len(PANELS),
+        rows=len(panels),
         cols=1,
         shared_xaxes=True,
-        subplot_titles=[name for name, _ in PANELS],
+        subplot_titles=[name for name, _ in panels],
         vertical_spacing=0.07,
     )
     steps = [r["step"] for r in rows]
-    for i, (_, series) in enumerate(PANELS):
+    for i, (_, series) in enumerate(panels):
         legend = "legend" if i == 0 else f"legend{i + 1}"
         top = fig.get_subplot(i + 1, 1).yaxis.domain[1]
         fig.update_layout({legend: dict(y=top, yanchor="top", x=1.01, font=dict(size=11))})
@@ -214,12 +221,12 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
             )
     fig.update_layout(
         title=title,
-        height=190 * len(PANELS) + 90,
+        height=190 * len(panels) + 90,
         margin=dict(t=70, b=40, l=50, r=20),
         hovermode="x unified",
     )
     fig.update_xaxes(**step_ticks(steps))
-    fig.update_xaxes(title_text="optimizer step", row=len(PANELS), col=1)
+    fig.update_xaxes(title_text="optimizer step", row=len(panels), col=1)
     return fig
 
 

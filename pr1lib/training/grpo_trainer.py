@@ -88,14 +88,16 @@ def trl_args(cfg: GRPOStageConfig, out_dir: str | Path, model_cfg: ModelConfig) 
 
 # ----------------------------------------------------------------------------- data
 def prompt_dataset(cfg: GRPOStageConfig, tokenizer: Any, prompt_style: str) -> Dataset:
-    """``Dataset[prompt, answer, data_source]`` of the stage's training problems (``cfg.source``);
-    TRL passes ``data_source`` to the rewards, which the official grader reads."""
+    """``Dataset[prompt, answer, data_source, question]`` of the stage's training problems
+    (``cfg.source``); TRL passes ``data_source`` to the rewards, which the official grader reads,
+    and ``question``, from which the dashboard reads a world's block shares."""
     records = load_source(cfg.source, "train", cfg.train_n, seed=cfg.seed)
     return Dataset.from_dict(
         {
             "prompt": [chat_prompt(r["question"], tokenizer, prompt_style) for r in records],
             "answer": [str(r["answer"]) for r in records],
             "data_source": [str(r.get("source", "")) for r in records],
+            "question": [r["question"] for r in records],
         }
     )
 
