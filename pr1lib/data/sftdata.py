@@ -16,6 +16,7 @@ import json
 import os
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 from datasets import Dataset, concatenate_datasets, load_from_disk
@@ -24,7 +25,8 @@ from pr1lib import worlds
 from pr1lib.data.coldstart import run_coldstart, save_dataset
 from pr1lib.config import ColdStartConfig, SFTStageConfig
 from pr1lib.data.sources import source_shares
-from pr1lib.format.grammar import PARALLEL, linearize, number_paths, serialize
+from pr1lib.format import plans
+from pr1lib.format.grammar import PARALLEL, linearize, number_paths, parse, serialize
 from pr1lib.format.prompts import chat_prompt
 from pr1lib.config.runtime import is_main_process
 
@@ -157,6 +159,24 @@ def sft_rows(dataset, tokenizer, max_length: int):
         rows["prompt"].append(prompt)
         rows["completion"].append(row["completion"])
     return Dataset.from_dict(rows), dropped
+
+
+def rows_widths(completions) -> dict[str, dict[int, int]]:
+    """How wide the searches in SFT rows are: ``blocks`` counts the rows' blocks per number of
+    paths, ``plans`` their plan lines (``format.plans``) per number of items (a serial arm's
+    rows hold plans and no block).
+
+    >>> rows_widths(["Check (A)-(C)\\n<Parallel><Path>a</Path><Path>b</Path><Path>c</Path>"
+    ...              "</Parallel>", "Check (A), (B)\\n(A) 1+2=3", "no search"])
+    {'blocks': {3: 1}, 'plans': {2: 1, 3: 1}}
+    """
+    blocks: Counter = Counter()
+    planned: Counter = Counter()
+    for text in completions:
+        blocks.update(len(block.paths) for block in parse(text).blocks)
+        found = (plans.plan_items(line) for line in text.splitlines())
+        planned.update(len(items) for items in found if items)
+    return {"blocks": dict(sorted(blocks.items())), "plans": dict(sorted(planned.items()))}
 
 
 def save_rows(rows, run_dir: Path) -> Path:

@@ -38,6 +38,7 @@ from pr1lib.config.runtime import is_main_process, set_threads
 from pr1lib.data.sftdata import (  # noqa: F401 - the data steps, also reached as sft.NAME
     build_coldstart,
     load_coldstart,
+    rows_widths,
     save_rows,
     sft_rows,
     with_plain_share,
@@ -356,6 +357,7 @@ def _run_facts(cfg, model_cfg, trainer, rows, dropped, train_out, train_seconds,
         "load_in_4bit": model_cfg.load_in_4bit,
         "use_lora": model_cfg.use_lora,
         "train_rows": len(rows),
+        "row_widths": rows_widths(rows["completion"]),  # the searches its rows hold
         "dropped_too_long": dropped,
         "data_hash": data_hash(rows),
         "steps": trainer.state.global_step,

@@ -7,8 +7,10 @@ A problem lists lettered deals (WideWorld's ``Deals``) and asks which one a pric
 Exactly one candidate sums to the total. The tiers differ only in how many candidates there are:
 
 - ``easy``: WideWorld's forward items on one named deal (its sum, a difference, a check);
-- ``small``: the cold start's searches, 2 or 3 candidates: half are whole lists of 2 or 3 deals,
-  half a span of 2 or 3 deals inside a list of 4 to 10 (so plans and paths name letters past C);
+- ``small``: the cold start's searches, plans of 2 or 3 deals, in three kinds: a whole list of 2
+  or 3 deals; a span of 2 or 3 deals inside a list of 4 to 10 (so plans and paths name letters
+  past C); a list of 4 to 10 deals whose answer lies in (A) to (C), searched there only (a
+  partial plan: the teacher's plans never name more than ``PLANNED`` deals);
 - ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals.
 
 Every searching form opens with the model's plan (``pr1lib.format.plans``), ``Check (A)-(C)``:
@@ -46,6 +48,7 @@ from pr1lib.worlds.wideworld import GOODS, MISSES, NO, OK, TOP, Deals, _who, eas
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
 TIERS = ("easy", "small", *TIER_WIDTHS)
 MOST = 10  # deals in the longest list (A)..(J): the widest plan
+PLANNED = 3  # the teacher's plans name at most this many deals: the first ones of a longer list
 
 
 def line(j: int, pair: tuple[int, int], total: int) -> str:
@@ -77,11 +80,14 @@ def _deals(rng: random.Random, n: int) -> tuple[list[tuple[int, int]], int]:
                 deals.append(pair)
 
 
-def search_problem(rng: random.Random, n: int, span: tuple[int, int] | None = None) -> dict:
-    """A search over ``n`` deals, or over the deals ``span`` (first, last index) names."""
+def search_problem(
+    rng: random.Random, n: int, span: tuple[int, int] | None = None, lead: int | None = None
+) -> dict:
+    """A search over ``n`` deals, or over the deals ``span`` (first, last index) names; ``lead``:
+    the answer lies among the first ``lead`` deals (a partial plan finds it)."""
     lo, hi = span or (0, n - 1)
     deals, total = _deals(rng, n)
-    right, wrong = rng.randint(lo, hi), deals[1:]
+    right, wrong = rng.randint(lo, hi if lead is None else lead - 1), deals[1:]
     rng.shuffle(wrong)
     deals = wrong[:right] + [deals[0]] + wrong[right:]
     names, (who, _) = rng.choice(GOODS), _who(rng)
@@ -95,11 +101,14 @@ def search_problem(rng: random.Random, n: int, span: tuple[int, int] | None = No
 
 
 def small_problem(rng: random.Random) -> dict:
-    """The cold start's search: 2 or 3 candidates, a whole list or a span inside a longer one."""
-    width = rng.choice((2, 3))
-    if rng.random() < 0.5:
+    """The cold start's search: a whole list of 2 or 3 deals, a span of 2 or 3 inside a longer
+    list, or a longer list whose answer lies in its first ``PLANNED`` deals."""
+    kind, width = rng.randrange(3), rng.choice((2, 3))
+    if kind == 0:
         return search_problem(rng, width)
-    n = rng.randint(max(4, width + 1), MOST)
+    n = rng.randint(PLANNED + 1, MOST)
+    if kind == 2:
+        return search_problem(rng, n, lead=PLANNED)
     lo = rng.randint(0, n - width)
     return search_problem(rng, n, (lo, lo + width - 1))
 
@@ -227,8 +236,14 @@ def serial_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]
 
 
 def _solved(question: str):
+    """``(deals, total, planned)`` of a question whose teacher plan finds the answer: the
+    candidates, or the first ``PLANNED`` of them (``None``: not a search, or no plan finds it)."""
     parsed = parse_question(question)
-    return parsed if parsed is not None and solve(*parsed) is not None else None
+    if parsed is None:
+        return None
+    deals, total, candidates = parsed
+    planned = candidates[:PLANNED]
+    return (deals, total, planned) if solve(deals, total, planned) is not None else None
 
 
 def serial_solution(question: str, completion: str) -> str:
@@ -239,11 +254,11 @@ def serial_solution(question: str, completion: str) -> str:
 
 def plain_completion(question: str, completion: str) -> str:
     """The no-search solution: the right deal's check alone (a model can only guess it)."""
-    parsed = _solved(question)
-    if parsed is None:
+    parsed = parse_question(question)
+    right = solve(*parsed) if parsed is not None else None
+    if right is None:
         return linearize(completion)
-    deals, total, candidates = parsed
-    right = solve(deals, total, candidates)
+    deals, total, _ = parsed
     return linear_solution(f"{line(right, deals[right], total)}\n#### {LETTERS[right]}")
 
 
@@ -253,7 +268,7 @@ def answer_mode(text: str) -> str:
     return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
 
 
-WORLD_VERSION = 1  # bump when the traces change: part of the teacher's name (cache key)
+WORLD_VERSION = 2  # bump when the traces change: part of the teacher's name (cache key)
 
 
 @dataclass
