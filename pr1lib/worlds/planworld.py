@@ -9,8 +9,8 @@ Exactly one candidate sums to the total. The tiers differ only in how many candi
 - ``easy``: WideWorld's forward items on one named deal (its sum, a difference, a check);
 - ``small``: the cold start's searches, plans of 2 or 3 deals, in three kinds: a whole list of 2
   or 3 deals; a span of 2 or 3 deals inside a list of 4 to 10 (so plans and paths name letters
-  past C); a list of 4 to 10 deals whose answer lies in (A) to (C), searched there only (a
-  partial plan: the teacher's plans never name more than ``PLANNED`` deals);
+  past C); a list of 4 to 10 deals searched in its first 2 or 3 (``plan_width``), where the answer
+  lies (a partial plan: the teacher's plans never name more than ``PLANNED`` deals);
 - ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals.
 
 Every searching form opens with the model's plan (``pr1lib.format.plans``), ``Check (A)-(C)``:
@@ -107,8 +107,10 @@ def small_problem(rng: random.Random) -> dict:
     if kind == 0:
         return search_problem(rng, width)
     n = rng.randint(PLANNED + 1, MOST)
-    if kind == 2:
-        return search_problem(rng, n, lead=PLANNED)
+    while kind == 2:  # a long list whose teacher plan (its first 2 or 3 deals) finds the answer
+        record = search_problem(rng, n, lead=PLANNED)
+        if _solved(record["question"]) is not None:
+            return record
     lo = rng.randint(0, n - width)
     return search_problem(rng, n, (lo, lo + width - 1))
 
@@ -235,6 +237,12 @@ def serial_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]
     return "\n".join([plan, *checks, f"Final Answer: {LETTERS[right]}"])
 
 
+def plan_width(question: str) -> int:
+    """How many deals the teacher's partial plan of a long list names: 2 or 3, fixed by the
+    question (so plans on long lists vary in width, and a model that imitates them does too)."""
+    return 2 + hashlib.sha256(question.encode()).digest()[0] % 2
+
+
 def _solved(question: str):
     """``(deals, total, planned)`` of a question whose teacher plan finds the answer: the
     candidates, or the first ``PLANNED`` of them (``None``: not a search, or no plan finds it)."""
@@ -242,7 +250,7 @@ def _solved(question: str):
     if parsed is None:
         return None
     deals, total, candidates = parsed
-    planned = candidates[:PLANNED]
+    planned = candidates if len(candidates) <= PLANNED else candidates[: plan_width(question)]
     return (deals, total, planned) if solve(deals, total, planned) is not None else None
 
 
@@ -268,7 +276,7 @@ def answer_mode(text: str) -> str:
     return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
 
 
-WORLD_VERSION = 2  # bump when the traces change: part of the teacher's name (cache key)
+WORLD_VERSION = 3  # bump when the traces change: part of the teacher's name (cache key)
 
 
 @dataclass
