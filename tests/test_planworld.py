@@ -63,7 +63,7 @@ def test_the_three_forms_share_the_plan_the_checks_and_the_answer():
     parsed = pw.parse_question(record["question"])
     parallel, serial = pw.parallel_trace(*parsed), pw.serial_trace(*parsed)
     plain = pw.plain_completion(record["question"], parallel)
-    assert parallel.splitlines()[0] == serial.splitlines()[0] == "Check (A)-(D)"
+    assert parallel.splitlines()[0] == serial.splitlines()[0] == "Check (A), (B), (C), (D)"
     assert pw.serial_solution(record["question"], parallel).startswith("Check (A)")
     assert validate(parallel) == [] and "<Path>" not in serial + plain
     answer = parallel.splitlines()[-1]

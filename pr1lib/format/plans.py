@@ -27,16 +27,16 @@ _LIST_RE = re.compile(rf"^{PLAN_WORD} \(([A-Z])\)((?:, \([A-Z]\))+)$")
 _LABEL_RE = re.compile(r"\(([A-Z])\)")
 
 
-def plan_line(items: list[str]) -> str:
+def plan_line(items: list[str], span: bool = True) -> str:
     """The plan line for ``items`` (letters): a span when they are three or more letters in a
-    row, else a list.
+    row (and ``span``), else a list.
 
-    >>> plan_line(["C", "D", "E"]), plan_line(["A", "B"])
-    ('Check (C)-(E)', 'Check (A), (B)')
+    >>> plan_line(["C", "D", "E"]), plan_line(["A", "B"]), plan_line(["C", "D", "E"], span=False)
+    ('Check (C)-(E)', 'Check (A), (B)', 'Check (C), (D), (E)')
     """
     first = LETTERS.index(items[0])
     contiguous = list(items) == list(LETTERS[first : first + len(items)])
-    if len(items) >= 3 and contiguous:
+    if span and len(items) >= 3 and contiguous:
         return f"{PLAN_WORD} ({items[0]})-({items[-1]})"
     return f"{PLAN_WORD} " + ", ".join(f"({item})" for item in items)
 

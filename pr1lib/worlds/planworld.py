@@ -48,6 +48,9 @@ from pr1lib.worlds.wideworld import GOODS, MISSES, NO, OK, TOP, Deals, _who, eas
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
 TIERS = ("easy", "small", *TIER_WIDTHS)
 MOST = 10  # deals in the longest list (A)..(J): the widest plan
+# the teacher writes its plans as lists, item by item: a width is then a run of "one more item?"
+# choices a model can extend one at a time, not one end letter to jump (docs/planworld.md)
+SPANS = False
 PLANNED = 3  # the teacher's plans name at most this many deals: the first ones of a longer list
 
 
@@ -216,7 +219,7 @@ def parallel_trace(deals: list[tuple[int, int]], total: int, candidates: list[in
     """
     letter = LETTERS[solve(deals, total, candidates)]
     paths = "".join(f"<Path>{line(j, deals[j], total)}</Path>" for j in candidates)
-    plan = plan_line([LETTERS[j] for j in candidates])
+    plan = plan_line([LETTERS[j] for j in candidates], span=SPANS)
     return (
         f"{plan}\n<Parallel>{paths}</Parallel>\n<Summary>{letter}</Summary>\nFinal Answer: {letter}"
     )
@@ -226,14 +229,14 @@ def serial_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]
     """The same plan and checks as one stream, stopping at the first ✓.
 
     >>> print(serial_trace([(4, 9), (6, 8), (5, 7)], 14, [0, 1, 2]))
-    Check (A)-(C)
+    Check (A), (B), (C)
     (A) 4+9=13 vs 14 ✗
     (B) 6+8=14 vs 14 ✓ B
     Final Answer: B
     """
     right = solve(deals, total, candidates)
     checks = [line(j, deals[j], total) for j in candidates[: candidates.index(right) + 1]]
-    plan = plan_line([LETTERS[j] for j in candidates])
+    plan = plan_line([LETTERS[j] for j in candidates], span=SPANS)
     return "\n".join([plan, *checks, f"Final Answer: {LETTERS[right]}"])
 
 
@@ -276,7 +279,7 @@ def answer_mode(text: str) -> str:
     return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
 
 
-WORLD_VERSION = 3  # bump when the traces change: part of the teacher's name (cache key)
+WORLD_VERSION = 4  # bump when the traces change: part of the teacher's name (cache key)
 
 
 @dataclass
