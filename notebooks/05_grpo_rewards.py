@@ -121,8 +121,23 @@ for mode in ("parallel_correct", "tiered"):
 assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
 
 # %% [markdown]
-# Only `structure` is fooled by anything here: it pays +1 for `empty_paths` and
-# `answer_only_in_path`, because it never looks at the answer. The paper does not name the reward
+# Which rewards pay for a completion whose answer is wrong (its `accuracy` is -1)? The cell prints,
+# for each parallel-aware reward, the hacks it pays, and what `structure` gives `empty_paths`.
+
+# %%
+wrong = hacks[hacks["accuracy"] < 0]
+fooled = {m: list(wrong.index[wrong[m] > 0]) for m in aware.columns.tolist() + ["structure"]}
+for mode, names in fooled.items():
+    print(f"{mode:>16} pays for a wrong answer in: {', '.join(names) or 'none'}")
+print(f"       structure gives empty_paths {hacks.loc['empty_paths', 'structure']:+.1f}")
+assert not fooled["parallel_correct"] and not fooled["tiered"] and fooled["structure"]
+assert hacks.loc["empty_paths", "structure"] < 0  # the strict validator rejects an empty path
+
+# %% [markdown]
+# Only `structure` is fooled: it pays +1 for every wrong-answer hack the lines above list
+# (`answer_only_in_path` and the several-candidate tricks), because it never looks at the answer.
+# It still refuses a malformed block: `empty_paths` gets -1.0, since the strict validator rejects
+# a path with nothing in it. The paper does not name the reward
 # of its "parallel only" arm (Table 4); this project runs that arm as the tiered reward on every
 # step, which the paper's 80.3 % blocks (not ~100 %) fit better than the strict parallel-and-correct
 # one ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as
