@@ -356,8 +356,10 @@ should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)"
 # - `path_headers=True` opens each path with its number, `(1) ` and `(2) `
 #   (`format.grammar.number_paths`). Under the unseen mask a path cannot see its sibling, so nothing
 #   tells it which half of the search is its own; notebook 03 shows the shipped unseen SFT's two
-#   paths often starting from the same price. The numbers are the project's fix for that, also
-#   measured in `study controls`.
+#   paths often starting from the same price. The numbers are a remedy the project tried for that,
+#   and it did not pay here: the forced block gains less with them, and the numbered unseen arm of
+#   `study controls` ends below plain SFT (notebook 03 section 7 has the numbers;
+#   [docs/tinyworld.md](../docs/tinyworld.md#parallel-or-just-more-search)).
 
 # %%
 from datasets import Dataset
