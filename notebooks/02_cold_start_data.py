@@ -236,6 +236,13 @@ display(table.style.format({"kept": "{:,.0f}", **shares}, na_rep="–"))
 coldstart.plot_yield(table).show()
 
 # %% [markdown]
+# The `too_long` column counts the token budget with the tiny model's own tokenizer
+# (`coldstart.budget_tokenizer`). The command `python -m pr1lib coldstart` estimates 4 characters
+# per token unless given `--exact-budget`, so on real GSM8K it keeps the few long solutions this
+# table rejects; [docs/results.md](../docs/results.md#the-tiny-profile-stage-by-stage) holds
+# both counts.
+
+# %% [markdown]
 # ## 6. The SFT set
 #
 # The kept rows become a `datasets.Dataset` in TRL's prompt–completion form. `prompt` is the user
