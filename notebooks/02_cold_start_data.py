@@ -193,9 +193,9 @@ print(
 # unfiltered 7.47k rows and 5.91k rows that passed its format check. No check of the answers against
 # GSM8K's gold was found in the official code (a row's answer is read from the teacher's own text),
 # and whether the filtered release checked them is not known (docs/recipe.md#4-cold-start-data).
-# Which set trained which variant the paper does not say; from the SFT step counts we infer (our
-# reading, docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones for the
-# unseen.
+# Which set trained which variant the paper does not say; the step counts suggest the unfiltered
+# rows for the seen SFT and the filtered ones for the unseen, an inference recorded in one place,
+# [docs/recipe.md](../docs/recipe.md#4-cold-start-data).
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)

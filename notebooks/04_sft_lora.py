@@ -82,9 +82,9 @@ print("main line:", WORLD.title if WORLD else "the profile's own data",
 # ## 1. The recipe
 #
 # The paper fine-tunes Qwen3-4B-Base on its Parallel-GSM8K set: 58 optimizer steps for the seen
-# variant and 230 for unseen. Which rows those steps covered it does not say; they fit one epoch of
-# the unfiltered 7.47k rows at global batch 128 (7,473 / 128 ≈ 58) and five epochs of the 5.91k
-# format-filtered rows (5 × 46), which is our inference (docs/recipe.md#4-cold-start-data). AdamW
+# variant and 230 for unseen. Which rows those steps covered it does not say; the inference (the
+# unfiltered rows for seen, the format-filtered ones for unseen) and its arithmetic are in
+# [docs/recipe.md](../docs/recipe.md#4-cold-start-data). AdamW
 # with lr 1e-5, betas (0.9, 0.95), weight decay 0.01, cosine decay after a 10 % warm-up, sequences
 # up to 4,096 tokens. The loss is cross-entropy on the **response tokens only**, averaged per sample
 # and then over samples (its micro-batches hold one sample each). The end-of-text token is appended
