@@ -182,7 +182,8 @@ budgets
 from pr1lib.notebook import budget
 
 plan = budget.sft_notebook_plan("colab")
-print(f"notebook 04 on one T4, computed: {budget.total_minutes(plan)} minutes ({budget.T4})")
+print(f"notebook 04 on one T4, computed: {budget.total_minutes(plan)} minutes")
+print(budget.T4)  # the assumptions behind every number of the table
 pd.DataFrame(plan).T
 
 # %% [markdown]
