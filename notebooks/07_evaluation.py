@@ -143,7 +143,7 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # |---|---|
 # | base | the profile's model (tags added, untrained) |
 # | Parallel-SFT-Seen / -Unseen | notebook 04, `python -m pr1lib sft --variant seen\|unseen` |
-# | GRPO + RL on GSM8K (plain) | notebook 06 §5, `pr1lib grpo --stage all --variant plain`|
+# | plain GRPO, no tags (paper: "+ RL on GSM8K"; a world: easy, then hard) | notebook 06 §5 |
 # | Parallel-R1-Seen | notebook 06 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
 # | Parallel-R1-Unseen (S1) | `python -m pr1lib grpo --stage 3 --variant unseen --reward accuracy` |
 # | Parallel-R1-Unseen (S2) | notebook 06 §6, `python -m pr1lib grpo --stage 3 --variant unseen` |
@@ -218,7 +218,7 @@ from pr1lib.evaluation.headline import loaded_label
 from pr1lib.evaluation.paper import for_display, side_by_side
 
 MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size
-table = side_by_side(ours, MODEL)
+table = side_by_side(ours, MODEL, world=NB.world)  # a world's rows say what ran there
 print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
 for_display(table)
 
@@ -227,7 +227,7 @@ for_display(table)
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = headline_table(ours, MODEL)
+headline = headline_table(ours, MODEL, world=NB.world)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
          f"ours = {MODEL} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
 write_headline(headline, title)
