@@ -43,6 +43,7 @@ import torch
 
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.decoding import decode
+from pr1lib.decoding.clock import OFF
 from pr1lib.decoding.kvcache import Streams
 from pr1lib.decoding.regroup import _Row, _Rows
 from pr1lib.decoding.rowcache import RowStreams
@@ -135,6 +136,7 @@ class Engine(_Rows):
         config: RolloutConfig,
         generator: torch.Generator | None,
         cache: str | None = None,
+        clock: Any = None,
     ):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
@@ -156,25 +158,30 @@ class Engine(_Rows):
         ]
         self.streams = pick_streams(model, config, cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
+        self.clock = clock or OFF  # pr1lib.decoding.clock: seconds per phase, when one is given
 
     # -- the loop ---------------------------------------------------------------------------
     @torch.no_grad()
     def run(self, prompts: Sequence[Sequence[int]]) -> list[Rollout]:
-        """Every prompt's sample, in order."""
-        self.samples = [Rollout(list(p)) for p in prompts]
-        self.rows = [_Row(sample=i) for i in range(len(prompts))]
-        logits = self.streams.prefill(prompts, self.pad)  # (R, V)
-        self.place()
-        self.steps = 0
-        while True:
-            self.decide(logits)
-            self.regroup()
-            if not self.rows:
-                break
-            logits = self.advance()  # (R, V), the rows' logical order
-        getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
-        for s in self.samples:
-            self.finalize(s)
+        """Every prompt's sample, in order (``self.clock`` times the phases)."""
+        clock = self.clock
+        with clock.run(len(prompts)):
+            self.samples = [Rollout(list(p)) for p in prompts]
+            self.rows = [_Row(sample=i) for i in range(len(prompts))]
+            with clock.part("prefill"):
+                logits = self.streams.prefill(prompts, self.pad)  # (R, V)
+            self.place()
+            self.steps = 0
+            while True:
+                with clock.part("sample"):
+                    self.decide(logits)
+                self.regroup()
+                if not self.rows:
+                    break
+                logits = self.advance()  # (R, V), the rows' logical order
+            getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
+            for s in self.samples:
+                self.finalize(s)
         return self.samples
 
     def decide(self, logits: torch.Tensor) -> None:
