@@ -216,7 +216,7 @@ plots.pass_at_k_figure(curves, "TinyWorld base, hard items: some sample is often
 from pr1lib.notebook.expect import should_see
 
 gap = sampled["pass_at_k"] - sampled["accuracy"]
-should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE)
+should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE);
 
 # %% [markdown]
 # Why does one answer not find the pair more often, when checking a guess is one addition? Read
@@ -242,7 +242,7 @@ pd.DataFrame({"samples": [len(guesses), len(wrong)],
 
 # %%
 should_see("TinyWorld base, hard: share of wrong answers whose check says ✓",
-           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE)
+           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE);
 
 # %% [markdown]
 # ## 4. Why a block can pay here: the verification gap

@@ -54,6 +54,28 @@ def test_committed_twin_shows_a_learner_nothing_broken(path):
     assert not problems, f"{path.stem}: {problems[:3]}: rerun `make outputs` in a fresh clone"
 
 
+def _echoes_a_check(source: str) -> bool:
+    """A cell that ends with a bare ``should_see(...)`` call and no ``;``: IPython shows its
+    True / False under the check's own line."""
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # a cell with IPython magics: not a check cell
+        return False
+    last = body[-1] if body else None
+    bare = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+    named = bare and getattr(last.value.func, "id", "") == "should_see"
+    return named and not source.rstrip().endswith(";")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_cell_echoes_the_true_of_a_check(path):
+    cells = [c.source for c in read(path).cells if c.cell_type == "code"]
+    echo = [i for i, source in enumerate(cells) if _echoes_a_check(source)]
+    assert not echo, f"{path.stem}: code cells {echo} end with should_see(...): end it with ';'"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_ipynb_twin_opens_with_its_kernel(path):
     twin = read(path.with_suffix(".ipynb"))
