@@ -210,3 +210,10 @@ def test_every_figure_a_plot_helper_returns_names_what_its_y_axis_measures():
         if (axes := plots.untitled_y_axes(fig))
     }
     assert untitled == {}, f"figures with a panel whose y-axis has no title: {untitled}"
+
+
+def test_a_schedule_preview_says_its_steps_are_not_trained_yet():
+    from pr1lib.notebook.panel import PanelState, schedule_figure
+
+    title = schedule_figure(PanelState(reward="accuracy", steps=3, start=5)).layout.title.text
+    assert title == "steps 6-8 (not trained yet), reward schedule: accuracy"

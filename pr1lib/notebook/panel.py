@@ -265,11 +265,7 @@ def active_modes(state: PanelState) -> list[str]:
 
 def schedule_figure(state: PanelState, title: str | None = None):
     """A strip of bars, one per upcoming step (TRL's 1-based log rows), coloured by its reward;
-    the default title says these steps are a preview, not trained yet.
-
-    >>> schedule_figure(PanelState(reward="accuracy", steps=3, start=5)).layout.title.text
-    'steps 6-8 (not trained yet), reward schedule: accuracy'
-    """
+    the default title says these steps are a preview: ``steps 6-8 (not trained yet), ...``."""
     import plotly.graph_objects as go
 
     modes = active_modes(state)
