@@ -216,7 +216,7 @@ plots.pass_at_k_figure(curves, "TinyWorld base, hard items: some sample is often
 from pr1lib.notebook.expect import should_see
 
 gap = sampled["pass_at_k"] - sampled["accuracy"]
-should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE)
+should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE);
 
 # %% [markdown]
 # Why does one answer not find the pair more often, when checking a guess is one addition? Read
@@ -242,7 +242,7 @@ pd.DataFrame({"samples": [len(guesses), len(wrong)],
 
 # %%
 should_see("TinyWorld base, hard: share of wrong answers whose check says ✓",
-           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE)
+           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE);
 
 # %% [markdown]
 # ## 4. Why a block can pay here: the verification gap
@@ -345,7 +345,7 @@ pd.DataFrame([{
     "heads": cfg.num_attention_heads, "MLP": cfg.intermediate_size,
     "context": cfg.max_position_embeddings, "vocab": cfg.vocab_size,
     "safetensors (MB)": round(weights.stat().st_size / 2**20, 2),
-}], index=["tinyworld-base, tiny-base"])
+}], index=["both base models (TinyWorld, TinyGSM)"])
 
 # %% [markdown]
 # ## 7. How the base models were made
@@ -374,8 +374,8 @@ pd.DataFrame([{"steps": r["steps"], "minutes": round(r["train_time_s"] / 60, 1),
               for r in runs.values()], index=list(runs))
 
 # %% tags=["report"]
-curve = pd.concat([pd.read_csv(project_data_dir() / c / "loss.csv").assign(model=c)
-                   for c in CARDS.values()])
+curve = pd.concat([pd.read_csv(project_data_dir() / c / "loss.csv").assign(model=f"{w} base")
+                   for w, c in CARDS.items()])  # the legend names each model by its world
 fig = px.line(curve, x="step", y="loss", color="model", log_y=True, width=720, height=400,
               title="Pretraining loss of both base models (solution tokens)",
               labels={"step": "training step", "loss": "loss (log scale)"})

@@ -350,7 +350,7 @@ rows, _ = sft.sft_rows(styled, AutoTokenizer.from_pretrained(shipped), WORLD_SFT
 ours, theirs = sft.data_hash(rows), json.loads((shipped / "card.json").read_text())["data_hash"]
 print(f"{len(rows)} rows: data hash {ours}; the card of {shown(shipped)}: {theirs}")
 should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)",
-           int(ours == theirs), PROFILE)
+           int(ours == theirs), PROFILE);
 
 # %% [markdown]
 # **Two other styles of the same rows.** This project adds two switches of `SFTStageConfig`, both

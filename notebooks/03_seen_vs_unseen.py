@@ -406,7 +406,7 @@ for label in ("split", "collided"):
 
 # %%
 should_see("unseen SFT, forked: share of blocks whose paths start from the same price", same,
-           PROFILE)
+           PROFILE);
 
 # %% [markdown]
 # ## 8. Why forking is fast
@@ -515,7 +515,7 @@ print(f"{len(wide_items)} forced blocks: every path on its own deal in {split_ra
 should_see("WideWorld unseen SFT, forked: share of blocks whose paths take their own deal",
            split_rate, PROFILE)
 should_see("WideWorld unseen SFT: forked steps over the same tokens in one stream",
-           forked_steps / serial_steps, PROFILE)
+           forked_steps / serial_steps, PROFILE);
 
 # %% [markdown]
 # You should see: nearly every block splits the search as its letters say, and the nine paths

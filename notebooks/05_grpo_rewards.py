@@ -248,6 +248,7 @@ for col, knob, rows in ((1, "tiered_steps", dose[dose.bonus == 0.2]),
     for key, colour in (("parallel_ratio", "#E69F00"), ("accuracy", "#0072B2")):
         fig.add_scatter(x=rows[knob], y=100 * rows[key], name=key, row=1, col=col,
                         marker_color=colour, showlegend=col == 1)
+fig.update_yaxes(title="share of held-out samples (%)", col=1)
 fig.update_layout(height=340, title="TinyWorld easy items after Stage 2: held-out samples (%)")
 fig
 

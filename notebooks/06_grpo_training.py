@@ -479,11 +479,14 @@ for col, v in enumerate(CARDS, start=1):
         fig.add_bar(x=ratio.index, y=ratio, name=f"seed {s}", legendgroup=f"seed {s}",
                     marker_color=qualitative.Plotly[s], showlegend=col == 1,
                     row=1, col=col)
-    paper4 = pd.DataFrame(easy[v, 0]["numbers"]["ablation"]).set_index("arm")
-    fig.add_bar(x=paper4.index, y=paper4["paper_parallel_ratio_%"], name="paper, Table 4",
-                marker_color="black", showlegend=col == 1, row=1, col=col)
+    if v == "unseen":  # the paper's Table 4 is its unseen variant: its bars go in that panel only
+        paper4 = pd.DataFrame(easy[v, 0]["numbers"]["ablation"]).set_index("arm")
+        fig.add_bar(x=paper4.index, y=paper4["paper_parallel_ratio_%"], name="paper, Table 4",
+                    marker_color="black", row=1, col=col)
+fig.update_yaxes(title="share of samples with a block (%)", col=1)
+fig.update_xaxes(title="reward arm")
 fig.update_layout(title="TinyWorld easy items: parallel ratio by reward arm (%, T = 1)",
-                  barmode="group", height=360)
+                  barmode="group", height=380)
 fig
 
 # %% [markdown]
@@ -526,7 +529,8 @@ long_runs  # hard tier: mean@8 at T = 1 on 300 held-out problems, greedy beside 
 import plotly.graph_objects as go
 
 fig = go.Figure(layout=dict(title="TinyWorld, hard tier: mean@8 at T = 1 (%), per seed",
-                            barmode="group", height=340, xaxis_title="seed"))
+                            barmode="group", height=340, xaxis_title="seed",
+                            yaxis_title="mean@8 (%)"))
 for v, rows in long_runs.groupby(level=0):
     seeds = [f"seed {s}" for s in rows.index.get_level_values(1)]
     fig.add_bar(x=seeds, y=100 * rows["start"], name=f"{v}: start")

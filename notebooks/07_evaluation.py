@@ -67,6 +67,10 @@ from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
+import transformers
+
+transformers.utils.logging.disable_progress_bar()  # a loading bar per checkpoint: nothing to read
+
 # %% [markdown]
 # ## 1. What this profile evaluates
 #

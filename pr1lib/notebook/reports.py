@@ -71,6 +71,15 @@ def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
     return frame.dropna(axis=1, how="all")  # columns a world does not measure
 
 
+def _world_title(world: str | None) -> str:
+    """How a chart's title names the held-out items of ``world`` (``None``: no world)."""
+    if not world:
+        return "Held-out hard"
+    from pr1lib import worlds
+
+    return f"{worlds.get(world).title} hard"
+
+
 def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -110,6 +119,7 @@ def headline_figure(search: dict[str, Any], split: dict[str, Any]):
     for trace in controls_bars(search).data:
         fig.add_trace(trace.update(legendgroup="bars"), row=1, col=1)
     colours = {"serial": "#d62728", "seen": "#9467bd", "unseen": "#1f77b4", "unseen-s3": "#17becf"}
+    styles = {arm: ARM_STYLE.get(arm, {}) for arm in colours}
     for r in split["rows"]:
         if r["arm"] not in colours:
             continue
@@ -119,12 +129,13 @@ def headline_figure(search: dict[str, Any], split: dict[str, Any]):
             y=list(caps.values()),
             mode="lines+markers",
             name=f"WideWorld {r['arm']}",
-            line=dict(color=colours[r["arm"]]),
+            line=dict(color=colours[r["arm"]], **styles[r["arm"]].get("line", {})),
+            marker=styles[r["arm"]].get("marker"),
             row=1,
             col=2,
         )
-    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title="mean@8", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title="mean@8 within the cap", row=1, col=2)
     ticks = [16, 32, 64, 128, 256]
     fig.update_xaxes(
         title="sequential decode steps allowed", type="log", tickvals=ticks, row=1, col=2
@@ -215,16 +226,30 @@ def controls_bars(table: dict[str, Any], title: str = "TinyWorld hard problems, 
     return fig
 
 
+# arms whose lines would otherwise lie on top of each other: their own dash and marker
+ARM_STYLE = {"unseen-s3": dict(line=dict(dash="dash"), marker=dict(symbol="square", size=9))}
+
+
 def controls_figure(table: dict[str, Any]):
     """Accuracy against a cap on sequential decode steps, one line per arm (a sample counts when
     it is right and fits the cap): where the same search, decoded as parallel paths, finishes
-    sooner than written out in one stream."""
+    sooner than written out in one stream. The title names the table's world.
+
+    >>> row = {"arm": "unseen-s3", "accuracy_at_steps": {"16": 0.5}}
+    >>> f = controls_figure({"world": "wideworld", "rows": [row]})
+    >>> f.layout.title.text.split(":")[0], f.data[0].line.dash
+    ('WideWorld hard', 'dash')
+    """
     fig = go.Figure()
     for r in table["rows"]:
         caps = {int(c): v for c, v in r["accuracy_at_steps"].items()}
-        fig.add_scatter(x=list(caps), y=list(caps.values()), mode="lines+markers", name=r["arm"])
+        style = ARM_STYLE.get(r["arm"], {})
+        fig.add_scatter(
+            x=list(caps), y=list(caps.values()), mode="lines+markers", name=r["arm"], **style
+        )
+    world = _world_title(table.get("world"))
     fig.update_layout(
-        title="Accuracy under a cap on sequential decode steps (held-out hard, mean@k at T = 1)",
+        title=f"{world}: accuracy under a cap on sequential decode steps (mean@k at T = 1)",
         xaxis=dict(title="sequential decode steps allowed (a block costs its longest path)"),
         yaxis=dict(title="mean@k within the cap", rangemode="tozero"),
         height=380,

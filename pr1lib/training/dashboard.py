@@ -65,6 +65,8 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
+# each panel's y-axis title (its unit), in PANELS' order
+PANEL_UNITS = ("reward", "share of samples", "share / count", "tokens")
 KEEP = (
     "step",
     "epoch",
@@ -197,6 +199,7 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
     for i, (_, series) in enumerate(PANELS):
         legend = "legend" if i == 0 else f"legend{i + 1}"
         top = fig.get_subplot(i + 1, 1).yaxis.domain[1]
+        fig.update_yaxes(title_text=PANEL_UNITS[i], row=i + 1, col=1)
         fig.update_layout({legend: dict(y=top, yanchor="top", x=1.01, font=dict(size=11))})
         for place, (key, name) in enumerate(series):
             if not any(key in r for r in rows):
