@@ -16,7 +16,8 @@ that tree's ``pr1lib`` and measures:
   ``--grpo-steps`` steps after the first, ``benchmarks/grpo.py``'s ``train``; ``--grpo-steps 0``
   skips it).
 
-The JSON (last line, and ``runs/bench/speed-compare-<time>.json``): per measure each tree's
+The JSON (last line, and ``runs/bench/speed-compare-<time>.json``, rewritten after every round
+so that a run cut short keeps its rounds): per measure each tree's
 median and ``[min, max]``, ``new_over_old`` (below 1: faster now) and each tree's
 ``unseen_over_serial`` per batch. Timings on a shared machine are noisy: read the medians and the
 ratios, never one round.
@@ -147,16 +148,16 @@ def main() -> None:
         raise SystemExit("--old must name a checkout of the repository (git worktree add ...)")
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     rounds: dict[str, list[dict]] = {"old": [], "new": []}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"speed-compare-{time.strftime('%Y%m%d-%H%M%S')}.json"
     for r in range(args.rounds):
         for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
             rounds[name].append(measure(trees[name], args))
             print(f"round {r + 1} {name}: {rounds[name][-1]}", file=sys.stderr, flush=True)
-    result = {"trees": {k: str(v) for k, v in trees.items()}, "rounds": args.rounds}
-    result |= {"n": args.n, "eval_n": args.eval_n, "grpo_steps": args.grpo_steps}
-    result |= summarize(rounds) | {"all_rounds": rounds}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"speed-compare-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+        result = {"trees": {k: str(v) for k, v in trees.items()}, "rounds": r + 1}
+        result |= {"n": args.n, "eval_n": args.eval_n, "grpo_steps": args.grpo_steps}
+        result |= summarize(rounds) | {"all_rounds": rounds}
+        path.write_text(json.dumps(result, indent=1) + "\n")  # each round: a cut run keeps them
     print(json.dumps(result))
 
 
