@@ -121,7 +121,8 @@ def pick_streams(model: Any, config: RolloutConfig, cache: str | None = None) ->
         raise ValueError(f"cache must be one of {CACHES} or None, got {cache!r}")
     fits = cache is None and decode.supported(model) and attn_implementation(model) == "sdpa"
     if config.fast_cache and (cache == "rows" or fits):
-        return RowStreams(model, config.max_completion_length + 1)  # a whole completion's room
+        fan = 1 if config.mode == "seen" else config.num_paths  # rows a prompt may fork into
+        return RowStreams(model, config.max_completion_length + 1, fan)  # a completion's room
     return Streams(model, config.fast_cache)
 
 
