@@ -558,15 +558,14 @@ fig
 # model on the same problems and steps, gains about 5 points sampled and loses about 3 greedy: its
 # base model writes one guess per answer, and RL sharpens the guesses. Stage 2's reward pays for
 # blocks on easy items for 15 steps, and the hard tier's share of samples with a block rises from
-# 23 % to 38 % during it (seed 0, `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays for
-# a block, yet the share climbs to nearly every sample, because blocks win their groups. What the
-# gap over plain GRPO credits is the search the cold start taught, not the block itself: written
+# 23 % to 38 % during it (seed 0, `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays
+# for a block, yet the share climbs to nearly every sample, because blocks win their groups. What
+# the gap over plain GRPO credits is the search the cold start taught, not the block itself: written
 # without tags, the same search ends as high after RL (`results/tinyworld-controls.json`: the serial
 # arm goes from 56.9 % to 68.8 %, Parallel-R1-Seen from 48.6 % to 66.7 %; notebook 07, section 7).
 # The price is on the easy tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8,
 # which falls as RL concentrates the samples (`long_runs` shows the hard tier only; the two cards
 # read above keep every tier, pass@8 included, under each run's `sft` and `final`).
-#
 # This notebook's own seen run, start and end, as headline rows (percent). Under `make tour` they
 # go on top of the report, above notebook 07's table.
 
