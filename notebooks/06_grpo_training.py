@@ -566,6 +566,7 @@ fig
 # The price is on the easy tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8,
 # which falls as RL concentrates the samples (`long_runs` shows the hard tier only; the two cards
 # read above keep every tier, pass@8 included, under each run's `sft` and `final`).
+#
 # This notebook's own seen run, start and end, as headline rows (percent). Under `make tour` they
 # go on top of the report, above notebook 07's table.
 
