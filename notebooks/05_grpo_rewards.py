@@ -135,13 +135,14 @@ assert hacks.loc["empty_paths", "structure"] < 0  # the strict validator rejects
 
 # %% [markdown]
 # Only `structure` is fooled: it pays +1 for every wrong-answer hack the lines above list
-# (`answer_only_in_path` and the several-candidate tricks), because it never looks at the answer.
-# It still refuses a malformed block: `empty_paths` gets -1.0, since the strict validator rejects
-# a path with nothing in it. The paper does not name the reward
-# of its "parallel only" arm (Table 4); this project runs that arm as the tiered reward on every
-# step, which the paper's 80.3 % blocks (not ~100 %) fit better than the strict parallel-and-correct
-# one ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as
-# an arm of its own.
+# (`answer_only_in_path` and the several-candidate tricks), because it never looks at the answer. It
+# still refuses a malformed block: `empty_paths` gets -1.0, since the strict validator rejects a
+# path with nothing in it. The paper does not name the reward of its "parallel only" arm (Table 4);
+# this project runs that arm as the tiered reward on every step, which the paper's 80.3 % blocks
+# ([its Table 4](../docs/recipe.md#113-reward-ablation-table-4); not ~100 %) fit better than the
+# strict parallel-and-correct one
+# ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as an
+# arm of its own.
 
 # %% [markdown]
 # ## 3. Two graders
