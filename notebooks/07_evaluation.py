@@ -616,14 +616,15 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
                         seconds_ratio, PROFILE)
 
 # %% [markdown]
-# How to read it: where each path is told its deal, the paths that cannot see each other answer as
-# well as the serial search (the verdict lines give the gap and its interval) in about half its
-# sequential steps, and within a step cap the serial search does not fit they still answer. The
-# seconds save less than the steps: on this CPU a decoding step of nine rows costs more than a step
-# of one, and at batch 64, where the cores are already full, the nine rows cost more than the steps
-# they save. The seen arm checks all nine deals in one stream, so it is the slowest; one of its two
-# SFT seeds learned a summary that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md)
-# has every arm's numbers and the targets met and missed).
+# How to read it: where each path is told its deal, the paths that cannot see each other answer at
+# least as well as the serial search (the verdict lines give unseen − serial and its interval) in
+# about half its sequential steps, and within a step cap the serial search does not fit they still
+# answer. The seconds save less than the steps: on this CPU a decoding step of nine rows costs more
+# than a step of one, and at batch 64, where the cores are already full, the nine rows cost more
+# than the steps they save. The seen arm checks all nine deals in one stream, so it is the slowest;
+# one of its two SFT seeds learned a summary that copies the wrong path
+# ([docs/wideworld.md](../docs/wideworld.md) has every arm's numbers and the targets met and
+# missed).
 
 # %% [markdown]
 # ## Summary
