@@ -382,18 +382,19 @@ before_after(unseen)
 
 # %% [markdown]
 # How to read it on `tiny`: the computed line says whether the unseen model's hard accuracy moved
-# beyond the noise, and the table how its share of answers with a block moved. In this world the
-# alternating reward raises that share (the two tiered steps of every ten pay for blocks) without
-# making the unseen model measurably more accurate on hard items (a change within the noise,
-# either sign from run to run), unlike the seen run of section 4, and unlike the paper, where
-# Parallel-R1-Unseen (S2) gains over its SFT. Our reading, not the
-# paper's: the unseen block's paths decode forked from the same prefix, so the second path cannot
-# know it is the second and may try the same cheap price as the first, instead of the other one;
-# a forced unseen block is worth half as much as a seen one on hard items (+13 against +26 points,
-# `results/tinyworld-blockcost-unseen.json`, `results/tinyworld-blockcost.json`), and this many
-# steps do not turn that smaller edge into accuracy. Numbered paths (`path_headers`, this
-# project's extension: `pr1lib.format.grammar.number_paths`) are the fix we would try; this notebook
-# does not run it.
+# beyond the noise, and the table how its share of answers with a block moved. In our runs of this
+# section the alternating reward raised that share (the two tiered steps of every ten pay for
+# blocks) without making the unseen model measurably more accurate on hard items (a change within
+# the noise, either sign from run to run), unlike the seen run of section 4, and unlike the paper,
+# where Parallel-R1-Unseen (S2) gains over its SFT; the lines above say whether this run agrees. Our
+# reading, not the paper's: the unseen block's paths decode forked from the same prefix, so the
+# second path cannot know it is the second and may try the same cheap price as the first, instead of
+# the other one; a forced unseen block is worth half as much as a seen one on hard items (+13
+# against +26 points, `results/tinyworld-blockcost-unseen.json`,
+# `results/tinyworld-blockcost.json`), and this many steps do not turn that smaller edge into
+# accuracy. Numbered paths (`path_headers`, this project's extension:
+# `pr1lib.format.grammar.number_paths`) were tried as a remedy and did not pay: they lowered the
+# forced block's gain (notebook 03, section 7); this notebook does not run them.
 
 # %% [markdown]
 # The paper found that giving the unseen variant the seen recipe's Stage 2 hurt: 38.5 average
