@@ -306,8 +306,9 @@ both = pd.DataFrame([
 both.style.format({c: "{:.1%}" for c in ("greedy", "T = 1 mean@k", "T = 1 pass@k")})
 
 # %% [markdown]
-# **What the contrast shows, and why.** TinyGSM's hard tier has a sampling gap too (pass@8 52.5 %
-# against mean@8 19.2 %, `results/tiny-base-hard-t1.json`), but nothing to check a candidate
+# **What the contrast shows, and why.** TinyGSM's hard tier has a sampling gap too (the table's
+# last row: pass@8 [52.5 %](../results/tiny-base-hard-t1.json#pass_at_k) against mean@8
+# [19.2 %](../results/tiny-base-hard-t1.json#accuracy)), but nothing to check a candidate
 # against: the question gives no total to compare with, so a second path can only redo the same
 # forward arithmetic, and when two paths disagree the summary cannot tell which one slipped without
 # doing the work a third time. A block there costs tokens and accuracy and buys nothing; notebook

@@ -223,11 +223,12 @@ else:
 # %% [markdown]
 # ## 5. Yield per source, next to the paper
 #
-# The paper's numbers (Table 1) are the share of its teacher's traces in a valid parallel format:
-# 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure
-# a different teacher, so compare the pattern, not the digits. Easy problems with worked solutions
-# go through; hard ones do not. Our DAPO zero has a plain cause: there is no worked solution to
-# rewrite. The paper reports its 0.0 % without saying why its teacher failed there.
+# The paper's numbers (Table 1, [docs/recipe.md](../docs/recipe.md#4-cold-start-data)) are the share
+# of its teacher's traces in a valid parallel format: 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours
+# count every check, the answer included. They measure a different teacher, so compare the pattern,
+# not the digits. Easy problems with worked solutions go through; hard ones do not. Our DAPO zero
+# has a plain cause: there is no worked solution to rewrite. The paper reports its 0.0 % without
+# saying why its teacher failed there.
 
 # %% tags=["report"]
 table = coldstart.yield_table(results)
@@ -308,8 +309,8 @@ pd.DataFrame({part: {"teacher": s["teacher"], "total": s["total"], "kept": s["ke
               for part, s in made.items()}).T
 
 # %% [markdown]
-# You should see a yield of 100 % on both tiers (the paper's LLM teacher: 83.7 % on GSM8K, the
-# table of section 5): the rule teacher writes every path from the question's price lists and
+# You should see a yield of 100 % on both tiers (the paper's LLM teacher is in the table of
+# section 5): the rule teacher writes every path from the question's price lists and
 # recomputes every sum, so the filter finds nothing to reject. That says the teacher never fails,
 # not that its traces teach well; notebook 04 measures what they teach. One trace of each tier:
 

@@ -394,9 +394,9 @@ for label in ("split", "collided"):
 # half of the search is its own, so each one picks a price by itself; when they pick the same one,
 # the block checks the same two pairs twice and never tries the other two. (A seen model writes
 # path 2 after reading path 1, and takes the price path 1 left: exercise 4.) Numbering the paths,
-# `(1) ` and
-# `(2) ` (`path_headers=True`, notebook 02), is the remedy the project tried: each path then knows
-# its part. It did not pay here. With numbered paths the forced block of the unseen SFT gains
+# `(1) ` and `(2) ` (`path_headers=True`, notebook 02), is the remedy the project tried: each path
+# then knows its part. It did not pay here. With numbered paths the forced block of the unseen SFT
+# gains
 # [+7.4 points](../results/tinyworld-blockcost-unseen-numbered.json#tinyworld-hard.diff) on hard
 # items, against [+13.1 points](../results/tinyworld-blockcost-unseen.json#tinyworld-hard.diff)
 # without them; after RL the numbered unseen arm of `study controls` (notebook 07) ends at

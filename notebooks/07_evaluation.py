@@ -352,13 +352,13 @@ for world in worlds.names():
 # %% [markdown]
 # ## 6. The mid-training scaffold
 #
-# The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as
-# **scaffolding**: train with the alternating reward (S2: accuracy on 8 of every 10 steps, and on
-# the other 2 the tiered reward, which pays a bonus for a valid block) for the first 200 steps,
-# which keeps the parallel ratio high and forces exploration; then continue from the step-200
-# checkpoint with the accuracy reward alone. After the switch the parallel ratio falls while
-# accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and the switch
-# point was picked by hand.
+# The paper's last analysis (Figure 4; [docs/recipe.md, Analyses](../docs/recipe.md#12-analyses))
+# uses parallel thinking as **scaffolding**: train with the alternating reward (S2: accuracy on 8 of
+# every 10 steps, and on the other 2 the tiered reward, which pays a bonus for a valid block) for
+# the first 200 steps, which keeps the parallel ratio high and forces exploration; then continue
+# from the step-200 checkpoint with the accuracy reward alone. After the switch the parallel ratio
+# falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and
+# the switch point was picked by hand.
 #
 # `mid_training` (`pr1lib.experiments.midtraining`) does the same with two `run_grpo` calls: phase 1
 # from the unseen SFT checkpoint with the alternating reward for `switch` steps, phase 2 from phase
@@ -488,12 +488,13 @@ scaffold_card_figure(study["numbers"]) if study else None
 # %% [markdown]
 # How to read it on `tiny` (our reading of the lines above, not the paper's claim): the paper's
 # scaffold holds up blocks that accuracy alone lets fall (its accuracy-only run kept a block in
-# 13.6 % of answers, Table 4), so after its switch the block rate falls while accuracy rises. In
-# TinyWorld a block pays on hard items, so accuracy alone pays for blocks too: the per-arm lines
-# show whether the block rate still rises after the switch in both arms, the contrasts whether
-# the scaffold's tiered steps leave more blocks at the end and whether they buy accuracy over the
-# control, and the last line puts the three together. The paper ran 200 steps of S2 on a 4B model;
-# this study runs 20 on a 0.92M one, three seeds, so read a gap only with its interval.
+# 13.6 % of answers, [Table 4](../docs/recipe.md#113-reward-ablation-table-4)), so after its switch
+# the block rate falls while accuracy rises. In TinyWorld a block pays on hard items, so accuracy
+# alone pays for blocks too: the per-arm lines show whether the block rate still rises after the
+# switch in both arms, the contrasts whether the scaffold's tiered steps leave more blocks at the
+# end and whether they buy accuracy over the control, and the last line puts the three together. The
+# paper ran 200 steps of S2 on a 4B model; this study runs 20 on a 0.92M one, three seeds, so read a
+# gap only with its interval.
 
 # %% [markdown]
 # ## 7. Parallel thinking, or just more search?
@@ -615,14 +616,15 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
                         seconds_ratio, PROFILE)
 
 # %% [markdown]
-# How to read it: where each path is told its deal, the paths that cannot see each other answer as
-# well as the serial search (the verdict lines give the gap and its interval) in about half its
-# sequential steps, and within a step cap the serial search does not fit they still answer. The
-# seconds save less than the steps: on this CPU a decoding step of nine rows costs more than a step
-# of one, and at batch 64, where the cores are already full, the nine rows cost more than the steps
-# they save. The seen arm checks all nine deals in one stream, so it is the slowest; one of its two
-# SFT seeds learned a summary that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md)
-# has every arm's numbers and the targets met and missed).
+# How to read it: where each path is told its deal, the paths that cannot see each other answer at
+# least as well as the serial search (the verdict lines give unseen − serial and its interval) in
+# about half its sequential steps, and within a step cap the serial search does not fit they still
+# answer. The seconds save less than the steps: on this CPU a decoding step of nine rows costs more
+# than a step of one, and at batch 64, where the cores are already full, the nine rows cost more
+# than the steps they save. The seen arm checks all nine deals in one stream, so it is the slowest;
+# one of its two SFT seeds learned a summary that copies the wrong path
+# ([docs/wideworld.md](../docs/wideworld.md) has every arm's numbers and the targets met and
+# missed).
 
 # %% [markdown]
 # ## Summary
