@@ -598,19 +598,30 @@ controls_figure(wide_table)
 # Sequential steps are what a machine that runs the paths at once would take. Seconds are what
 # this CPU took: `python -m pr1lib bench latency` times R1-Unseen (forked) and the serial arm, both
 # after RL (seed 0, shipped as `data/wideworld-r1` and `data/wideworld-serial-r1`), on the same 64
-# held-out hard items, one answer per call (a user waiting) and 64 per call (a server's batch):
+# held-out hard items, one answer per call (a user waiting) and 64 per call (a server's batch).
+# Its card also holds where each answer's seconds went (`pr1lib.decoding.clock`: prefill,
+# sampling, steps of one row per answer, steps with the paths' k rows, fork, merge, drop and the
+# Python between them), and the two ratios the measured one is read against: at batch 1, 1.1 x
+# the sequential-steps ratio; at batch 64, where the cores are full, the token ratio:
 
 # %%
+from pr1lib.notebook.reports import latency_breakdown_figure, latency_lines
+
 latency = committed("wideworld-latency")
 print("the committed run:", latency["command"])
-latency_frame(latency["numbers"])
+display(latency_frame(latency["numbers"]))
+print("\n".join(latency_lines(latency["numbers"])))
+
+# %% tags=["report"]
+latency_breakdown_figure(latency) if "breakdown" in latency["numbers"] else None
 
 # %%
 rows = {r["arm"]: r for r in wide_table["rows"]}
 step_ratio = rows["unseen"]["mean_sequential_steps"] / rows["serial"]["mean_sequential_steps"]
 seconds_ratio = latency["numbers"]["unseen_over_serial"]["1"]
 print(f"R1-Unseen takes {step_ratio:.2f}x the serial arm's sequential steps and "
-      f"{seconds_ratio:.2f}x its seconds per answer at batch 1")
+      f"{seconds_ratio:.2f}x its seconds per answer at batch 1: the seconds save "
+      f"{'less' if seconds_ratio > step_ratio else 'as much or more'} than the steps")
 should_see("WideWorld: R1-Unseen's sequential steps over the serial arm's", step_ratio, PROFILE)
 seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's, batch 1",
                         seconds_ratio, PROFILE)
@@ -619,12 +630,14 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # How to read it: where each path is told its deal, the paths that cannot see each other answer at
 # least as well as the serial search (the verdict lines give unseen − serial and its interval) in
 # about half its sequential steps, and within a step cap the serial search does not fit they still
-# answer. The seconds save less than the steps: on this CPU a decoding step of nine rows costs more
-# than a step of one, and at batch 64, where the cores are already full, the nine rows cost more
-# than the steps they save. The seen arm checks all nine deals in one stream, so it is the slowest;
-# one of its two SFT seeds learned a summary that copies the wrong path
-# ([docs/wideworld.md](../docs/wideworld.md) has every arm's numbers and the targets met and
-# missed).
+# answer. The lines above say whether the seconds follow the steps at each batch size, against its target,
+# and the figure shows where they go: the serial search's one-row steps against R1-Unseen's
+# fewer steps, some of one row (the deal it guesses first, the summary), some carrying the
+# paths' k rows (a step's matrix work grows with its rows), with the fork, merge and drop that
+# regroup the rows between them; the lines give a k-row step's cost and the regroups' share. The
+# seen arm checks all nine deals in one stream, so it is the slowest; one of its two SFT seeds
+# learned a summary that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md) has
+# every arm's numbers and the targets met and missed).
 
 # %% [markdown]
 # ## Summary

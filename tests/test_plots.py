@@ -3,6 +3,7 @@ computes."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from _tiny import ids, toy_tokenizer
 
@@ -134,6 +135,59 @@ def test_pass_at_k_figure_has_integer_ticks_titles_and_fits_the_column():
     assert fig.layout.width <= 900
 
 
+def _latency_card():
+    """A latency card of the shape ``bench latency`` writes (``benchmarks/latency.py``'s
+    ``report``), made-up seconds: every phase of every model at batch 1 and 64 distinct."""
+    from pr1lib.decoding.clock import PARTS
+
+    def model(base):
+        seconds = {p: round(base + i / 1000, 6) for i, p in enumerate(PARTS)}
+        per_step = {"step_1": 0.002, "step_k": 0.005}
+        steps = {"step_1": 30.0, "step_k": 20.0}
+        return {"seconds": seconds, "total": sum(seconds.values()), "steps": steps} | {
+            "seconds_per_step": per_step
+        }
+
+    breakdown = {"1": {"serial": model(0.01), "unseen": model(0.02)}}
+    breakdown["64"] = {"serial": model(0.003), "unseen": model(0.004)}
+    ratios = {"steps_ratio": 0.5, "steps_bound": 0.55, "token_ratio": 1.7}
+    numbers = {"world": "wideworld", "unseen_over_serial": {"1": 0.6, "64": 1.9}} | ratios
+    return {"name": "wideworld-latency", "numbers": numbers | {"breakdown": breakdown}}
+
+
+LATENCY_CARD = _latency_card()
+
+
+def test_latency_breakdown_bars_are_the_cards_milliseconds_per_phase():
+    from pr1lib.decoding.clock import PARTS
+    from pr1lib.notebook import reports
+
+    fig = reports.latency_breakdown_figure(LATENCY_CARD)
+    breakdown = LATENCY_CARD["numbers"]["breakdown"]
+    assert fig.layout.barmode == "stack" and len(fig.data) == len(PARTS) * 2
+    for trace, (batch, part) in zip(fig.data, [(b, p) for b in ("1", "64") for p in PARTS]):
+        want = [1000 * breakdown[batch][m]["seconds"][part] for m in ("serial", "unseen")]
+        assert list(trace.x) == ["serial search", "R1-Unseen (forked)"]
+        assert list(trace.y) == pytest.approx(want), (batch, part)
+        assert trace.xaxis == ("x" if batch == "1" else "x2")
+    assert [a.text for a in fig.layout.annotations] == ["batch 1", "batch 64"]
+    title = fig.layout.title.text
+    assert "WideWorld" in title and "wideworld-latency" in title
+
+
+def test_latency_lines_read_the_card_and_name_the_command_when_it_predates_the_breakdown():
+    from pr1lib.notebook import reports
+
+    lines = reports.latency_lines(LATENCY_CARD["numbers"])
+    assert lines[0].startswith("batch 1: R1-Unseen takes 0.600x") and lines[0].endswith("missed")
+    assert "at most 0.550x" in lines[0] and "0.500x sequential steps" in lines[0]
+    assert "1.900x" in lines[1] and "at most 1.700x" in lines[1] and lines[1].endswith("missed")
+    assert "took 2.50x a one-row step" in lines[2] and len(lines) == 4
+    old = {"world": "wideworld", "unseen_over_serial": {"1": 0.73, "64": 1.89}}
+    (line,) = reports.latency_lines(old)
+    assert "predates" in line and reports.LATENCY_COMMAND in line
+
+
 def _every_helper_figure():
     """One figure from every plot helper of the library, on small made-up inputs (or a card)."""
     import json
@@ -182,6 +236,7 @@ def _every_helper_figure():
         "pass_curve_figure": reports.pass_curve_figure({"base": {"tinyworld-hard": summary}}),
         "controls_bars": reports.controls_bars(card("tinyworld-controls")),
         "controls_figure": reports.controls_figure(card("wideworld-controls")),
+        "latency_breakdown_figure": reports.latency_breakdown_figure(LATENCY_CARD),
         "headline_figure": reports.headline_figure(
             card("tinyworld-controls"), card("wideworld-controls")
         ),

@@ -109,10 +109,11 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "scaffold, hard mean@k at the end": {"smoke": (0, 1), "tiny": (0.15, 0.75)},
     # 07 section 8 reads the committed WideWorld cards (every profile): R1-Unseen in 0.49x the
     # serial arm's sequential steps (results/wideworld-controls.json; the target <= 0.6)
-    # and 0.73x its seconds at batch 1 (results/wideworld-latency.json; target <= 0.7, missed):
-    # the prose says the seconds save less than the steps
+    # and, at batch 1, the seconds ratio results/wideworld-latency.json holds (unseen_over_serial.1,
+    # its target steps_bound: 1.1x the steps ratio); the cell prints whether the seconds save less
+    # than the steps (the low end: well under the steps ratio, which the seconds do not beat)
     "WideWorld: R1-Unseen's sequential steps over the serial arm's": {"*": (0.3, 0.6)},
-    "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.5, 0.95)},
+    "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.4, 0.95)},
 }
 
 
