@@ -630,14 +630,14 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # How to read it: where each path is told its deal, the paths that cannot see each other answer at
 # least as well as the serial search (the verdict lines give unseen − serial and its interval) in
 # about half its sequential steps, and within a step cap the serial search does not fit they still
-# answer. The lines above say whether the seconds follow the steps at each batch size, against its target,
-# and the figure shows where they go: the serial search's one-row steps against R1-Unseen's
-# fewer steps, some of one row (the deal it guesses first, the summary), some carrying the
-# paths' k rows (a step's matrix work grows with its rows), with the fork, merge and drop that
-# regroup the rows between them; the lines give a k-row step's cost and the regroups' share. The
-# seen arm checks all nine deals in one stream, so it is the slowest; one of its two SFT seeds
-# learned a summary that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md) has
-# every arm's numbers and the targets met and missed).
+# answer. The lines above say whether the seconds follow the steps at each batch size, against its
+# target, and the figure shows where they go: the serial search's one-row steps against R1-Unseen's
+# fewer steps, some of one row (the deal it guesses first, the summary), some carrying the paths' k
+# rows (a step's matrix work grows with its rows), with the fork, merge and drop that regroup the
+# rows between them; the lines give a k-row step's cost and the regroups' share. The seen arm checks
+# all nine deals in one stream, so it is the slowest; one of its two SFT seeds learned a summary
+# that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md) has every arm's numbers and
+# the targets met and missed).
 
 # %% [markdown]
 # ## Summary
