@@ -2,7 +2,7 @@
 the same search written out in one stream (serial), side by side in one run; prints one JSON object
 (last line).
 
-    .venv/bin/python benchmarks/latency.py [--unseen RUN] [--serial RUN] [--n 64] [--repeats 3]
+    .venv/bin/python benchmarks/latency.py [--unseen RUN] [--serial RUN] [--n 64] [--repeats 5]
     .venv/bin/python -m pr1lib bench latency      # the same, through the CLI
 
 Both models answer the first ``--n`` held-out WideWorld hard problems once each at T = 1 (the
@@ -13,11 +13,16 @@ with (unseen: ``forked``; serial: ``seen``), on ``--threads`` torch threads:
 - **batch 64**: 64 problems per call, as a server filling its batch sees it (forked paths then
   take 9 rows each: the saving in steps competes with the rows for the cores).
 
-Rounds are interleaved (serial then unseen, then the other way round) and the medians are kept.
-``seconds_per_answer`` is ``{"1": {"serial": s, "unseen": s}, "64": {...}}``; ``unseen_over_serial``
-the ratio per batch size (below 1: the forked paths answer sooner); beside them each model's
-accuracy, mean sequential decode steps and tokens on those samples, so a speed-up is read beside
-what it answered.
+Rounds are interleaved (serial then unseen, then the other way round; 5 by default) and the
+medians are kept, with each batch's spread (``spread``: the fastest and slowest round).
+``seconds_per_answer`` is ``{"1": {"serial": s, "unseen": s}, "64": {...}}``;
+``unseen_over_serial`` the ratio per batch size (below 1: the forked paths answer sooner), beside
+the two it is read against: ``steps_bound`` (1.1 x the sequential-steps ratio, batch 1's target)
+and ``token_ratio`` (batch 64's). ``breakdown`` is each model's seconds per answer per phase at
+each batch (``pr1lib.decoding.clock``: prefill, sampling, one-row and k-row steps, fork, merge,
+drop, other; the medians over the rounds) with its steps per answer and a step's seconds. Beside
+them each model's accuracy, mean sequential decode steps and tokens on those samples, so a
+speed-up is read beside what it answered.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pr1lib.config.arguments import Parser, count, model_folder
 from pr1lib.config.checks import MAX_THREADS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.data.evalsets import load_benchmark
+from pr1lib.decoding.clock import PARTS, Clock
 from pr1lib.decoding.rollout import generate
 from pr1lib.evaluation.evaluate import load_for_eval
 from pr1lib.evaluation.metrics import Completion, completion_metrics, sample_stats
@@ -45,16 +51,47 @@ from pr1lib.worlds.tasks import MAX_PROBLEMS
 WORLD = "wideworld"
 MODELS = {"serial": ("data/wideworld-serial-r1", "seen"), "unseen": ("data/wideworld-r1", "forked")}
 BATCHES = (1, 64)
+ROUNDS = 5  # interleaved rounds by default: a median and a spread
+STEPS_SLACK = 1.1  # batch 1's target: at most this many times the sequential-steps ratio
 
 
 def answer(model: Any, tok: Any, prompts: list[str], cfg: RolloutConfig, batch: int) -> dict:
-    """Every prompt answered once, ``batch`` prompts per call: wall seconds and the texts."""
-    gen = torch.Generator().manual_seed(0)
+    """Every prompt answered once, ``batch`` prompts per call: wall seconds, the texts and the
+    clock's breakdown per answer."""
+    gen, clock = torch.Generator().manual_seed(0), Clock()
     texts, start = [], time.perf_counter()
     for i in range(0, len(prompts), batch):
-        rollouts = generate(model, tok, prompts[i : i + batch], cfg, generator=gen)
+        rollouts = generate(model, tok, prompts[i : i + batch], cfg, generator=gen, clock=clock)
         texts += [Completion(r.text, r.completion_ids) for r in rollouts]
-    return {"seconds": time.perf_counter() - start, "texts": texts}
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "texts": texts, "breakdown": clock.per_answer()}
+
+
+def median_breakdown(rounds: list[dict]) -> dict[str, Any]:
+    """The median over rounds of each part's seconds per answer (``Clock.per_answer``), the steps
+    per answer (the same every round) and each step kind's median seconds."""
+    med = statistics.median
+    return {
+        "seconds": {k: round(med(r["seconds"][k] for r in rounds), 5) for k in PARTS},
+        "total": round(med(r["total"] for r in rounds), 5),
+        "steps": rounds[0]["steps"],
+        "seconds_per_step": {
+            k: round(med(r["seconds_per_step"][k] for r in rounds), 6)
+            for k in rounds[0]["seconds_per_step"]
+        },
+    }
+
+
+def bounds(done: dict[str, dict]) -> dict[str, float]:
+    """The ratios the measured one is read against: ``STEPS_SLACK`` x the sequential-steps
+    ratio (batch 1) and the token ratio (batch 64)."""
+    u, s = done["unseen"], done["serial"]
+    steps = u["mean_sequential_steps"] / s["mean_sequential_steps"]
+    return {
+        "steps_ratio": round(steps, 3),
+        "steps_bound": round(STEPS_SLACK * steps, 3),
+        "token_ratio": round(u["mean_tokens"] / s["mean_tokens"], 3),
+    }
 
 
 def facts(texts: list[Any], golds: list[str], tok: Any, mode: str) -> dict[str, float]:
@@ -71,7 +108,7 @@ def run(
     unseen: str | None = None,
     serial: str | None = None,
     n: int = 64,
-    repeats: int = 3,
+    repeats: int = ROUNDS,
     threads: int = 1,
     quick: bool = False,
 ) -> dict[str, Any]:
@@ -83,6 +120,7 @@ def run(
     paths = {"serial": serial or MODELS["serial"][0], "unseen": unseen or MODELS["unseen"][0]}
     loaded = {k: load_for_eval(p, "tiny", lambda *a, **kw: None) for k, p in paths.items()}
     seconds: dict[str, dict[str, list[float]]] = {str(b): {k: [] for k in paths} for b in batches}
+    parts: dict[str, dict[str, list[dict]]] = {str(b): {k: [] for k in paths} for b in batches}
     done: dict[str, dict] = {}
     for round_ in range(repeats):
         order = list(paths) if round_ % 2 == 0 else list(paths)[::-1]
@@ -94,17 +132,29 @@ def run(
                 prompts = [chat_prompt(r["question"], tok, "tiny") for r in records]
                 result = answer(model, tok, prompts, cfg, batch)
                 seconds[str(batch)][name].append(result["seconds"] / len(records))
+                parts[str(batch)][name].append(result["breakdown"])
                 done[name] = facts(result["texts"], [r["answer"] for r in records], tok, mode)
+    return report(paths, seconds, parts, done) | {"n": n, "repeats": repeats, "threads": threads}
+
+
+def report(paths: dict, seconds: dict, parts: dict, done: dict) -> dict[str, Any]:
+    """The JSON of ``run``: medians, spreads, ratios beside their bounds, breakdowns."""
     per = {b: {k: round(statistics.median(v), 4) for k, v in s.items()} for b, s in seconds.items()}
+    spread = {
+        b: {k: [round(min(v), 4), round(max(v), 4)] for k, v in s.items()}
+        for b, s in seconds.items()
+    }
     return {
         "benchmark": "latency",
         "world": WORLD,
-        "n": n,
-        "repeats": repeats,
-        "threads": threads,
         "models": paths,
         "seconds_per_answer": per,
+        "spread": spread,
         "unseen_over_serial": {b: round(s["unseen"] / s["serial"], 3) for b, s in per.items()},
+        **bounds(done),
+        "breakdown": {
+            b: {k: median_breakdown(v) for k, v in by.items()} for b, by in parts.items()
+        },
         "samples": done,
     }
 
@@ -117,7 +167,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--n", type=count(1, MAX_PROBLEMS), default=64, help="problems (each answered once)"
     )
-    parser.add_argument("--repeats", type=count(1), default=3)
+    parser.add_argument("--repeats", type=count(1), default=ROUNDS, help="interleaved rounds")
     parser.add_argument("--threads", type=count(1, MAX_THREADS), default=1, help="torch threads")
     parser.add_argument("--quick", action="store_true", help="4 problems, one round (a smoke run)")
     return parser

@@ -216,7 +216,7 @@ plots.pass_at_k_figure(curves, "TinyWorld base, hard items: some sample is often
 from pr1lib.notebook.expect import should_see
 
 gap = sampled["pass_at_k"] - sampled["accuracy"]
-should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE)
+should_see("TinyWorld base, hard: pass@8 minus mean@8", gap, PROFILE);
 
 # %% [markdown]
 # Why does one answer not find the pair more often, when checking a guess is one addition? Read
@@ -242,7 +242,7 @@ pd.DataFrame({"samples": [len(guesses), len(wrong)],
 
 # %%
 should_see("TinyWorld base, hard: share of wrong answers whose check says ✓",
-           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE)
+           (wrong.check == "✓").mean() if len(wrong) else 1.0, PROFILE);
 
 # %% [markdown]
 # ## 4. Why a block can pay here: the verification gap
@@ -306,8 +306,9 @@ both = pd.DataFrame([
 both.style.format({c: "{:.1%}" for c in ("greedy", "T = 1 mean@k", "T = 1 pass@k")})
 
 # %% [markdown]
-# **What the contrast shows, and why.** TinyGSM's hard tier has a sampling gap too (pass@8 52.5 %
-# against mean@8 19.2 %, `results/tiny-base-hard-t1.json`), but nothing to check a candidate
+# **What the contrast shows, and why.** TinyGSM's hard tier has a sampling gap too (the table's
+# last row: pass@8 [52.5 %](../results/tiny-base-hard-t1.json#pass_at_k) against mean@8
+# [19.2 %](../results/tiny-base-hard-t1.json#accuracy)), but nothing to check a candidate
 # against: the question gives no total to compare with, so a second path can only redo the same
 # forward arithmetic, and when two paths disagree the summary cannot tell which one slipped without
 # doing the work a third time. A block there costs tokens and accuracy and buys nothing; notebook
@@ -345,7 +346,7 @@ pd.DataFrame([{
     "heads": cfg.num_attention_heads, "MLP": cfg.intermediate_size,
     "context": cfg.max_position_embeddings, "vocab": cfg.vocab_size,
     "safetensors (MB)": round(weights.stat().st_size / 2**20, 2),
-}], index=["tinyworld-base, tiny-base"])
+}], index=["both base models (TinyWorld, TinyGSM)"])
 
 # %% [markdown]
 # ## 7. How the base models were made
@@ -374,8 +375,8 @@ pd.DataFrame([{"steps": r["steps"], "minutes": round(r["train_time_s"] / 60, 1),
               for r in runs.values()], index=list(runs))
 
 # %% tags=["report"]
-curve = pd.concat([pd.read_csv(project_data_dir() / c / "loss.csv").assign(model=c)
-                   for c in CARDS.values()])
+curve = pd.concat([pd.read_csv(project_data_dir() / c / "loss.csv").assign(model=f"{w} base")
+                   for w, c in CARDS.items()])  # the legend names each model by its world
 fig = px.line(curve, x="step", y="loss", color="model", log_y=True, width=720, height=400,
               title="Pretraining loss of both base models (solution tokens)",
               labels={"step": "training step", "loss": "loss (log scale)"})

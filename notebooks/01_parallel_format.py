@@ -73,9 +73,10 @@ PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, p
 # ```
 #
 # Between the tags of a block only whitespace is allowed, blocks never nest, and every
-# `</Parallel>` is followed by exactly one summary. At RL time the rollout engine writes
-# exactly two paths per block; teacher data may have more. `pr1lib.format.grammar.parse` turns a
-# response into its parts, with character spans that point back into the text.
+# `</Parallel>` is followed by exactly one summary. At RL time the rollout engine writes as many
+# paths per block as the world's layout says (the last lines of the cell below print each world's:
+# two in TinyWorld, nine in WideWorld); teacher data may have more. `pr1lib.format.grammar.parse`
+# turns a response into its parts, with character spans that point back into the text.
 #
 # The running example is the block TinyWorld's rule teacher writes for a hard item (notebook 00):
 # two paths split the search for the pair of prices that makes the total, each checks its pairs,
@@ -91,7 +92,14 @@ from pr1lib.worlds.tinyworld import parse_hard, search_block
 question = worlds.get("tinyworld").generate(1, "hard", "test", seed=SEED)[0]["question"]
 example = search_block(*parse_hard(question))
 print(question, "\n")
-print(example)
+print(example, "\n")
+
+from pr1lib.config.stages import RolloutConfig
+
+for name in worlds.names():  # the engine's paths per block: its default, or the world's layout
+    layout = {"num_paths": RolloutConfig().num_paths, **worlds.get(name).layout()}
+    headers = " (each opened with its header)" if layout.get("path_headers") else ""
+    print(f"{name}: the rollout engine writes {layout['num_paths']} paths per block{headers}")
 
 # %%
 parsed = fmt.parse(example)
@@ -320,8 +328,26 @@ fig.update_layout(title="Cosine similarity between the six tag embeddings", heig
 fig.show()
 
 # %% [markdown]
-# Opening and closing tags share most pieces, so each pair stays close (that is fine: the
-# model must learn the difference), but the three tag families are now apart.
+# What the start gives, pair by pair (the cell prints the cosines the heatmap colours):
+
+# %%
+def cosine(a, b, matrix=after):
+    return matrix[names.index(a), names.index(b)].item()
+
+
+pairs = [("<Parallel>", "</Parallel>"), ("<Path>", "</Path>"), ("<Summary>", "</Summary>"),
+         ("<Parallel>", "<Path>"), ("</Parallel>", "</Path>"), ("<Path>", "<Summary>")]
+opening_closer = cosine("<Parallel>", "<Path>") > cosine("<Path>", "</Path>")
+should_see("<Parallel>/<Path> closer than <Path>/</Path> (1 = yes)", int(opening_closer), PROFILE)
+for a, b in pairs:
+    print(f"{a:>11} / {b:<11} cosine {cosine(a, b):.3f} (plain resize {cosine(a, b, before):.3f})")
+
+# %% [markdown]
+# On the tiny model the plain resize leaves every tag on one vector (cosine 1.000 for every
+# pair), and the mean of pieces gives each tag its own row. The rows are not grouped by family,
+# though: they follow the pieces they share, so two opening tags (both start with `<`) sit closer
+# than a tag and its own closing tag (`<Parallel>`/`<Path>` above `<Path>`/`</Path>` in the lines
+# above). Nothing at the start tells the families apart; the SFT in notebook 04 has to.
 #
 # For LoRA the embedding matrix is frozen, so the tag rows would never learn. PEFT's
 # `trainable_token_indices` trains just these rows; `lora_kwargs_for_tags` builds it

@@ -193,9 +193,9 @@ print(
 # unfiltered 7.47k rows and 5.91k rows that passed its format check. No check of the answers against
 # GSM8K's gold was found in the official code (a row's answer is read from the teacher's own text),
 # and whether the filtered release checked them is not known (docs/recipe.md#4-cold-start-data).
-# Which set trained which variant the paper does not say; from the SFT step counts we infer (our
-# reading, docs/recipe.md) the unfiltered rows for the seen SFT and the filtered ones for the
-# unseen.
+# Which set trained which variant the paper does not say; the step counts suggest the unfiltered
+# rows for the seen SFT and the filtered ones for the unseen, an inference recorded in one place,
+# [docs/recipe.md](../docs/recipe.md#4-cold-start-data).
 
 # %%
 tokenizer = coldstart.budget_tokenizer(PROFILE)
@@ -223,17 +223,25 @@ else:
 # %% [markdown]
 # ## 5. Yield per source, next to the paper
 #
-# The paper's numbers (Table 1) are the share of its teacher's traces in a valid parallel format:
-# 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours count every check, the answer included. They measure
-# a different teacher, so compare the pattern, not the digits. Easy problems with worked solutions
-# go through; hard ones do not. Our DAPO zero has a plain cause: there is no worked solution to
-# rewrite. The paper reports its 0.0 % without saying why its teacher failed there.
+# The paper's numbers (Table 1, [docs/recipe.md](../docs/recipe.md#4-cold-start-data)) are the share
+# of its teacher's traces in a valid parallel format: 83.7 % on GSM8K and 0.0 % on DAPO-Math. Ours
+# count every check, the answer included. They measure a different teacher, so compare the pattern,
+# not the digits. Easy problems with worked solutions go through; hard ones do not. Our DAPO zero
+# has a plain cause: there is no worked solution to rewrite. The paper reports its 0.0 % without
+# saying why its teacher failed there.
 
 # %% tags=["report"]
 table = coldstart.yield_table(results)
 shares = {c: "{:.1%}" for c in ["yield", *coldstart.REASONS]}
 display(table.style.format({"kept": "{:,.0f}", **shares}, na_rep="–"))
 coldstart.plot_yield(table).show()
+
+# %% [markdown]
+# The `too_long` column counts the token budget with the tiny model's own tokenizer
+# (`coldstart.budget_tokenizer`). The command `python -m pr1lib coldstart` estimates 4 characters
+# per token unless given `--exact-budget`, so on real GSM8K it keeps the few long solutions this
+# table rejects; [docs/results.md](../docs/results.md#the-tiny-profile-stage-by-stage) holds
+# both counts.
 
 # %% [markdown]
 # ## 6. The SFT set
@@ -301,8 +309,8 @@ pd.DataFrame({part: {"teacher": s["teacher"], "total": s["total"], "kept": s["ke
               for part, s in made.items()}).T
 
 # %% [markdown]
-# You should see a yield of 100 % on both tiers (the paper's LLM teacher: 83.7 % on GSM8K, the
-# table of section 5): the rule teacher writes every path from the question's price lists and
+# You should see a yield of 100 % on both tiers (the paper's LLM teacher is in the table of
+# section 5): the rule teacher writes every path from the question's price lists and
 # recomputes every sum, so the filter finds nothing to reject. That says the teacher never fails,
 # not that its traces teach well; notebook 04 measures what they teach. One trace of each tier:
 
@@ -343,7 +351,7 @@ rows, _ = sft.sft_rows(styled, AutoTokenizer.from_pretrained(shipped), WORLD_SFT
 ours, theirs = sft.data_hash(rows), json.loads((shipped / "card.json").read_text())["data_hash"]
 print(f"{len(rows)} rows: data hash {ours}; the card of {shown(shipped)}: {theirs}")
 should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)",
-           int(ours == theirs), PROFILE)
+           int(ours == theirs), PROFILE);
 
 # %% [markdown]
 # **Two other styles of the same rows.** This project adds two switches of `SFTStageConfig`, both
@@ -356,8 +364,10 @@ should_see("TinyWorld cold start has the shipped SFT's rows (1 = the same hash)"
 # - `path_headers=True` opens each path with its number, `(1) ` and `(2) `
 #   (`format.grammar.number_paths`). Under the unseen mask a path cannot see its sibling, so nothing
 #   tells it which half of the search is its own; notebook 03 shows the shipped unseen SFT's two
-#   paths often starting from the same price. The numbers are the project's fix for that, also
-#   measured in `study controls`.
+#   paths often starting from the same price. The numbers are a remedy the project tried for that,
+#   and it did not pay here: the forced block gains less with them, and the numbered unseen arm of
+#   `study controls` ends below plain SFT (notebook 03 section 7 has the numbers;
+#   [docs/tinyworld.md](../docs/tinyworld.md#parallel-or-just-more-search)).
 
 # %%
 from datasets import Dataset

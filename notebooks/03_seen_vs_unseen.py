@@ -394,13 +394,19 @@ for label in ("split", "collided"):
 # half of the search is its own, so each one picks a price by itself; when they pick the same one,
 # the block checks the same two pairs twice and never tries the other two. (A seen model writes
 # path 2 after reading path 1, and takes the price path 1 left: exercise 4.) Numbering the paths,
-# `(1) ` and
-# `(2) ` (`path_headers=True`, notebook 02), is the project's fix: each path then knows its part.
-# `study controls` trains it and measures it (notebook 07).
+# `(1) ` and `(2) ` (`path_headers=True`, notebook 02), is the remedy the project tried: each path
+# then knows its part. It did not pay here. With numbered paths the forced block of the unseen SFT
+# gains
+# [+7.4 points](../results/tinyworld-blockcost-unseen-numbered.json#tinyworld-hard.diff) on hard
+# items, against [+13.1 points](../results/tinyworld-blockcost-unseen.json#tinyworld-hard.diff)
+# without them; after RL the numbered unseen arm of `study controls` (notebook 07) ends at
+# [42.9 %](../results/tinyworld-controls.json#rows.4.accuracy), below the plain SFT arm's
+# [46.8 %](../results/tinyworld-controls.json#rows.1.accuracy)
+# ([docs/tinyworld.md](../docs/tinyworld.md#parallel-or-just-more-search)).
 
 # %%
 should_see("unseen SFT, forked: share of blocks whose paths start from the same price", same,
-           PROFILE)
+           PROFILE);
 
 # %% [markdown]
 # ## 8. Why forking is fast
@@ -509,7 +515,7 @@ print(f"{len(wide_items)} forced blocks: every path on its own deal in {split_ra
 should_see("WideWorld unseen SFT, forked: share of blocks whose paths take their own deal",
            split_rate, PROFILE)
 should_see("WideWorld unseen SFT: forked steps over the same tokens in one stream",
-           forked_steps / serial_steps, PROFILE)
+           forked_steps / serial_steps, PROFILE);
 
 # %% [markdown]
 # You should see: nearly every block splits the search as its letters say, and the nine paths
@@ -531,8 +537,9 @@ should_see("WideWorld unseen SFT: forked steps over the same tokens in one strea
 #   prompt's cache and merge them without reprocessing a token; the chart shows the speed-up over
 #   decoding them in turn.
 # - The price of the isolation: the shipped unseen TinyWorld SFT often sends both paths to the same
-#   part of the search, because neither can see which part the other took. Numbered paths are the
-#   project's fix, measured in `study controls` (notebook 07); notebook 04 trains both variants.
+#   part of the search, because neither can see which part the other took. Numbered paths, the
+#   remedy tried here, lowered the forced block's gain instead (section 7); notebook 04 trains both
+#   variants.
 # - Where the plan is written before the block (WideWorld's lettered deals) and the engine writes
 #   each path's letter, paths that cannot see each other still split the search, and the block
 #   costs its longest path.

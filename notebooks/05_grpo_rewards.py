@@ -121,12 +121,28 @@ for mode in ("parallel_correct", "tiered"):
 assert hacks.loc["honest_parallel", "tiered"] == 1.2  # the tiered maximum
 
 # %% [markdown]
-# Only `structure` is fooled by anything here: it pays +1 for `empty_paths` and
-# `answer_only_in_path`, because it never looks at the answer. The paper does not name the reward
-# of its "parallel only" arm (Table 4); this project runs that arm as the tiered reward on every
-# step, which the paper's 80.3 % blocks (not ~100 %) fit better than the strict parallel-and-correct
-# one ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as
-# an arm of its own.
+# Which rewards pay for a completion whose answer is wrong (its `accuracy` is -1)? The cell prints,
+# for each parallel-aware reward, the hacks it pays, and what `structure` gives `empty_paths`.
+
+# %%
+wrong = hacks[hacks["accuracy"] < 0]
+fooled = {m: list(wrong.index[wrong[m] > 0]) for m in aware.columns.tolist() + ["structure"]}
+for mode, names in fooled.items():
+    print(f"{mode:>16} pays for a wrong answer in: {', '.join(names) or 'none'}")
+print(f"       structure gives empty_paths {hacks.loc['empty_paths', 'structure']:+.1f}")
+assert not fooled["parallel_correct"] and not fooled["tiered"] and fooled["structure"]
+assert hacks.loc["empty_paths", "structure"] < 0  # the strict validator rejects an empty path
+
+# %% [markdown]
+# Only `structure` is fooled: it pays +1 for every wrong-answer hack the lines above list
+# (`answer_only_in_path` and the several-candidate tricks), because it never looks at the answer. It
+# still refuses a malformed block: `empty_paths` gets -1.0, since the strict validator rejects a
+# path with nothing in it. The paper does not name the reward of its "parallel only" arm (Table 4);
+# this project runs that arm as the tiered reward on every step, which the paper's 80.3 % blocks
+# ([its Table 4](../docs/recipe.md#113-reward-ablation-table-4); not ~100 %) fit better than the
+# strict parallel-and-correct one
+# ([docs/recipe.md](../docs/recipe.md#13-what-could-not-be-confirmed)), and adds `structure` as an
+# arm of its own.
 
 # %% [markdown]
 # ## 3. Two graders
@@ -233,6 +249,7 @@ for col, knob, rows in ((1, "tiered_steps", dose[dose.bonus == 0.2]),
     for key, colour in (("parallel_ratio", "#E69F00"), ("accuracy", "#0072B2")):
         fig.add_scatter(x=rows[knob], y=100 * rows[key], name=key, row=1, col=col,
                         marker_color=colour, showlegend=col == 1)
+fig.update_yaxes(title="share of held-out samples (%)", col=1)
 fig.update_layout(height=340, title="TinyWorld easy items after Stage 2: held-out samples (%)")
 fig
 
@@ -256,11 +273,15 @@ if all(seeds.values()):  # the committed sweep of each seed
     up = int((bonus.loc[1.0] > bonus.loc[0.2]).sum())
     print(f"at 2 tiered steps of 10, b = 1 opens more blocks than b = 0.2 on {up} of 3 seeds, "
           f"b = 0.2 more than b = 0 on {int((bonus.loc[0.2] > bonus.loc[0.0]).sum())} of 3")
+    above = 100 * (bonus.loc[[0.5, 1.0]] - bonus.loc[0.2])  # points gained above b = 0.2
+    print("b = 0.5 and 1 against b = 0.2, points:", ", ".join(
+        f"{col} {above[col].min():+.1f} to {above[col].max():+.1f}" for col in above))
     display(bonus)  # share of held-out easy samples (100 x 4) that open a block
 
 # %% [markdown]
-# A bonus from 0 to 0.2 keeps blocks alive on every seed. Above 0.2 the seeds disagree: seed 0's
-# share climbs by 16 points, seed 2's by 4.5 to 8.5 and seed 1's falls, so runs of 100 problems × 4
+# A bonus from 0 to 0.2 keeps blocks alive on every seed (the table's b = 0 and b = 0.2 rows).
+# Above 0.2 the seeds disagree (the line above the table prints each seed's change): seed 0's share
+# climbs by about 16 points, seed 2's by 4.5 to 8.5 and seed 1's falls, so runs of 100 problems × 4
 # samples cannot say how much a larger bonus adds; the number of tiered steps moves the share far
 # more. That is the paper's lesson in one chart: where a block costs little, the reward schedule
 # decides how often the model uses it.

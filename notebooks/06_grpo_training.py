@@ -382,18 +382,19 @@ before_after(unseen)
 
 # %% [markdown]
 # How to read it on `tiny`: the computed line says whether the unseen model's hard accuracy moved
-# beyond the noise, and the table how its share of answers with a block moved. In this world the
-# alternating reward raises that share (the two tiered steps of every ten pay for blocks) without
-# making the unseen model measurably more accurate on hard items (a change within the noise,
-# either sign from run to run), unlike the seen run of section 4, and unlike the paper, where
-# Parallel-R1-Unseen (S2) gains over its SFT. Our reading, not the
-# paper's: the unseen block's paths decode forked from the same prefix, so the second path cannot
-# know it is the second and may try the same cheap price as the first, instead of the other one;
-# a forced unseen block is worth half as much as a seen one on hard items (+13 against +26 points,
-# `results/tinyworld-blockcost-unseen.json`, `results/tinyworld-blockcost.json`), and this many
-# steps do not turn that smaller edge into accuracy. Numbered paths (`path_headers`, this
-# project's extension: `pr1lib.format.grammar.number_paths`) are the fix we would try; this notebook
-# does not run it.
+# beyond the noise, and the table how its share of answers with a block moved. In our runs of this
+# section the alternating reward raised that share (the two tiered steps of every ten pay for
+# blocks) without making the unseen model measurably more accurate on hard items (a change within
+# the noise, either sign from run to run), unlike the seen run of section 4, and unlike the paper,
+# where Parallel-R1-Unseen (S2) gains over its SFT; the lines above say whether this run agrees. Our
+# reading, not the paper's: the unseen block's paths decode forked from the same prefix, so the
+# second path cannot know it is the second and may try the same cheap price as the first, instead of
+# the other one; a forced unseen block is worth half as much as a seen one on hard items (+13
+# against +26 points, `results/tinyworld-blockcost-unseen.json`,
+# `results/tinyworld-blockcost.json`), and this many steps do not turn that smaller edge into
+# accuracy. Numbered paths (`path_headers`, this project's extension:
+# `pr1lib.format.grammar.number_paths`) were tried as a remedy and did not pay: they lowered the
+# forced block's gain (notebook 03, section 7); this notebook does not run them.
 
 # %% [markdown]
 # The paper found that giving the unseen variant the seen recipe's Stage 2 hurt: 38.5 average
@@ -418,12 +419,13 @@ if not WORLD:
 # runs it as the tiered reward on every step); this project adds a `structure` arm (a valid block,
 # whatever the answer). Same start, seed and steps; only the reward changes. The paper saw the
 # parallel ratio order accuracy (13.6 %) < alternating (63.0 %) < parallel (80.3 %), with
-# parallel-only paying for it in accuracy. The verdict counts an order only when each gap is larger
-# than its 95 % bootstrap interval over problems.
+# parallel-only paying for it in accuracy (its Table 4, in
+# [docs/recipe.md](../docs/recipe.md#113-reward-ablation-table-4)). The verdict counts an order only
+# when each gap is larger than its 95 % bootstrap interval over problems.
 #
 # On a hard TinyWorld item a block pays, so every reward arm ends with blocks (the committed
 # ablation on hard items, in [docs/tinyworld.md](../docs/tinyworld.md#rl)). The paper's Table 4
-# lives in another place: its accuracy-only arm keeps blocks in 13.6 % of answers, so there a block
+# lives in another place: its accuracy-only arm keeps blocks in few answers, so there a block
 # barely pays for itself. TinyWorld's easy items are such a place: one addition answers them, and a
 # block costs a few tokens and helps little. Notebook 05's dose-response ran there; the committed
 # runs below are the ablation itself: Stage 3 on easy items, one reward per arm, 30 steps, scored on
@@ -479,23 +481,34 @@ for col, v in enumerate(CARDS, start=1):
         fig.add_bar(x=ratio.index, y=ratio, name=f"seed {s}", legendgroup=f"seed {s}",
                     marker_color=qualitative.Plotly[s], showlegend=col == 1,
                     row=1, col=col)
-    paper4 = pd.DataFrame(easy[v, 0]["numbers"]["ablation"]).set_index("arm")
-    fig.add_bar(x=paper4.index, y=paper4["paper_parallel_ratio_%"], name="paper, Table 4",
-                marker_color="black", showlegend=col == 1, row=1, col=col)
+    if v == "unseen":  # the paper's Table 4 is its unseen variant: its bars go in that panel only
+        paper4 = pd.DataFrame(easy[v, 0]["numbers"]["ablation"]).set_index("arm")
+        fig.add_bar(x=paper4.index, y=paper4["paper_parallel_ratio_%"], name="paper, Table 4",
+                    marker_color="black", row=1, col=col)
+fig.update_yaxes(title="share of samples with a block (%)", col=1)
+fig.update_xaxes(title="reward arm")
 fig.update_layout(title="TinyWorld easy items: parallel ratio by reward arm (%, T = 1)",
-                  barmode="group", height=360)
+                  barmode="group", height=380)
 fig
 
+# %%
+for arm, ratio in easy_table.groupby("arm")["parallel_ratio_%"]:  # 6 runs: 2 variants x 3 seeds
+    print(f"{arm}: blocks in {ratio.min():.1f} to {ratio.max():.1f} % of samples at T = 1")
+unseen_acc = easy_table.loc["unseen", "accuracy_%"].unstack("arm")
+print("unseen, alternating - parallel accuracy per seed (points):",
+      (unseen_acc["alternating"] - unseen_acc["parallel"]).round(1).tolist())
+
 # %% [markdown]
-# Read it as Table 4. On every seed of both variants the order is the paper's and each gap is far
-# outside its interval: accuracy alone lets blocks fade from 30 % of samples to 6-17 % (none at all
-# greedy), alternating's 2 tiered steps in 10 hold a quarter to a half of them, and the tiered
-# reward on every step puts one in 97-99 % of answers. The accuracy side holds as well, clearest on
-# the unseen variant: there alternating keeps 2-4 points more accuracy than parallel-only, because
-# an unseen block on an easy item costs more (a forced block: −3.3 points unseen, −0.6 seen,
+# Read it as Table 4 (the lines above print the ranges). On every seed of both variants the order
+# is the paper's and each gap is far outside its interval: accuracy alone lets blocks fade from
+# 30 % of samples to 6-17 % (none at all greedy), alternating's 2 tiered steps in 10 hold a quarter
+# to a half of them, and the tiered reward on every step puts one in 97 % of answers or more. The
+# accuracy side holds as well, clearest on the unseen variant: there alternating keeps 2.1 to 4.3
+# points more accuracy than parallel-only. The likely reason: an unseen block on an easy item costs
+# more (a forced block: −3.3 points unseen, −0.6 seen,
 # `results/tinyworld-blockcost-unseen.json`, `results/tinyworld-blockcost.json`). The paper's
-# alternating arm sits higher (63 %) and its parallel arm lower (80.3 %); compare the order, not the
-# values. Where a block neither costs nor pays much, the reward mode decides how often the model
+# alternating arm (the black bars) sits higher and its parallel arm lower; compare the order, not
+# the values. Where a block neither costs nor pays much, the reward mode decides how often the model
 # opens one.
 #
 # The greedy accuracy of the block-heavy unseen arms reads low: greedy forked decoding opens path 2
@@ -520,13 +533,19 @@ for v, card in cards.items():
     print(f"{v}: {card['command']}")
 long_runs = pd.concat({v: pd.DataFrame(seed_rows(card["numbers"])).set_index("seed")
                        for v, card in cards.items()})
+long_runs["greedy gain"] = long_runs["greedy end"] - long_runs["greedy start"]
+for v in cards:  # each run's gain over its own start, in points, lowest to highest seed
+    g = 100 * long_runs.loc[v, ["gain", "greedy gain"]]
+    print(f"{v}: {g['gain'].min():+.1f} to {g['gain'].max():+.1f} points at T = 1, "
+          f"greedy {g['greedy gain'].min():+.1f} to {g['greedy gain'].max():+.1f}")
 long_runs  # hard tier: mean@8 at T = 1 on 300 held-out problems, greedy beside it
 
 # %% tags=["report"]
 import plotly.graph_objects as go
 
 fig = go.Figure(layout=dict(title="TinyWorld, hard tier: mean@8 at T = 1 (%), per seed",
-                            barmode="group", height=340, xaxis_title="seed"))
+                            barmode="group", height=340, xaxis_title="seed",
+                            yaxis_title="mean@8 (%)"))
 for v, rows in long_runs.groupby(level=0):
     seeds = [f"seed {s}" for s in rows.index.get_level_values(1)]
     fig.add_bar(x=seeds, y=100 * rows["start"], name=f"{v}: start")
@@ -534,19 +553,20 @@ for v, rows in long_runs.groupby(level=0):
 fig
 
 # %% [markdown]
-# Read the table as the paper's Table 2 in miniature. Parallel-R1 (seen) starts from its SFT and
-# ends 15-19 points above it on every seed, greedy 24-29 points above, with nearly every sample now
-# opening a block; the plain GRPO baseline, from the base model on the same problems and steps,
-# gains about 5 points sampled and loses about 3 greedy: its base model writes one guess per answer,
-# and RL sharpens the guesses. Stage 2's reward pays for blocks on easy items for 15 steps, and the
-# hard tier's share of samples with a block rises from 23 % to 38 % during it (seed 0,
-# `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays for a block, yet the share climbs
-# to nearly every sample, because blocks win their groups. What the gap over plain GRPO credits is
-# the search the cold start taught, not the block itself: written without tags, the same search
-# ends as high after RL (`results/tinyworld-controls.json`: the serial arm goes from 56.9 % to
-# 68.8 %, Parallel-R1-Seen from 48.6 % to 66.7 %; notebook 07, section 7). The price is on the easy
-# tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8, which falls as RL
-# concentrates the samples (`long_runs` has every number).
+# Read the table as the paper's Table 2 in miniature (the lines above it print each gain).
+# Parallel-R1 (seen) starts from its SFT and ends 15-19 points above it on every seed, greedy 24-29
+# points above, with nearly every sample now opening a block; the plain GRPO baseline, from the base
+# model on the same problems and steps, gains about 5 points sampled and loses about 3 greedy: its
+# base model writes one guess per answer, and RL sharpens the guesses. Stage 2's reward pays for
+# blocks on easy items for 15 steps, and the hard tier's share of samples with a block rises from
+# 23 % to 38 % during it (seed 0, `results/tinyworld-grpo-seen.json`). Stage 3's reward never pays
+# for a block, yet the share climbs to nearly every sample, because blocks win their groups. What
+# the gap over plain GRPO credits is the search the cold start taught, not the block itself: written
+# without tags, the same search ends as high after RL (`results/tinyworld-controls.json`: the serial
+# arm goes from 56.9 % to 68.8 %, Parallel-R1-Seen from 48.6 % to 66.7 %; notebook 07, section 7).
+# The price is on the easy tier (about 3 points, Stage 2 teaches blocks there too) and in pass@8,
+# which falls as RL concentrates the samples (`long_runs` shows the hard tier only; the two cards
+# read above keep every tier, pass@8 included, under each run's `sft` and `final`).
 #
 # This notebook's own seen run, start and end, as headline rows (percent). Under `make tour` they
 # go on top of the report, above notebook 07's table.
@@ -606,10 +626,11 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # - Runs checkpoint every `save_steps` and resume exactly (same data order, RNG and weights); the
 #   panel trains N steps at a time on top of that, and says which clip its reward takes and which
 #   block rate its schedule reached in the dose-response runs.
-# - Where a block pays against one guess (TinyWorld's hard items), accuracy-only RL raises hard
-#   accuracy well past the plain baseline in the committed 3-seed runs, and the parallel ratio
-#   climbs by itself; the same search without tags ends as high (notebook 07's controls).
-#   Sections 4-6 print whether this notebook's short runs agree, beyond their noise or not.
+# - Where a block pays against one guess (TinyWorld's hard items), Stage 2 then accuracy-only
+#   Stage 3 raise hard accuracy well past the plain baseline in the committed 3-seed runs, and the
+#   parallel ratio climbs in Stage 3, whose reward never pays for a block; the same search
+#   without tags ends as high (notebook 07's controls). Sections 4-6 print whether this
+#   notebook's short runs agree, beyond their noise or not.
 # - The unseen variant's short S2 run is reported as it came out (section 6), with our reading of
 #   why it differs from the paper.
 # - Where a block neither costs nor pays much (TinyWorld's easy items), the reward mode sets how

@@ -67,6 +67,10 @@ from pr1lib.config.runtime import start_notebook
 
 PROFILE = start_notebook(PROFILE, SEED)  # check the profile, seed everything, print versions
 
+import transformers
+
+transformers.utils.logging.disable_progress_bar()  # a loading bar per checkpoint: nothing to read
+
 # %% [markdown]
 # ## 1. What this profile evaluates
 #
@@ -143,7 +147,7 @@ print(f"{len(cases)} cases agree; largest difference {worst:.1e}")
 # |---|---|
 # | base | the profile's model (tags added, untrained) |
 # | Parallel-SFT-Seen / -Unseen | notebook 04, `python -m pr1lib sft --variant seen\|unseen` |
-# | GRPO + RL on GSM8K (plain) | notebook 06 §5, `pr1lib grpo --stage all --variant plain`|
+# | plain GRPO, no tags (paper: "+ RL on GSM8K"; a world: easy, then hard) | notebook 06 §5 |
 # | Parallel-R1-Seen | notebook 06 (Stage 2 → Stage 3), `python -m pr1lib grpo --stage all` |
 # | Parallel-R1-Unseen (S1) | `python -m pr1lib grpo --stage 3 --variant unseen --reward accuracy` |
 # | Parallel-R1-Unseen (S2) | notebook 06 §6, `python -m pr1lib grpo --stage 3 --variant unseen` |
@@ -218,7 +222,7 @@ from pr1lib.evaluation.headline import loaded_label
 from pr1lib.evaluation.paper import for_display, side_by_side
 
 MODEL = loaded_label(found, NB.model_label)  # what was loaded: its architecture and size
-table = side_by_side(ours, MODEL)
+table = side_by_side(ours, MODEL, world=NB.world)  # a world's rows say what ran there
 print(f"missing checkpoints (empty 'ours' cells): {', '.join(missing) or 'none'}")
 for_display(table)
 
@@ -227,7 +231,7 @@ for_display(table)
 # into the tour folder, where the tour prints it and puts it on top of its report):
 
 # %% tags=["report"]
-headline = headline_table(ours, MODEL)
+headline = headline_table(ours, MODEL, world=NB.world)
 title = (f"Headline ({PROFILE}): paper = Qwen3-4B-Base, Avg over AIME/AMC/MATH; "
          f"ours = {MODEL} on {', '.join(NB.benchmarks)}, k={NB.table_k}")
 write_headline(headline, title)
@@ -348,13 +352,13 @@ for world in worlds.names():
 # %% [markdown]
 # ## 6. The mid-training scaffold
 #
-# The paper's last analysis (Figure 4; docs/recipe.md#12-analyses) uses parallel thinking as
-# **scaffolding**: train with the alternating reward (S2: accuracy on 8 of every 10 steps, and on
-# the other 2 the tiered reward, which pays a bonus for a valid block) for the first 200 steps,
-# which keeps the parallel ratio high and forces exploration; then continue from the step-200
-# checkpoint with the accuracy reward alone. After the switch the parallel ratio falls while
-# accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and the switch
-# point was picked by hand.
+# The paper's last analysis (Figure 4; [docs/recipe.md, Analyses](../docs/recipe.md#12-analyses))
+# uses parallel thinking as **scaffolding**: train with the alternating reward (S2: accuracy on 8 of
+# every 10 steps, and on the other 2 the tiered reward, which pays a bonus for a valid block) for
+# the first 200 steps, which keeps the parallel ratio high and forces exploration; then continue
+# from the step-200 checkpoint with the accuracy reward alone. After the switch the parallel ratio
+# falls while accuracy keeps rising (AIME25 peaked at 25.6 %). The authors call it preliminary, and
+# the switch point was picked by hand.
 #
 # `mid_training` (`pr1lib.experiments.midtraining`) does the same with two `run_grpo` calls: phase 1
 # from the unseen SFT checkpoint with the alternating reward for `switch` steps, phase 2 from phase
@@ -484,12 +488,13 @@ scaffold_card_figure(study["numbers"]) if study else None
 # %% [markdown]
 # How to read it on `tiny` (our reading of the lines above, not the paper's claim): the paper's
 # scaffold holds up blocks that accuracy alone lets fall (its accuracy-only run kept a block in
-# 13.6 % of answers, Table 4), so after its switch the block rate falls while accuracy rises. In
-# TinyWorld a block pays on hard items, so accuracy alone pays for blocks too: the per-arm lines
-# show whether the block rate still rises after the switch in both arms, the contrasts whether
-# the scaffold's tiered steps leave more blocks at the end and whether they buy accuracy over the
-# control, and the last line puts the three together. The paper ran 200 steps of S2 on a 4B model;
-# this study runs 20 on a 0.92M one, three seeds, so read a gap only with its interval.
+# 13.6 % of answers, [Table 4](../docs/recipe.md#113-reward-ablation-table-4)), so after its switch
+# the block rate falls while accuracy rises. In TinyWorld a block pays on hard items, so accuracy
+# alone pays for blocks too: the per-arm lines show whether the block rate still rises after the
+# switch in both arms, the contrasts whether the scaffold's tiered steps leave more blocks at the
+# end and whether they buy accuracy over the control, and the last line puts the three together. The
+# paper ran 200 steps of S2 on a 4B model; this study runs 20 on a 0.92M one, three seeds, so read a
+# gap only with its interval.
 
 # %% [markdown]
 # ## 7. Parallel thinking, or just more search?
@@ -593,32 +598,46 @@ controls_figure(wide_table)
 # Sequential steps are what a machine that runs the paths at once would take. Seconds are what
 # this CPU took: `python -m pr1lib bench latency` times R1-Unseen (forked) and the serial arm, both
 # after RL (seed 0, shipped as `data/wideworld-r1` and `data/wideworld-serial-r1`), on the same 64
-# held-out hard items, one answer per call (a user waiting) and 64 per call (a server's batch):
+# held-out hard items, one answer per call (a user waiting) and 64 per call (a server's batch).
+# Its card also holds where each answer's seconds went (`pr1lib.decoding.clock`: prefill,
+# sampling, steps of one row per answer, steps with the paths' k rows, fork, merge, drop and the
+# Python between them), and the two ratios the measured one is read against: at batch 1, 1.1 x
+# the sequential-steps ratio; at batch 64, where the cores are full, the token ratio:
 
 # %%
+from pr1lib.notebook.reports import latency_breakdown_figure, latency_lines
+
 latency = committed("wideworld-latency")
 print("the committed run:", latency["command"])
-latency_frame(latency["numbers"])
+display(latency_frame(latency["numbers"]))
+print("\n".join(latency_lines(latency["numbers"])))
+
+# %% tags=["report"]
+latency_breakdown_figure(latency) if "breakdown" in latency["numbers"] else None
 
 # %%
 rows = {r["arm"]: r for r in wide_table["rows"]}
 step_ratio = rows["unseen"]["mean_sequential_steps"] / rows["serial"]["mean_sequential_steps"]
 seconds_ratio = latency["numbers"]["unseen_over_serial"]["1"]
 print(f"R1-Unseen takes {step_ratio:.2f}x the serial arm's sequential steps and "
-      f"{seconds_ratio:.2f}x its seconds per answer at batch 1")
+      f"{seconds_ratio:.2f}x its seconds per answer at batch 1: the seconds save "
+      f"{'less' if seconds_ratio > step_ratio else 'as much or more'} than the steps")
 should_see("WideWorld: R1-Unseen's sequential steps over the serial arm's", step_ratio, PROFILE)
 seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's, batch 1",
                         seconds_ratio, PROFILE)
 
 # %% [markdown]
-# How to read it: where each path is told its deal, the paths that cannot see each other answer as
-# well as the serial search (the verdict lines give the gap and its interval) in about half its
-# sequential steps, and within a step cap the serial search does not fit they still answer. The
-# seconds save less than the steps: on this CPU a decoding step of nine rows costs more than a step
-# of one, and at batch 64, where the cores are already full, the nine rows cost more than the steps
-# they save. The seen arm checks all nine deals in one stream, so it is the slowest; one of its two
-# SFT seeds learned a summary that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md)
-# has every arm's numbers and the targets met and missed).
+# How to read it: where each path is told its deal, the paths that cannot see each other answer at
+# least as well as the serial search (the verdict lines give unseen − serial and its interval) in
+# about half its sequential steps, and within a step cap the serial search does not fit they still
+# answer. The lines above say whether the seconds follow the steps at each batch size, against its
+# target, and the figure shows where they go: the serial search's one-row steps against R1-Unseen's
+# fewer steps, some of one row (the deal it guesses first, the summary), some carrying the paths' k
+# rows (a step's matrix work grows with its rows), with the fork, merge and drop that regroup the
+# rows between them; the lines give a k-row step's cost and the regroups' share. The seen arm checks
+# all nine deals in one stream, so it is the slowest; one of its two SFT seeds learned a summary
+# that copies the wrong path ([docs/wideworld.md](../docs/wideworld.md) has every arm's numbers and
+# the targets met and missed).
 
 # %% [markdown]
 # ## Summary

@@ -1,11 +1,15 @@
 """``bench eval`` and ``bench limit`` smoke runs: one JSON object last, with the keys the README
-and the result cards read (no timing is asserted: the machine is shared)."""
+and the result cards read (no timing is asserted: the machine is shared); ``bench latency``'s
+report and ``bench --card``'s clean commit."""
 
 from __future__ import annotations
 
 import json
 
-from pr1lib.cli.main import main
+from pr1lib.cli import flags
+from pr1lib.cli.bench import load_bench_script
+from pr1lib.cli.main import build_parser, main
+from pr1lib.decoding.clock import PARTS, Clock
 
 
 def last_json(capsys) -> dict:
@@ -59,3 +63,34 @@ def test_every_benchmark_script_drops_the_known_noise_first():
         assert ast.unparse(first) == "quiet_known_noise()", path.name
         checked.append(path.stem)
     assert {"eval", "grpo", "limit", "rollout", "tinyworld", "pretrain_tiny"} <= set(checked)
+
+
+def test_bench_card_refuses_a_dirty_commit(monkeypatch, capsys):
+    """A card records its commit: ``bench --card`` from changed files is one line, exit 2."""
+    monkeypatch.setattr(flags, "git_commit", lambda: "d1c6a12+dirty")
+    assert main(["bench", "latency", "--card", "speed-probe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "clean commit" in err[0]
+    monkeypatch.setattr(flags, "git_commit", lambda: "d1c6a12")  # clean: the check passes
+    flags.check_flags(build_parser().parse_args(["bench", "latency", "--card", "speed-probe"]))
+
+
+def test_latency_report_reads_the_ratio_beside_its_bounds():
+    """``bench latency``'s JSON: medians, spreads, the steps bound and the token ratio, and a
+    breakdown per model and batch with every phase of ``pr1lib.decoding.clock``."""
+    latency = load_bench_script("latency")
+    done = {
+        "serial": {"mean_sequential_steps": 100.0, "mean_tokens": 100.0},
+        "unseen": {"mean_sequential_steps": 50.0, "mean_tokens": 170.0},
+    }
+    clock = Clock()
+    with clock.run(1):
+        pass
+    parts = {"1": {"serial": [clock.per_answer()] * 2, "unseen": [clock.per_answer()] * 2}}
+    seconds = {"1": {"serial": [1.0, 3.0], "unseen": [0.5, 1.0]}}
+    out = latency.report({"serial": "a", "unseen": "b"}, seconds, parts, done)
+    assert out["seconds_per_answer"]["1"] == {"serial": 2.0, "unseen": 0.75}
+    assert out["spread"]["1"]["serial"] == [1.0, 3.0]
+    assert out["unseen_over_serial"]["1"] == 0.375
+    assert (out["steps_bound"], out["token_ratio"]) == (0.55, 1.7)
+    assert set(out["breakdown"]["1"]["unseen"]["seconds"]) == set(PARTS)

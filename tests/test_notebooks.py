@@ -22,7 +22,7 @@ from pr1lib.notebook.tour import (
     report_outputs,
     run_notebooks,
 )
-from pr1lib.notebook.twins import KERNELSPEC, figures_by_cell, twin_problems
+from pr1lib.notebook.twins import KERNELSPEC, figures_by_cell, stale_twins, twin_problems
 
 # pr1lib.config.runtime.quiet_known_noise
 NOISE = ("kernels-community", "is_gradient_checkpointing", "multivariate normal")
@@ -52,6 +52,36 @@ def test_committed_twin_shows_a_learner_nothing_broken(path):
 
     problems = twin_problems(nbformat.read(path.with_suffix(".ipynb"), 4))
     assert not problems, f"{path.stem}: {problems[:3]}: rerun `make outputs` in a fresh clone"
+
+
+def _echoes_a_check(source: str) -> bool:
+    """A cell that ends with a bare ``should_see(...)`` call and no ``;``: IPython shows its
+    True / False under the check's own line."""
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # a cell with IPython magics: not a check cell
+        return False
+    last = body[-1] if body else None
+    bare = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+    named = bare and getattr(last.value.func, "id", "") == "should_see"
+    return named and not source.rstrip().endswith(";")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_cell_echoes_the_true_of_a_check(path):
+    cells = [c.source for c in read(path).cells if c.cell_type == "code"]
+    echo = [i for i, source in enumerate(cells) if _echoes_a_check(source)]
+    assert not echo, f"{path.stem}: code cells {echo} end with should_see(...): end it with ';'"
+
+
+def test_every_twin_is_one_run_of_its_current_code():
+    """Each committed twin recorded the code it ran (``twins.code_hash``, written by ``make
+    outputs``); a code change not followed by ``make outputs``, or a cell that never ran, is a
+    stale twin whose outputs a learner would take for the code's."""
+    stale = stale_twins()
+    assert not stale, "stale twins (run `make outputs`):\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

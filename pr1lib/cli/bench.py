@@ -9,7 +9,8 @@ hard problems x 8 samples at T = 1, the evaluation before packed rows versus tod
 samples); ``bench limit`` runs ``benchmarks/limit.py`` (the engine's tokens/s at batch 8, 64,
 256 beside this machine's matmul limit and what bounds it); ``bench engine`` runs eval and limit
 side by side; ``bench latency`` runs ``benchmarks/latency.py`` (seconds per answer of
-WideWorld's forked unseen model against its serial one, at batch 1 and 64); ``bench all`` runs
+WideWorld's forked unseen model against its serial one, at batch 1 and 64, with each one's
+seconds per phase, ``pr1lib.decoding.clock``); ``bench all`` runs
 rollout and grpo and adds ``benchmarks/pretrain_tiny.py`` when it exists. With ``--out DIR``
 each result is also written to ``DIR/<name>.json``. The
 benchmarks live in the repository, not in the installed package.
@@ -79,9 +80,10 @@ def run_benchmarks(
 ) -> dict[str, Any]:
     """``rollout``, ``grpo``, ``eval``, ``limit``, ``engine`` (eval and limit) or ``all``
     (rollout, grpo and ``pretrain_tiny``); each result also goes to ``OUT/<name>.json``.
-    ``repeats`` ``None``: 5 for ``rollout``, ``GRPO_REPEATS`` for ``grpo``, 1 for ``eval``, 3 for
-    ``limit``; ``threads`` ``None``: one for ``rollout`` and ``limit`` (a core's limit),
-    ``profiles.TINY_THREADS`` for ``eval`` (the eval command's); ``grpo`` takes the configs'."""
+    ``repeats`` ``None``: 5 for ``rollout`` and ``latency``, ``GRPO_REPEATS`` for ``grpo``, 1 for
+    ``eval``, 3 for ``limit``; ``threads`` ``None``: one for ``rollout`` and ``limit`` (a core's
+    limit), ``profiles.TINY_THREADS`` for ``eval`` (the eval command's); ``grpo`` takes the
+    configs'."""
     results = {}
     if which in ("eval", "engine"):
         results["eval"] = load_bench_script("eval").run(
@@ -89,7 +91,7 @@ def run_benchmarks(
         )
     if which == "latency":
         results["latency"] = load_bench_script("latency").run(
-            repeats=repeats or 3, threads=threads or 1, quick=quick
+            repeats=repeats or 5, threads=threads or 1, quick=quick
         )
     if which in ("limit", "engine"):
         results["limit"] = load_bench_script("limit").run(

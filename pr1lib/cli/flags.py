@@ -18,7 +18,7 @@ from typing import Any
 
 from pr1lib.config.checks import MAX_SEED, parse_value
 from pr1lib.data.sources import REAL_SOURCES
-from pr1lib.store.cards import card_path
+from pr1lib.store.cards import card_path, git_commit
 from pr1lib.store.folders import check_out_path
 
 # bench: flag -> the benchmarks that read it
@@ -64,6 +64,11 @@ def _bench(args: Any) -> None:
             )
     if not given(args, "out"):
         _no_folder_flags(args, "bench without --out writes no folder")
+    if given(args, "card") and git_commit().endswith("+dirty"):
+        raise ValueError(
+            "bench --card needs a clean commit (the card records it): commit or stash the changes "
+            "to tracked files first"
+        )
 
 
 def _no_folder_flags(args: Any, why: str) -> None:

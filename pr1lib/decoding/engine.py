@@ -49,6 +49,7 @@ import torch
 
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.decoding import decode
+from pr1lib.decoding.clock import OFF
 from pr1lib.decoding.kvcache import Streams
 from pr1lib.decoding.regroup import _Row, _Rows
 from pr1lib.decoding.rowcache import RowStreams
@@ -127,7 +128,8 @@ def pick_streams(model: Any, config: RolloutConfig, cache: str | None = None) ->
         raise ValueError(f"cache must be one of {CACHES} or None, got {cache!r}")
     fits = cache is None and decode.supported(model) and attn_implementation(model) == "sdpa"
     if config.fast_cache and (cache == "rows" or fits):
-        return RowStreams(model, config.max_completion_length + 1)  # a whole completion's room
+        fan = 1 if config.mode == "seen" else config.num_paths  # rows a prompt may fork into
+        return RowStreams(model, config.max_completion_length + 1, fan)  # a completion's room
     return Streams(model, config.fast_cache)
 
 
@@ -142,6 +144,7 @@ class Engine(_Rows):
         config: RolloutConfig,
         generator: torch.Generator | None,
         cache: str | None = None,
+        clock: Any = None,
     ):
         if config.mode not in ROLLOUT_MODES:
             raise ValueError(f"mode must be one of {ROLLOUT_MODES}, got {config.mode!r}")
@@ -165,25 +168,30 @@ class Engine(_Rows):
         ]
         self.streams = pick_streams(model, config, cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
+        self.clock = clock or OFF  # pr1lib.decoding.clock: seconds per phase, when one is given
 
     # -- the loop ---------------------------------------------------------------------------
     @torch.no_grad()
     def run(self, prompts: Sequence[Sequence[int]]) -> list[Rollout]:
-        """Every prompt's sample, in order."""
-        self.samples = [Rollout(list(p)) for p in prompts]
-        self.rows = [_Row(sample=i) for i in range(len(prompts))]
-        logits = self.streams.prefill(prompts, self.pad)  # (R, V)
-        self.place()
-        self.steps = 0
-        while True:
-            self.decide(logits)
-            self.regroup()
-            if not self.rows:
-                break
-            logits = self.advance()  # (R, V), the rows' logical order
-        getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
-        for s in self.samples:
-            self.finalize(s)
+        """Every prompt's sample, in order (``self.clock`` times the phases)."""
+        clock = self.clock
+        with clock.run(len(prompts)):
+            self.samples = [Rollout(list(p)) for p in prompts]
+            self.rows = [_Row(sample=i) for i in range(len(prompts))]
+            with clock.part("prefill"):
+                logits = self.streams.prefill(prompts, self.pad)  # (R, V)
+            self.place()
+            self.steps = 0
+            while True:
+                with clock.part("sample"):
+                    self.decide(logits)
+                self.regroup()
+                if not self.rows:
+                    break
+                logits = self.advance()  # (R, V), the rows' logical order
+            getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
+            for s in self.samples:
+                self.finalize(s)
         return self.samples
 
     def decide(self, logits: torch.Tensor) -> None:

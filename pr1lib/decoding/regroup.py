@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from pr1lib.decoding.clock import OFF
+
 # Re-read paths are fed this many tokens per forward: logits for the re-reading rows are
 # (G, chunk, V).
 REREAD_CHUNK = 64
@@ -55,6 +57,7 @@ class _Rows:
     It expects ``rows``, ``streams``, ``cfg``, ``pad``, ``tags``, ``merge`` from the engine."""
 
     rows: list[_Row]
+    clock: Any = OFF  # pr1lib.decoding.clock: the engine's
 
     def place(self, slots: list[int] | None = None) -> None:
         """Give the rows (logical order) their slots; ``None``: slot = place."""
@@ -75,7 +78,12 @@ class _Rows:
             if row.feed is not None:
                 feed[row.slot], live[row.slot] = row.feed, True
         dev = self.streams.pos.device
-        logits = self.streams.step(torch.tensor(feed, device=dev), torch.tensor(live, device=dev))
+        kind = self.clock.on and (
+            "step_k" if any(r.kind == "path" for r in self.rows) else "step_1"
+        )
+        with self.clock.part(kind):
+            feed_t, live_t = torch.tensor(feed, device=dev), torch.tensor(live, device=dev)
+            logits = self.streams.step(feed_t, live_t)
         self.steps += 1
         return self.logical(logits)  # (R, V)
 
@@ -90,6 +98,18 @@ class _Rows:
         """Apply forks, merges and finished rows to the cache (only when something changed)."""
         if not any(map(self.changes, self.rows)):
             return  # nothing forks, merges or ends this step
+        with self.clock.part(self.clock.on and self.regroup_kind()):
+            self._regroup()
+
+    def regroup_kind(self) -> str:
+        """The clock's name for this regroup: ``merge`` if a group completes, else ``fork`` if a
+        row forks, else ``drop``."""
+        if any(r.kind == "path" and all(x.waiting for x in r.group) for r in self.rows):
+            return "merge"
+        return "fork" if any(r.group and r.kind != "path" for r in self.rows) else "drop"
+
+    def _regroup(self) -> None:
+        """``regroup`` once something changes."""
         if self.cfg.mode == "reread":
             self.reread()  # before reading the rows' lengths: it adds keys to path 1's rows
         slot = [r.slot for r in self.rows]

@@ -78,6 +78,7 @@ def generate(
     generator: torch.Generator | None = None,
     stats: dict | None = None,
     cache: str | None = None,
+    clock: Any = None,
     **overrides: Any,
 ) -> list[Rollout]:
     """Sample one completion per prompt (token ids or strings); see the module docstring.
@@ -89,7 +90,8 @@ def generate(
     ``generator`` (on the model's device) makes sampling reproducible; it is shared by the batch,
     each step drawing one number per row in the rows' order. ``cache`` picks the rows' cache
     (``pr1lib.decoding.engine.pick_streams``; ``None``: the fastest that applies; the choice changes
-    no sample, only the rounding of the last bits).
+    no sample, only the rounding of the last bits). A ``clock`` (``pr1lib.decoding.clock.Clock``)
+    adds the rollout's seconds per phase.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> from pr1lib.decoding.models import train_tiny_tokenizer
@@ -108,7 +110,7 @@ def generate(
     True
     """
     config = (config or RolloutConfig()).replace(**overrides)
-    engine = Engine(model, tokenizer, config, generator, cache)
+    engine = Engine(model, tokenizer, config, generator, cache, clock)
     rollouts = engine.run(_encode_prompts(tokenizer, prompts))
     if stats is not None:
         stats.update(

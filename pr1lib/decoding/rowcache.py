@@ -13,10 +13,12 @@ freed slots), in one gather and one scatter over all layers. ``pr1lib.decoding.k
 the engine before this one (one shared column count, finished paths waiting with holes, a regroup
 that copies the cache); ``bench eval`` measures one against the other.
 
-The buffer grows (one copy) when the rows or the columns run out; the engine gives each row room
-for a whole completion up front. Memory comes unwritten and is zeroed a few columns ahead of the
-longest row; a finished rollout's buffer is kept for the next one (``SPARE_BYTES``): fresh
-memory costs a page fault per page written, about what decoding reads of it.
+The engine sizes the buffer up front: room for a whole completion per row and for every row a
+prompt may fork into (``fan``: k paths), so a fork never grows it; it still grows (one copy) if
+the rows or the columns run out. Memory comes unwritten and is zeroed a few columns ahead of the
+longest row, on the rows in use; a finished rollout's buffer is kept for the next one
+(``SPARE_BYTES``): fresh memory costs a page fault per page written, about what decoding reads of
+it. Moves are slice copies (a row's keys are contiguous columns), read before any is written.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from pr1lib.decoding import decode
 from pr1lib.decoding.kvcache import Streams, new_cache
 
 CLEAN_AHEAD = 32  # columns zeroed ahead of the longest row (one memset per this many steps)
-SPARE_BYTES = 1 << 30  # finished rollouts' buffers kept for the next ones, at most this much
+SPARE_BYTES = 2 << 30  # finished rollouts' buffers kept for the next ones, at most this much
+# (a WideWorld batch of 64 forking into 9 paths: about 1 GiB)
 _SPARE: list[torch.Tensor] = []  # the most recently freed first
 
 Copy = tuple[int, int, int, int, int]  # (to slot, to column, from slot, from column, n keys)
@@ -46,15 +49,16 @@ class _Buffer:
         self.lens: list[int] = []  # real keys per row
         self.clean, self.rows_clean = 0, 0  # columns :clean of slots :rows_clean are finite
 
-    def reserve(self, rows: int, columns: int, room: int = 0) -> None:
-        """Room for ``rows`` rows of ``columns + room`` keys, every column below ``columns`` of
-        the first ``rows`` slots finite: a masked column is still multiplied (by a zero weight), and
-        ``0 x NaN`` would spread. Memory comes unwritten (fresh or a spare) and is zeroed a few
-        columns ahead of the longest row, on the slots in use only."""
+    def reserve(self, rows: int, columns: int, room: int = 0, capacity: int = 0) -> None:
+        """Room for ``rows`` rows (``capacity`` if more: the rows it may come to) of ``columns +
+        room`` keys, every column below ``columns`` of the first ``rows`` slots finite: a masked
+        column is still multiplied (by a zero weight), and ``0 x NaN`` would spread. Memory comes
+        unwritten (fresh or a spare) and is zeroed a few columns ahead of the longest row, on the
+        slots in use only."""
         have = (self.kv.shape[1], self.kv.shape[3]) if self.kv is not None else (0, 0)
         if rows > have[0] or columns + room > have[1]:  # a few sizes (powers of 2, 64s): reused
             wide = -(-(columns + room) // 64) * 64
-            self._grow(max(_quantum(rows, 8), have[0]), max(wide, have[1]))
+            self._grow(max(_quantum(rows, 8), capacity, have[0]), max(wide, have[1]))
         if rows > self.rows_clean:
             self.kv[:, self.rows_clean : rows, :, : self.clean].zero_()
             self.rows_clean = rows
@@ -95,18 +99,14 @@ class _Buffer:
 
     def move(self, copies: list[Copy]) -> None:
         """Copy ``n`` keys from ``(from slot, from column)`` to ``(to slot, to column)`` for every
-        copy, in every layer: all sources are read before anything is written."""
-        if not copies:
-            return
-        dev = self.like.device
-        c = torch.tensor(copies, dtype=torch.long, device=dev)  # (M, 5)
-        n = c[:, 4]
-        seg = torch.repeat_interleave(torch.arange(len(c), device=dev), n)  # (N,)
-        k = torch.arange(len(seg), device=dev) - (n.cumsum(0) - n)[seg]  # (N,) offset in a copy
-        dst = self.flat(c[seg, 0], c[seg, 1] + k).reshape(-1)  # (2 L N H_kv,)
-        src = self.flat(c[seg, 2], c[seg, 3] + k).reshape(-1)
-        flat = self.kv.view(-1, self.shape[1])
-        flat.index_copy_(0, dst, flat.index_select(0, src))
+        copy, in every layer, as slice copies: all sources are read before anything is written
+        (copied aside first only when a copy writes a slot another one reads)."""
+        kv, sources = self.kv, {c[2] for c in copies}
+        parts = [kv[:, f, :, a : a + n] for _, _, f, a, n in copies]  # (2 L, H_kv, n, D) views
+        if any(c[0] in sources for c in copies):
+            parts = [p.clone() for p in parts]
+        for (to, at, _, _, n), part in zip(copies, parts):
+            kv[:, to, :, at : at + n] = part
 
     def write(self, rows: list[int], at: list[int], new: torch.Tensor) -> None:
         """Write ``new`` ``(2 L, G, H_kv, q, D)`` into ``rows`` from column ``at[g]`` on."""
@@ -195,8 +195,9 @@ class RowStreams:
     [3, 2, 3]
     """
 
-    def __init__(self, model: Any, columns: int = 64):
+    def __init__(self, model: Any, columns: int = 64, fan: int = 1):
         self.model, self.fed, self.columns = model, 0, columns  # columns: a row's room to grow
+        self.fan = fan  # rows a prompt may come to (k paths): the buffer's rows, up front
         self.lean = decode.LeanWeights(model)
         config = model.config
         shape = (config.num_key_value_heads, config.head_dim)
@@ -227,7 +228,7 @@ class RowStreams:
         pick = torch.tensor([where[tuple(p)] for p in prompts], device=self.pos.device)  # (n,)
         self.buf.release()
         width = part.valid.shape[1]
-        self.buf.reserve(len(prompts), width, room=self.columns)
+        self.buf.reserve(len(prompts), width, room=self.columns, capacity=len(prompts) * self.fan)
         layers = part.cache.layers
         new = torch.stack([x.keys for x in layers] + [x.values for x in layers])  # (2 L, U, ...)
         self.buf.kv[:, : len(prompts), :, :width] = new[:, pick]  # (2 L, R, H_kv, width, D)

@@ -21,7 +21,7 @@ from pr1lib.config.runtime import profile_threads, set_threads
 from pr1lib.data.evalsets import load_benchmark
 from pr1lib.decoding.models import checkpoint_folder
 from pr1lib.evaluation.evaluate import ResultsFile, load_for_eval, results_path, run_eval
-from pr1lib.evaluation.paper import PAPER_MODEL, STAGE_NAMES, side_by_side, to_markdown
+from pr1lib.evaluation.paper import PAPER_MODEL, side_by_side, stage_names, to_markdown
 from pr1lib.store.jsonl import read_json
 from pr1lib.store.modelfiles import model_hash, model_label
 from pr1lib.store.paths import runs_dir
@@ -144,17 +144,19 @@ HEADLINE_ENV = "PR1_TOUR_DIR"  # set by ``make tour``: notebook 07 writes headli
 HEADLINE_FILE = "headline.json"  # others (``headline-<what>.json``, notebook 06) go below it
 
 
-def headline_table(ours: dict[str, dict[str, dict]], model: str):
+def headline_table(ours: dict[str, dict[str, dict]], model: str, world: str | None = None):
     """Table 2's rows, short: the paper's parallel % and Avg, then ours (parallel %, and mean@k /
-    pass@k per benchmark), only for the stages we evaluated; every column says whose it is.
+    pass@k per benchmark), only for the stages we evaluated; every column says whose it is, and in
+    a ``world`` the plain GRPO row says it is plain GRPO there (``paper.stage_names``).
 
     >>> m = dict(accuracy=.25, pass_at_k=.5, parallel_ratio=0., n=4, k=2, checker="strict")
     >>> t = headline_table({"base": {"tinygsm-hard": m}}, "tiny")
     >>> t.shape, float(t.iloc[0, 1]), float(t.iloc[0, 3])
     ((1, 5), 6.6, 25.0)
     """
-    frame = side_by_side(ours, model)
-    frame = frame.loc[[STAGE_NAMES.get(key, key) for key in ours]]
+    frame = side_by_side(ours, model, world=world)
+    names = stage_names(world)
+    frame = frame.loc[[names.get(key, key) for key in ours]]
     paper_cols = [f"paper: {PAPER_MODEL} | parallel %", f"paper: {PAPER_MODEL} | Avg"]
     keep = paper_cols + [c for c in frame.columns if c.startswith("ours:") and "Avg of" not in c]
     return frame[keep]

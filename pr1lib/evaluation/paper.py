@@ -87,6 +87,21 @@ TABLE4 = _rows(
 STAGE_NAMES = {key: row["method"] for key, row in TABLE2.items()} | {"base": "base model"}
 
 
+def stage_names(world: str | None = None) -> dict[str, str]:
+    """Table 2's row names for our checkpoints. In a world the plain GRPO row is no RL on GSM8K:
+    it is plain GRPO on the world's easy items, then its hard ones, and its name says so.
+
+    >>> stage_names("tinyworld")["grpo-gsm8k"]
+    'plain GRPO, tinyworld easy then hard (paper: + RL on GSM8K)'
+    >>> stage_names()["grpo-gsm8k"]
+    '+ RL on GSM8K'
+    """
+    if not world:
+        return dict(STAGE_NAMES)
+    plain = f"plain GRPO, {world} easy then hard (paper: {STAGE_NAMES['grpo-gsm8k']})"
+    return STAGE_NAMES | {"grpo-gsm8k": plain}
+
+
 def paper_table(which: int = 2):
     """The paper's Table 2 or 4 as a DataFrame; every column is labelled ``paper: Qwen3-4B-Base``.
 
@@ -133,9 +148,15 @@ def our_columns(results: dict[str, dict[str, Any]], model: str) -> dict[str, flo
     return cols
 
 
-def side_by_side(ours: dict[str, dict[str, dict[str, Any]]], model: str, paper: bool = True):
+def side_by_side(
+    ours: dict[str, dict[str, dict[str, Any]]],
+    model: str,
+    paper: bool = True,
+    world: str | None = None,
+):
     """Table 2's layout: one row per stage (``TABLE2`` keys, in the paper's order, then any other
-    keys of ``ours``), the paper's columns first, then ours, never sharing a column.
+    keys of ``ours``), the paper's columns first, then ours, never sharing a column; rows named by
+    ``stage_names(world)``.
 
     >>> t = side_by_side({"sft-seen": {"gsm8k": {"accuracy": 0.5, "pass_at_k": 1.0,
     ...     "parallel_ratio": 1.0, "n": 2, "k": 2, "checker": "robust"}}}, "tiny")
@@ -151,7 +172,8 @@ def side_by_side(ours: dict[str, dict[str, dict[str, Any]]], model: str, paper: 
         if paper and key in TABLE2:
             row = {f"paper: {PAPER_MODEL} | {c}": TABLE2[key][c] for c in TABLE2_COLUMNS}
         rows.append(row | (our_columns(ours[key], model) if key in ours else {}))
-    frame = pd.DataFrame(rows, index=[STAGE_NAMES.get(key, key) for key in keys])
+    names = stage_names(world)
+    frame = pd.DataFrame(rows, index=[names.get(key, key) for key in keys])
     frame.index.name = "method"
     return frame
 

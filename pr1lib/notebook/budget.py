@@ -40,6 +40,19 @@ class Rates:
     eval_batch: int = 32  # prompts per generation call (pr1lib.evaluation.evaluate.held_out_config)
     decode_rows: int = 64  # rows one decoding loop takes at the assumed step time
 
+    def __str__(self) -> str:
+        """The assumptions as one readable line (a notebook prints it, not the raw dataclass).
+
+        >>> print(Rates())  # doctest: +ELLIPSIS
+        assumed: 0.05 s per decoding step of 64 rows, 2,000 training tokens/s, 40 s per run, ...
+        """
+        return (
+            f"assumed: {self.decode_step_s:g} s per decoding step of {self.decode_rows} rows, "
+            f"{self.train_tokens_per_s:,.0f} training tokens/s, {self.run_overhead_s:g} s per run, "
+            f"prompts of {self.prompt_tokens} tokens, SFT rows of {self.sft_row_tokens}, "
+            f"{self.eval_batch} prompts per evaluation batch"
+        )
+
 
 T4 = Rates()
 

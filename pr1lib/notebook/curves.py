@@ -262,6 +262,8 @@ def figure3(
                 showlegend=row == 1,
             )
     fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_yaxes(title_text="share of samples", row=1, col=1)
+    fig.update_yaxes(title_text="relative position", row=2, col=1)
     fig.update_xaxes(**step_ticks(frame["step"].tolist()))  # whole steps only
     fig.update_xaxes(title_text="optimizer step", row=2, col=1)
     fig.update_layout(title=title, height=520, margin=dict(t=70, b=40, l=50, r=20))
@@ -337,7 +339,7 @@ def scaffold_figure(result: dict[str, Any], window: int = 3):
     fig.update_layout(
         title="Mid-training scaffold: accuracy and parallel ratio across the reward switch",
         xaxis_title="optimizer step",
-        yaxis=dict(range=[-0.02, 1.05]),
+        yaxis=dict(range=[-0.02, 1.05], title="share of samples"),
         height=420,
         margin=dict(t=60, b=40, l=50, r=20),
     )
@@ -426,6 +428,8 @@ def scaffold_card_figure(numbers: dict[str, Any], window: int = 5):
                 )
     fig.add_vline(x=numbers["switch_step"], line_dash="dash", line_color="black")
     fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_yaxes(title_text="mean@k (share of samples right)", row=1, col=1)
+    fig.update_yaxes(title_text="share of samples with a block", row=1, col=2)
     fig.update_xaxes(title_text="optimizer step")
     fig.update_layout(
         title="Mid-training scaffold vs accuracy-only RL (the study's card; switch dashed)",

@@ -36,6 +36,9 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "validator table rows only the official checker accepts": {"*": (4, 4)},
     # 01: the 341 traces of the shared data (the strict grammar finds three real slips)
     "real traces only the official checker accepts": {"*": (3, 3)},
+    # 01: the tiny tokenizer's tag pieces: opening tags share "<", so the mean-of-pieces start puts
+    # <Parallel> nearer <Path> (0.988) than <Path> nearer </Path> (0.892); the prose reads this
+    "<Parallel>/<Path> closer than <Path>/</Path> (1 = yes)": {"tiny": (1, 1)},
     # 00: the shipped TinyWorld base on 50 hard items x 8 at T = 1 (card, 200 x 8: pass@8 0.83,
     # mean@8 0.37, gap 0.46; one SD of the gap at 50 items is ~0.05); pass@k >= mean@k always
     "TinyWorld base, hard: pass@8 minus mean@8": {"smoke": (0, 1), "tiny": (0.25, 0.65)},
@@ -106,10 +109,11 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "scaffold, hard mean@k at the end": {"smoke": (0, 1), "tiny": (0.15, 0.75)},
     # 07 section 8 reads the committed WideWorld cards (every profile): R1-Unseen in 0.49x the
     # serial arm's sequential steps (results/wideworld-controls.json; the target <= 0.6)
-    # and 0.73x its seconds at batch 1 (results/wideworld-latency.json; target <= 0.7, missed):
-    # the prose says the seconds save less than the steps
+    # and, at batch 1, the seconds ratio results/wideworld-latency.json holds (unseen_over_serial.1,
+    # its target steps_bound: 1.1x the steps ratio); the cell prints whether the seconds save less
+    # than the steps (the low end: well under the steps ratio, which the seconds do not beat)
     "WideWorld: R1-Unseen's sequential steps over the serial arm's": {"*": (0.3, 0.6)},
-    "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.5, 0.95)},
+    "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.4, 0.95)},
 }
 
 

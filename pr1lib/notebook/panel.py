@@ -264,18 +264,20 @@ def active_modes(state: PanelState) -> list[str]:
 
 
 def schedule_figure(state: PanelState, title: str | None = None):
-    """A strip of bars, one per upcoming step (TRL's 1-based log rows), coloured by its reward."""
+    """A strip of bars, one per upcoming step (TRL's 1-based log rows), coloured by its reward;
+    the default title says these steps are a preview: ``steps 6-8 (not trained yet), ...``."""
     import plotly.graph_objects as go
 
     modes = active_modes(state)
     steps = list(range(state.start + 1, state.start + len(modes) + 1))
+    span = f"steps {steps[0]}-{steps[-1]}" if steps else "no steps"
     fig = go.Figure(
         layout=dict(
             height=220,
             margin=dict(t=40, b=40, l=40, r=20),
             barmode="stack",
             title=title
-            or f"reward schedule: {state.reward}"
+            or f"{span} (not trained yet), reward schedule: {state.reward}"
             + (
                 f" (window {state.window}, {state.parallel_steps} tiered)"
                 if REWARD_MODES[state.reward].scheduled

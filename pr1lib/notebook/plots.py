@@ -393,3 +393,21 @@ def mask_figure(
         margin=dict(t=90, b=50, l=60, r=10),
     )
     return fig
+
+
+def untitled_y_axes(fig: go.Figure) -> list[str]:
+    """The y-axes (``"y"``, ``"y2"``, ...) that hold a trace in a row of panels none of whose
+    y-axes has a title: a reader cannot tell what such a panel measures. Panels side by side may
+    share one title on the left (axes with the same vertical domain are one row).
+
+    >>> fig = make_subplots(rows=2, cols=1)
+    >>> _ = fig.add_scatter(y=[1], row=1, col=1).add_scatter(y=[2], row=2, col=1)
+    >>> untitled_y_axes(fig.update_yaxes(title="share", row=1, col=1))
+    ['y2']
+    """
+    used = {getattr(t, "yaxis", None) or "y" for t in fig.data if "yaxis" in t}
+    rows: dict[tuple, list[tuple[str, str]]] = {}
+    for ref in used:
+        axis = fig.layout["yaxis" + ref[1:]]
+        rows.setdefault(tuple(axis.domain or (0, 1)), []).append((ref, axis.title.text or ""))
+    return sorted(ref for axes in rows.values() if not any(t for _, t in axes) for ref, _ in axes)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from pr1lib.evaluation.paper import our_columns, to_markdown
 from pr1lib.notebook.curves import figure3, training_curves
@@ -71,6 +72,15 @@ def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
     return frame.dropna(axis=1, how="all")  # columns a world does not measure
 
 
+def _world_title(world: str | None) -> str:
+    """How a chart's title names the held-out items of ``world`` (``None``: no world)."""
+    if not world:
+        return "Held-out hard"
+    from pr1lib import worlds
+
+    return f"{worlds.get(world).title} hard"
+
+
 def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -110,6 +120,7 @@ def headline_figure(search: dict[str, Any], split: dict[str, Any]):
     for trace in controls_bars(search).data:
         fig.add_trace(trace.update(legendgroup="bars"), row=1, col=1)
     colours = {"serial": "#d62728", "seen": "#9467bd", "unseen": "#1f77b4", "unseen-s3": "#17becf"}
+    styles = {arm: ARM_STYLE.get(arm, {}) for arm in colours}
     for r in split["rows"]:
         if r["arm"] not in colours:
             continue
@@ -119,12 +130,13 @@ def headline_figure(search: dict[str, Any], split: dict[str, Any]):
             y=list(caps.values()),
             mode="lines+markers",
             name=f"WideWorld {r['arm']}",
-            line=dict(color=colours[r["arm"]]),
+            line=dict(color=colours[r["arm"]], **styles[r["arm"]].get("line", {})),
+            marker=styles[r["arm"]].get("marker"),
             row=1,
             col=2,
         )
-    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title="mean@8", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title="mean@8 within the cap", row=1, col=2)
     ticks = [16, 32, 64, 128, 256]
     fig.update_xaxes(
         title="sequential decode steps allowed", type="log", tickvals=ticks, row=1, col=2
@@ -166,6 +178,98 @@ def latency_frame(numbers: dict[str, Any]) -> pd.DataFrame:
     frame["unseen / serial"] = pd.Series(numbers["unseen_over_serial"])
     frame.index.name = "batch"
     return frame
+
+
+# the command that writes the latency card (tools/speed_cards.sh runs it)
+LATENCY_COMMAND = (
+    "python -m pr1lib bench latency --repeats 5 --card wideworld-latency --overwrite-card"
+)
+LATENCY_MODELS = {"serial": "serial search", "unseen": "R1-Unseen (forked)"}
+# pr1lib.decoding.clock.PARTS, as the figure's legend names them, with their colours
+PHASES = {
+    "prefill": ("prefill", "#9db4d3"),
+    "sample": ("sampling", "#e9c46a"),
+    "step_1": ("one-row steps", "#1f4e8c"),
+    "step_k": ("k-row steps (the paths)", "#e76f51"),
+    "fork": ("fork", "#2a9d8f"),
+    "merge": ("merge", "#8e44ad"),
+    "drop": ("drop", "#7f7f7f"),
+    "other": ("other (Python between phases)", "#cccccc"),
+}
+
+
+def latency_breakdown_figure(card: dict[str, Any]) -> go.Figure:
+    """The latency card's per-phase breakdown (``numbers["breakdown"][batch][model]["seconds"]``,
+    ``pr1lib.decoding.clock``): one panel per batch size, a stacked bar per model, milliseconds
+    per answer in each phase. The title names the card's world and the card.
+
+    >>> part = {"seconds": dict.fromkeys(PHASES, 0.001)}
+    >>> numbers = {"world": "wideworld", "breakdown": {"1": {"serial": part, "unseen": part}}}
+    >>> fig = latency_breakdown_figure({"name": "wideworld-latency", "numbers": numbers})
+    >>> len(fig.data), list(fig.data[0].x), list(fig.data[0].y)
+    (8, ['serial search', 'R1-Unseen (forked)'], [1.0, 1.0])
+    """
+    from pr1lib import worlds
+
+    numbers = card["numbers"]
+    batches = sorted(numbers["breakdown"], key=int)
+    fig = make_subplots(rows=1, cols=len(batches), subplot_titles=[f"batch {b}" for b in batches])
+    for col, batch in enumerate(batches, 1):
+        models = numbers["breakdown"][batch]
+        for part, (label, color) in PHASES.items():
+            fig.add_bar(
+                x=[LATENCY_MODELS.get(m, m) for m in models],
+                y=[1000 * m["seconds"][part] for m in models.values()],
+                name=label,
+                marker_color=color,
+                legendgroup=part,
+                showlegend=col == 1,
+                hovertemplate=f"{label}: %{{y:.2f}} ms<extra></extra>",
+                row=1,
+                col=col,
+            )
+    # the panels side by side share the left one's title (each keeps its own scale)
+    fig.update_yaxes(title="ms per answer (median of rounds)", row=1, col=1)
+    world = worlds.get(numbers["world"]).title
+    fig.update_layout(
+        title=f"{world}: where an answer's milliseconds go (results/{card['name']}.json)",
+        barmode="stack",
+        height=420,
+        width=820,
+    )
+    return fig
+
+
+def latency_lines(numbers: dict[str, Any]) -> list[str]:
+    """The latency card read aloud: each batch's measured unseen / serial beside its target (batch
+    1: ``steps_bound``; batch 64: ``token_ratio``), a path step's cost over a one-row step and
+    the regroups' share of an answer; one line naming the command when the card predates the
+    breakdown.
+
+    >>> latency_lines({"unseen_over_serial": {"1": 0.7}})[0].split(":")[0]
+    'this card predates the per-phase breakdown'
+    """
+    if "breakdown" not in numbers:
+        return [f"this card predates the per-phase breakdown: `{LATENCY_COMMAND}` writes it"]
+    ratio, lines = numbers["unseen_over_serial"], []
+    for batch, bound, why in (
+        ("1", numbers["steps_bound"], f"1.1 x its {numbers['steps_ratio']:.3f}x sequential steps"),
+        ("64", numbers["token_ratio"], "its tokens over the serial search's"),
+    ):
+        met = "met" if ratio[batch] <= bound else "missed"
+        lines.append(
+            f"batch {batch}: R1-Unseen takes {ratio[batch]:.3f}x the serial search's seconds per "
+            f"answer; target at most {bound:.3f}x ({why}): {met}"
+        )
+    for batch, by in sorted(numbers["breakdown"].items(), key=lambda kv: int(kv[0])):
+        u = by["unseen"]
+        step = u["seconds_per_step"]
+        regroup = sum(u["seconds"][k] for k in ("fork", "merge", "drop")) / u["total"]
+        lines.append(
+            f"batch {batch}: a k-row step of R1-Unseen took {step['step_k'] / step['step_1']:.2f}x "
+            f"a one-row step; fork, merge and drop {100 * regroup:.1f} % of its answer"
+        )
+    return lines
 
 
 ARM_LABELS = {
@@ -215,16 +319,30 @@ def controls_bars(table: dict[str, Any], title: str = "TinyWorld hard problems, 
     return fig
 
 
+# arms whose lines would otherwise lie on top of each other: their own dash and marker
+ARM_STYLE = {"unseen-s3": dict(line=dict(dash="dash"), marker=dict(symbol="square", size=9))}
+
+
 def controls_figure(table: dict[str, Any]):
     """Accuracy against a cap on sequential decode steps, one line per arm (a sample counts when
     it is right and fits the cap): where the same search, decoded as parallel paths, finishes
-    sooner than written out in one stream."""
+    sooner than written out in one stream. The title names the table's world.
+
+    >>> row = {"arm": "unseen-s3", "accuracy_at_steps": {"16": 0.5}}
+    >>> f = controls_figure({"world": "wideworld", "rows": [row]})
+    >>> f.layout.title.text.split(":")[0], f.data[0].line.dash
+    ('WideWorld hard', 'dash')
+    """
     fig = go.Figure()
     for r in table["rows"]:
         caps = {int(c): v for c, v in r["accuracy_at_steps"].items()}
-        fig.add_scatter(x=list(caps), y=list(caps.values()), mode="lines+markers", name=r["arm"])
+        style = ARM_STYLE.get(r["arm"], {})
+        fig.add_scatter(
+            x=list(caps), y=list(caps.values()), mode="lines+markers", name=r["arm"], **style
+        )
+    world = _world_title(table.get("world"))
     fig.update_layout(
-        title="Accuracy under a cap on sequential decode steps (held-out hard, mean@k at T = 1)",
+        title=f"{world}: accuracy under a cap on sequential decode steps (mean@k at T = 1)",
         xaxis=dict(title="sequential decode steps allowed (a block costs its longest path)"),
         yaxis=dict(title="mean@k within the cap", rangemode="tozero"),
         height=380,

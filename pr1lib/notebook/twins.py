@@ -8,7 +8,9 @@ writes it over ``notebooks/NN_slug.ipynb``:
   its ``Output`` widgets held at the end (the last figure), and the widget state is dropped;
 * every plotly figure also carries an ``image/png`` (rendered by kaleido with a local Chrome),
   which is what GitHub shows; JupyterLab still draws the interactive figure;
-* the kernelspec is set, so the notebook opens without a "Select Kernel" dialog.
+* the kernelspec is set, so the notebook opens without a "Select Kernel" dialog;
+* ``metadata.pr1.code_hash`` records the code it ran (``code_hash`` of the ``.py`` source), so
+  ``stale_twins`` names every twin whose code changed since its outputs were made.
 
 A twin over ``MAX_BYTES`` is refused. The cells' sources are the jupytext ``.py`` sources', so the
 drift test (tests/test_notebooks.py) holds for twins with outputs too, and ``make sync`` keeps the
@@ -29,7 +31,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from pr1lib.notebook.runner import NOTEBOOK_DIR
+from pr1lib.notebook.runner import NOTEBOOK_DIR, list_notebooks, read
 from pr1lib.notebook.tour import run_notebooks
 from pr1lib.store.paths import runs_dir, shown
 
@@ -195,6 +197,42 @@ def keep_ids(nb, old_twin: Path) -> Any:
     return nb
 
 
+def code_hash(nb) -> str:
+    """A short hash of a notebook's code cells, in order (markdown left out: prose changes no
+    output). A twin records it when ``make outputs`` writes it.
+
+    >>> import nbformat
+    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1 ")])
+    >>> code_hash(nb) == code_hash(nbformat.v4.new_notebook(cells=[
+    ...     nbformat.v4.new_markdown_cell("prose"), nbformat.v4.new_code_cell("x = 1")]))
+    True
+    """
+    import hashlib
+
+    code = "\n\0".join(c.source.strip() for c in nb.cells if c.cell_type == "code")
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()[:16]
+
+
+def stale_twins(dest: Path = NOTEBOOK_DIR) -> list[str]:
+    """One line per twin whose outputs are not a run of its ``.py`` source's code as it is now:
+    the hash it recorded (``metadata.pr1.code_hash``) is missing or differs, or a code cell never
+    ran (no ``execution_count``). ``[]``: every twin is current. ``make outputs`` regenerates."""
+    import nbformat
+
+    stale = []
+    for path in list_notebooks():
+        twin = nbformat.read(str(Path(dest) / f"{path.stem}.ipynb"), as_version=4)
+        recorded = twin.metadata.get("pr1", {}).get("code_hash")
+        if recorded != (now := code_hash(read(path))):
+            was = f"ran code {recorded}" if recorded else "records no run"
+            stale.append(f"{path.stem}.ipynb: {was}, its source's code is {now}")
+        code = [c for c in twin.cells if c.cell_type == "code"]
+        never = [i for i, c in enumerate(code) if c.get("execution_count") is None]
+        if never:
+            stale.append(f"{path.stem}.ipynb: code cells {never[:5]} never ran")
+    return stale
+
+
 def twin_bytes(nb) -> bytes:
     """The twin as ``nbformat`` writes it."""
     import nbformat
@@ -217,7 +255,9 @@ def write_twins(
                 f"{run.path.name} failed, its twin is left as it was: {run.error[-400:]}"
             )
         twin = Path(dest) / f"{run.path.stem}.ipynb"
-        data = twin_bytes(keep_ids(static_twin(run.nb, to_png), twin))
+        nb = keep_ids(static_twin(run.nb, to_png), twin)
+        nb.metadata["pr1"] = {"code_hash": code_hash(read(run.path))}  # what this run executed
+        data = twin_bytes(nb)
         if len(data) > max_bytes:
             raise RuntimeError(
                 f"{run.path.stem}.ipynb would be {len(data) / 1e6:.1f} MB "

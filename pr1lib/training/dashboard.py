@@ -66,10 +66,13 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ),
     ("length (tokens)", [("completions/mean_length", "mean completion length")]),
 ]
-# panels drawn only when a run logs them (a world whose model plans its own blocks)
+# each panel's y-axis title (its unit), in PANELS' order
+PANEL_UNITS = ("reward", "share of samples", "share / count", "tokens")
+# panels drawn only when a run logs them (a world whose model plans its own blocks), with units
 OPTIONAL_PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ("block width", [("mean_paths", "paths per block")]),
 ]
+OPTIONAL_UNITS = ("paths",)
 KEEP = (
     "step",
     "epoch",
@@ -191,8 +194,13 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
     it, each series in its own fixed colour, dash and marker (``series_style``)."""
     from plotly.subplots import make_subplots
 
-    logged = [p for p in OPTIONAL_PANELS if any(key in r for key, _ in p[1] for r in rows)]
-    panels = PANELS + logged
+    logged = [
+        (panel, unit)
+        for panel, unit in zip(OPTIONAL_PANELS, OPTIONAL_UNITS)
+        if any(key in r for key, _ in panel[1] for r in rows)
+    ]
+    panels = PANELS + [panel for panel, _ in logged]
+    units = PANEL_UNITS + tuple(unit for _, unit in logged)
     fig = make_subplots(
         rows=len(panels),
         cols=1,
@@ -204,6 +212,7 @@ def dashboard_figure(rows: list[dict[str, Any]], title: str = "GRPO dashboard"):
     for i, (_, series) in enumerate(panels):
         legend = "legend" if i == 0 else f"legend{i + 1}"
         top = fig.get_subplot(i + 1, 1).yaxis.domain[1]
+        fig.update_yaxes(title_text=units[i], row=i + 1, col=1)
         fig.update_layout({legend: dict(y=top, yanchor="top", x=1.01, font=dict(size=11))})
         for place, (key, name) in enumerate(series):
             if not any(key in r for r in rows):
