@@ -35,14 +35,13 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
 
 from pr1lib.format.grammar import linearize
 from pr1lib.format.plans import LETTERS, plan_line
 from pr1lib.format.prompts import linear_solution
 from pr1lib.worlds import World, register
 from pr1lib.worlds.tasks import check_request, split_of
-from pr1lib.worlds.teachers import make_trace
+from pr1lib.worlds.teachers import SearchTeacher
 from pr1lib.worlds.wideworld import GOODS, MISSES, NO, OK, TOP, Deals, _who, easy_problem
 
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
@@ -282,35 +281,20 @@ def answer_mode(text: str) -> str:
 WORLD_VERSION = 4  # bump when the traces change: part of the teacher's name (cache key)
 
 
-@dataclass
-class PlanTeacher:
-    """PlanWorld's rule teacher: ``parallel_trace`` on search items, the plain solution on easy
-    ones (deterministic).
+class PlanTeacher(SearchTeacher):
+    """PlanWorld's rule teacher: ``parallel_trace`` of its plan on search items its plan solves,
+    the plain solution on easy ones (deterministic).
 
     >>> rec = {"id": "p1", **generate(1, "small", seed=2)[0]}
     >>> PlanTeacher().generate([{**rec, "answer_text": rec["answer"]}])[0]["text"][:6]
     'Check '
     """
 
-    seed: int = 0
-    name: str = ""
+    prefix, knobs = "plan", (WORLD_VERSION, MOST)
 
-    def __post_init__(self) -> None:
-        knobs = repr((WORLD_VERSION, MOST)).encode()
-        self.name = self.name or f"plan-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        return [self.trace(p) for p in problems]
-
-    def trace(self, problem: dict) -> dict:
-        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
-        parsed = _solved(problem["question"])
-        if parsed is not None:
-            return make_trace(problem, self.name, parallel_trace(*parsed))
-        try:
-            return make_trace(problem, self.name, linear_solution(problem.get("answer_text") or ""))
-        except ValueError as err:  # no '#### N' reference solution
-            return make_trace(problem, self.name, error=str(err))
+    def search(self, question: str) -> str | None:
+        parsed = _solved(question)
+        return parallel_trace(*parsed) if parsed is not None else None
 
 
 # PlanWorld's settings (docs/planworld.md): paths laid out by the model's plan (at most MOST), the

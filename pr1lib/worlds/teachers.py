@@ -25,7 +25,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import ClassVar, Iterable, Protocol
 
 from pr1lib.format.arithmetic import (
     ALTERNATIVES,
@@ -142,6 +142,48 @@ def op_rarity(expr: str) -> int:
     node = parse_expr(expr)
     op = type(node.op) if isinstance(node, ast.BinOp) else None
     return _RARITY.index(op) if op in _RARITY else len(_RARITY)
+
+
+@dataclass
+class SearchTeacher:
+    """A world's deterministic rule teacher: its ``search(question)`` writes the trace of an item
+    it can search (``None``: not one), every other item gets its reference's plain solution. A
+    subclass names its ``prefix`` and the ``knobs`` its traces depend on: the teacher's name
+    (``<prefix>-s<seed>-<hash of knobs>``) is the cold-start cache key, so a change of traces that
+    bumps a knob never reads an old cache.
+
+    >>> class Echo(SearchTeacher):
+    ...     prefix, knobs = "echo", (1,)
+    ...     def search(self, question): return question if "?" in question else None
+    >>> [t["text"] for t in Echo().generate([{"id": "a", "question": "x?"},
+    ...     {"id": "b", "question": "y", "answer_text": "#### 2"}])], Echo().name
+    (['x?', 'Final Answer: 2'], 'echo-s0-28cb03')
+    """
+
+    seed: int = 0
+    name: str = ""
+    prefix: ClassVar[str] = "search"
+    knobs: ClassVar[tuple] = ()
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(repr(self.knobs).encode()).hexdigest()[:6]
+        self.name = self.name or f"{self.prefix}-s{self.seed}-{digest}"
+
+    def search(self, question: str) -> str | None:
+        raise NotImplementedError
+
+    def generate(self, problems: list[dict]) -> list[dict]:
+        return [self.trace(p) for p in problems]
+
+    def trace(self, problem: dict) -> dict:
+        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
+        text = self.search(problem["question"])
+        if text is not None:
+            return make_trace(problem, self.name, text)
+        try:
+            return make_trace(problem, self.name, linear_solution(problem.get("answer_text") or ""))
+        except ValueError as err:  # no '#### N' reference solution
+            return make_trace(problem, self.name, error=str(err))
 
 
 @dataclass

@@ -38,7 +38,6 @@ two-digit prices the tiny model mixed up digits of neighbouring deals: docs/wide
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from pr1lib.format.grammar import LETTERS, linearize
 from pr1lib.format.prompts import linear_solution
 from pr1lib.worlds import World, register
 from pr1lib.worlds.tasks import NAMES, check_request, split_of
-from pr1lib.worlds.teachers import make_trace
+from pr1lib.worlds.teachers import SearchTeacher
 
 TIERS = ("easy", "hard")
 GOODS = (("toy", "book"), ("cake", "drink"), ("pen", "bag"), ("hat", "scarf"))
@@ -342,36 +341,21 @@ def answer_mode(text: str) -> str:
 WORLD_VERSION = 2  # bump when the traces change: it is part of the teacher's name (cache key)
 
 
-@dataclass
-class WideTeacher:
+class WideTeacher(SearchTeacher):
     """The rule teacher of WideWorld: ``parallel_trace`` on hard items, the plain solution on easy
     ones. Deterministic (the traces are a function of the question).
 
     >>> rec = {"id": "w1", **generate(1, "hard", seed=2)[0]}
     >>> text = WideTeacher().generate([{**rec, "answer_text": rec["answer"]}])[0]["text"]
-    >>> text.startswith("(A) "), text.count(OK)
-    (True, 1)
+    >>> text.startswith("(A) "), text.count(OK), WideTeacher().name
+    (True, 1, 'wide-s0-a18da3')
     """
 
-    seed: int = 0
-    name: str = ""
+    prefix, knobs = "wide", (WORLD_VERSION, DEALS)
 
-    def __post_init__(self) -> None:
-        knobs = repr((WORLD_VERSION, DEALS)).encode()
-        self.name = self.name or f"wide-s{self.seed}-{hashlib.sha256(knobs).hexdigest()[:6]}"
-
-    def generate(self, problems: list[dict]) -> list[dict]:
-        return [self.trace(p) for p in problems]
-
-    def trace(self, problem: dict) -> dict:
-        """One trace dict (``id``, ``teacher``, ``text``, ``error``)."""
-        hard = parse_hard(problem["question"])
-        if hard is not None and solve(*hard) is not None:
-            return make_trace(problem, self.name, parallel_trace(*hard))
-        try:
-            return make_trace(problem, self.name, linear_solution(problem.get("answer_text") or ""))
-        except ValueError as err:  # no '#### N' reference solution
-            return make_trace(problem, self.name, error=str(err))
+    def search(self, question: str) -> str | None:
+        hard = parse_hard(question)
+        return parallel_trace(*hard) if hard is not None and solve(*hard) is not None else None
 
 
 # WideWorld's settings (docs/wideworld.md): a block of DEALS - 1 lettered paths (the guess is
