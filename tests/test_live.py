@@ -19,6 +19,7 @@ from pr1lib.notebook.twins import (
     KERNELSPEC,
     PLOTLY,
     WIDGET_VIEW,
+    code_hash,
     figures_by_cell,
     static_twin,
     twin_bytes,
@@ -106,6 +107,10 @@ def test_static_twin_inlines_widgets_adds_png_and_a_kernelspec(executed):
 
 @pytest.mark.notebook
 def test_write_twins_refuses_a_failed_run_or_an_oversized_twin(executed, tmp_path):
+    import jupytext
+
+    jupytext.write(executed, tmp_path / "09_demo.py", fmt="py:percent")  # the run's source
+
     class Run:
         def __init__(self, error=None):
             self.path, self.nb, self.error = tmp_path / "09_demo.py", executed, error
@@ -116,7 +121,9 @@ def test_write_twins_refuses_a_failed_run_or_an_oversized_twin(executed, tmp_pat
         write_twins([Run()], tmp_path, to_png=lambda fig: b"x" * 3_000_000)
     with pytest.raises(RuntimeError, match="failed"):
         write_twins([Run("boom")], tmp_path)
-    assert len(twin_bytes(static_twin(executed, lambda fig: b"png"))) == sizes["09_demo.ipynb"]
+    twin = static_twin(executed, lambda fig: b"png")
+    twin.metadata["pr1"] = {"code_hash": code_hash(jupytext.read(tmp_path / "09_demo.py"))}
+    assert len(twin_bytes(twin)) == sizes["09_demo.ipynb"]  # the static twin and its run's hash
 
 
 def test_a_written_twin_is_left_as_it_is_by_make_sync(tmp_path):
