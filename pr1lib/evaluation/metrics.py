@@ -175,6 +175,7 @@ def sample_stats(text: str, tokenizer: Any = None, mode: str = "seen") -> dict[s
         "length": length,
         "sequential_steps": length - saving,
         "first_block_position": first,
+        "paths_per_block": stats["paths_per_block"],
         "path_overlap": sibling_overlap(text),
     }
 
@@ -428,34 +429,40 @@ def batch_metrics(
         "accuracy": sum(t.correct for t in parsed) / n,
         **{k: v for k, v in ratios(parsed).items() if k != "valid_block_rate"},
     }
-    positions = [parallel_stats(completion_text(c))["first_block_position"] for c in completions]
-    positions = [p for p in positions if p is not None]
+    texts = [completion_text(c) for c in completions]
+    stats = [parallel_stats(text) for text in texts]
+    positions = [
+        st["first_block_position"] for st in stats if st["first_block_position"] is not None
+    ]
     if positions:
         out["block_position"] = statistics.fmean(positions)
     for mode in BASE_MODES:
         out[f"term/{mode}"] = round(sum(score_terms(t, mode) for t in parsed) / n, 6)
-    return out | block_shape(completions, questions or [None] * len(completions), sources)
+    widths = [st["paths_per_block"] for st in stats]
+    return out | block_shape(texts, widths, questions or [None] * len(texts), sources)
 
 
 def block_shape(
-    completions: Sequence[Any], questions: Sequence[Any], sources: Sequence[Any]
+    texts: Sequence[str],
+    widths: Sequence[list[int]],
+    questions: Sequence[Any],
+    sources: Sequence[Any],
 ) -> dict[str, float]:
-    """How wide a batch's blocks are (``mean_paths``) and, where the problems' world reads it
+    """How wide a batch's blocks are (``mean_paths``, from each text's ``widths``: paths per
+    block, as ``parallel_stats`` counts them) and, where the problems' world reads it
     (``World.block_splits``), the share of blocks whose paths took distinct, correct shares
     (``split_rate``); ``{}`` for a batch without blocks.
 
-    >>> block_shape(["<Parallel><Path>a</Path><Path>b</Path><Path>c</Path></Parallel>"],
-    ...             [None], [None])
+    >>> block_shape(["<Parallel>...</Parallel>"], [[3]], [None], [None])
     {'mean_paths': 3.0}
     """
-    widths, splits = [], []
-    for completion, question, source in zip(completions, questions, sources):
-        text = completion_text(completion)
-        widths += [len(block.paths) for block in parse(text).blocks]
+    paths = [w for per_text in widths for w in per_text]
+    splits = []
+    for text, question, source in zip(texts, questions, sources):
         found = worlds.find_source(str(source)) if question and source else None
         if found is not None and found[0].block_splits is not None:
             splits += found[0].block_splits(str(question), text)
-    out = {"mean_paths": statistics.fmean(widths)} if widths else {}
+    out = {"mean_paths": statistics.fmean(paths)} if paths else {}
     return out | ({"split_rate": statistics.fmean(splits)} if splits else {})
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from pr1lib import worlds
 from pr1lib.data import evalsets
-from pr1lib.format.grammar import parse
 
 ANSWER_MODES = ("guess", "search")
 
@@ -35,7 +34,6 @@ def sample_facts(benchmark: str, question: str, text: str) -> dict[str, Any]:
         out["answer_mode"] = world.answer_mode(text)
     if world.block_splits is not None:
         out["splits"] = world.block_splits(question, text)
-        out["widths"] = [len(block.paths) for block in parse(text).blocks]
     return out
 
 
@@ -76,8 +74,8 @@ def mode_summary(rows: list[dict], grader: str) -> dict[str, Any]:
     if any("splits" in s for _, s in pairs):
         splits = [float(x) for _, s in pairs for x in s.get("splits", [])]
         out.update(split_rate=_mean(splits), n_blocks=len(splits))
-    if any("widths" in s for _, s in pairs):
-        widths = [w for _, s in pairs for w in s.get("widths", [])]
+    if any("splits" in s for _, s in pairs):  # paths per block: metrics.sample_stats counts them
+        widths = [w for _, s in pairs for w in s.get("paths_per_block", [])]
         out["mean_paths"] = _mean([float(w) for w in widths])
         out["paths_hist"] = {w: widths.count(w) for w in sorted(set(widths))}
     return out

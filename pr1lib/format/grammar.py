@@ -383,23 +383,29 @@ def validate(text: str, strict: bool = True) -> list[str]:
     """  # noqa: E501 - doctest output / table rows stay whole
     if not isinstance(text, str):
         return [f"expected a str, got {type(text).__name__}"]
-    return (parse(text).errors if strict else official_errors(text)) + plan_errors(text)
+    if not strict:
+        return official_errors(text) + plan_errors(text)
+    response = parse(text)
+    return response.errors + plan_errors(text, response)
 
 
 _HEAD_RE = re.compile(r"^\s*\(([A-Z])\)")  # a path's label, its first words
 
 
-def plan_errors(text: str) -> list[str]:
+def plan_errors(text: str, response: Response | None = None) -> list[str]:
     """Errors of the planned blocks in ``text``: a block whose last line before it is a plan
     (``pr1lib.format.plans``) must open exactly the plan's paths, path i's first words its i-th
-    item's label. Blocks without a plan line before them are not checked here.
+    item's label. Blocks without a plan line before them are not checked here; a text without
+    the plan word is not parsed at all (``response``: its parse, where the caller has one).
 
     >>> good = "Check (A), (C)\\n<Parallel><Path>(A) x</Path><Path>(C) y</Path></Parallel>"
     >>> plan_errors(good), plan_errors(good.replace("(C) y", "(B) y"))
     ([], ['block 1: the plan names (A), (C), its paths open with (A), (B)'])
     """
+    if plans.PLAN_WORD not in text:
+        return []
     errors = []
-    for number, block in enumerate(parse(text).blocks, start=1):
+    for number, block in enumerate((response or parse(text)).blocks, start=1):
         items = plans.plan_items(plans.last_line(text[: block.start]))
         if items is None:
             continue

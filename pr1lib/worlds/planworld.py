@@ -35,14 +35,25 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from dataclasses import replace
 
-from pr1lib.format.grammar import linearize
+from pr1lib.format.grammar import linearize, parse
 from pr1lib.format.plans import LETTERS, plan_line
 from pr1lib.format.prompts import linear_solution
-from pr1lib.worlds import World, register
+from pr1lib.worlds import register, wideworld
 from pr1lib.worlds.tasks import check_request, split_of
 from pr1lib.worlds.teachers import SearchTeacher
-from pr1lib.worlds.wideworld import GOODS, MISSES, NO, OK, TOP, Deals, _who, easy_problem
+from pr1lib.worlds.wideworld import (
+    GOODS,
+    MISSES,
+    NO,
+    OK,
+    TOP,
+    Deals,
+    _who,
+    checked_deals,
+    easy_problem,
+)
 
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
 TIERS = ("easy", "small", *TIER_WIDTHS)
@@ -144,9 +155,6 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
 # ------------------------------------------------------------------- reading a question back
 _DEAL_RE = re.compile(r"\(([A-Z])\) (\d+) and (\d+)")
 _ASK_RE = re.compile(r"pays (\d+) coins for (?:one deal|one of deals \(([A-Z])\) to \(([A-Z])\))\.")
-_LINE_RE = re.compile(r"\(([A-Z])\) (\d+)\+(\d+)=")
-_BLOCK_RE = re.compile(r"<Parallel>(.*?)(?:</Parallel>|$)", re.DOTALL)
-_PATH_RE = re.compile(r"<Path>(.*?)(?:</Path>|$)", re.DOTALL)
 
 
 def parse_question(question: str) -> tuple[list[tuple[int, int]], int, list[int]] | None:
@@ -171,11 +179,6 @@ def solve(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> in
     return hits[0] if len(hits) == 1 else None
 
 
-def checked_deals(text: str) -> list[tuple[int, tuple[int, int]]]:
-    """Every deal a text checks, in order: ``(its letter's index, (the prices it adds))``."""
-    return [(LETTERS.index(j), (int(a), int(b))) for j, a, b in _LINE_RE.findall(text)]
-
-
 def block_shares(question: str, text: str) -> list[bool]:
     """Per block of ``text``, whether its paths took distinct, correct shares: each path checks
     one candidate, with that deal's own prices, and no two paths the same one (however many
@@ -192,18 +195,12 @@ def block_shares(question: str, text: str) -> list[bool]:
         return []
     deals, _, candidates = parsed
     verdicts = []
-    for block in _BLOCK_RE.findall(text):
-        firsts = [checked_deals(path)[:1] for path in _PATH_RE.findall(block)]
+    for block in parse(text).blocks:
+        firsts = [checked_deals(path.text)[:1] for path in block.paths]
         picks = [f[0] for f in firsts if f]
         fine = len(picks) == len(firsts) and len({j for j, _ in picks}) == len(picks)
         verdicts.append(fine and all(j in candidates and deals[j] == p for j, p in picks))
     return verdicts
-
-
-def search_width(question: str) -> int:
-    """How many candidates a question's search has (0: not a search)."""
-    parsed = parse_question(question)
-    return len(parsed[2]) if parsed else 0
 
 
 # --------------------------------------------------------------------------- the three forms
@@ -297,11 +294,14 @@ class PlanTeacher(SearchTeacher):
         return parallel_trace(*parsed) if parsed is not None else None
 
 
-# PlanWorld's settings (docs/planworld.md): paths laid out by the model's plan (at most MOST), the
-# cold start on easy and small items only, both RL stages on the ten-deal items; its SFT starts
-# from WideWorld's base model (the same deals, the same pretraining text)
+# PlanWorld's settings (docs/planworld.md): WideWorld's lengths, presets and base model (the same
+# deals, the same pretraining text), with paths laid out by the model's plan (at most MOST), the
+# cold start on easy and small items only and both RL stages on the ten-deal items; RL at lr 1e-4,
+# the rate at which its plans widened (WideWorld's 1e-5 guards paths the engine assigns)
+WIDE = wideworld.WORLD
 WORLD = register(
-    World(
+    replace(
+        WIDE,
         name="planworld",
         title="PlanWorld",
         generate=generate,
@@ -310,32 +310,16 @@ WORLD = register(
         serial_solution=serial_solution,
         answer_mode=answer_mode,
         block_splits=block_shares,
-        blockless_rows=True,
-        starts_from=("wideworld",),
+        starts_from=(WIDE.name,),
         tiers=TIERS,
         tier_labels={
-            "easy": "one named deal, one step",
+            "easy": WIDE.tier_labels["easy"],
             "small": "search 2 or 3 deals",
             **{t: f"search {w} deals" for t, w in TIER_WIDTHS.items()},
         },
-        checkpoints={"base": "data/wideworld-base"},
-        budgets={
-            "max_completion_length": 320,
-            "max_path_length": 32,
-            "num_paths": MOST,
-            "path_headers": True,
-            "header_style": "plan",
-        },
-        stages={2: "hard", 3: "hard"},
-        stage_presets=dict(eval_max_new_tokens=320, use_lora=False, learning_rate=1e-5),
-        variant_presets={"seen": dict(rollout="seen")},
-        sft_presets=dict(
-            source="planworld-easy+planworld-small",
-            use_lora=False,
-            learning_rate=1e-3,
-            train_n=8000,
-            num_train_epochs=2.0,
-            eval_max_new_tokens=320,
-        ),
+        checkpoints={"base": WIDE.checkpoints["base"]},
+        budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
+        stage_presets={**WIDE.stage_presets, "learning_rate": 1e-4},
+        sft_presets={**WIDE.sft_presets, "source": "planworld-easy+planworld-small"},
     )
 )
