@@ -448,19 +448,22 @@ def block_shape(
     questions: Sequence[Any],
     sources: Sequence[Any],
 ) -> dict[str, float]:
-    """How wide a batch's blocks are (``mean_paths``, from each text's ``widths``: paths per
-    block, as ``parallel_stats`` counts them) and, where the problems' world reads it
-    (``World.block_splits``), the share of blocks whose paths took distinct, correct shares
-    (``split_rate``); ``{}`` for a batch without blocks.
+    """Where the problems' world reads its blocks' shares (``World.block_splits``: WideWorld,
+    PlanWorld), how wide the blocks are (``mean_paths``, from each text's ``widths``: paths per
+    block, as ``parallel_stats`` counts them) and the share whose paths took distinct, correct
+    shares (``split_rate``); ``{}`` elsewhere (a TinyWorld block is always two paths wide) and for
+    a batch without blocks.
 
-    >>> block_shape(["<Parallel>...</Parallel>"], [[3]], [None], [None])
-    {'mean_paths': 3.0}
+    >>> q = "Deals of one pen and one bag: (A) 4 and 9, (B) 6 and 8. Al pays 14 coins for one deal."
+    >>> b = "<Parallel><Path>(B) 6+8=14</Path><Path>(C) 1+2=3</Path></Parallel>"
+    >>> block_shape([b], [[2]], [q], ["wideworld-hard"]), block_shape([b], [[2]], [q], [None])
+    ({'mean_paths': 2.0, 'split_rate': 0.0}, {})
     """
-    paths = [w for per_text in widths for w in per_text]
-    splits = []
-    for text, question, source in zip(texts, questions, sources):
+    paths, splits = [], []
+    for text, width, question, source in zip(texts, widths, questions, sources):
         found = worlds.find_source(str(source)) if question and source else None
         if found is not None and found[0].block_splits is not None:
+            paths += width
             splits += found[0].block_splits(str(question), text)
     out = {"mean_paths": statistics.fmean(paths)} if paths else {}
     return out | ({"split_rate": statistics.fmean(splits)} if splits else {})

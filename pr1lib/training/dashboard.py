@@ -68,7 +68,7 @@ PANELS: list[tuple[str, list[tuple[str, str]]]] = [
 ]
 # each panel's y-axis title (its unit), in PANELS' order
 PANEL_UNITS = ("reward", "share of samples", "share / count", "tokens")
-# panels drawn only when a run logs them (a world whose model plans its own blocks), with units
+# panels drawn only when a run logs them (a world that reads its blocks' shares), with units
 OPTIONAL_PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ("block width", [("mean_paths", "paths per block")]),
 ]
