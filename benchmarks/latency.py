@@ -13,7 +13,8 @@ with (unseen: ``forked``; serial: ``seen``), on ``--threads`` torch threads:
 - **batch 64**: 64 problems per call, as a server filling its batch sees it (forked paths then
   take 9 rows each: the saving in steps competes with the rows for the cores).
 
-Rounds are interleaved (serial then unseen, then the other way round; 5 by default) and the
+Rounds are interleaved (serial then unseen, then the other way round; 5 by default; the timer is
+``pr1lib.evaluation.latency``, which ``study widths`` shares) and the
 medians are kept, with each batch's spread (``spread``: the fastest and slowest round).
 ``seconds_per_answer`` is ``{"1": {"serial": s, "unseen": s}, "64": {...}}``;
 ``unseen_over_serial`` the ratio per batch size (below 1: the forked paths answer sooner), beside
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from typing import Any
 
 import torch
@@ -41,45 +41,22 @@ from pr1lib.config.arguments import Parser, count, model_folder
 from pr1lib.config.checks import MAX_THREADS
 from pr1lib.config.runtime import quiet_known_noise
 from pr1lib.data.evalsets import load_benchmark
-from pr1lib.decoding.clock import PARTS, Clock
-from pr1lib.decoding.rollout import generate
 from pr1lib.evaluation.evaluate import load_for_eval
-from pr1lib.evaluation.metrics import Completion, completion_metrics, sample_stats
+from pr1lib.evaluation.latency import (
+    BATCHES,
+    ROUNDS,
+    interleaved,
+    median_breakdown,
+    medians,
+    spreads,
+)
+from pr1lib.evaluation.metrics import completion_metrics, sample_stats
 from pr1lib.format.prompts import chat_prompt
 from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 WORLD = "wideworld"
 MODELS = {"serial": ("data/wideworld-serial-r1", "seen"), "unseen": ("data/wideworld-r1", "forked")}
-BATCHES = (1, 64)
-ROUNDS = 5  # interleaved rounds by default: a median and a spread
 STEPS_SLACK = 1.1  # batch 1's target: at most this many times the sequential-steps ratio
-
-
-def answer(model: Any, tok: Any, prompts: list[str], cfg: RolloutConfig, batch: int) -> dict:
-    """Every prompt answered once, ``batch`` prompts per call: wall seconds, the texts and the
-    clock's breakdown per answer."""
-    gen, clock = torch.Generator().manual_seed(0), Clock()
-    texts, start = [], time.perf_counter()
-    for i in range(0, len(prompts), batch):
-        rollouts = generate(model, tok, prompts[i : i + batch], cfg, generator=gen, clock=clock)
-        texts += [Completion(r.text, r.completion_ids) for r in rollouts]
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "texts": texts, "breakdown": clock.per_answer()}
-
-
-def median_breakdown(rounds: list[dict]) -> dict[str, Any]:
-    """The median over rounds of each part's seconds per answer (``Clock.per_answer``), the steps
-    per answer (the same every round) and each step kind's median seconds."""
-    med = statistics.median
-    return {
-        "seconds": {k: round(med(r["seconds"][k] for r in rounds), 5) for k in PARTS},
-        "total": round(med(r["total"] for r in rounds), 5),
-        "steps": rounds[0]["steps"],
-        "seconds_per_step": {
-            k: round(med(r["seconds_per_step"][k] for r in rounds), 6)
-            for k in rounds[0]["seconds_per_step"]
-        },
-    }
 
 
 def bounds(done: dict[str, dict]) -> dict[str, float]:
@@ -118,32 +95,26 @@ def run(
     world = worlds.get(WORLD)
     records = load_benchmark(world.source("hard"), n, seed=0)
     paths = {"serial": serial or MODELS["serial"][0], "unseen": unseen or MODELS["unseen"][0]}
-    loaded = {k: load_for_eval(p, "tiny", lambda *a, **kw: None) for k, p in paths.items()}
-    seconds: dict[str, dict[str, list[float]]] = {str(b): {k: [] for k in paths} for b in batches}
-    parts: dict[str, dict[str, list[dict]]] = {str(b): {k: [] for k in paths} for b in batches}
-    done: dict[str, dict] = {}
-    for round_ in range(repeats):
-        order = list(paths) if round_ % 2 == 0 else list(paths)[::-1]
-        for batch in batches:
-            for name in order:
-                model, tok = loaded[name]
-                mode = MODELS[name][1]
-                cfg = RolloutConfig.for_profile("tiny", mode=mode, **world.budgets)
-                prompts = [chat_prompt(r["question"], tok, "tiny") for r in records]
-                result = answer(model, tok, prompts, cfg, batch)
-                seconds[str(batch)][name].append(result["seconds"] / len(records))
-                parts[str(batch)][name].append(result["breakdown"])
-                done[name] = facts(result["texts"], [r["answer"] for r in records], tok, mode)
-    return report(paths, seconds, parts, done) | {"n": n, "repeats": repeats, "threads": threads}
+    timed = {}
+    for name, path in paths.items():
+        model, tok = load_for_eval(path, "tiny", lambda *a, **kw: None)
+        cfg = RolloutConfig.for_profile("tiny", mode=MODELS[name][1], **world.budgets)
+        timed[name] = (model, tok, cfg, [chat_prompt(r["question"], tok, "tiny") for r in records])
+    got = interleaved(timed, batches, repeats)
+    golds = [r["answer"] for r in records]
+    done = {
+        name: facts(got["texts"][name], golds, timed[name][1], MODELS[name][1]) for name in paths
+    }
+    return report(paths, got["seconds"], got["parts"], done) | {
+        "n": n,
+        "repeats": repeats,
+        "threads": threads,
+    }
 
 
 def report(paths: dict, seconds: dict, parts: dict, done: dict) -> dict[str, Any]:
     """The JSON of ``run``: medians, spreads, ratios beside their bounds, breakdowns."""
-    per = {b: {k: round(statistics.median(v), 4) for k, v in s.items()} for b, s in seconds.items()}
-    spread = {
-        b: {k: [round(min(v), 4), round(max(v), 4)] for k, v in s.items()}
-        for b, s in seconds.items()
-    }
+    per, spread = medians(seconds), spreads(seconds)
     return {
         "benchmark": "latency",
         "world": WORLD,
