@@ -9,13 +9,14 @@ from typing import Any
 
 from pr1lib import worlds
 from pr1lib.config import PARALLEL_VARIANTS, ROLLOUT_MODES, VARIANTS, VERL_REWARDS
-from pr1lib.config.arguments import count, rate, seconds
+from pr1lib.config.arguments import count, model_folder, rate, seconds
 from pr1lib.config.checks import MAX_SAMPLES, MAX_SEED, MAX_THREADS, MAX_TOKENS
 from pr1lib.config.profiles import PROFILES
 from pr1lib.data import evalsets
 from pr1lib.data import sources as data
 from pr1lib.experiments import STUDIES
 from pr1lib.rewards.modes import REWARD_MODES
+from pr1lib.worlds.planworld import TIER_WIDTHS
 from pr1lib.worlds.tasks import MAX_PROBLEMS
 
 
@@ -263,6 +264,31 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ),
     ),
     "k": (("--k",), dict(type=SAMPLES, help="samples per problem and condition (default 4)")),
+    **{
+        arm: (
+            (f"--{arm}",),
+            dict(
+                type=model_folder,
+                help=f"the {arm} model: a run folder or model folder (default: the controls "
+                f"study's {arm} arm, seed 0, its last RL stage)",
+            ),
+        )
+        for arm in ("serial", "unseen")
+    },
+    "widths": (
+        ("--widths",),
+        dict(
+            type=int,
+            nargs="+",
+            choices=sorted(TIER_WIDTHS.values()),
+            help="the widths (deals per search) to measure (default: every one)",
+        ),
+    ),
+    "timed": (
+        ("--timed",),
+        dict(type=problems(1), help="problems timed per width and batch size (default 64)"),
+    ),
+    "repeats": (("--repeats",), dict(type=count(1), help="interleaved timing rounds (default 3)")),
 }
 
 

@@ -10,7 +10,8 @@ May import: ``training``, ``evaluation``, ``data``, ``rewards``, ``decoding``, `
 ``worlds``, ``format``, ``store``.
 
 >>> sorted(STUDIES)
-['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'split', 'unseen-stage2']
+['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'split', 'unseen-stage2',
+ 'widths']
 >>> STUDIES["dose"].module, "refresh" in STUDIES["dose"].flags
 ('pr1lib.experiments.dose', False)
 """
@@ -34,6 +35,7 @@ __all__ = [
     "midtraining",
     "split",
     "unseen_stage2",
+    "widths",
 ]
 
 
@@ -125,6 +127,14 @@ STUDIES = {
             "num_paths": "int",
             "header_style": "str",
         },
+    ),
+    "widths": Study(
+        "widths",
+        "when does parallel pay? the trained serial and unseen models on PlanWorld searches of 2 "
+        "to 10 deals: accuracy, sequential steps, seconds per answer at batch 1 and 64, crossovers",
+        ("serial", "unseen", "widths", "n", "k", "timed", "repeats"),
+        folders=False,
+        sets={"max_completion_length": "int", "max_path_length": "int"},
     ),
 }
 
