@@ -158,6 +158,26 @@ def _latency_card():
 LATENCY_CARD = _latency_card()
 
 
+def _widths_card():
+    """A width-sweep card of the shape ``study widths`` writes (``experiments.widths``)."""
+    from pr1lib.experiments.widths import crossover
+
+    def arm(steps, s1, s64):
+        return {"mean_sequential_steps": steps, "seconds_per_answer": {"1": s1, "64": s64}}
+
+    widths = {
+        "2": {"serial": arm(40, 0.2, 0.01), "unseen": arm(45, 0.3, 0.02)},
+        "4": {"serial": arm(60, 0.3, 0.015), "unseen": arm(48, 0.25, 0.03)},
+    }
+    return {
+        "name": "planworld-widths",
+        "numbers": {"widths": widths, "crossover": crossover(widths)},
+    }
+
+
+WIDTHS_CARD = _widths_card()
+
+
 def test_latency_breakdown_bars_are_the_cards_milliseconds_per_phase():
     from pr1lib.decoding.clock import PARTS
     from pr1lib.notebook import reports
@@ -237,6 +257,7 @@ def _every_helper_figure():
         "controls_bars": reports.controls_bars(card("tinyworld-controls")),
         "controls_figure": reports.controls_figure(card("wideworld-controls")),
         "latency_breakdown_figure": reports.latency_breakdown_figure(LATENCY_CARD),
+        "widths_figure": reports.widths_figure(WIDTHS_CARD),
         "headline_figure": reports.headline_figure(
             card("tinyworld-controls"), card("wideworld-controls")
         ),

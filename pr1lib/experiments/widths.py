@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pr1lib.config import ModelConfig, RolloutConfig
-from pr1lib.config.runtime import profile_threads, set_threads
+from pr1lib.config.runtime import set_threads
 from pr1lib.data.evalsets import load_benchmark
 from pr1lib.evaluation.evaluate import held_out_config, load_for_eval
 from pr1lib.evaluation.metrics import mean_interval
@@ -45,6 +45,7 @@ ARMS = {"serial": "plain", "unseen": "unseen"}  # arm -> the variant it trains (
 WIDTHS = {width: tier for tier, width in TIER_WIDTHS.items()}  # deals -> PlanWorld's tier
 BATCH = 64  # the server's batch (the user's is 1)
 N, K, TIMED, ROUNDS = 200, 4, 64, 3  # problems, samples each, problems timed, timing rounds
+THREADS = 1  # torch threads, as bench latency times (a core's speed, on a shared machine too)
 
 
 def last_stage(root: Path, arm: str, seed: int = 0) -> Path | None:
@@ -224,7 +225,7 @@ def main(run: StudyRun) -> list[dict]:
         note = told_otherwise(path, {"mode": DECODE_MODES[ARMS[arm]], "world": WORLD})
         if note:
             print(note, file=sys.stderr, flush=True)
-    set_threads(profile_threads(run.profile))
+    set_threads(THREADS)
     started = time.perf_counter()
     table = sweep(run, named, widths)
     cross = crossover(table)
@@ -236,6 +237,7 @@ def main(run: StudyRun) -> list[dict]:
             "profile": run.profile,
             "models": named,
             "seed": run.seeds[0],
+            "threads": THREADS,
             "widths": table,
             "crossover": cross,
             "verdict": crossover_words(cross, widths),
