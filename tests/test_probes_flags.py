@@ -137,6 +137,10 @@ BAD: dict[str, list[Case]] = {
         Case(("notaurl", "--teacher", "openai", "--model", "m"), "'notaurl' is not an http(s)")
     ],
     "--branch": [Case(("bad..name",), "--branch 'bad..name' is not a git branch name")],
+    "--serial": [MODEL],
+    "--unseen": [MODEL],
+    "--widths": [Case(("5",), "invalid choice: 5"), Case(("two",), "argument --widths")],
+    "--timed": [Case(("0",), "argument --timed"), Case(("100000001",), "100000")],
 }
 ONLY: dict[str, list[Case]] = {  # by command line and flag: where the generic case does not fit
     "bench which": [Case(("nope",), "invalid choice: 'nope'", whole=True)],
@@ -153,8 +157,6 @@ ONLY: dict[str, list[Case]] = {  # by command line and flag: where the generic c
     "benchmarks/gpu_check.py --models": [Case(("nope",), "unknown model(s) ['nope']")],
     "benchmarks/gpu_check.py --budget-s": [Case(("-5",), "argument --budget-s")],
     "benchmarks/gpu_check.py --out": [Case((".",), "'.' is a folder")],
-    "benchmarks/latency.py --unseen": [MODEL],
-    "benchmarks/latency.py --serial": [MODEL],
     "benchmarks/limit.py --new": [Case(("0",), "argument --new"), Case(("10**9",), "--new")],
     "benchmarks/tinyworld.py eval --t": [Case(("-1",), "argument --t")],
     "benchmarks/tinyworld.py eval --max-len": [Case(("0",), "argument --max-len")],

@@ -1,0 +1,122 @@
+"""The width sweep (``study widths``, ``pr1lib.experiments.widths``): its crossovers from known
+numbers, the card a smoke run writes, each arm timed in its own decode mode at both batch sizes,
+and the inputs it refuses before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _probes import snapshot
+
+from pr1lib.cli.main import main
+from pr1lib.experiments import widths
+
+SMOKE = "random-tiny-qwen3"  # the smoke profile's model: random weights, built in memory
+
+
+def _arm(steps: float, s1: float, s64: float) -> dict:
+    return {"mean_sequential_steps": steps, "seconds_per_answer": {"1": s1, "64": s64}}
+
+
+def test_crossover_is_the_smallest_width_where_unseen_falls_below_serial():
+    """Widths are compared as numbers ("10" after "6"), a tie is not a crossing, and a measure
+    where unseen never falls below serial has no crossover."""
+    table = {
+        "10": {"serial": _arm(150, 0.9, 0.03), "unseen": _arm(50, 0.4, 0.06)},
+        "2": {"serial": _arm(40, 0.2, 0.01), "unseen": _arm(45, 0.3, 0.02)},
+        "3": {"serial": _arm(50, 0.25, 0.012), "unseen": _arm(50, 0.25, 0.03)},  # a tie
+        "6": {"serial": _arm(90, 0.5, 0.02), "unseen": _arm(48, 0.5, 0.04)},
+        "4": {"serial": _arm(60, 0.3, 0.015), "unseen": _arm(47, 0.35, 0.03)},
+    }
+    assert widths.crossover(table) == {"steps": 4, "seconds_per_answer": {"1": 10, "64": None}}
+    words = widths.crossover_words(widths.crossover(table), [2, 3, 4, 6, 10])
+    assert words[0] == "unseen takes fewer sequential steps than serial from 4 deals on"
+    assert words[2] == "unseen never answers sooner than serial at batch 64 (2 to 10 deals)"
+
+
+def test_each_arm_is_timed_in_its_own_mode_and_model_at_batch_1_and_64(monkeypatch):
+    """The timer gets each arm's own model and its decode mode (serial: one stream; unseen:
+    forked paths laid out by its plan), the same problems, and batch sizes 1 and 64."""
+    from pr1lib.experiments import StudyRun
+
+    seen = {}
+
+    def fake_interleaved(models, batches, repeats):
+        seen.update(models=models, batches=tuple(batches), repeats=repeats)
+        per = {str(b): {arm: [0.1] for arm in models} for b in batches}
+        return {"seconds": per, "parts": {}, "texts": {}}
+
+    monkeypatch.setattr("pr1lib.evaluation.latency.interleaved", fake_interleaved)
+    run = StudyRun("smoke", None, [0])
+    cfgs = {arm: widths.judge(run, 4, arm, 64) for arm in widths.ARMS}
+    loaded = {"serial": ("serial-model", None), "unseen": ("unseen-model", None)}
+    out = widths.seconds(loaded, cfgs, 64, 2)
+    assert seen["batches"] == (1, 64) and seen["repeats"] == 2
+    models = seen["models"]
+    assert {arm: m[0] for arm, m in models.items()} == {
+        "serial": "serial-model",
+        "unseen": "unseen-model",
+    }
+    assert models["serial"][2].mode == "seen" and models["unseen"][2].mode == "forked"
+    assert models["unseen"][2].header_style == "plan" and models["unseen"][2].num_paths == 10
+    assert models["serial"][3] == models["unseen"][3] and len(models["serial"][3]) == 64
+    assert cfgs["unseen"].benchmark == "planworld-w4"
+    assert out["median"] == {
+        "1": {"serial": 0.1, "unseen": 0.1},
+        "64": {"serial": 0.1, "unseen": 0.1},
+    }
+
+
+def test_a_smoke_sweep_writes_a_card_with_the_keys_other_checks_read(tmp_path, monkeypatch, capsys):
+    """Two widths, random models, a few short samples: the card's ``numbers`` carry ``widths``
+    (per width, per arm: accuracy, interval, greedy, steps, paths, seconds at both batch sizes)
+    and ``crossover``."""
+    from pr1lib.store import cards
+
+    monkeypatch.setattr(cards, "RESULTS", tmp_path / "results")
+    argv = ["study", "widths", "--profile", "smoke", "--unseen", SMOKE, "--serial", SMOKE]
+    argv += ["--widths", "4", "2", "--n", "2", "--k", "1", "--timed", "2", "--repeats", "1"]
+    argv += ["--set", "max_completion_length=12", "--set", "max_path_length=6"]
+    assert main([*argv, "--card", "widths-smoke"]) == 0
+    numbers = json.loads((tmp_path / "results" / "widths-smoke.json").read_text())["numbers"]
+    assert sorted(numbers["widths"], key=int) == ["2", "4"]
+    keys = {"accuracy", "interval", "greedy", "mean_sequential_steps", "mean_paths"}
+    for width, row in numbers["widths"].items():
+        assert set(row) == {"serial", "unseen"}
+        for arm in row.values():
+            assert keys <= set(arm) and set(arm["seconds_per_answer"]) == {"1", "2"}
+            assert arm["tier"] == f"planworld-w{width}" and arm["n"] == 2
+    assert set(numbers["crossover"]) == {"steps", "seconds_per_answer"}
+    assert numbers["models"] == {"serial": SMOKE, "unseen": SMOKE}
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--widths", "5"], "invalid choice: 5"),
+        (["--unseen", "/no/such/model"], "model folder /no/such/model does not exist"),
+        (["--serial", SMOKE], "no finished RL stage of arm 'unseen'"),
+        ([], "no finished RL stage of arm 'serial'"),
+        (["--world", "tinyworld"], "study widths sweeps planworld's widths"),
+        (["--seeds", "0", "1"], "study widths takes one seed"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_is_written(
+    argv, needle, tmp_path, monkeypatch, capsys
+):
+    """An unknown width, a missing model (given, or the controls study's arm not yet run), another
+    world, several seeds: exit 2, one line naming it, no card and nothing under the runs."""
+    from pr1lib.store import cards
+
+    monkeypatch.setattr(cards, "RESULTS", tmp_path / "results")
+    monkeypatch.setenv("PR1_RUNS_DIR", str(tmp_path / "runs"))
+    before = snapshot(tmp_path)
+    try:
+        code = main(["study", "widths", "--profile", "smoke", *argv, "--card", "w"])
+    except SystemExit as stop:  # argparse refuses the value itself
+        code = stop.code
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+    assert snapshot(tmp_path) == before
