@@ -310,11 +310,12 @@ def widths_figure(card: dict[str, Any]) -> go.Figure:
     cross = numbers["crossover"]
     marks = [(1, cross["steps"], "steps")]
     marks += [(2, w, f"batch {b}") for b, w in cross["seconds_per_answer"].items()]
-    for col, width, what in [m for m in marks if m[1] is not None]:
-        note = dict(annotation_text=f"{what}: {width}", annotation_position="top left")
+    for i, (col, width, what) in enumerate(m for m in marks if m[1] is not None):
+        where = ("top right", "bottom right")[i % 2]  # two lines in one panel: labels apart
+        note = dict(annotation_text=f"{what}: {width} deals", annotation_position=where)
         fig.add_vline(x=width, line_dash="dash", line_color="#e76f51", row=1, col=col, **note)
     fig.update_xaxes(title="deals searched (the plan's width)", tickvals=x)
-    fig.update_yaxes(title="steps per answer (mean, T = 1)", row=1, col=1)
+    fig.update_yaxes(title="steps per answer (mean, T = 1)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title="seconds per answer (median of rounds)", type="log", row=1, col=2)
     fig.update_layout(
         title=f"When does parallel pay? (results/{card['name']}.json)", height=440, width=900
