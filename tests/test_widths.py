@@ -35,6 +35,18 @@ def test_crossover_is_the_smallest_width_where_unseen_falls_below_serial():
     assert words[2] == "unseen never answers sooner than serial at batch 64 (2 to 10 deals)"
 
 
+def test_the_default_models_are_each_arms_last_rl_stage_of_the_controls_study(tmp_path):
+    """Stage 3 where it finished, else Stage 2; a stage without its run card is not finished."""
+    seed0 = tmp_path / "unseen" / "seed0"
+    for stage in ("s2", "s3"):
+        (seed0 / f"grpo-tiny-unseen-{stage}-alternating-seed0").mkdir(parents=True)
+    (seed0 / "grpo-tiny-unseen-s2-alternating-seed0" / "run_card.json").write_text("{}")
+    assert widths.last_stage(tmp_path, "unseen").name.endswith("s2-alternating-seed0")
+    (seed0 / "grpo-tiny-unseen-s3-alternating-seed0" / "run_card.json").write_text("{}")
+    assert widths.last_stage(tmp_path, "unseen").name.endswith("s3-alternating-seed0")
+    assert widths.last_stage(tmp_path, "serial") is None
+
+
 def test_each_arm_is_timed_in_its_own_mode_and_model_at_batch_1_and_64(monkeypatch):
     """The timer gets each arm's own model and its decode mode (serial: one stream; unseen:
     forked paths laid out by its plan), the same problems, and batch sizes 1 and 64."""

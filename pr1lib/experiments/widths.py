@@ -36,6 +36,7 @@ from pr1lib.evaluation.evaluate import held_out_config, load_for_eval
 from pr1lib.evaluation.metrics import mean_interval
 from pr1lib.experiments import StudyRun
 from pr1lib.format.prompts import chat_prompt
+from pr1lib.store.paths import shown
 from pr1lib.training.runs import CARD
 from pr1lib.training.starts import DECODE_MODES, told_otherwise
 from pr1lib.worlds.planworld import TIER_WIDTHS
@@ -69,8 +70,8 @@ def models(run: StudyRun) -> dict[str, str]:
         given = run.option(arm) or last_stage(root, arm)
         if given is None:
             raise ValueError(
-                f"no finished RL stage of arm {arm!r} under {root}: run python -m pr1lib study "
-                f"controls --world {WORLD} --arm {arm}, or give --{arm} RUN"
+                f"no finished RL stage of arm {arm!r} under {shown(root)}: run python -m pr1lib "
+                f"study controls --world {WORLD} --arm {arm}, or give --{arm} RUN"
             )
         out[arm] = str(given)
     return out
@@ -120,10 +121,11 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def seconds(loaded: dict, cfgs: dict, timed: int, repeats: int) -> dict[str, dict[str, float]]:
+def seconds(loaded: dict, cfgs: dict, timed: int, repeats: int) -> dict[str, dict]:
     """Seconds per answer of both arms on the first ``timed`` problems of their width, at batch 1
-    and at batch ``min(BATCH, timed)``, timed side by side (``evaluation.latency``): batch -> arm
-    -> the median over ``repeats`` interleaved rounds, with each one's spread."""
+    and at batch ``min(BATCH, timed)``, timed side by side (``evaluation.latency``): ``median``
+    (batch -> arm -> the median over ``repeats`` interleaved rounds) and ``spread`` (the fastest
+    and slowest round)."""
     from pr1lib.evaluation.latency import interleaved, medians, spreads
 
     records = load_benchmark(cfgs["serial"].benchmark, timed, seed=cfgs["serial"].seed)
