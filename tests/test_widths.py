@@ -101,6 +101,7 @@ def test_a_smoke_sweep_writes_a_card_with_the_keys_other_checks_read(tmp_path, m
             assert arm["tier"] == f"planworld-w{width}" and arm["n"] == 2
     assert set(numbers["crossover"]) == {"steps", "seconds_per_answer"}
     assert numbers["models"] == {"serial": SMOKE, "unseen": SMOKE}
+    assert (numbers["timed"], numbers["repeats"], numbers["threads"]) == (2, 1, 1)
 
 
 @pytest.mark.parametrize(

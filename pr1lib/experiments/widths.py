@@ -240,6 +240,8 @@ def main(run: StudyRun) -> list[dict]:
             "models": named,
             "seed": run.seeds[0],
             "threads": THREADS,
+            "timed": min(run.option("timed", TIMED), run.option("n", N)),  # problems, each batch
+            "repeats": run.option("repeats", ROUNDS),
             "widths": table,
             "crossover": cross,
             "verdict": crossover_words(cross, widths),
