@@ -227,7 +227,7 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
     }
 
 
-# the comparisons the table draws (treatment, control), each a paired bootstrap over problems
+# the comparisons the table draws (treatment, control), each with an interval over seeds and problems
 CONTRASTS = (
     ("seen", "plain"),
     ("seen", "plain-sft"),
