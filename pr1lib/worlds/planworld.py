@@ -321,5 +321,7 @@ WORLD = register(
         budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
         stage_presets={**WIDE.stage_presets, "learning_rate": 1e-4},
         sft_presets={**WIDE.sft_presets, "source": "planworld-easy+planworld-small"},
+        # notebook 06's short run: the committed run's 8 prompts a step, half its 60 steps
+        notebook_presets={3: {"tiny": {"per_device_train_batch_size": 64, "max_steps": 30}}},
     )
 )
