@@ -14,12 +14,14 @@
 #   dashboard (reward, accuracy, parallel ratio, block position);
 # - the baseline the paper beats: GRPO without tags on the same problems and steps, with 95 %
 #   intervals over problems for every comparison;
-# - the reward ablation next to Table 4, where its order shows.
+# - the reward ablation next to Table 4, where its order shows;
+# - a model that writes its own plan (PlanWorld): RL widens the plans its cold start holds, live.
 #
 # On `tiny` and `smoke` the main line is **TinyWorld** (notebook 00), the tiny world where a block
 # pays on hard items; on `colab` and `paper`, GSM8K and DAPO with Qwen3. TinyGSM, where a block
-# does not pay, is the one contrast, at the end (section 9). The rewards themselves are notebook
-# 05; the terms in bold are in the [glossary](../docs/glossary.md), the recipe in
+# does not pay, is the one contrast (section 9); PlanWorld, where the model writes its own plan,
+# closes the notebook on every profile (section 10). The rewards themselves are notebook 05; the
+# terms in bold are in the [glossary](../docs/glossary.md), the recipe in
 # [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pr1-tutorial/pr1/blob/main/notebooks/06_grpo_training.ipynb)
@@ -673,7 +675,7 @@ dashboard_figure(pw_run.rows, "PlanWorld, Stage 3 on ten deals: per-step metrics
 # first and the last few steps, and the check that the plans widened.
 
 # %%
-pw_log = pd.DataFrame(pw_run.rows).set_index("step")[["mean_paths", "split_rate", "accuracy"]]
+pw_log = pd.DataFrame(pw_run.rows).set_index("step")[["mean_paths", "split_rate"]]
 few = max(1, min(5, len(pw_log) // 3))  # steps averaged at each end
 pw_ends = pd.DataFrame({f"first {few} steps": pw_log.head(few).mean(),
                         f"last {few} steps": pw_log.tail(few).mean()})
@@ -688,7 +690,10 @@ pw_ends.round(3)
 
 # %% [markdown]
 # The same held-out problems, sampled with the same seed from the cold start and from the trained
-# model: each one's plan line, and in full the first problem whose plan changed.
+# model: each one's plan line, and in full the first problem whose plan changed, its gold letter
+# beside the question. A wider plan is no promise of a right answer: three deals checked out of
+# ten still miss the answer most of the time. A line that is not a plan (`no plan`) ends its
+# sample there, graded like any malformed block.
 
 # %%
 from pr1lib.format.plans import plan_items
@@ -746,6 +751,9 @@ plans
 #   often the model opens one, in Table 4's order on every seed, on the unseen variant (the
 #   paper's) as on the seen one.
 # - Where a block does not pay (TinyGSM, section 9), no reward makes RL find one worth keeping.
+# - Where the model writes its own plan (PlanWorld, section 10), RL widens its plans from the cold
+#   start's two and three deals toward three, while their paths keep splitting the deals, and no
+#   further: RL sharpens a width the cold start holds, it did not invent a wider one here.
 
 # %% [markdown]
 # ## Exercises
