@@ -619,8 +619,8 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # ## 10. The model writes its plan, and RL widens it (PlanWorld)
 #
 # **Goal:** watch RL change *how wide* the model searches, a choice the model makes itself. In
-# every run above the width of a block was fixed: a TinyWorld block always has two paths, and
-# WideWorld's engine opens nine and tells each path its deal. **PlanWorld**
+# every run above a block's width was fixed (a TinyWorld block has two paths), and in WideWorld
+# (notebook 03, section 9) the engine opens nine paths and tells each its deal. **PlanWorld**
 # (`pr1lib/worlds/planworld.py`, [docs/planworld.md](../docs/planworld.md)) hands both choices to
 # the model. A question lists lettered deals and asks which one a price names; before its block
 # the model writes one line, its **plan**, `Check (A), (B), (C)`, and the forked engine reads that
@@ -638,7 +638,7 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # correct deals (`split_rate`). The width should climb from the cold start's mix of two and three
 # while the split rate stays high: wider plans whose paths still divide the work. The accuracy
 # line is the training batch's and noisy. The run is short on purpose (the cell prints its steps,
-# batch and learning rate; on `tiny` it trains in about two minutes on two CPU cores, on `smoke`
+# batch and learning rate; on `tiny` it trains in a couple of minutes on two CPU cores, on `smoke`
 # for a few steps), from the shipped start, on every profile (its model is a tiny one). A rerun
 # resumes from its last checkpoint; a changed start or config moves the old run aside.
 
@@ -708,10 +708,10 @@ def plan_of(row: dict) -> str:
 plans = pd.DataFrame({"cold start": [plan_of(r) for r in pw_before],
                       "after RL": [plan_of(r) for r in pw_after]})
 changed = [i for i, (a, b) in enumerate(zip(plans["cold start"], plans["after RL"])) if a != b]
-i = changed[0] if changed else 0
-print(pw_before[i]["question"], "| gold:", pw_before[i]["answer"].split()[-1])
+pick = changed[0] if changed else 0  # else the first problem
+print(pw_before[pick]["question"], "| gold:", pw_before[pick]["answer"].split()[-1])
 for when, rows in (("cold start", pw_before), ("after RL", pw_after)):
-    print(f"\n{when}:\n{rows[i]['samples'][0]['text']}")
+    print(f"\n{when}:\n{rows[pick]['samples'][0]['text']}")
 plans
 
 # %% [markdown]
@@ -722,10 +722,12 @@ plans
 # data/planworld-sft-unseen` prints it), so a plan of four is never sampled and never paid. The
 # committed 60-step run of the same recipe and what it did to held-out accuracy and width are in
 # [docs/planworld.md](../docs/planworld.md#regimes-tried) (`results/planworld-sft-hard.json`,
-# `results/planworld-rl-hard.json`), with the five regimes tried to get past three: partial plans
-# always three wide (no reward spread, no gradient), plans as spans or as lists, a softer cold
-# start. None went past the widest cold-start width. RL sharpens a width the cold start holds; it
-# did not invent one here, and the page lists what to try next.
+# `results/planworld-rl-hard.json`), with the regimes tried before this one: whole short lists
+# only (on ten deals the model wrote broken plans), partial plans always three wide (a group all
+# right or all wrong: no reward spread, no gradient), plans of two or three written as spans, then
+# as lists (this one), and a softer cold start (the format not learned). None went past the
+# widest cold-start width. RL sharpens a width the cold start holds; it did not invent one here,
+# and the page lists what to try next.
 
 # %% [markdown]
 # ## Summary
