@@ -14,12 +14,14 @@
 #   dashboard (reward, accuracy, parallel ratio, block position);
 # - the baseline the paper beats: GRPO without tags on the same problems and steps, with 95 %
 #   intervals over problems for every comparison;
-# - the reward ablation next to Table 4, where its order shows.
+# - the reward ablation next to Table 4, where its order shows;
+# - a model that writes its own plan (PlanWorld): RL widens the plans its cold start holds, live.
 #
 # On `tiny` and `smoke` the main line is **TinyWorld** (notebook 00), the tiny world where a block
 # pays on hard items; on `colab` and `paper`, GSM8K and DAPO with Qwen3. TinyGSM, where a block
-# does not pay, is the one contrast, at the end (section 9). The rewards themselves are notebook
-# 05; the terms in bold are in the [glossary](../docs/glossary.md), the recipe in
+# does not pay, is the one contrast (section 9); PlanWorld, where the model writes its own plan,
+# closes the notebook on every profile (section 10). The rewards themselves are notebook 05; the
+# terms in bold are in the [glossary](../docs/glossary.md), the recipe in
 # [docs/recipe.md](../docs/recipe.md#9-the-stage-recipe-per-variant).
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/pr1-tutorial/pr1/blob/main/notebooks/06_grpo_training.ipynb)
@@ -614,6 +616,120 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 # (notebook 07's controls).
 
 # %% [markdown]
+# ## 10. The model writes its plan, and RL widens it (PlanWorld)
+#
+# **Goal:** watch RL change *how wide* the model searches, a choice the model makes itself. In
+# every run above a block's width was fixed (a TinyWorld block has two paths), and in WideWorld
+# (notebook 03, section 9) the engine opens nine paths and tells each its deal. **PlanWorld**
+# (`pr1lib/worlds/planworld.py`, [docs/planworld.md](../docs/planworld.md)) hands both choices to
+# the model. A question lists lettered deals and asks which one a price names; before its block
+# the model writes one line, its **plan**, `Check (A), (B), (C)`, and the forked engine reads that
+# line and opens one path per item, each path opening with the item's label. The engine copies the
+# model's words: how many paths, and which deal each one checks, is whatever the plan says.
+#
+# The cold start, `data/planworld-sft-unseen` (unseen mask, shipped with its card), learned from
+# small searches only: plans of two or three deals, never more. RL's problems list ten deals. A
+# plan of two finds the answer on about 2 items in 10, a plan of three on about 3 in 10, so within
+# a group the wider plans win more often, and the reward (the unseen recipe's alternating one) pays
+# for the width without ever naming it.
+#
+# What to watch on the dashboard below: its last panel, **block width** (mean paths per block,
+# logged per step), and in *answers and structure* the share of blocks whose paths took distinct,
+# correct deals (`split_rate`). The width should climb from the cold start's mix of two and three
+# while the split rate stays high: wider plans whose paths still divide the work. The accuracy
+# line is the training batch's and noisy. The run is short on purpose (the cell prints its steps,
+# batch and learning rate; on `tiny` it trains in a couple of minutes on two CPU cores, on `smoke`
+# for a few steps), from the shipped start, on every profile (its model is a tiny one). A rerun
+# resumes from its last checkpoint; a changed start or config moves the old run aside.
+
+# %%
+from pr1lib.evaluation.evaluate import held_out_config, sample_rows
+
+PLAN = worlds.get("planworld")
+plan_profile = "smoke" if PROFILE == "smoke" else "tiny"  # its model is tiny on every profile
+pw_cfg = GRPOStageConfig.for_stage(3, plan_profile, variant="unseen", notebook=True, seed=SEED,
+                                   world=PLAN.name)
+pw_dir = OUT / "planworld"
+print(f"{pw_cfg.max_steps} steps of {pw_cfg.per_device_train_batch_size // pw_cfg.num_generations}"
+      f" problems x {pw_cfg.num_generations} samples, learning rate {pw_cfg.learning_rate:g}, "
+      f"reward {pw_cfg.reward}")
+pw_session = grpo.GRPOSession(pw_cfg, REPO_ROOT / PLAN.init("unseen"), pw_dir, follow=True,
+                              dashboard=Dashboard(pw_dir / "metrics.csv",
+                                                  title="PlanWorld, Stage 3 on ten deals"))
+# 8 held-out ten-deal problems, one sample each at T = 1 (the same seed before and after)
+peek = held_out_config(plan_profile, "hard", 8, "forked", pw_cfg.max_completion_length, k=1,
+                       seed=SEED, prompt_style=pw_session.model_cfg.prompt_style,
+                       source=pw_cfg.source)
+pw_before = sample_rows(pw_session.policy, pw_session.tokenizer, peek)  # the cold start
+print(run_to(pw_session, PanelState(reward=pw_cfg.reward, window=pw_cfg.window,
+                                    parallel_steps=pw_cfg.parallel_steps,
+                                    steps=pw_cfg.max_steps), pw_cfg.max_steps, "PlanWorld"))
+pw_after = sample_rows(pw_session.policy, pw_session.tokenizer, peek)  # after RL
+pw_run = grpo.finish(pw_session, evaluate_tiers=())  # merged/ and the run card, no evaluation
+
+# %% tags=["report"]
+dashboard_figure(pw_run.rows, "PlanWorld, Stage 3 on ten deals: per-step metrics")
+
+# %% [markdown]
+# The run's own log (`metrics.csv`, the dashboard's rows): the width and the split rate over the
+# first and the last few steps, and the check that the plans widened.
+
+# %%
+pw_log = pd.DataFrame(pw_run.rows).set_index("step")[["mean_paths", "split_rate"]]
+few = max(1, min(5, len(pw_log) // 3))  # steps averaged at each end
+pw_ends = pd.DataFrame({f"first {few} steps": pw_log.head(few).mean(),
+                        f"last {few} steps": pw_log.tail(few).mean()})
+widened = pw_ends.loc["mean_paths"].iloc[1] - pw_ends.loc["mean_paths"].iloc[0]
+print(f"paths per block: {pw_ends.loc['mean_paths'].iloc[0]:.2f} -> "
+      f"{pw_ends.loc['mean_paths'].iloc[1]:.2f}; blocks on distinct, correct deals: "
+      f"{pw_ends.loc['split_rate'].iloc[0]:.0%} -> {pw_ends.loc['split_rate'].iloc[1]:.0%}")
+should_see("PlanWorld RL: paths per block, last steps minus first", widened, plan_profile)
+should_see("PlanWorld RL: blocks on distinct, correct deals, last steps",
+           pw_ends.loc["split_rate"].iloc[1], plan_profile)
+pw_ends.round(3)
+
+# %% [markdown]
+# The same held-out problems, sampled with the same seed from the cold start and from the trained
+# model: each one's plan line, and in full the first problem whose plan changed, its gold letter
+# beside the question. A wider plan is no promise of a right answer: three deals checked out of
+# ten still miss the answer most of the time. A line that is not a plan (`no plan`) ends its
+# sample there, graded like any malformed block.
+
+# %%
+from pr1lib.format.plans import plan_items
+
+
+def plan_of(row: dict) -> str:
+    """The plan a sample wrote (its first line), or what it wrote instead."""
+    first = row["samples"][0]["text"].split("\n")[0]
+    return f"{len(plan_items(first))} deals: {first}" if plan_items(first) else f"no plan: {first}"
+
+
+plans = pd.DataFrame({"cold start": [plan_of(r) for r in pw_before],
+                      "after RL": [plan_of(r) for r in pw_after]})
+changed = [i for i, (a, b) in enumerate(zip(plans["cold start"], plans["after RL"])) if a != b]
+pick = changed[0] if changed else 0  # else the first problem
+print(pw_before[pick]["question"], "| gold:", pw_before[pick]["answer"].split()[-1])
+for when, rows in (("cold start", pw_before), ("after RL", pw_after)):
+    print(f"\n{when}:\n{rows[pick]['samples'][0]['text']}")
+plans
+
+# %% [markdown]
+# You should see the width climb toward three, the plans of two turning into plans of three,
+# while nearly every block still splits its deals. It stops there. Three is the widest plan the
+# cold start ever wrote, and RL at T = 1 can only reward what it samples: after a third item the
+# cold start gives a fourth almost no probability (`python tools/plan_widths.py
+# data/planworld-sft-unseen` prints it), so a plan of four is never sampled and never paid. The
+# committed 60-step run of the same recipe and what it did to held-out accuracy and width are in
+# [docs/planworld.md](../docs/planworld.md#regimes-tried) (`results/planworld-sft-hard.json`,
+# `results/planworld-rl-hard.json`), with the regimes tried before this one: whole short lists
+# only (on ten deals the model wrote broken plans), partial plans always three wide (a group all
+# right or all wrong: no reward spread, no gradient), plans of two or three written as spans, then
+# as lists (this one), and a softer cold start (the format not learned). None went past the
+# widest cold-start width. RL sharpens a width the cold start holds; it did not invent one here,
+# and the page lists what to try next.
+
+# %% [markdown]
 # ## Summary
 #
 # - GRPO here is stock TRL: `GRPOTrainer` with the paper's knobs, a `rollout_func` that samples with
@@ -637,6 +753,9 @@ pd.DataFrame(study["numbers"]["rows"]).set_index("recipe").T
 #   often the model opens one, in Table 4's order on every seed, on the unseen variant (the
 #   paper's) as on the seen one.
 # - Where a block does not pay (TinyGSM, section 9), no reward makes RL find one worth keeping.
+# - Where the model writes its own plan (PlanWorld, section 10), RL widens its plans from the cold
+#   start's two and three deals toward three, while their paths keep splitting the deals, and no
+#   further: RL sharpens a width the cold start holds, it did not invent a wider one here.
 
 # %% [markdown]
 # ## Exercises

@@ -536,8 +536,9 @@ controls_frame(controls)
 controls_bars(controls)
 
 # %% [markdown]
-# Each contrast below is a paired bootstrap over the same problems (each problem's accuracy
-# averaged over the seeds), read by the code, not by hand:
+# Each contrast below is a paired bootstrap over the same problems (in this card, each problem's
+# accuracy averaged over the seeds; a table the study builds today resamples the seeds too, as
+# its `interval_method` says), read by the code, not by hand:
 
 # %%
 print("\n".join(verdict(controls)))

@@ -181,3 +181,23 @@ def test_planworld_starts_from_wideworlds_base_and_no_other_world():
     check_start_world("planworld-small", "data/wideworld-base")
     with pytest.raises(ValueError, match="TinyWorld"):
         check_start_world("planworld-small", "data/tinyworld-sft-unseen")
+
+
+def test_the_shipped_cold_start_is_the_unseen_sft_todays_command_makes():
+    """``data/planworld-sft-unseen`` (notebook 06 section 10's start): trained as PlanWorld's
+    unseen variant, its card's config what ``sft --world planworld --variant unseen`` builds, its
+    rows plans of two and three deals only."""
+    import json
+    from dataclasses import asdict
+
+    from pr1lib.config import SFTStageConfig
+    from pr1lib.store.paths import REPO_ROOT
+    from pr1lib.training.starts import trained_as
+
+    start = WORLD.init("unseen")
+    assert start == "data/planworld-sft-unseen"
+    assert trained_as(REPO_ROOT / start) == ("unseen", "planworld")
+    card = json.loads((REPO_ROOT / start / "card.json").read_text())
+    assert card["config"] == asdict(SFTStageConfig.for_world("planworld", "tiny", "unseen"))
+    assert set(card["row_widths"]["plans"]) == {"2", "3"}
+    assert "--world planworld --variant unseen" in card["command"]

@@ -34,9 +34,10 @@ from typing import Any, Sequence
 
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, SFTStageConfig
-from pr1lib.evaluation.metrics import mean_interval, paired_bootstrap
+from pr1lib.evaluation.seedstats import BOOTSTRAP_SEEDS, seed_of, two_level
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
+from pr1lib.experiments.split import measure_split, split_columns
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
 
@@ -207,35 +208,6 @@ def arm_splits(profile: str, world: str, spec: Arm, runs: list[dict], folder: Pa
     }
 
 
-def measure_split(
-    profile: str, world: str, variant: str, model: str, folder: Path, n: int = 250
-) -> dict:
-    """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
-    mode its variant trains with; kept in ``folder/splits.json`` (one entry per model) and
-    reused."""
-    from pr1lib.config import VARIANT_ROLLOUT
-
-    chosen = worlds.get(world)
-    mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
-    path = Path(folder) / "splits.json"
-    kept = json.loads(path.read_text()) if path.is_file() else {}
-    if (kept.get(str(model)) or {}).get("n_asked") == n and kept[str(model)].get("mode") == mode:
-        return kept[str(model)]  # the same model, number of blocks and rollout mode
-    from pr1lib.evaluation.evaluate import load_for_eval
-    from pr1lib.experiments.split import forced_split
-
-    policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
-    result = {
-        "model": model,
-        "n_asked": n,
-        **forced_split(policy, tokenizer, chosen, n, mode),
-        "greedy": forced_split(policy, tokenizer, chosen, n, mode, temperature=0.0),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**kept, str(model): result}, indent=1))
-    return result
-
-
 def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
     """What an arm's card keeps: the seeds' accuracies (``seeds_summary``) and, per seed, the end's
     accuracy, block rate, tokens and sequential decode steps, and its accuracy under step caps."""
@@ -255,7 +227,7 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
     }
 
 
-# the comparisons the table draws (treatment, control), each a paired bootstrap over problems
+# the comparisons the table draws (treatment, control), each with an interval over seeds and problems
 CONTRASTS = (
     ("seen", "plain"),
     ("seen", "plain-sft"),
@@ -265,9 +237,8 @@ CONTRASTS = (
 )
 
 
-def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
-    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card); with
-    ``stage="s2", when="before"``: the arm's start, its cold start before any RL."""
+def stage_cards(root: Path, arm: str, seeds: list[int], stage: str = "s3") -> list[dict]:
+    """Each seed's run card of its Stage ``stage`` (``s2``, ``s3``) under ``root/arm``."""
     out = []
     for seed in seeds:
         cards = sorted((root / arm / f"seed{seed}").glob(f"grpo-*-{stage}-*/" + CARD))
@@ -276,41 +247,106 @@ def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: 
                 f"no finished Stage {stage[1]} of arm {arm!r}, seed {seed} under {root}: run "
                 f"python -m pr1lib study controls --arm {arm} --seeds {seed}"
             )
-        out.append(json.loads(cards[-1].read_text())[when]["hard"])
+        out.append(json.loads(cards[-1].read_text()))
     return out
+
+
+def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
+    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card); with
+    ``stage="s2", when="before"``: the arm's start, its cold start before any RL."""
+    return [card[when]["hard"] for card in stage_cards(root, arm, seeds, stage)]
 
 
 def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = None) -> dict:
     """One row per arm (``None``: every arm with a folder under ``root``): means over the seeds of
-    the end's hard accuracy (with a 95 % interval over problems), of the start's, greedy, block
-    rates, tokens, sequential decode steps, accuracy under step caps and per answer mode, the
-    forced split rates after SFT and after RL (where measured); and the ``CONTRASTS``: differences
-    with a 95 % paired bootstrap over problems (each problem's accuracy averaged over the seeds)."""
+    the end's hard accuracy (with a 95 % interval over seeds and problems), of the start's,
+    greedy, block rates, tokens, sequential decode steps, accuracy under step caps and per answer
+    mode, paths per block and distinct shares (where the world reads them), the forced split rates
+    after SFT and after RL (where measured), each seed's own start and end (``per_seed``); and
+    the ``CONTRASTS``: differences with a 95 % interval resampling problems (paired) and each
+    arm's seeds (``seedstats.two_level``). ``sft_widths``: the plan and block widths present in
+    any arm's SFT rows."""
     arms = arms or tuple(a for a in ARMS if (Path(root) / a).is_dir())
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
-    starts = {
-        arm: final_hard(root, arm, seeds, f"s{ARMS[arm].stages[0]}", "before") for arm in arms
-    }
-    per_problem = {arm: _problem_means(ends[arm]) for arm in arms}
+    firsts = {arm: stage_cards(root, arm, seeds, f"s{ARMS[arm].stages[0]}") for arm in arms}
+    starts = {arm: [card["before"]["hard"] for card in firsts[arm]] for arm in arms}
+    grids = {arm: [e["per_problem"]["accuracy"] for e in ends[arm]] for arm in arms}
     rows = [
         {
             "arm": arm,
             "what": ARMS[arm].what,
             **_mean_row(ends[arm]),
             "start": round(statistics.fmean(e["accuracy"] for e in starts[arm]), 4),
-            "interval": {k: round(v, 4) for k, v in mean_interval(per_problem[arm]).items()},
+            "interval": _rounded(two_level(grids[arm])),
+            **width_columns(starts[arm], ends[arm]),
             **split_columns(Path(root) / (ARMS[arm].sft_of or arm), Path(root) / arm),
+            "per_seed": per_seed(seeds, firsts[arm], ends[arm]),
         }
         for arm in arms
     ]
     contrasts = {
-        f"{a}-{b}": {
-            k: round(v, 4) for k, v in paired_bootstrap(per_problem[a], per_problem[b]).items()
-        }
+        f"{a}-{b}": _rounded(two_level(grids[a], grids[b]))
         for a, b in CONTRASTS
         if a in arms and b in arms
     }
-    return {"seeds": seeds, "rows": rows, "contrasts": contrasts}
+    return {
+        "seeds": seeds,
+        "interval_method": BOOTSTRAP_SEEDS,
+        "sft_widths": sft_widths(Path(root), arms),
+        "rows": rows,
+        "contrasts": contrasts,
+    }
+
+
+def _rounded(interval: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in interval.items()}
+
+
+def per_seed(seeds: list[int], firsts: list[dict], ends: list[dict]) -> list[dict[str, Any]]:
+    """One entry per RL seed: the SFT seed its cold start was trained with (``None``: a start the
+    study did not train), its start's and its end's hard accuracy."""
+    return [
+        {
+            "sft_seed": seed_of(card.get("start", "")),
+            "seed": seed,
+            "start": card["before"]["hard"]["accuracy"],
+            "accuracy": end["accuracy"],
+        }
+        for seed, card, end in zip(seeds, firsts, ends)
+    ]
+
+
+def width_columns(starts: list[dict], ends: list[dict]) -> dict[str, float]:
+    """Paths per block before and after RL and the share of blocks whose paths took distinct,
+    correct shares (``split_rate`` of the evaluation, pooled by block counts); ``{}`` where the
+    evaluations measured no blocks (a plain arm, a world whose paths have no shares)."""
+    if not all(e.get("mean_paths") for e in (*starts, *ends)):
+        return {}
+    out = {
+        "start_paths_per_block": _pooled(starts, "mean_paths"),
+        "paths_per_block": _pooled(ends, "mean_paths"),
+    }
+    if all(e.get("split_rate") is not None for e in (*starts, *ends)):
+        out["start_distinct_share_rate"] = _pooled(starts, "split_rate")
+        out["distinct_share_rate"] = _pooled(ends, "split_rate")
+    return out
+
+
+def _pooled(metrics: list[dict], key: str) -> float:
+    """``key`` averaged over evaluations, each weighted by its number of blocks."""
+    blocks = [m["n_blocks"] for m in metrics]
+    return round(sum(m[key] * b for m, b in zip(metrics, blocks)) / max(sum(blocks), 1), 4)
+
+
+def sft_widths(root: Path, arms: tuple[str, ...]) -> dict[str, list[int]]:
+    """The widths present in the SFT rows of ``arms`` (their SFT cards' ``row_widths``): paths per
+    block (``blocks``) and items per plan (``plans``); ``{}`` where no SFT card lists them."""
+    found: dict[str, set[int]] = {}
+    owners = dict.fromkeys(ARMS[arm].sft_of or arm for arm in arms)
+    for card in (c for arm in owners for c in sorted((root / arm).glob(f"sft*/{CARD}"))):
+        for kind, counts in (json.loads(card.read_text()).get("row_widths") or {}).items():
+            found.setdefault(kind, set()).update(int(w) for w in counts)
+    return {kind: sorted(widths) for kind, widths in found.items()}
 
 
 def verdict(table: dict[str, Any]) -> list[str]:
@@ -358,37 +394,6 @@ def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
     return words
 
 
-def split_columns(sft_root: Path, rl_root: Path) -> dict[str, Any]:
-    """``split_rate`` (after RL) and ``split_rate_sft`` with their block counts, pooled over the
-    measured models in ``splits.json`` files (``measure_split``), and ``splits`` / ``splits_sft``:
-    each model's own rate at T = 1 and greedy, by its folder (``sft``, ``sft-s1``; ``seed0``, ...);
-    ``{}`` where none was measured."""
-    out: dict[str, Any] = {}
-    for key, folder, pick in (("", rl_root, "/seed"), ("_sft", sft_root, "/sft")):
-        path = folder / "splits.json"
-        kept = json.loads(path.read_text()) if path.is_file() else {}
-        found = {m: v for m, v in kept.items() if pick in m}
-        if found:
-            blocks = sum(v["n_blocks"] for v in found.values())
-            rate = sum(v["split_rate"] * v["n_blocks"] for v in found.values()) / max(blocks, 1)
-            out.update({f"split_rate{key}": round(rate, 4), f"n_blocks{key}": blocks})
-            out[f"splits{key}"] = {_split_name(m): _split_pair(v) for m, v in found.items()}
-    return out
-
-
-def _split_name(model: str) -> str:
-    """A measured model's short name: its seed folder (``seed1``) or its SFT folder (``sft-s1``)."""
-    parts = Path(model).parts
-    return next((p for p in parts if p.startswith("seed")), parts[-1])
-
-
-def _split_pair(measured: dict) -> dict[str, float | None]:
-    """One model's forced split rate at T = 1 (``t1``) and greedy, and how often its forced
-    block's answer was right at T = 1 (``accuracy``)."""
-    greedy = (measured.get("greedy") or {}).get("split_rate")
-    return {"t1": measured["split_rate"], "greedy": greedy, "accuracy": measured.get("accuracy")}
-
-
 def _mean_row(ends: list[dict]) -> dict[str, Any]:
     keys = ("accuracy", "pass_at_k", "parallel_ratio", "mean_length", "mean_sequential_steps")
     keys += tuple(k for k in ("valid_block_rate",) if all(k in e for e in ends))
@@ -416,12 +421,6 @@ def _mean_modes(per_seed: list[dict]) -> dict[str, dict]:
 
 def _fmean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
-
-
-def _problem_means(ends: list[dict]) -> list[float]:
-    """Each problem's accuracy, averaged over the seeds (the same problems, in the same order)."""
-    columns = [e["per_problem"]["accuracy"] for e in ends]
-    return [statistics.fmean(values) for values in zip(*columns)]
 
 
 def main(run: StudyRun) -> list[dict]:

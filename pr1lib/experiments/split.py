@@ -15,9 +15,12 @@ one JSON object last.
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 from typing import Any
 
+from pr1lib import worlds
 from pr1lib.data.evalsets import load_benchmark
 from pr1lib.evaluation.metrics import completion_metrics
 from pr1lib.experiments import StudyRun
@@ -110,3 +113,63 @@ def main(run: StudyRun) -> list[dict]:
         )
         print({k: sampled[k] for k in ("split_rate", "n_blocks", "accuracy")}, flush=True)
     return results
+
+
+# ----------------------------------------------------- kept per model, read by the controls study
+def measure_split(
+    profile: str, world: str, variant: str, model: str, folder: Path, n: int = 250
+) -> dict:
+    """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
+    mode its variant trains with; kept in ``folder/splits.json`` (one entry per model) and
+    reused."""
+    from pr1lib.config import VARIANT_ROLLOUT
+
+    chosen = worlds.get(world)
+    mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
+    path = Path(folder) / "splits.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    if (kept.get(str(model)) or {}).get("n_asked") == n and kept[str(model)].get("mode") == mode:
+        return kept[str(model)]  # the same model, number of blocks and rollout mode
+    from pr1lib.evaluation.evaluate import load_for_eval
+
+    policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
+    result = {
+        "model": model,
+        "n_asked": n,
+        **forced_split(policy, tokenizer, chosen, n, mode),
+        "greedy": forced_split(policy, tokenizer, chosen, n, mode, temperature=0.0),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**kept, str(model): result}, indent=1))
+    return result
+
+
+def split_columns(sft_root: Path, rl_root: Path) -> dict[str, Any]:
+    """``split_rate`` (after RL) and ``split_rate_sft`` with their block counts, pooled over the
+    measured models in ``splits.json`` files (``measure_split``), and ``splits`` / ``splits_sft``:
+    each model's own rate at T = 1 and greedy, by its folder (``sft``, ``sft-s1``; ``seed0``, ...);
+    ``{}`` where none was measured."""
+    out: dict[str, Any] = {}
+    for key, folder, pick in (("", rl_root, "/seed"), ("_sft", sft_root, "/sft")):
+        path = folder / "splits.json"
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+        found = {m: v for m, v in kept.items() if pick in m}
+        if found:
+            blocks = sum(v["n_blocks"] for v in found.values())
+            rate = sum(v["split_rate"] * v["n_blocks"] for v in found.values()) / max(blocks, 1)
+            out.update({f"split_rate{key}": round(rate, 4), f"n_blocks{key}": blocks})
+            out[f"splits{key}"] = {_split_name(m): _split_pair(v) for m, v in found.items()}
+    return out
+
+
+def _split_name(model: str) -> str:
+    """A measured model's short name: its seed folder (``seed1``) or its SFT folder (``sft-s1``)."""
+    parts = Path(model).parts
+    return next((p for p in parts if p.startswith("seed")), parts[-1])
+
+
+def _split_pair(measured: dict) -> dict[str, float | None]:
+    """One model's forced split rate at T = 1 (``t1``) and greedy, and how often its forced
+    block's answer was right at T = 1 (``accuracy``)."""
+    greedy = (measured.get("greedy") or {}).get("split_rate")
+    return {"t1": measured["split_rate"], "greedy": greedy, "accuracy": measured.get("accuracy")}

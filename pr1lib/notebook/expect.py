@@ -115,6 +115,15 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # than the steps (the low end: well under the steps ratio, which the seconds do not beat)
     "WideWorld: R1-Unseen's sequential steps over the serial arm's": {"*": (0.3, 0.6)},
     "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.4, 0.95)},
+    # 06 section 10: PlanWorld's 30-step RL from data/planworld-sft-unseen (the tiny sizes on every
+    # profile but smoke), its training log's last 5 steps against its first 5 (measured, seed 0:
+    # 2.50 -> 2.89 paths per block, split rate 0.96 -> 0.95; the committed 60-step run reached
+    # 2.95); smoke's few steps may move the width either way, within 2..10 paths
+    "PlanWorld RL: paths per block, last steps minus first": {"smoke": (-8, 8), "tiny": (0.15, 1)},
+    "PlanWorld RL: blocks on distinct, correct deals, last steps": {
+        "smoke": (0, 1),
+        "tiny": (0.8, 1),
+    },
 }
 
 

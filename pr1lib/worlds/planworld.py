@@ -317,9 +317,11 @@ WORLD = register(
             "small": "search 2 or 3 deals",
             **{t: f"search {w} deals" for t, w in TIER_WIDTHS.items()},
         },
-        checkpoints={"base": WIDE.checkpoints["base"]},
+        checkpoints={"base": WIDE.checkpoints["base"], "unseen": "data/planworld-sft-unseen"},
         budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
         stage_presets={**WIDE.stage_presets, "learning_rate": 1e-4},
         sft_presets={**WIDE.sft_presets, "source": "planworld-easy+planworld-small"},
+        # notebook 06's short run: the committed run's 8 prompts a step, half its 60 steps
+        notebook_presets={3: {"tiny": {"per_device_train_batch_size": 64, "max_steps": 30}}},
     )
 )
