@@ -48,36 +48,34 @@ def test_the_default_models_are_each_arms_last_rl_stage_of_the_controls_study(tm
 
 
 def test_each_arm_is_timed_in_its_own_mode_and_model_at_batch_1_and_64(monkeypatch):
-    """The timer gets each arm's own model and its decode mode (serial: one stream; unseen:
-    forked paths laid out by its plan), the same problems, and batch sizes 1 and 64."""
+    """Bug caught: the timer runs another arm's model or decode mode, another batch size than the
+    one the seconds are filed under, or other problems. Each call's seconds here encode its model
+    and batch; the serial arm decodes one stream, the unseen one forked paths laid out by its
+    plan, both on the same 64 problems of the width."""
     from pr1lib.experiments import StudyRun
 
-    seen = {}
+    code, calls = {"serial-model": 1000.0, "unseen-model": 2000.0}, []
 
-    def fake_interleaved(models, batches, repeats):
-        seen.update(models=models, batches=tuple(batches), repeats=repeats)
-        per = {str(b): {arm: [0.1] for arm in models} for b in batches}
-        return {"seconds": per, "parts": {}, "texts": {}}
+    def fake_answer(model, tok, prompts, cfg, batch):
+        calls.append((model, cfg.mode, batch, tuple(prompts)))
+        if model == "unseen-model":
+            assert (cfg.header_style, cfg.num_paths, cfg.path_headers) == ("plan", 10, True)
+        parts = {"seconds": {}, "total": 0.0, "steps": {}, "seconds_per_step": {}}
+        return {"seconds": (code[model] + batch) * len(prompts), "texts": [], "breakdown": parts}
 
-    monkeypatch.setattr("pr1lib.evaluation.latency.interleaved", fake_interleaved)
+    monkeypatch.setattr("pr1lib.evaluation.latency.answer", fake_answer)
     run = StudyRun("smoke", None, [0])
     cfgs = {arm: widths.judge(run, 4, arm, 64) for arm in widths.ARMS}
     loaded = {"serial": ("serial-model", None), "unseen": ("unseen-model", None)}
     out = widths.seconds(loaded, cfgs, 64, 2)
-    assert seen["batches"] == (1, 64) and seen["repeats"] == 2
-    models = seen["models"]
-    assert {arm: m[0] for arm, m in models.items()} == {
-        "serial": "serial-model",
-        "unseen": "unseen-model",
-    }
-    assert models["serial"][2].mode == "seen" and models["unseen"][2].mode == "forked"
-    assert models["unseen"][2].header_style == "plan" and models["unseen"][2].num_paths == 10
-    assert models["serial"][3] == models["unseen"][3] and len(models["serial"][3]) == 64
-    assert cfgs["unseen"].benchmark == "planworld-w4"
     assert out["median"] == {
-        "1": {"serial": 0.1, "unseen": 0.1},
-        "64": {"serial": 0.1, "unseen": 0.1},
+        "1": {"serial": 1001.0, "unseen": 2001.0},
+        "64": {"serial": 1064.0, "unseen": 2064.0},
     }
+    modes = {(model, mode) for model, mode, _, _ in calls}
+    assert modes == {("serial-model", "seen"), ("unseen-model", "forked")}
+    assert len(calls) == 2 * 2 * 2 and len({c[3] for c in calls}) == 1  # the same problems
+    assert len(calls[0][3]) == 64 and cfgs["unseen"].benchmark == "planworld-w4"
 
 
 def test_a_smoke_sweep_writes_a_card_with_the_keys_other_checks_read(tmp_path, monkeypatch, capsys):
