@@ -78,6 +78,37 @@ def test_each_arm_is_timed_in_its_own_mode_and_model_at_batch_1_and_64(monkeypat
     assert len(calls[0][3]) == 64 and cfgs["unseen"].benchmark == "planworld-w4"
 
 
+def test_each_arm_is_evaluated_with_its_own_model_mode_and_width(monkeypatch):
+    """Bug caught: an arm scored with the other's model or decode mode, or on another width's
+    problems. Each fake evaluation's accuracy encodes its model and width; the rows must file
+    them where they came from, with the interval over problems around them."""
+    from pr1lib.experiments import StudyRun
+
+    def fake_stage(model, tok, cfg):
+        width = int(cfg.benchmark.removeprefix("planworld-w").replace("planworld-hard", "10"))
+        acc = {"S": 0.1, "U": 0.5}[model] + width / 100
+        assert cfg.mode == {"S": "seen", "U": "forked"}[model] and (cfg.n, cfg.k) == (3, 2)
+        metrics = {"accuracy": acc, "mean_sequential_steps": 10.0 * width, "n": 3, "k": 2}
+        metrics["per_problem"] = {"accuracy": [acc] * 3}
+        return {**metrics, "greedy": {"accuracy": acc}}, []
+
+    monkeypatch.setattr("pr1lib.evaluation.evaluate.evaluate_stage", fake_stage)
+    monkeypatch.setattr(widths, "load_for_eval", lambda path, profile, say: (path, None))
+    arms = {"serial": 1.0, "unseen": 0.5}
+    monkeypatch.setattr(
+        widths, "seconds", lambda *a: {"median": {"1": arms}, "spread": {"1": arms}}
+    )
+    run = StudyRun("smoke", None, [0], options={"n": 3, "k": 2})
+    table = widths.sweep(run, {"serial": "S", "unseen": "U"}, [2, 10])
+    assert {w: (r["serial"]["accuracy"], r["unseen"]["accuracy"]) for w, r in table.items()} == {
+        "2": (0.12, 0.52),
+        "10": (0.2, 0.6),
+    }
+    assert table["10"]["unseen"]["tier"] == "planworld-hard"
+    assert table["2"]["serial"]["interval"] == {"low": 0.12, "high": 0.12}
+    assert table["2"]["unseen"]["seconds_per_answer"] == {"1": 0.5}
+
+
 def test_a_smoke_sweep_writes_a_card_with_the_keys_other_checks_read(tmp_path, monkeypatch, capsys):
     """Two widths, random models, a few short samples: the card's ``numbers`` carry ``widths``
     (per width, per arm: accuracy, interval, greedy, steps, paths, seconds at both batch sizes)
