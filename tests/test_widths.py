@@ -19,20 +19,35 @@ def _arm(steps: float, s1: float, s64: float) -> dict:
     return {"mean_sequential_steps": steps, "seconds_per_answer": {"1": s1, "64": s64}}
 
 
-def test_crossover_is_the_smallest_width_where_unseen_falls_below_serial():
-    """Widths are compared as numbers ("10" after "6"), a tie is not a crossing, and a measure
-    where unseen never falls below serial has no crossover."""
+def test_crossover_is_the_smallest_width_from_which_unseen_stays_below_serial():
+    """Widths are compared as numbers ("10" after "6"), a tie is not a crossing, a dip below at
+    a small width that does not last is listed but is not the crossover, and a measure where
+    unseen never falls below serial has none."""
     table = {
         "10": {"serial": _arm(150, 0.9, 0.03), "unseen": _arm(50, 0.4, 0.06)},
-        "2": {"serial": _arm(40, 0.2, 0.01), "unseen": _arm(45, 0.3, 0.02)},
+        "2": {"serial": _arm(40, 0.2, 0.01), "unseen": _arm(45, 0.1, 0.02)},  # a dip at batch 1
         "3": {"serial": _arm(50, 0.25, 0.012), "unseen": _arm(50, 0.25, 0.03)},  # a tie
-        "6": {"serial": _arm(90, 0.5, 0.02), "unseen": _arm(48, 0.5, 0.04)},
+        "6": {"serial": _arm(90, 0.5, 0.02), "unseen": _arm(48, 0.45, 0.04)},
         "4": {"serial": _arm(60, 0.3, 0.015), "unseen": _arm(47, 0.35, 0.03)},
     }
-    assert widths.crossover(table) == {"steps": 4, "seconds_per_answer": {"1": 10, "64": None}}
-    words = widths.crossover_words(widths.crossover(table), [2, 3, 4, 6, 10])
-    assert words[0] == "unseen takes fewer sequential steps than serial from 4 deals on"
-    assert words[2] == "unseen never answers sooner than serial at batch 64 (2 to 10 deals)"
+    cross = widths.crossover(table)
+    assert (cross["steps"], cross["seconds_per_answer"]) == (4, {"1": 6, "64": None})
+    assert cross["below"] == {
+        "steps": [4, 6, 10],
+        "seconds_per_answer": {"1": [2, 6, 10], "64": []},
+    }
+    words = widths.crossover_words(cross, [2, 3, 4, 6, 10])
+    assert words == [
+        "unseen takes fewer sequential steps than serial from 4 deals on",
+        "unseen answers sooner than serial at batch 1 from 6 deals on",
+        "unseen never answers sooner than serial at batch 64 (2 to 10 deals)",
+    ]
+    table["10"]["unseen"]["mean_sequential_steps"] = 200  # above at the widest: no crossover
+    cross = widths.crossover(table)
+    assert cross["steps"] is None and cross["below"]["steps"] == [4, 6]
+    assert widths.crossover_words(cross, [2, 3, 4, 6, 10])[0] == (
+        "unseen takes fewer sequential steps than serial at 4, 6 deals, but not at 10 deals"
+    )
 
 
 def test_the_default_models_are_each_arms_last_rl_stage_of_the_controls_study(tmp_path):
@@ -128,7 +143,7 @@ def test_a_smoke_sweep_writes_a_card_with_the_keys_other_checks_read(tmp_path, m
         for arm in row.values():
             assert keys <= set(arm) and set(arm["seconds_per_answer"]) == {"1", "2"}
             assert arm["tier"] == f"planworld-w{width}" and arm["n"] == 2
-    assert set(numbers["crossover"]) == {"steps", "seconds_per_answer"}
+    assert set(numbers["crossover"]) == {"steps", "seconds_per_answer", "below"}
     assert numbers["models"] == {"serial": SMOKE, "unseen": SMOKE}
     assert (numbers["timed"], numbers["repeats"], numbers["threads"]) == (2, 1, 1)
 

@@ -14,8 +14,9 @@ the card keeps:
 - seconds per answer at batch 1 and at batch 64, both models timed side by side in one run
   (``evaluation.latency``, the timer of ``bench latency``: interleaved rounds, medians).
 
-``crossover`` is the smallest width where the unseen model's steps fall below the serial one's,
-and the smallest where its seconds per answer do (per batch size); ``None`` where it never does.
+``crossover`` is the smallest width from which the unseen model's steps stay below the serial
+one's on every wider width, and the same for its seconds per answer (per batch size); ``None``
+where they are not below at the widest (``crossover["below"]``: every width where they are).
 
 ``python -m pr1lib study widths --world planworld --card planworld-widths`` measures the
 controls study's serial and unseen arms (seed 0, the end of their last RL stage; ``--serial`` and
@@ -166,51 +167,74 @@ def _line(row: dict[str, dict]) -> str:
 
 
 def crossover(widths: dict[str, dict[str, dict]]) -> dict[str, Any]:
-    """The smallest width (deals) where the unseen arm takes fewer sequential steps than the
-    serial one, and per batch size the smallest where it takes fewer seconds per answer; ``None``
-    where it never does on the widths measured.
+    """Where the lines cross for good: the smallest width (deals) from which the unseen arm takes
+    fewer sequential steps than the serial one on every wider width measured, and per batch size
+    the same for seconds per answer; ``None`` where no width is (unseen is not below at the
+    widest). ``below`` lists every width where unseen is below, so a dip on the way (a noisy
+    timing at equal steps) is shown and not taken for the crossover.
 
     >>> arm = lambda steps, s1, s64: {"mean_sequential_steps": steps,
     ...                               "seconds_per_answer": {"1": s1, "64": s64}}
-    >>> w = {"2": {"serial": arm(40, 0.20, 0.010), "unseen": arm(45, 0.30, 0.020)},
+    >>> w = {"2": {"serial": arm(40, 0.20, 0.010), "unseen": arm(45, 0.30, 0.005)},
     ...      "10": {"serial": arm(120, 0.60, 0.030), "unseen": arm(50, 0.40, 0.050)},
     ...      "4": {"serial": arm(60, 0.30, 0.015), "unseen": arm(48, 0.35, 0.030)}}
-    >>> crossover(w)
-    {'steps': 4, 'seconds_per_answer': {'1': 10, '64': None}}
+    >>> cross = crossover(w)
+    >>> cross["steps"], cross["seconds_per_answer"], cross["below"]["seconds_per_answer"]["64"]
+    (4, {'1': 10, '64': None}, [2])
     """
     order = sorted(widths, key=int)
-
-    def first(value) -> int | None:
-        below = [w for w in order if value(widths[w]["unseen"]) < value(widths[w]["serial"])]
-        return int(below[0]) if below else None
-
     batches = widths[order[0]]["serial"]["seconds_per_answer"] if order else {}
+    measures = {"steps": lambda r: r["mean_sequential_steps"]}
+    measures |= {b: lambda r, b=b: r["seconds_per_answer"][b] for b in batches}
+    below = {
+        name: [int(w) for w in order if value(widths[w]["unseen"]) < value(widths[w]["serial"])]
+        for name, value in measures.items()
+    }
+    found = {name: _for_good(ws, [int(w) for w in order]) for name, ws in below.items()}
     return {
-        "steps": first(lambda r: r["mean_sequential_steps"]),
-        "seconds_per_answer": {
-            b: first(lambda r, b=b: r["seconds_per_answer"][b]) for b in batches
-        },
+        "steps": found.pop("steps"),
+        "seconds_per_answer": found,
+        "below": {"steps": below.pop("steps"), "seconds_per_answer": below},
     }
 
 
+def _for_good(below: list[int], order: list[int]) -> int | None:
+    """The smallest width from which every wider one is in ``below`` (``None``: the widest is
+    not)."""
+    tail = None
+    for width in reversed(order):
+        if width not in below:
+            break
+        tail = width
+    return tail
+
+
 def crossover_words(cross: dict[str, Any], widths: list[int]) -> list[str]:
-    """One line per crossover.
+    """One line per crossover (``crossover``), naming the widths where unseen dips below without
+    staying there.
 
-    >>> crossover_words({"steps": 4, "seconds_per_answer": {"1": 6, "64": None}}, [2, 4, 6, 10])
-    ['unseen takes fewer sequential steps than serial from 4 deals on', 'unseen answers sooner \
-than serial at batch 1 from 6 deals on', 'unseen never answers sooner than serial at batch 64 \
-(2 to 10 deals)']
+    >>> cross = {"steps": 4, "seconds_per_answer": {"1": 6, "64": None},
+    ...          "below": {"steps": [4, 6, 10], "seconds_per_answer": {"1": [6, 10], "64": [2]}}}
+    >>> for line in crossover_words(cross, [2, 4, 6, 10]):
+    ...     print(line)
+    unseen takes fewer sequential steps than serial from 4 deals on
+    unseen answers sooner than serial at batch 1 from 6 deals on
+    unseen answers sooner than serial at batch 64 at 2 deals, but not at 10 deals
     """
-    span = f"{min(widths)} to {max(widths)} deals"
+    below = cross["below"]
 
-    def words(what: str, width: int | None) -> str:
-        if width is None:
-            return f"unseen never {what} ({span})"
-        return f"unseen {what} from {width} deals on"
+    def words(what: str, width: int | None, dips: list[int]) -> str:
+        if width is not None:
+            return f"unseen {what} from {width} deals on"
+        if dips:
+            at = ", ".join(map(str, dips))
+            return f"unseen {what} at {at} deals, but not at {max(widths)} deals"
+        return f"unseen never {what} ({min(widths)} to {max(widths)} deals)"
 
-    lines = [words("takes fewer sequential steps than serial", cross["steps"])]
+    lines = [words("takes fewer sequential steps than serial", cross["steps"], below["steps"])]
     for batch, width in cross["seconds_per_answer"].items():
-        lines.append(words(f"answers sooner than serial at batch {batch}", width))
+        what = f"answers sooner than serial at batch {batch}"
+        lines.append(words(what, width, below["seconds_per_answer"][batch]))
     return lines
 
 
