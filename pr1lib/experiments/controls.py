@@ -20,7 +20,7 @@ Besides accuracy, every evaluation counts *sequential decode steps* (``metrics.s
 paths decoded side by side cost their longest path, so the same search can finish in fewer steps.
 
 >>> sorted(ARMS)
-['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-s3']
+['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-noplan', 'unseen-s3']
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
+from pr1lib.worlds.planworld import BLIND
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ ARMS = {
         grpo=NUMBERED,
         stages=(3,),
         sft_of="unseen",
+    ),
+    "unseen-noplan": Arm(
+        "unseen",
+        {"trace_style": "noplan"},
+        "Parallel-R1-Unseen with the plan removed: paths told nothing",
+        sft_variant="unseen",
+        grpo=BLIND,
     ),
 }
 ALL = tuple(ARMS)  # --arm all: every arm, in this order, then the table
@@ -262,6 +270,7 @@ CONTRASTS = (
     ("seen", "serial"),
     ("unseen", "serial"),
     ("unseen-s3", "serial"),
+    ("unseen", "unseen-noplan"),
 )
 
 

@@ -62,6 +62,11 @@ MOST = 10  # deals in the longest list (A)..(J): the widest plan
 # choices a model can extend one at a time, not one end letter to jump (docs/planworld.md)
 SPANS = False
 PLANNED = 3  # the teacher's plans name at most this many deals: the first ones of a longer list
+# the plan-removed control (docs/planworld.md): with no plan to read, the engine forks this many
+# paths and forces nothing into them; PLANNED, the widest plan the cold start holds, so its blocks
+# are as wide as the planned arm's widest and only the plan is missing
+BLIND_PATHS = PLANNED
+BLIND = {"num_paths": BLIND_PATHS, "header_style": "none"}  # its rollouts' layout (RL and eval)
 
 
 def line(j: int, pair: tuple[int, int], total: int) -> str:
