@@ -5,9 +5,10 @@ For each held-out hard problem whose teacher trace opens a block, the model gets
 the trace's text before the block (WideWorld: the guess, deal (0), checked and failed), its first
 completion token is forced to ``<Parallel>`` (``blockcost.open_with_block``) and it writes the
 rest: one sample per problem at T = 1, in the rollout mode of its variant (unseen: forked, the
-engine writing each path's number). ``split_rate`` is the share of those blocks in which every
-path checked its own deal with that deal's prices; ``path_rate`` the share of single paths that
-did; ``accuracy`` how often the forced block's answer was right.
+engine writing each path's number; in a layout that forces nothing, ``header_style="none"``, the
+text before the block loses its plan line too). ``split_rate`` is the share of those blocks in
+which every path checked its own deal with that deal's prices; ``path_rate`` the share of single
+paths that did; ``accuracy`` how often the forced block's answer was right.
 
 ``python -m pr1lib study split --world wideworld --model RUN --variant unseen --n 250`` prints
 one JSON object last.
@@ -23,6 +24,7 @@ from pr1lib.evaluation.metrics import completion_metrics
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.blockcost import BLOCK_MODES, sample
 from pr1lib.format.grammar import PARALLEL
+from pr1lib.format.plans import drop_plans
 from pr1lib.format.prompts import chat_prompt
 
 
@@ -35,6 +37,15 @@ def forced_prefixes(world: Any, records: list[dict]) -> list[tuple[dict, str]]:
         if PARALLEL in text:
             out.append((record, text[: text.index(PARALLEL)]))
     return out
+
+
+def unplanned(prefix: str) -> str:
+    """The text before a block without the plan line that closes it (``plans.drop_plans``).
+
+    >>> unplanned("Check (A), (B)\\n"), unplanned("(A) 1+2=3 vs 4 ✗\\n")
+    ('', '(A) 1+2=3 vs 4 ✗\\n')
+    """
+    return drop_plans(prefix + PARALLEL)[: -len(PARALLEL)]
 
 
 def forced_split(
@@ -61,9 +72,11 @@ def forced_split(
     if world.block_splits is None:
         raise ValueError(f"{world.title} assigns its paths no shares: it has no split rate")
     records = load_benchmark(world.source("hard"), 2 * n + 20, seed=0)
-    chosen = forced_prefixes(world, records)[:n]
-    prompts = [chat_prompt(r["question"], tokenizer, "tiny") + pre for r, pre in chosen]
     layout = {**world.budgets, **sampling}  # its lengths and its blocks' layout
+    chosen = forced_prefixes(world, records)[:n]
+    if layout.get("header_style") == "none":  # paths told nothing: the prefix says nothing either
+        chosen = [(r, unplanned(pre)) for r, pre in chosen]
+    prompts = [chat_prompt(r["question"], tokenizer, "tiny") + pre for r, pre in chosen]
     texts = [
         pre + row[0]
         for (_, pre), row in zip(
