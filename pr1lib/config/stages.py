@@ -202,29 +202,6 @@ class ColdStartConfig(Preset):
     }
 
 
-def check_planned(world: str) -> None:
-    """Refuse the plan-removed trace style in a world whose traces hold no plan (its blocks'
-    paths are not laid out by the model's plan: ``header_style="plan"``).
-
-    >>> check_planned("planworld")
-    >>> check_planned("tinyworld")
-    Traceback (most recent call last):
-    ...
-    ValueError: trace_style='noplan' (the plan-removed control) takes out the plan before each block, and TinyWorld's traces hold none: run it on a world whose model writes its plan (planworld)
-    """  # noqa: E501 - doctest output stays whole
-
-    def planned(name: str) -> bool:
-        return worlds.get(name).layout().get("header_style") == "plan"
-
-    chosen = worlds.get(world)
-    if not planned(world):
-        raise ValueError(
-            "trace_style='noplan' (the plan-removed control) takes out the plan before each "
-            f"block, and {chosen.title}'s traces hold none: run it on a world whose model writes "
-            f"its plan ({', '.join(filter(planned, worlds.names()))})"
-        )
-
-
 @dataclass(frozen=True)
 class SFTStageConfig(Preset):
     """Stage 1, cold-start SFT (``pr1lib.training.sft``). Knobs that are TRL's keep ``SFTConfig``'s
@@ -256,9 +233,7 @@ class SFTStageConfig(Preset):
     # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
     trace_style: str = "parallel"  # serial: the block rows with their tags taken out, nothing else
     # changed (format.serialize): the serial-search control of docs/tinyworld.md; noplan: the
-    # block rows without the plan line before their block (format.plans.drop_plans), the paths
-    # told nothing: the plan-removed control of docs/planworld.md (a world whose plans lay out
-    # its paths: SFTStageConfig.for_world refuses any other)
+    # plan line taken out (format.plans.drop_plans), the plan-removed control of docs/planworld.md
     path_headers: bool = False  # each path opens with its number, "(1) ", "(2) " (an extension
     # for paths that split a search without seeing each other: format.number_paths)
     eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
@@ -330,7 +305,7 @@ class SFTStageConfig(Preset):
         profile = check_profile(profile)
         chosen = worlds.get(world).sft_overrides(variant)
         if overrides.get("trace_style", chosen.get("trace_style")) == "noplan":
-            check_planned(world)
+            worlds.check_planned(world)
         sizes = cls.PRESETS["smoke"] if profile == "smoke" else {}
         return cls.for_profile(profile, **{**chosen, **sizes, "variant": variant, **overrides})
 
