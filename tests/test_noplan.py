@@ -147,3 +147,21 @@ def test_a_smoke_run_of_the_arm_trains_without_plans_and_evaluates_three_unforce
     for card in cards:
         config = json.loads(card.read_text())["config"]
         assert (config["num_paths"], config["header_style"]) == (3, "none")
+
+
+def test_a_forced_block_after_a_plan_in_the_prompt_follows_that_plan():
+    """``study split`` gives the teacher's plan in the prompt and forces ``<Parallel>`` first: the
+    engine reads the plan there (before, every such block ended as a bad plan of no paths, and a
+    block of no paths counted as a split)."""
+    tok = toy_tokenizer()
+    model = toy_model(len(tok), seed=3)
+    model.lm_head = _Script(model.lm_head, [tok.convert_tokens_to_ids("<Parallel>")])
+    cfg = RolloutConfig(
+        num_paths=10, path_headers=True, header_style="plan", max_completion_length=80
+    )
+    gen = torch.Generator().manual_seed(1)
+    for r in generate(model, tok, ["Q: a\nCheck (B), (E), (F)\n"] * 2, cfg, generator=gen):
+        assert r.finish_reason != "bad_plan" and len(r.path_lengths[0]) == 3
+        assert [p.text[:3] for p in parse(r.text).blocks[0].paths] == ["(B)", "(E)", "(F)"]
+    q = pw.generate(1, "w3", "test", seed=3)[0]["question"]
+    assert pw.block_shares(q, "Check (A), (B), (C)\n<Parallel>") == [False]

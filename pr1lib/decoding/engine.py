@@ -303,9 +303,12 @@ class Engine(_Rows):
 
     def plan_headers(self, s: Rollout) -> list[list[int]] | None:
         """The label tokens of each path the sample's own plan names (its last line before the
-        ``<Parallel>`` it has just written), or ``None`` when that line is no plan of 2 to
+        ``<Parallel>`` it has just written; the prompt's where the completion has none before it:
+        a forced block after a given plan), or ``None`` when that line is no plan of 2 to
         ``num_paths`` items."""
         text = self.tok.decode(s.completion_ids[:-1], skip_special_tokens=False)
+        if not text.strip():
+            text = self.tok.decode(s.prompt_ids, skip_special_tokens=False)
         items = plans.plan_items(plans.last_line(text))
         if items is None or len(items) > self.cfg.num_paths:
             return None
