@@ -251,7 +251,16 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "arm": (
         ("--arm",),
         dict(
-            choices=("plain", "plain-sft", "serial", "seen", "unseen", "unseen-s3", "all"),
+            choices=(
+                "plain",
+                "plain-sft",
+                "serial",
+                "seen",
+                "unseen",
+                "unseen-s3",
+                "unseen-noplan",
+                "all",
+            ),
             help="the arm to run (all: every arm, then the table)",
         ),
     ),

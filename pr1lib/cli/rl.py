@@ -199,6 +199,8 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
             check_model(options[flag])
             _check_study_variants(name, options, options[flag])
     world = getattr(args, "world", None)
+    if name == "controls" and options.get("arm") not in (None, "all"):
+        _check_arm(options["arm"], world or "tinyworld", profile)
     if options.get("model") and "init" not in study.flags:  # it decodes a model: as trained
         world = _decode_as_trained(options, world, study.variants)
     return StudyRun(
@@ -211,6 +213,16 @@ def _study_run(args: Any, profile: str, seeds: list[int], name: str):
         claim=lambda folder: claim_folder(args, folder, "study"),
         overwrite=getattr(args, "overwrite", False),
     )
+
+
+def _check_arm(arm: str, world: str, profile: str) -> None:
+    """Build the cold start an arm of ``study controls`` trains in ``world`` before any folder is
+    claimed: an arm the world cannot run (the plan-removed arm where no plan is written) is
+    refused in one line, with nothing written."""
+    from pr1lib.experiments import controls
+
+    if isinstance(controls.ARMS[arm].cold_start, dict):
+        controls.sft_config(world, profile, arm)
 
 
 def _decode_as_trained(options: dict[str, Any], world: str | None, variants: Any) -> str | None:

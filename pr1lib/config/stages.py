@@ -17,7 +17,7 @@ from pr1lib.config.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.config.recipe import VARIANT_ROLLOUT
 from pr1lib.format.grammar import HEADER_STYLES
 
-register_choices(trace_style=("parallel", "serial"), header_style=HEADER_STYLES)
+register_choices(trace_style=("parallel", "serial", "noplan"), header_style=HEADER_STYLES)
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,8 @@ class SFTStageConfig(Preset):
     plain_share: float = 0.0  # share of rows trained without their block (format.linearize):
     # a cold start that opens blocks only sometimes, so RL can choose (the ablation's start)
     trace_style: str = "parallel"  # serial: the block rows with their tags taken out, nothing else
-    # changed (format.serialize): the serial-search control of docs/tinyworld.md
+    # changed (format.serialize): the serial-search control of docs/tinyworld.md; noplan: the
+    # plan line taken out (format.plans.drop_plans), the plan-removed control of docs/planworld.md
     path_headers: bool = False  # each path opens with its number, "(1) ", "(2) " (an extension
     # for paths that split a search without seeing each other: format.number_paths)
     eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
@@ -303,6 +304,8 @@ class SFTStageConfig(Preset):
         """
         profile = check_profile(profile)
         chosen = worlds.get(world).sft_overrides(variant)
+        if overrides.get("trace_style", chosen.get("trace_style")) == "noplan":
+            worlds.check_planned(world)
         sizes = cls.PRESETS["smoke"] if profile == "smoke" else {}
         return cls.for_profile(profile, **{**chosen, **sizes, "variant": variant, **overrides})
 

@@ -1,7 +1,7 @@
 """The rows a cold-start SFT trains on: the cold-start set (saved, or built with the rule
-teacher), shaped by the run's config (a share of plain rows, the serial or numbered trace style),
-rendered as prompt-completion pairs, and kept beside the run (``save_rows``) so what was trained
-can be read back.
+teacher), shaped by the run's config (a share of plain rows; the serial, plan-removed or numbered
+trace style), rendered as prompt-completion pairs, and kept beside the run (``save_rows``) so what
+was trained can be read back.
 
 >>> from datasets import Dataset
 >>> d = Dataset.from_dict({"completion": ["<Parallel><Path>a</Path><Path>b</Path></Parallel>"
@@ -108,8 +108,10 @@ def with_plain_share(dataset, share: float, seed: int = 0):
 def with_trace_style(dataset, style: str = "parallel", path_headers: bool = False):
     """``dataset`` with every row that has a block rewritten: ``style="serial"`` takes its tags
     out (``format.serialize``: the same search as one stream; a world's own ``serial_solution``
-    where it has one), ``path_headers`` numbers its paths (``format.number_paths``); rows without
-    a block, and the default, stay as they are.
+    where it has one), ``style="noplan"`` takes out the plan line before its block
+    (``format.plans.drop_plans``: the same paths, nothing said before them), ``path_headers``
+    numbers its paths (``format.number_paths``); rows without a block, and the default, stay as
+    they are.
 
     >>> from datasets import Dataset
     >>> d = Dataset.from_dict({"completion": ["<Parallel><Path>a</Path><Path>b</Path></Parallel>"
@@ -127,6 +129,8 @@ def with_trace_style(dataset, style: str = "parallel", path_headers: bool = Fals
         if PARALLEL not in text:
             return {"completion": text}
         text = number_paths(text) if path_headers else text
+        if style == "noplan":
+            return {"completion": plans.drop_plans(text)}
         return {"completion": serial_form(row, text) if style == "serial" else text}
 
     return dataset.map(shape, keep_in_memory=True)

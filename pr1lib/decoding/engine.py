@@ -37,6 +37,9 @@ Rules (all deterministic):
   after a line that is no plan of 2 to ``num_paths`` items ends the sample
   (``finish_reason="bad_plan"``, graded as any malformed block). A queued label is written even
   where the path samples eos (only its cap closes it first).
+- **nothing forced** (``header_style="none"``, or no ``path_headers``): every fork opens
+  ``num_paths`` paths and each path's first token after ``<Path>`` is sampled: the paths are told
+  nothing about which share is theirs (the plan-removed control of docs/planworld.md).
 - Other tags sampled out of place are ordinary tokens (the structure parser agrees).
 """
 
@@ -160,9 +163,10 @@ class Engine(_Rows):
         # numbered paths: the tokens path j opens with, forced after its <Path>; planned paths:
         # the labels of the model's own plan, read at each fork (plan_headers)
         self.planned = config.path_headers and config.header_style == "plan"
+        fixed = config.path_headers and config.header_style in ("number", "letter")
         self.headers = [
             tokenizer.encode(path_header(j, config.header_style), add_special_tokens=False)
-            if config.path_headers and not self.planned
+            if fixed
             else []
             for j in range(config.num_paths)
         ]
@@ -299,9 +303,12 @@ class Engine(_Rows):
 
     def plan_headers(self, s: Rollout) -> list[list[int]] | None:
         """The label tokens of each path the sample's own plan names (its last line before the
-        ``<Parallel>`` it has just written), or ``None`` when that line is no plan of 2 to
+        ``<Parallel>`` it has just written; the prompt's where the completion has none before it:
+        a forced block after a given plan), or ``None`` when that line is no plan of 2 to
         ``num_paths`` items."""
         text = self.tok.decode(s.completion_ids[:-1], skip_special_tokens=False)
+        if not text.strip():
+            text = self.tok.decode(s.prompt_ids, skip_special_tokens=False)
         items = plans.plan_items(plans.last_line(text))
         if items is None or len(items) > self.cfg.num_paths:
             return None

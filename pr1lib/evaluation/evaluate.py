@@ -314,11 +314,13 @@ def held_out_config(
     prompt_style: str | None = None,
     source: str | None = None,
     path_headers: bool = False,
+    layout: dict[str, Any] | None = None,
 ) -> EvalConfig:
     """The training stages' held-out evaluation: the first ``n`` problems of the ``tier`` set
     (``held_out_set``: the profile's, or TinyWorld's when training read ``source`` from it),
     ``k`` samples each at T = 1 (the paper's protocol), in rollout ``mode`` (numbered paths when
-    the model was trained with them).
+    the model was trained with them); its blocks laid out as the world lays them out, or as
+    ``layout`` says (``worlds.LAYOUT`` names: the blocks an RL stage trains with).
 
     >>> c = held_out_config("tiny", "hard", 8, "forked", 64, k=4); c.benchmark, c.k, c.temperature
     ('tinygsm-hard', 4, 1.0)
@@ -326,7 +328,7 @@ def held_out_config(
     path_cap = RolloutConfig.for_profile(profile).max_path_length
     benchmark = held_out_set(profile, tier, source)
     found = worlds.find_source(benchmark)
-    layout = found[0].layout() if found else {}  # its blocks' paths, as it trains them
+    layout = {**(found[0].layout() if found else {}), **(layout or {})}  # as it trains them
     return EvalConfig.for_profile(
         profile,
         benchmark=benchmark,

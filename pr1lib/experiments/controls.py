@@ -20,7 +20,7 @@ Besides accuracy, every evaluation counts *sequential decode steps* (``metrics.s
 paths decoded side by side cost their longest path, so the same search can finish in fewer steps.
 
 >>> sorted(ARMS)
-['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-s3']
+['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-noplan', 'unseen-s3']
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
 from pr1lib.experiments.split import measure_split, split_columns
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
+from pr1lib.worlds.planworld import BLIND
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,25 @@ ARMS = {
         stages=(3,),
         sft_of="unseen",
     ),
+    "unseen-noplan": Arm(
+        "unseen",
+        {"trace_style": "noplan"},
+        "Parallel-R1-Unseen with the plan removed: paths told nothing",
+        sft_variant="unseen",
+        grpo=BLIND,
+    ),
 }
 ALL = tuple(ARMS)  # --arm all: every arm, in this order, then the table
+
+
+def runnable(world: str) -> tuple[str, ...]:
+    """The arms ``--arm all`` runs in ``world``: the plan-removed one only where a plan is written.
+
+    >>> "unseen-noplan" in runnable("tinyworld"), "unseen-noplan" in runnable("planworld")
+    (False, True)
+    """
+    planned = worlds.get(world).layout().get("header_style") == "plan"
+    return tuple(a for a in ALL if a != "unseen-noplan" or planned)
 
 
 def arm_spec(world: str, arm: str) -> Arm:
@@ -201,10 +219,10 @@ def arm_splits(profile: str, world: str, spec: Arm, runs: list[dict], folder: Pa
     ``None`` for a plain arm or a world whose paths have no assigned shares."""
     if spec.variant == "plain" or worlds.get(world).block_splits is None:
         return None
-    starts = dict.fromkeys(r["start"] for r in runs)
-    return {
-        "sft": [measure_split(profile, world, spec.variant, s, folder) for s in starts],
-        "rl": [measure_split(profile, world, spec.variant, r["end"], folder) for r in runs],
+    models = {"sft": list(dict.fromkeys(r["start"] for r in runs)), "rl": [r["end"] for r in runs]}
+    return {  # each model in the blocks' layout its arm samples with (spec.grpo)
+        when: [measure_split(profile, world, spec.variant, m, folder, **spec.grpo) for m in found]
+        for when, found in models.items()
     }
 
 
@@ -227,13 +245,14 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
     }
 
 
-# the comparisons the table draws (treatment, control), each with an interval over seeds and problems
+# the comparisons the table draws (treatment, control), with intervals over seeds and problems
 CONTRASTS = (
     ("seen", "plain"),
     ("seen", "plain-sft"),
     ("seen", "serial"),
     ("unseen", "serial"),
     ("unseen-s3", "serial"),
+    ("unseen", "unseen-noplan"),
 )
 
 
@@ -432,7 +451,7 @@ def main(run: StudyRun) -> list[dict]:
     out = run.out or controls_dir(run.profile, world)
     sft_seeds = run.option("sft_seeds") or [0]
     overrides = {k: v for k, v in run.grpo_overrides().items() if k != "world"}
-    for name in ALL if arm == "all" else [arm] if arm else []:
+    for name in runnable(world) if arm == "all" else [arm] if arm else []:
         started = time.perf_counter()
         with run.claim(out / name):
             result = run_arm(

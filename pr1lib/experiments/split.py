@@ -5,9 +5,10 @@ For each held-out hard problem whose teacher trace opens a block, the model gets
 the trace's text before the block (WideWorld: the guess, deal (0), checked and failed), its first
 completion token is forced to ``<Parallel>`` (``blockcost.open_with_block``) and it writes the
 rest: one sample per problem at T = 1, in the rollout mode of its variant (unseen: forked, the
-engine writing each path's number). ``split_rate`` is the share of those blocks in which every
-path checked its own deal with that deal's prices; ``path_rate`` the share of single paths that
-did; ``accuracy`` how often the forced block's answer was right.
+engine writing each path's number; in a layout that forces nothing, ``header_style="none"``, the
+text before the block loses its plan line too). ``split_rate`` is the share of those blocks in
+which every path checked its own deal with that deal's prices; ``path_rate`` the share of single
+paths that did; ``accuracy`` how often the forced block's answer was right.
 
 ``python -m pr1lib study split --world wideworld --model RUN --variant unseen --n 250`` prints
 one JSON object last.
@@ -26,6 +27,7 @@ from pr1lib.evaluation.metrics import completion_metrics
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.blockcost import BLOCK_MODES, sample
 from pr1lib.format.grammar import PARALLEL
+from pr1lib.format.plans import drop_plans
 from pr1lib.format.prompts import chat_prompt
 
 
@@ -38,6 +40,15 @@ def forced_prefixes(world: Any, records: list[dict]) -> list[tuple[dict, str]]:
         if PARALLEL in text:
             out.append((record, text[: text.index(PARALLEL)]))
     return out
+
+
+def unplanned(prefix: str) -> str:
+    """The text before a block without the plan line that closes it (``plans.drop_plans``).
+
+    >>> unplanned("Check (A), (B)\\n"), unplanned("(A) 1+2=3 vs 4 ✗\\n")
+    ('', '(A) 1+2=3 vs 4 ✗\\n')
+    """
+    return drop_plans(prefix + PARALLEL)[: -len(PARALLEL)]
 
 
 def forced_split(
@@ -64,9 +75,11 @@ def forced_split(
     if world.block_splits is None:
         raise ValueError(f"{world.title} assigns its paths no shares: it has no split rate")
     records = load_benchmark(world.source("hard"), 2 * n + 20, seed=0)
-    chosen = forced_prefixes(world, records)[:n]
-    prompts = [chat_prompt(r["question"], tokenizer, "tiny") + pre for r, pre in chosen]
     layout = {**world.budgets, **sampling}  # its lengths and its blocks' layout
+    chosen = forced_prefixes(world, records)[:n]
+    if layout.get("header_style") == "none":  # paths told nothing: the prefix says nothing either
+        chosen = [(r, unplanned(pre)) for r, pre in chosen]
+    prompts = [chat_prompt(r["question"], tokenizer, "tiny") + pre for r, pre in chosen]
     texts = [
         pre + row[0]
         for (_, pre), row in zip(
@@ -117,27 +130,30 @@ def main(run: StudyRun) -> list[dict]:
 
 # ----------------------------------------------------- kept per model, read by the controls study
 def measure_split(
-    profile: str, world: str, variant: str, model: str, folder: Path, n: int = 250
+    profile: str, world: str, variant: str, model: str, folder: Path, n: int = 250, **layout: Any
 ) -> dict:
     """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
-    mode its variant trains with; kept in ``folder/splits.json`` (one entry per model) and
-    reused."""
+    mode its variant trains with and the blocks' ``layout`` its arm samples with (``num_paths``,
+    ``header_style``; none: the world's); kept in ``folder/splits.json`` (one entry per model)
+    and reused."""
     from pr1lib.config import VARIANT_ROLLOUT
 
     chosen = worlds.get(world)
     mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
     path = Path(folder) / "splits.json"
     kept = json.loads(path.read_text()) if path.is_file() else {}
-    if (kept.get(str(model)) or {}).get("n_asked") == n and kept[str(model)].get("mode") == mode:
-        return kept[str(model)]  # the same model, number of blocks and rollout mode
+    old = kept.get(str(model)) or {}
+    if (old.get("n_asked"), old.get("mode"), old.get("layout", {})) == (n, mode, layout):
+        return old  # the same model, number of blocks, rollout mode and blocks' layout
     from pr1lib.evaluation.evaluate import load_for_eval
 
     policy, tokenizer = load_for_eval(model, profile, say=lambda *a, **k: None)
     result = {
         "model": model,
         "n_asked": n,
-        **forced_split(policy, tokenizer, chosen, n, mode),
-        "greedy": forced_split(policy, tokenizer, chosen, n, mode, temperature=0.0),
+        **({"layout": layout} if layout else {}),
+        **forced_split(policy, tokenizer, chosen, n, mode, **layout),
+        "greedy": forced_split(policy, tokenizer, chosen, n, mode, temperature=0.0, **layout),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**kept, str(model): result}, indent=1))

@@ -274,8 +274,9 @@ def serialize(text: str) -> str:
 
 
 LETTERS = plans.LETTERS
-# a path's header: (1), (2), ... | (B), (C), ... | the model's own plan, read by the engine
-HEADER_STYLES = ("number", "letter", "plan")
+# a path's header: (1), (2), ... | (B), (C), ... | the model's own plan, read by the engine |
+# none: nothing forced, whatever path_headers says (paths told nothing: docs/planworld.md)
+HEADER_STYLES = ("number", "letter", "plan", "none")
 
 
 def path_header(index: int, style: str = "number") -> str:

@@ -25,6 +25,7 @@ PLAN_WORD = "Check"  # a plan line opens with it
 _SPAN_RE = re.compile(rf"^{PLAN_WORD} \(([A-Z])\)-\(([A-Z])\)$")
 _LIST_RE = re.compile(rf"^{PLAN_WORD} \(([A-Z])\)((?:, \([A-Z]\))+)$")
 _LABEL_RE = re.compile(r"\(([A-Z])\)")
+_PLANNED_RE = re.compile(r"^([^\n]*)\n(?=<Parallel>)", re.MULTILINE)  # a line before a block
 
 
 def plan_line(items: list[str], span: bool = True) -> str:
@@ -56,6 +57,19 @@ def plan_items(line: str) -> list[str] | None:
         items = _LABEL_RE.findall(line)
         return items if len(set(items)) == len(items) else None
     return None
+
+
+def drop_plans(text: str) -> str:
+    """``text`` without the plan lines that open its blocks (a plan line right before
+    ``<Parallel>``): the same paths, each still opening with its label, but nothing before the
+    block says which paths there will be (the plan-removed control of docs/planworld.md).
+
+    >>> drop_plans("Check (A), (B)\\n<Parallel><Path>(A) x</Path><Path>(B) y</Path></Parallel>")
+    '<Parallel><Path>(A) x</Path><Path>(B) y</Path></Parallel>'
+    >>> drop_plans("Check (A)\\n<Parallel>")  # one item is no plan: kept
+    'Check (A)\\n<Parallel>'
+    """
+    return _PLANNED_RE.sub(lambda m: "" if plan_items(m[1]) else m[0], text)
 
 
 def last_line(text: str) -> str:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 import torch
 from transformers import TrainerCallback, TrainerState
 
+from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, ModelConfig
 from pr1lib.config.runtime import set_seed, set_threads
 from pr1lib.decoding.models import load_training_policy, stage_model_config
@@ -246,6 +247,7 @@ class GRPOSession:
                 prompt_style=self.model_cfg.prompt_style,
                 source=cfg.source,
                 path_headers=cfg.path_headers,
+                layout={k: getattr(cfg, k) for k in worlds.LAYOUT},  # as its rollouts
             )
             metrics[tier], samples[tier] = evaluate_stage(self.policy, self.tokenizer, judge)
         return metrics, samples

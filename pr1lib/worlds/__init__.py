@@ -26,7 +26,17 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["World", "find_source", "get", "names", "register", "sources", "tasks", "teachers"]
+__all__ = [
+    "World",
+    "check_planned",
+    "find_source",
+    "get",
+    "names",
+    "register",
+    "sources",
+    "tasks",
+    "teachers",
+]
 
 # the worlds this package registers on import: one module per name, in this folder
 BUILTIN = ("tinygsm", "tinyworld", "wideworld", "planworld")
@@ -160,6 +170,28 @@ def get(name: str) -> World:
     if name not in REGISTRY:
         raise ValueError(f"unknown world {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def check_planned(name: str) -> None:
+    """Refuse the plan-removed trace style in a world whose traces hold no plan (its blocks'
+    paths are not laid out by the model's plan, ``header_style="plan"``).
+
+    >>> check_planned("planworld")
+    >>> check_planned("tinyworld")
+    Traceback (most recent call last):
+    ...
+    ValueError: trace_style='noplan' (the plan-removed control) takes out the plan before each block, and TinyWorld's traces hold none: run it on a world whose model writes its plan (planworld)
+    """  # noqa: E501 - doctest output stays whole
+
+    def planned(world: str) -> bool:
+        return get(world).layout().get("header_style") == "plan"
+
+    if not planned(name):
+        raise ValueError(
+            "trace_style='noplan' (the plan-removed control) takes out the plan before each "
+            f"block, and {get(name).title}'s traces hold none: run it on a world whose model "
+            f"writes its plan ({', '.join(filter(planned, names()))})"
+        )
 
 
 def find_source(source: str) -> tuple[World, str] | None:

@@ -62,6 +62,11 @@ MOST = 10  # deals in the longest list (A)..(J): the widest plan
 # choices a model can extend one at a time, not one end letter to jump (docs/planworld.md)
 SPANS = False
 PLANNED = 3  # the teacher's plans name at most this many deals: the first ones of a longer list
+# the plan-removed control (docs/planworld.md): with no plan to read, the engine forks this many
+# paths and forces nothing into them; PLANNED, the widest plan the cold start holds, so its blocks
+# are as wide as the planned arm's widest and only the plan is missing
+BLIND_PATHS = PLANNED
+BLIND = {"num_paths": BLIND_PATHS, "header_style": "none"}  # its rollouts' layout (RL and eval)
 
 
 def line(j: int, pair: tuple[int, int], total: int) -> str:
@@ -182,12 +187,15 @@ def solve(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> in
 def block_shares(question: str, text: str) -> list[bool]:
     """Per block of ``text``, whether its paths took distinct, correct shares: each path checks
     one candidate, with that deal's own prices, and no two paths the same one (however many
-    paths the model planned); ``[]`` for a question that is not a search.
+    paths the model planned; a block of no paths takes none); ``[]`` for a question that is not
+    a search.
 
     >>> q = generate(1, "w3", "test", seed=3)[0]["question"]
     >>> block_shares(q, parallel_trace(*parse_question(q)))
     [True]
     >>> block_shares(q, "<Parallel><Path>(A) 1+2=3</Path><Path>(A) 1+2=3</Path></Parallel>")
+    [False]
+    >>> block_shares(q, "Check (A), (B)\\n<Parallel>")  # no path: no share taken (a bad plan)
     [False]
     """
     parsed = parse_question(question)
@@ -198,7 +206,7 @@ def block_shares(question: str, text: str) -> list[bool]:
     for block in parse(text).blocks:
         firsts = [checked_deals(path.text)[:1] for path in block.paths]
         picks = [f[0] for f in firsts if f]
-        fine = len(picks) == len(firsts) and len({j for j, _ in picks}) == len(picks)
+        fine = 0 < len(picks) == len(firsts) and len({j for j, _ in picks}) == len(picks)
         verdicts.append(fine and all(j in candidates and deals[j] == p for j, p in picks))
     return verdicts
 
