@@ -63,6 +63,9 @@ def controls_frame(table: dict[str, Any]) -> pd.DataFrame:
             "valid blocks": _rounded(r.get("valid_block_rate")),
             "tokens": round(r["mean_length"], 1),
             "sequential steps": round(r["mean_sequential_steps"], 1),
+            "paths/block (SFT)": _rounded(r.get("start_paths_per_block"), 2),
+            "paths/block (RL)": _rounded(r.get("paths_per_block"), 2),
+            "distinct shares": _rounded(r.get("distinct_share_rate")),
             "split (SFT)": _rounded(r.get("split_rate_sft")),
             "split (RL)": _rounded(r.get("split_rate")),
             "what": r["what"],
@@ -83,6 +86,19 @@ def _world_title(world: str | None) -> str:
 
 def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def seeds_frame(table: dict[str, Any]) -> pd.DataFrame:
+    """One row per arm and RL seed (``per_seed``): the SFT seed it started from, its start's and
+    its end's mean@k.
+
+    >>> one = {"sft_seed": 1, "seed": 1, "start": 0.25, "accuracy": 0.5}
+    >>> seeds_frame({"rows": [{"arm": "a", "per_seed": [one]}]}).to_dict("records")
+    [{'arm': 'a', 'sft_seed': 1, 'seed': 1, 'start mean@k': 0.25, 'end mean@k': 0.5}]
+    """
+    rows = [{"arm": r["arm"], **seed} for r in table["rows"] for seed in r.get("per_seed", [])]
+    frame = pd.DataFrame(rows, columns=["arm", "sft_seed", "seed", "start", "accuracy"])
+    return frame.rename(columns={"start": "start mean@k", "accuracy": "end mean@k"})
 
 
 def modes_frame(table: dict[str, Any]) -> pd.DataFrame:
