@@ -215,7 +215,7 @@ def _every_helper_figure():
     import pandas as pd
 
     from pr1lib.data.coldstart import REASONS, plot_yield
-    from pr1lib.notebook import curves, reports
+    from pr1lib.notebook import curves, reports, sweep
     from pr1lib.notebook.panel import PanelState, schedule_figure
     from pr1lib.store.paths import REPO_ROOT
     from pr1lib.training.dashboard import dashboard_figure
@@ -257,7 +257,7 @@ def _every_helper_figure():
         "controls_bars": reports.controls_bars(card("tinyworld-controls")),
         "controls_figure": reports.controls_figure(card("wideworld-controls")),
         "latency_breakdown_figure": reports.latency_breakdown_figure(LATENCY_CARD),
-        "widths_figure": reports.widths_figure(WIDTHS_CARD),
+        "widths_figure": sweep.widths_figure(WIDTHS_CARD),
         "headline_figure": reports.headline_figure(
             card("tinyworld-controls"), card("wideworld-controls")
         ),

@@ -289,56 +289,6 @@ def latency_lines(numbers: dict[str, Any]) -> list[str]:
 
 
 # the width sweep's arms (study widths) and how its figure draws them
-WIDTH_ARMS = {"serial": ("serial search", "#9db4d3"), "unseen": ("R1-Unseen (forked)", "#1f4e8c")}
-
-
-def widths_figure(card: dict[str, Any]) -> go.Figure:
-    """The width sweep (``study widths``): sequential decode steps (left) and seconds per answer
-    at each batch size (right, batch 1 solid, the larger batch dotted) against the deals searched,
-    per arm, a dashed line where the unseen arm first falls below the serial one.
-
-    >>> arm = lambda steps, s: {"mean_sequential_steps": steps, "seconds_per_answer": {"1": s}}
-    >>> numbers = {"widths": {"2": {"serial": arm(40, .2), "unseen": arm(45, .3)},
-    ...                       "4": {"serial": arm(60, .3), "unseen": arm(48, .2)}},
-    ...            "crossover": {"steps": 4, "seconds_per_answer": {"1": 4}}}
-    >>> fig = widths_figure({"name": "planworld-widths", "numbers": numbers})
-    >>> [(t.name, list(t.y)) for t in fig.data if t.xaxis == "x"]  # the steps panel
-    [('serial search', [40, 60]), ('R1-Unseen (forked)', [45, 48])]
-    >>> [shape.x0 for shape in fig.layout.shapes]  # steps and batch 1 cross at 4 deals
-    [4, 4]
-    """
-    numbers = card["numbers"]
-    widths = sorted(numbers["widths"], key=int)
-    x = [int(w) for w in widths]
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=["sequential decode steps", "seconds per answer"]
-    )
-    for arm, (label, color) in WIDTH_ARMS.items():
-        rows = [numbers["widths"][w][arm] for w in widths]
-        look = dict(mode="lines+markers", legendgroup=arm, x=x)
-        steps = [r["mean_sequential_steps"] for r in rows]
-        fig.add_scatter(y=steps, name=label, line=dict(color=color), row=1, col=1, **look)
-        for i, batch in enumerate(sorted(rows[0]["seconds_per_answer"], key=int)):
-            line = dict(color=color, dash="solid" if i == 0 else "dot")
-            seconds = [r["seconds_per_answer"][batch] for r in rows]
-            name = f"{label}, batch {batch}"
-            fig.add_scatter(y=seconds, name=name, line=line, row=1, col=2, **look)
-    cross = numbers["crossover"]
-    marks = [(1, cross["steps"], "steps")]
-    marks += [(2, w, f"batch {b}") for b, w in cross["seconds_per_answer"].items()]
-    for i, (col, width, what) in enumerate(m for m in marks if m[1] is not None):
-        where = ("top right", "bottom right")[i % 2]  # two lines in one panel: labels apart
-        note = dict(annotation_text=f"{what}: {width} deals", annotation_position=where)
-        fig.add_vline(x=width, line_dash="dash", line_color="#e76f51", row=1, col=col, **note)
-    fig.update_xaxes(title="deals searched (the plan's width)", tickvals=x)
-    fig.update_yaxes(title="steps per answer (mean, T = 1)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="seconds per answer (median of rounds)", type="log", row=1, col=2)
-    fig.update_layout(
-        title=f"When does parallel pay? (results/{card['name']}.json)", height=440, width=900
-    )
-    return fig
-
-
 ARM_LABELS = {
     "plain": "plain GRPO<br>(no cold start)",
     "plain-sft": "plain SFT<br>→ GRPO",
