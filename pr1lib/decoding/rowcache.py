@@ -100,11 +100,10 @@ class _Buffer:
     def move(self, copies: list[Copy]) -> None:
         """Copy ``n`` keys from ``(from slot, from column)`` to ``(to slot, to column)`` for every
         copy, in every layer, as slice copies: all sources are read before anything is written
-        (copied aside first only when a copy writes a slot another one reads)."""
-        kv, sources = self.kv, {c[2] for c in copies}
+        (a source is copied aside first only where a copy writes its slot)."""
+        kv, written = self.kv, {c[0] for c in copies}
         parts = [kv[:, f, :, a : a + n] for _, _, f, a, n in copies]  # (2 L, H_kv, n, D) views
-        if any(c[0] in sources for c in copies):
-            parts = [p.clone() for p in parts]
+        parts = [p.clone() if c[2] in written else p for c, p in zip(copies, parts)]
         for (to, at, _, _, n), part in zip(copies, parts):
             kv[:, to, :, at : at + n] = part
 
