@@ -43,6 +43,8 @@ from pr1lib.decoding import decode
 from pr1lib.decoding.kvcache import Streams, new_cache
 
 CLEAN_AHEAD = 32  # columns zeroed ahead of the longest row (one memset per this many steps)
+SHARE_ROWS = 32  # rows (prompts x fan) from which bases pay: fewer rows read their keys from
+# the cache at about the price of the bases' extra small ops (batch 1: one-part rows, as before)
 SPARE_BYTES = 2 << 30  # finished rollouts' buffers kept for the next ones, at most this much
 # (a WideWorld batch of 64 forking into 9 paths: about 1 GiB)
 _SPARE: list[torch.Tensor] = []  # the most recently freed first
@@ -242,7 +244,8 @@ class RowStreams:
         logits = part.prefill(distinct, pad)  # (U, V)
         where = {p: i for i, p in enumerate(distinct)}
         self.release()
-        self.shared = self.fan > 1 or len(distinct) < len(prompts)  # else: one part, no base
+        shares = self.fan > 1 or len(distinct) < len(prompts)  # else: one part, no base
+        self.shared = shares and len(prompts) * self.fan >= SHARE_ROWS
         self.base_of = [where[tuple(p)] if self.shared else 0 for p in prompts]
         pick = torch.tensor([where[tuple(p)] for p in prompts], device=self.pos.device)  # (n,)
         width, room, n = part.valid.shape[1], self.columns, len(prompts)
