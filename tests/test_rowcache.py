@@ -44,6 +44,7 @@ def test_fork_merge_drop_and_reread_give_the_shared_caches_logits(model, fan, mo
     every live row agrees, with the rows' keys in one part (``fan=1``, distinct prompts) or
     after shared bases (``fan=3``: the fork's rows read one copy of its prefix)."""
     monkeypatch.setattr(rowcache, "SHARE_ROWS", 1)  # bases even for these few rows
+    monkeypatch.setattr(rowcache, "SHARE_FAN", 2)
     shared, rows = Streams(model), RowStreams(model, fan=fan)
     with torch.no_grad():
         close(shared.prefill(PROMPTS, PAD), rows.prefill(PROMPTS, PAD))
@@ -89,6 +90,7 @@ def test_dropped_rows_leave_and_the_last_rows_move_into_their_places(model, fan,
     """A regroup that leaves rows out shrinks the batch; the survivors stay in their slots (no
     copy), the last rows move into the freed ones, and decoding goes on as on the shared cache."""
     monkeypatch.setattr(rowcache, "SHARE_ROWS", 1)
+    monkeypatch.setattr(rowcache, "SHARE_FAN", 2)
     rows, shared = RowStreams(model, fan=fan), Streams(model)
     with torch.no_grad():
         close(rows.prefill(PROMPTS, PAD), shared.prefill(PROMPTS, PAD))

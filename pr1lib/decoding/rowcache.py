@@ -43,8 +43,11 @@ from pr1lib.decoding import decode
 from pr1lib.decoding.kvcache import Streams, new_cache
 
 CLEAN_AHEAD = 32  # columns zeroed ahead of the longest row (one memset per this many steps)
-SHARE_ROWS = 32  # rows (prompts x fan) from which bases pay: fewer rows read their keys from
-# the cache at about the price of the bases' extra small ops (batch 1: one-part rows, as before)
+# Bases pay where many rows read one prefix: from SHARE_ROWS rows (prompts x fan; fewer rows read
+# their keys from the CPU's caches at about the price of the bases' extra small ops), and for
+# blocks of at least SHARE_FAN paths or a prompt's samples decoded serially (bases padded to the
+# largest group: two-path blocks beside a prompt's eight samples cost more than they save).
+SHARE_ROWS, SHARE_FAN = 32, 4
 SPARE_BYTES = 2 << 30  # finished rollouts' buffers kept for the next ones, at most this much
 # (a WideWorld batch of 64 forking into 9 paths: about 1 GiB)
 _SPARE: list[torch.Tensor] = []  # the most recently freed first
@@ -244,8 +247,8 @@ class RowStreams:
         logits = part.prefill(distinct, pad)  # (U, V)
         where = {p: i for i, p in enumerate(distinct)}
         self.release()
-        shares = self.fan > 1 or len(distinct) < len(prompts)  # else: one part, no base
-        self.shared = shares and len(prompts) * self.fan >= SHARE_ROWS
+        wide = self.fan >= SHARE_FAN or (self.fan == 1 and len(distinct) < len(prompts))
+        self.shared = wide and len(prompts) * self.fan >= SHARE_ROWS  # else: one part, no base
         self.base_of = [where[tuple(p)] if self.shared else 0 for p in prompts]
         pick = torch.tensor([where[tuple(p)] for p in prompts], device=self.pos.device)  # (n,)
         width, room, n = part.valid.shape[1], self.columns, len(prompts)
