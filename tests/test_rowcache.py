@@ -37,13 +37,18 @@ def by_slot(logits: torch.Tensor, slots: list[int]) -> torch.Tensor:
     return logits[torch.tensor(slots)]
 
 
-def test_fork_merge_drop_and_reread_give_the_shared_caches_logits(model):
+@pytest.mark.parametrize("fan", [1, 3])
+def test_fork_merge_drop_and_reread_give_the_shared_caches_logits(model, fan, monkeypatch):
     """The same plan on both caches: row 1 forks into three rows that decode unequal paths, one
     row ends, the three merge (path keys appended), one row re-reads a sequence; every logit of
-    every live row agrees."""
-    shared, rows = Streams(model), RowStreams(model)
+    every live row agrees, with the rows' keys in one part (``fan=1``, distinct prompts) or
+    after shared bases (``fan=3``: the fork's rows read one copy of its prefix)."""
+    monkeypatch.setattr(rowcache, "SHARE_ROWS", 1)  # bases even for these few rows
+    monkeypatch.setattr(rowcache, "SHARE_FAN", 2)
+    shared, rows = Streams(model), RowStreams(model, fan=fan)
     with torch.no_grad():
         close(shared.prefill(PROMPTS, PAD), rows.prefill(PROMPTS, PAD))
+        assert rows.shared == (fan > 1)
         n = [shared.n_real(i) for i in range(4)]
         plan = [[(0, 0, n[0])], [(1, 0, n[1])], [(1, 0, n[1])], [(1, 0, n[1])], [(2, 0, n[2])]]
         pos = [int(shared.pos[i]) for i in (0, 1, 1, 1, 2)]  # row 3 ends
@@ -80,10 +85,13 @@ def test_fork_merge_drop_and_reread_give_the_shared_caches_logits(model):
         close(shared.step(feed, live), by_slot(rows.step(feed[order], live), slots))
 
 
-def test_dropped_rows_leave_and_the_last_rows_move_into_their_places(model):
+@pytest.mark.parametrize("fan", [1, 3])
+def test_dropped_rows_leave_and_the_last_rows_move_into_their_places(model, fan, monkeypatch):
     """A regroup that leaves rows out shrinks the batch; the survivors stay in their slots (no
     copy), the last rows move into the freed ones, and decoding goes on as on the shared cache."""
-    rows, shared = RowStreams(model), Streams(model)
+    monkeypatch.setattr(rowcache, "SHARE_ROWS", 1)
+    monkeypatch.setattr(rowcache, "SHARE_FAN", 2)
+    rows, shared = RowStreams(model, fan=fan), Streams(model)
     with torch.no_grad():
         close(rows.prefill(PROMPTS, PAD), shared.prefill(PROMPTS, PAD))
         plan = [[(i, 0, shared.n_real(i))] for i in (0, 2, 3)]  # row 1 ends
@@ -115,3 +123,27 @@ def test_a_reused_buffer_never_reaches_a_logit(model, monkeypatch):
             out, want = reused.step(feed, live), fresh.step(feed, live)
             assert torch.isfinite(out).all()
             close(out[live], want[live])
+
+
+def test_samples_of_one_prompt_read_one_base_and_give_the_shared_caches_logits(model, monkeypatch):
+    """Repeated prompts (a prompt's samples) share one base once there are ``SHARE_ROWS`` rows:
+    their keys are kept once, and every logit agrees with the shared cache through steps and a
+    fork; below that every row keeps its own keys."""
+    prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[0]]
+    rows, shared = RowStreams(model), Streams(model)
+    with torch.no_grad():
+        rows.prefill(prompts, PAD)
+        assert not rows.shared and rows.buf.lens == [len(p) for p in prompts]
+        monkeypatch.setattr(rowcache, "SHARE_ROWS", 4)
+        close(rows.prefill(prompts, PAD), shared.prefill(prompts, PAD))
+        assert rows.base_of == [0, 1, 0, 0] and rows.buf.lens == [0, 0, 0, 0]
+        for t in range(3):
+            feed, live = torch.tensor([5 + t, 6, 7, 8 + t]), torch.tensor([True, True, t > 0, True])
+            close(rows.step(feed, live)[live], shared.step(feed, live)[live])
+        plan = [[(0, 0, shared.n_real(0))]] * 2 + [[(i, 0, shared.n_real(i))] for i in (1, 2, 3)]
+        pos = [int(shared.pos[i]) for i in (0, 0, 1, 2, 3)]
+        slots = rows.regroup(plan, pos)
+        shared.regroup(plan, pos)
+        order = torch.tensor(slots).argsort()
+        feed, live = torch.tensor([9, 10, 11, 12, 13]), torch.ones(5, dtype=torch.bool)
+        close(by_slot(rows.step(feed[order], live), slots), shared.step(feed, live))

@@ -12,6 +12,10 @@ that tree's ``pr1lib`` and measures:
   ``--n`` held-out WideWorld hard problems (``benchmarks/latency.py``'s models and setting);
 - ``eval``: seconds per completion sampling ``--eval-n`` TinyWorld hard problems x 8 at T = 1,
   16 prompts per call, ``data/tinyworld-sft-unseen`` forked (what ``eval`` spends);
+  ``eval_wide`` the same on WideWorld (``data/wideworld-r1``: nine paths a block);
+- ``<measure>_cpu``: the CPU seconds of each of those (less disturbed by other jobs than wall);
+- ``eval_cmd`` (``_cpu``): the whole ``python -m pr1lib eval`` command on ``--eval-n`` WideWorld
+  hard problems x 8 (imports, loading, sampling, grading, files);
 - ``grpo``: seconds per GRPO step of the unseen variant on the tiny profile (the median of
   ``--grpo-steps`` steps after the first, ``benchmarks/grpo.py``'s ``train``; ``--grpo-steps 0``
   skips it).
@@ -59,10 +63,13 @@ def child(n: int, eval_n: int, grpo_steps: int) -> dict[str, float]:
         records = load_benchmark(world.source("hard"), n_problems, seed=0)
         prompts = [chat_prompt(r["question"], tok, "tiny") for r in records for _ in range(k)]
         cfg = RolloutConfig.for_profile("tiny", mode=mode, **world.budgets)
-        gen, start = torch.Generator().manual_seed(0), time.perf_counter()
+        gen, start, cpu = torch.Generator().manual_seed(0), time.perf_counter(), time.process_time()
         for i in range(0, len(prompts), batch):
             generate(model, tok, prompts[i : i + batch], cfg, generator=gen)
+        cpus.append((time.process_time() - cpu) / len(prompts))
         return (time.perf_counter() - start) / len(prompts)
+
+    cpus: list[float] = []  # each measure's CPU seconds, beside its wall seconds
 
     wide, tiny = worlds.get("wideworld"), worlds.get("tinyworld")
     arms = {
@@ -73,9 +80,27 @@ def child(n: int, eval_n: int, grpo_steps: int) -> dict[str, float]:
         for arm, (folder, mode) in arms.items():
             out[f"b{batch}_{arm}"] = seconds(folder, wide, mode, n, batch)
     out["eval"] = seconds("data/tinyworld-sft-unseen", tiny, "forked", eval_n, 16 * 8, k=8)
+    out["eval_wide"] = seconds("data/wideworld-r1", wide, "forked", eval_n, 16 * 8, k=8)
+    out |= {f"{name}_cpu": c for name, c in zip(list(out), cpus)}
+    out["eval_cmd"], out["eval_cmd_cpu"] = eval_command(eval_n)
     if grpo_steps:
         out["grpo"] = grpo_step(grpo_steps)
     return out
+
+
+def eval_command(n: int) -> tuple[float, float]:
+    """Wall and CPU seconds of the whole ``python -m pr1lib eval`` command (imports, loading,
+    sampling, grading, files): WideWorld's forked model on ``n`` hard problems x 8."""
+    import resource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pr1lib", "eval", "--profile", "tiny", "--json"]
+        cmd += ["--data", "wideworld-hard", "--model", "data/wideworld-r1", "--n", str(n)]
+        cmd += ["--k", "8", "--out", tmp]
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=dict(os.environ))
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def grpo_step(steps: int) -> float:

@@ -17,7 +17,8 @@ A decoding step feeds one token per row. Two things make it cheaper than the mod
 ``pr1lib.decoding.kvcache.Streams`` uses both. ``row_step`` (with ``LeanWeights``: q/k/v and gate/up
 joined into one matrix each, copied once per rollout) is the same step for rows whose keys sit
 packed in one buffer for all layers (``pr1lib.decoding.rowcache.RowStreams``, the engine's default
-where ``supported`` holds). The tests check them against the model's forward and SDPA.
+where ``supported`` holds), after shared prefixes each read once for all their rows (``Bases``).
+The tests check them against the model's forward and SDPA.
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ def row_step(
     kv: torch.Tensor,
     at: torch.Tensor,
     mask: torch.Tensor,
+    base: "Bases | None" = None,
 ) -> torch.Tensor:
     """The logits ``(R, V)`` of one token per row when every row keeps its keys packed at the
     front of its own row of a buffer (``pr1lib.decoding.rowcache``). ``ids``, ``positions``, ``at``:
@@ -234,7 +236,9 @@ def row_step(
     and values, ``(2 L, R', H_kv, C, D)`` (keys of layer ``l`` at ``l``, values at ``L + l``;
     rows ``:R`` in use); ``mask`` ``(R, W)`` the columns each row attends (its new key
     included). The model's arithmetic; attention is one query per row against its GQA group:
-    ``q kᵀ`` and ``p v`` as two batched matmuls over ``R x H_kv``.
+    ``q kᵀ`` and ``p v`` as two batched matmuls over ``R x H_kv``. With ``base`` (``Bases``) each
+    row's keys in ``kv`` come after the keys of its *base*, a prefix it shares with other rows
+    (a prompt's samples, a block's paths), kept once: the rows of one base read it together.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
@@ -253,7 +257,7 @@ def row_step(
     for i, (layer, qkv, gate_up) in enumerate(w.layers):
         h = _norm(layer.input_layernorm, x)
         x = x + _row_attention(
-            w, layer.self_attn, h, (qkv, w.qk_norms[i]), (kv, i, flat, bias), (cos, sin)
+            w, layer.self_attn, h, (qkv, w.qk_norms[i]), (kv, i, flat, bias), (cos, sin), base
         )
         h, mlp = _norm(layer.post_attention_layernorm, x), layer.mlp
         both = F.linear(h, *gate_up)  # (R, 2I)
@@ -284,10 +288,11 @@ def _row_attention(
     weights: tuple[tuple[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, float]],
     cache: tuple[torch.Tensor, int, torch.Tensor, torch.Tensor],
     rotary: tuple[torch.Tensor, torch.Tensor],
+    base: "Bases | None" = None,
 ) -> torch.Tensor:
     """One layer's attention output ``(R, E)`` for the normed input ``h`` ``(R, E)``; writes
     every row's new key and value into the buffer (``cache``: buffer, layer, flat rows, mask);
-    q and k are normed and rotated together."""
+    q and k are normed and rotated together; ``base``: the rows' shared prefixes come first."""
     (kv, i, flat, bias), (cos, sin), (qkv, (norms, eps)) = cache, rotary, weights
     rows, d, n_q, n_kv, width = h.shape[0], w.head_dim, w.heads, w.kv_heads, bias.shape[-1]
     out = F.linear(h, *qkv).view(rows, n_q + 2 * n_kv, d)  # (R, H + 2 H_kv, D)
@@ -299,5 +304,63 @@ def _row_attention(
     values = kv[len(w.layers) + i, :rows, :, :width].reshape(rows * n_kv, width, d)
     q = qk[:, :n_q].reshape(rows * n_kv, n_q // n_kv, d)  # (R H_kv, G, D) each group's queries
     scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=attn.scaling)  # (R H_kv, G, W)
-    mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, G, D)
-    return _linear(attn.o_proj, mixed.view(rows, n_q * d))  # (R, E)
+    if base is not None:
+        mixed = base.attend(i, q, scores, values, attn.scaling)  # (R H_kv, G, D)
+    else:
+        mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, G, D)
+    return _linear(attn.o_proj, mixed.reshape(rows, n_q * d))  # (R, E)
+
+
+class Bases:
+    """The shared prefixes of ``row_step``'s rows: ``kv`` ``(2 L, B', H_kv, C, D)`` as the rows'
+    buffer, ``lens`` ``(B,)`` each base's keys, ``of`` ``(R,)`` each row's base, ``groups`` query
+    heads per key head. The rows of a base read its keys in one matmul, ``k`` queries (a block's
+    paths) against one copy; each row's softmax runs over its base's scores and its own together
+    (the numbers of one row holding both, up to the rounding of the sums).
+
+    >>> kv = torch.zeros(2, 1, 1, 4, 2)  # one layer, one base of four columns, two used
+    >>> b = Bases(kv, [2], [0, 0], heads=1, groups=1)
+    >>> b.take.tolist(), b.put.tolist(), b.k
+    ([0, 1], [0, 1], 2)
+    """
+
+    def __init__(self, kv: torch.Tensor, lens: list[int], of: list[int], heads: int, groups: int):
+        dev, n, width = kv.device, len(lens), max(lens)
+        members: list[list[int]] = [[] for _ in range(n)]
+        for r, b in enumerate(of):
+            members[b].append(r)
+        k = max(1, *map(len, members))
+        slot = {r: j for group in members for j, r in enumerate(group)}
+        # (B, H_kv, k) -> the row's query (R H_kv); row 0 where a base has fewer rows (not read)
+        take = [
+            (g[j] if j < len(g) else 0) * heads + h
+            for g in members
+            for h in range(heads)
+            for j in range(k)
+        ]
+        put = [(b * heads + h) * k + slot[r] for r, b in enumerate(of) for h in range(heads)]
+        self.kv, self.n, self.k, self.heads, self.width = kv, n, k, heads, width
+        self.take = torch.tensor(take, dtype=torch.long, device=dev)  # (B H_kv k,)
+        self.put = torch.tensor(put, dtype=torch.long, device=dev)  # (R H_kv,) its place there
+        keep = torch.arange(width, device=dev) < torch.tensor(lens, device=dev)[:, None]
+        bias = torch.zeros(n, width, dtype=kv.dtype, device=dev).masked_fill_(~keep, float("-inf"))
+        bias = bias[:, None, None, :].expand(n, heads, k * groups, width)
+        self.bias = bias.reshape(n * heads, k * groups, width)  # (B H_kv, k G, W)
+
+    def attend(
+        self, i: int, q: torch.Tensor, own: torch.Tensor, values: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        """Layer ``i``'s mix ``(R H_kv, G, D)`` of the bases' values and the rows' own
+        (``q``: ``(R H_kv, G, D)``; ``own``: the scores over the rows' own keys
+        ``(R H_kv, G, W_own)``, their values ``values``)."""
+        n, k, h, w = self.n, self.k, self.heads, self.width
+        g, d = q.shape[1], q.shape[2]
+        grouped = q.index_select(0, self.take).view(n * h, k * g, d)  # (B H_kv, k G, D)
+        keys = self.kv[i, :n, :, :w].reshape(n * h, w, d)  # (B H_kv, W, D) a view
+        scores = torch.baddbmm(self.bias, grouped, keys.transpose(1, 2), alpha=scale)
+        mine = scores.view(n * h * k, g, w).index_select(0, self.put)  # (R H_kv, G, W)
+        both = torch.cat([mine, own], dim=-1).softmax(dim=-1)  # (R H_kv, G, W + W_own)
+        weights = both.new_zeros(n * h * k, g, w).index_copy_(0, self.put, both[..., :w])
+        vals = self.kv[self.kv.shape[0] // 2 + i, :n, :, :w].reshape(n * h, w, d)
+        mixed = torch.bmm(weights.view(n * h, k * g, w), vals).view(n * h * k, g, d)
+        return mixed.index_select(0, self.put) + torch.bmm(both[..., w:], values)

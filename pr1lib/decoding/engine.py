@@ -5,7 +5,8 @@ fork, merge and finish rows (``pr1lib.decoding.regroup`` moves the rows in the c
 ``pr1lib.decoding.rollout.generate`` is the public entry and describes the modes.
 
 The caches (``pick_streams``): ``pr1lib.decoding.rowcache.RowStreams`` (each row's keys packed in
-its own row of one buffer; a fork, merge or finished row copies only what moves) where
+its own row of one buffer after a base it shares: a prompt's samples share the prompt, a block's
+paths the prefix; a fork, merge or finished row copies only what moves) where
 ``pr1lib.decoding.decode.supported`` covers the model, else ``pr1lib.decoding.kvcache.Streams`` (one
 column count shared by all rows). Either samples the same tokens: the rows draw their random numbers
 in one *logical* order whatever their places in the cache (``pr1lib.decoding.regroup``).

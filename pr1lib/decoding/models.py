@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import torch
-from peft import LoraConfig
 from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
 from tokenizers.models import BPE
 from transformers import (
@@ -217,6 +216,8 @@ def lora_config(config: ModelConfig):
     """
     if not config.use_lora:
         return None
+    from peft import LoraConfig  # here: importing peft takes seconds, which eval never needs
+
     targets = config.lora_target_modules
     targets = targets[0] if tuple(targets) == ("all-linear",) else list(targets)
     return LoraConfig(

@@ -25,7 +25,8 @@
 
 All rows of all prompts share one cache: ``pr1lib.decoding.rowcache.RowStreams`` for a model that
 ``pr1lib.decoding.decode.supported`` covers (the tiny model on the CPU: each row's keys packed in
-its own row of one buffer; a fork, merge or finished row copies only what moves), else
+its own row of one buffer after a base it shares, a prompt or a block's prefix kept once; a fork,
+merge or finished row copies only what moves), else
 ``pr1lib.decoding.kvcache.Streams`` (one column count for all rows, finished paths waiting with
 masked "holes", a regroup that copies the cache once, so memory peaks at about twice the cache; pass
 prompts in chunks if that is too much). Both sample the same tokens.

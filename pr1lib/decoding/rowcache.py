@@ -1,28 +1,40 @@
-"""Decoding rows whose keys sit packed at the front of their own row of one buffer.
+"""Decoding rows whose keys sit packed at the front of their own row of one buffer, after a base
+they share with other rows.
 
 ``RowStreams`` is the memory under the rollout engine (``pr1lib.decoding.engine``) for a model that
-``pr1lib.decoding.decode.supported`` covers (the tiny model on the CPU). One buffer ``kv`` holds
-every layer's keys and values, ``(2 L, rows, H_kv, columns, D)``; row ``r`` keeps its ``lens[r]``
-real keys in columns ``:lens[r]`` (no holes: a row that idles writes nothing) and its own
-position counter. A step (``pr1lib.decoding.decode.row_step``) writes each row's new key at its own
-column and attends over the first ``max(lens)`` columns with a per-row length mask.
+``pr1lib.decoding.decode.supported`` covers (the tiny model on the CPU). A row's keys are two
+parts:
 
-Rows live in *slots*: ``regroup`` (fork, merge, drop) keeps every surviving row in its slot and
-copies only what moves (a fork's new rows, a merge's appended path keys, the last rows moved into
-freed slots), in one gather and one scatter over all layers. ``pr1lib.decoding.kvcache.Streams`` is
-the engine before this one (one shared column count, finished paths waiting with holes, a regroup
-that copies the cache); ``bench eval`` measures one against the other.
+- its **base**, a prefix kept once for every row that shares it, in ``bases`` (a ``_Buffer``):
+  after the prefill each distinct prompt is the base of its samples; a fork copies the row's
+  keys once into a new base, the base of its k paths (no path copies the prefix); a merge
+  copies the prefix and the paths' keys into the summary row's new base;
+- its **own** keys, those it has decoded since, in ``buf``: one buffer
+  ``(2 L, rows, H_kv, columns, D)`` holding every layer's keys and values, row ``r`` keeping its
+  ``buf.lens[r]`` keys in columns ``:buf.lens[r]`` (no holes: a row that idles writes nothing).
 
-The engine sizes the buffer up front: room for a whole completion per row and for every row a
-prompt may fork into (``fan``: k paths), so a fork never grows it; it still grows (one copy) if
+A step (``pr1lib.decoding.decode.row_step`` with ``decode.Bases``) writes each row's new key at its
+own column, reads every base once for all its rows (a block's paths: k queries against one copy)
+and each row's own keys with a per-row length mask, one softmax over both. ``lens`` are the
+rows' keys as the engine counts them (base and own).
+
+Rows live in *slots*: ``regroup`` (fork, merge, drop) keeps every row that goes on in its slot
+with its base and copies only what moves (the last rows' own keys moved into freed slots); a
+fork's or merge's rows start with a new base and no own keys. ``pr1lib.decoding.kvcache.Streams``
+is the engine before this one (one shared column count, finished paths waiting with holes, a
+regroup that copies the cache); ``bench eval`` measures one against the other.
+
+The engine sizes the own buffer up front: room for a whole completion per row and for every row
+a prompt may fork into (``fan``: k paths), so a fork never grows it; it still grows (one copy) if
 the rows or the columns run out. Memory comes unwritten and is zeroed a few columns ahead of the
-longest row, on the rows in use; a finished rollout's buffer is kept for the next one
+longest row, on the rows in use; a finished rollout's buffers are kept for the next one
 (``SPARE_BYTES``): fresh memory costs a page fault per page written, about what decoding reads of
 it. Moves are slice copies (a row's keys are contiguous columns), read before any is written.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Sequence
 
 import torch
@@ -31,6 +43,11 @@ from pr1lib.decoding import decode
 from pr1lib.decoding.kvcache import Streams, new_cache
 
 CLEAN_AHEAD = 32  # columns zeroed ahead of the longest row (one memset per this many steps)
+# Bases pay where many rows read one prefix: from SHARE_ROWS rows (prompts x fan; fewer rows read
+# their keys from the CPU's caches at about the price of the bases' extra small ops), and for
+# blocks of at least SHARE_FAN paths or a prompt's samples decoded serially (bases padded to the
+# largest group: two-path blocks beside a prompt's eight samples cost more than they save).
+SHARE_ROWS, SHARE_FAN = 32, 4
 SPARE_BYTES = 2 << 30  # finished rollouts' buffers kept for the next ones, at most this much
 # (a WideWorld batch of 64 forking into 9 paths: about 1 GiB)
 _SPARE: list[torch.Tensor] = []  # the most recently freed first
@@ -100,11 +117,10 @@ class _Buffer:
     def move(self, copies: list[Copy]) -> None:
         """Copy ``n`` keys from ``(from slot, from column)`` to ``(to slot, to column)`` for every
         copy, in every layer, as slice copies: all sources are read before anything is written
-        (copied aside first only when a copy writes a slot another one reads)."""
-        kv, sources = self.kv, {c[2] for c in copies}
+        (a source is copied aside first only where a copy writes its slot)."""
+        kv, written = self.kv, {c[0] for c in copies}
         parts = [kv[:, f, :, a : a + n] for _, _, f, a, n in copies]  # (2 L, H_kv, n, D) views
-        if any(c[0] in sources for c in copies):
-            parts = [p.clone() for p in parts]
+        parts = [p.clone() if c[2] in written else p for c, p in zip(copies, parts)]
         for (to, at, _, _, n), part in zip(copies, parts):
             kv[:, to, :, at : at + n] = part
 
@@ -123,7 +139,7 @@ class _Buffer:
         free slots; only the keys that move are copied."""
         n, kept = len(plan), {}
         for i, segments in enumerate(plan):
-            r, a, _ = segments[0]
+            r, a, _ = segments[0] if segments else (n, 1, 0)  # no keys: nothing to keep
             if a == 0 and r < n and r not in kept:
                 kept[r] = i
         slots = [-1] * n
@@ -201,13 +217,18 @@ class RowStreams:
         self.lean = decode.LeanWeights(model)
         config = model.config
         shape = (config.num_key_value_heads, config.head_dim)
-        self.buf = _Buffer(config.num_hidden_layers, shape, model.model.embed_tokens.weight)
+        like = model.model.embed_tokens.weight
+        self.buf = _Buffer(config.num_hidden_layers, shape, like)  # the rows' own keys
+        self.bases = _Buffer(config.num_hidden_layers, shape, like)  # shared prefixes
+        self.base_of: list[int] = []  # each row's base (by slot)
+        self.groups: decode.Bases | None = None  # the step's view of the bases (per regroup)
+        self.shared = True  # False: no prompt is shared and no row forks: every key is own
         self.pos = torch.zeros(0, dtype=torch.long, device=model.device)  # (R,) next positions
 
     @property
     def lens(self) -> list[int]:
-        """Real keys per row (by slot)."""
-        return self.buf.lens
+        """Real keys per row (by slot): its base's and its own."""
+        return [self.bases.lens[b] + n for b, n in zip(self.base_of, self.buf.lens)]
 
     @property
     def valid(self) -> torch.Tensor:
@@ -216,43 +237,61 @@ class RowStreams:
         return torch.arange(max(self.lens, default=0), device=lens.device) < lens[:, None]
 
     def n_real(self, row: int) -> int:
-        return self.lens[row]
+        return self.bases.lens[self.base_of[row]] + self.buf.lens[row]
 
     def prefill(self, prompts: Sequence[Sequence[int]], pad: int) -> torch.Tensor:
-        """One row per prompt (each distinct prompt run once, by the model's own forward);
-        returns each row's last logits ``(R, V)``."""
+        """One row per prompt (each distinct prompt run once, by the model's own forward, its
+        keys the base of its rows); returns each row's last logits ``(R, V)``."""
         distinct = list(dict.fromkeys(tuple(p) for p in prompts))
         part = Streams(self.model)
         logits = part.prefill(distinct, pad)  # (U, V)
         where = {p: i for i, p in enumerate(distinct)}
+        self.release()
+        wide = self.fan >= SHARE_FAN or (self.fan == 1 and len(distinct) < len(prompts))
+        self.shared = wide and len(prompts) * self.fan >= SHARE_ROWS  # else: one part, no base
+        self.base_of = [where[tuple(p)] if self.shared else 0 for p in prompts]
         pick = torch.tensor([where[tuple(p)] for p in prompts], device=self.pos.device)  # (n,)
-        self.buf.release()
-        width = part.valid.shape[1]
-        self.buf.reserve(len(prompts), width, room=self.columns, capacity=len(prompts) * self.fan)
+        width, room, n = part.valid.shape[1], self.columns, len(prompts)
         layers = part.cache.layers
         new = torch.stack([x.keys for x in layers] + [x.values for x in layers])  # (2 L, U, ...)
-        self.buf.kv[:, : len(prompts), :, :width] = new[:, pick]  # (2 L, R, H_kv, width, D)
-        self.buf.lens = [len(p) for p in prompts]
-        self.pos, self.fed = part.pos[pick], self.fed + part.fed
+        if self.shared:
+            self.buf.reserve(n, 0, room=room, capacity=n * self.fan)
+            self.buf.lens = [0] * n
+            self.bases.reserve(len(distinct), width, room=room)
+            self.bases.kv[:, : len(distinct), :, :width] = new  # (2 L, U, H_kv, width, D)
+            self.bases.lens = [len(p) for p in distinct]
+        else:
+            self.buf.reserve(n, width, room=room, capacity=n * self.fan)
+            self.buf.kv[:, :n, :, :width] = new[:, pick]  # (2 L, R, H_kv, width, D)
+            self.buf.lens, self.bases.lens = [len(p) for p in prompts], [0]
+        self.pos, self.fed, self.groups = part.pos[pick], self.fed + part.fed, None
         return logits[pick]
 
     def release(self) -> None:
         """Hand the memory to the next rollout; no row is left."""
+        self.bases.release()
         self.buf.release()
-        self.pos = self.pos[:0]
+        self.pos, self.base_of, self.groups = self.pos[:0], [], None
 
     # -- decoding -------------------------------------------------------------------------
     def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (``live`` False: the row idles, nothing is kept); returns the
         logits ``(R, V)``."""
         alive, dev = live.tolist(), self.pos.device
-        ends = [n + a for n, a in zip(self.lens, alive)]
+        ends = [n + a for n, a in zip(self.buf.lens, alive)]
         width = max(ends)
         self.buf.reserve(len(ends), width + 1)  # an idle row writes (and drops) at its length
-        at = torch.tensor(self.lens, dtype=torch.long, device=dev)  # (R,)
+        if self.groups is None and self.shared:
+            used = max(self.base_of) + 1
+            lens = self.bases.lens[:used]
+            self.bases.reserve(used, max(lens))
+            heads, groups = self.lean.kv_heads, self.lean.heads // self.lean.kv_heads
+            self.groups = decode.Bases(self.bases.kv, lens, self.base_of, heads, groups)
+        at = torch.tensor(self.buf.lens, dtype=torch.long, device=dev)  # (R,)
         upto = torch.tensor(ends, dtype=torch.long, device=dev)[:, None]  # (R, 1)
         mask = torch.arange(width, device=dev) < upto  # (R, W)
-        logits = decode.row_step(self.lean, tokens, self.pos, self.buf.kv, at, mask)  # (R, V)
+        kv = self.buf.kv
+        logits = decode.row_step(self.lean, tokens, self.pos, kv, at, mask, self.groups)
         self.buf.lens = ends
         self.pos, self.fed = self.pos + live.long(), self.fed + sum(alive)
         return logits
@@ -266,13 +305,13 @@ class RowStreams:
         self, rows: Sequence[int], ids: torch.Tensor, live: torch.Tensor
     ) -> torch.Tensor:
         """``extend`` on ``rows`` only (``ids``, ``live``: ``(G, q)``), by the model's own forward
-        on a copy of their keys; the new keys go back to the end of each row."""
+        on a copy of their keys (base and own); the new keys go to the end of each row's own."""
         dev, rows = self.pos.device, list(rows)
         idx = torch.tensor(rows, dtype=torch.long, device=dev)  # (G,)
-        lens = [self.lens[r] for r in rows]
+        lens = [self.n_real(r) for r in rows]
         width, q, n = max(lens), ids.shape[1], self.buf.layers
         part = Streams(self.model)
-        mine = self.buf.kv[:, idx, :, :width]  # (2 L, G, H_kv, width, D)
+        mine = self.gather(rows, width)  # (2 L, G, H_kv, width, D)
         part.cache, part.pos = (
             new_cache(True, [(mine[i], mine[n + i]) for i in range(n)]),
             self.pos[idx],
@@ -280,22 +319,78 @@ class RowStreams:
         lengths = torch.tensor(lens, dtype=torch.long, device=dev)[:, None]  # (G, 1)
         part.valid = torch.arange(width, device=dev)[None, :] < lengths  # (G, width)
         logits = part.extend(ids, live)  # (G, q, V)
-        self.buf.reserve(len(self.lens), width + q + 1)
+        own = [self.buf.lens[r] for r in rows]
+        self.buf.reserve(len(self.buf.lens), max(own) + q + 1)
         layers = part.cache.layers
         new = torch.stack([x.keys for x in layers] + [x.values for x in layers])[..., width:, :]
-        self.buf.write(rows, lens, new)  # (2 L, G, H_kv, q, D), at each row's own end
+        self.buf.write(rows, own, new)  # (2 L, G, H_kv, q, D), at each row's own end
         for r, added in zip(rows, live.long().sum(dim=1).tolist()):
             self.buf.lens[r] += added
         self.pos[idx], self.fed = part.pos, self.fed + part.fed
         return logits
 
+    def gather(self, rows: list[int], width: int) -> torch.Tensor:
+        """The keys of ``rows``, base then own, packed in a new ``(2 L, G, H_kv, width, D)``."""
+        kv = self.buf.kv
+        out = kv.new_zeros(kv.shape[0], len(rows), kv.shape[2], width, kv.shape[4])
+        for g, r in enumerate(rows):
+            b, n = self.base_of[r], self.bases.lens[self.base_of[r]]
+            if n:
+                out[:, g, :, :n] = self.bases.kv[:, b, :, :n]
+            out[:, g, :, n : n + self.buf.lens[r]] = kv[:, r, :, : self.buf.lens[r]]
+        return out
+
     def regroup(
         self, plan: Sequence[Sequence[tuple[int, int, int]]], pos: Sequence[int]
     ) -> list[int]:
         """New row ``i`` concatenates segments ``(row, a, b)`` (keys ``a:b`` of an old row);
-        returns the slot of every new row (``_Buffer.regroup``)."""
-        slots = self.buf.regroup(plan)
+        returns the slot of every new row. A row that goes on (one whole old row, continued by
+        no other) keeps its base and its own keys (``_Buffer.regroup``: only what moves is
+        copied); any other (a fork's paths, a merge) gets a new base, its keys copied once
+        (one copy for the rows of one fork), and no own keys."""
+        if not self.shared:  # no bases: the segments are the rows' own keys
+            return self.place(self.buf.regroup(plan), [0] * len(plan), pos)
+        total = self.lens
+        whole = [len(p) == 1 and p[0][1] == 0 and p[0][2] == total[p[0][0]] for p in plan]
+        heirs = Counter(p[0][0] for p, w in zip(plan, whole) if w)
+        goes_on = [w and heirs[p[0][0]] == 1 for p, w in zip(plan, whole)]
+        fresh = list(dict.fromkeys(tuple(p) for p, g in zip(plan, goes_on) if not g))
+        taken = set(self.base_of)
+        free = iter(b for b in range(len(taken) + len(fresh)) if b not in taken)
+        new_base = {key: next(free) for key in fresh}
+        self.rebase(new_base)
+        own = [[(p[0][0], 0, self.buf.lens[p[0][0]])] if g else [] for p, g in zip(plan, goes_on)]
+        bases = [self.base_of[p[0][0]] if g else new_base[tuple(p)] for p, g in zip(plan, goes_on)]
+        slots = self.place(self.buf.regroup(own), bases, pos)
+        used = set(self.base_of)
+        self.bases.lens = [n if b in used else 0 for b, n in enumerate(self.bases.lens)]
+        return slots
+
+    def place(self, slots: list[int], bases: list[int], pos: Sequence[int]) -> list[int]:
+        """Put the new rows' bases and next positions in their slots; returns the slots."""
+        self.base_of = [bases[i] for i in sorted(range(len(slots)), key=slots.__getitem__)]
+        self.groups = None
         new_pos = torch.tensor(list(pos), dtype=torch.long, device=self.pos.device)  # (R',)
         self.pos = torch.empty_like(new_pos)
         self.pos[torch.tensor(slots, dtype=torch.long, device=new_pos.device)] = new_pos
         return slots
+
+    def rebase(self, new_base: dict[tuple, int]) -> None:
+        """Copy each plan's keys (segments of old rows, base then own) into its new base."""
+        lens = {b: sum(e - a for _, a, e in key) for key, b in new_base.items()}
+        rows = max([len(self.bases.lens), *(b + 1 for b in lens)])
+        self.bases.reserve(rows, max(lens.values(), default=0) + 1)
+        self.bases.lens += [0] * (rows - len(self.bases.lens))
+        dst, kv = self.bases.kv, self.buf.kv
+        for key, b in new_base.items():
+            col = 0
+            for r, a, e in key:
+                base, n = self.base_of[r], self.bases.lens[self.base_of[r]]
+                if a < n:
+                    dst[:, b, :, col : col + min(e, n) - a] = dst[:, base, :, a : min(e, n)]
+                    col += min(e, n) - a
+                if e > n:
+                    m = e - max(a, n)
+                    dst[:, b, :, col : col + m] = kv[:, r, :, max(a, n) - n : e - n]
+                    col += m
+            self.bases.lens[b] = lens[b]
