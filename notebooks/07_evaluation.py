@@ -641,6 +641,115 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # the targets met and missed).
 
 # %% [markdown]
+# ## 9. Does RL teach the width? PlanWorld
+#
+# Sections 7 and 8 compare searches the cold start already holds: the engine decides when a block
+# opens, how wide it is and which path checks what. [PlanWorld](../docs/planworld.md) hands those
+# choices to the model, as the paper's thesis needs: before its block the model writes a plan,
+# `Check (A), (B), (C)`, and the forked engine opens one path per item it wrote, each path opening
+# with that item (the engine copies the model's words). The cold start holds small searches only,
+# plans of two or three deals; both RL stages run on lists of ten, where a wider plan finds the
+# answer more often. Three arms of the `controls` study, the same problems and steps:
+#
+# | arm | cold start | what it controls for |
+# |---|---|---|
+# | serial | the same plans and checks in one stream, stopping at the first ✓ | the search, not the parallel form |
+# | unseen | the plan, then one path per item, the unseen mask | Parallel-R1-Unseen, the model's own plan |
+# | unseen-noplan | the same blocks, the plan line removed: three paths told nothing | the plan |
+#
+# Serial and unseen have three SFT seeds each, every RL seed from its own SFT seed, and the
+# intervals resample seeds and problems; the plan-removed control has one seed (its own card).
+
+# %%
+from pr1lib.notebook.reports import seeds_frame
+
+plan = committed("planworld-controls")
+print("the committed run:", plan["command"])
+plan_table = plan["numbers"]
+print("widths in any arm's SFT rows:", plan_table["sft_widths"])
+print(f"wall time of the arms: {plan_table['wall']['total'] / 3600:.1f} h")
+controls_frame(plan_table)
+
+# %%
+print("\n".join(verdict(plan_table)))
+should_see("PlanWorld: R1-Unseen minus serial, hard mean@k",
+           plan_table["contrasts"]["unseen-serial"]["diff"], PROFILE)
+display(seeds_frame(plan_table))
+modes_frame(plan_table)
+
+# %% [markdown]
+# Did RL widen the plans, and do the paths still split the search? The first two lines read the
+# unseen arm's paths per block before and after RL; the third compares its forced blocks (section
+# 8's split measure, on the model's own plan) with the plan-removed control's:
+
+# %%
+rows = {r["arm"]: r for r in plan_table["rows"]}
+unseen = rows["unseen"]
+noplan = committed("planworld-control-noplan")["numbers"]
+blind = noplan["splits"]["rl"][0]["split_rate"]
+print(f"R1-Unseen, paths per block: {unseen['start_paths_per_block']:.2f} after SFT, "
+      f"{unseen['paths_per_block']:.2f} after RL (the cold start's widest plan: 3)")
+print(f"forced blocks whose paths took distinct, correct deals after RL: with the plan "
+      f"{unseen['split_rate']:.1%}, plan removed {blind:.1%}")
+should_see("PlanWorld: R1-Unseen's paths per block, after RL minus after SFT",
+           unseen["paths_per_block"] - unseen["start_paths_per_block"], PROFILE)
+should_see("PlanWorld: R1-Unseen's paths per block after RL", unseen["paths_per_block"], PROFILE)
+should_see("PlanWorld: split rate with the plan minus without", unseen["split_rate"] - blind,
+           PROFILE);
+
+# %% [markdown]
+# How to read it. RL did to the plans what the paper says it does to a behaviour the cold start
+# holds: on every seed the plans moved from the cold start's mix of two and three deals to three,
+# the widest it wrote, and the paths kept their distinct, correct deals. The plan is what splits
+# the search: with the plan line removed, the same blocks' three blind paths mostly check the
+# same deals. RL did not invent a fourth item (a chance near zero before and after RL:
+# `tools/plan_widths.py`). And the serial search ends *above* R1-Unseen, against the paper's
+# result. The reason is in the samples ([docs/planworld.md](../docs/planworld.md#the-study)):
+# after RL the serial model keeps checking past its plan, deal (D) and on, and when those fail it
+# names a letter it has not checked, right often enough on ten deals to pay; the unseen model's
+# block ends where its plan does, and its summary can only copy what its paths found. Parallel
+# paths save sequential steps (the verdict's last line), but here they also search less.
+
+# %% [markdown]
+# **When does parallel pay?** `study widths` evaluates the serial and unseen models (seed 0 of
+# each) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and seconds per
+# answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which
+# unseen stays below serial at every wider width. Move the slider to see each width's rows.
+
+# %%
+from pr1lib.notebook.sweep import ahead_words, width_slider, widths_figure
+
+sweep = committed("planworld-widths")
+print("the committed run:", sweep["command"])
+print("\n".join(sweep["numbers"]["verdict"]))
+widths = sweep["numbers"]["widths"]
+print("\n".join(ahead_words(sweep, int(w)) for w in sorted(widths, key=int)))
+flat = widths["10"]["unseen"]["mean_sequential_steps"] / widths["2"]["unseen"]["mean_sequential_steps"]
+should_see("PlanWorld sweep: unseen's steps at 10 deals over 2", flat, PROFILE)
+should_see("PlanWorld sweep: unseen minus serial mean@k at 10 deals",
+           widths["10"]["unseen"]["accuracy"] - widths["10"]["serial"]["accuracy"], PROFILE);
+
+# %% tags=["report"]
+widths_figure(sweep)
+
+# %% [markdown]
+# Move the slider to read one width's rows (the line above the table says who is ahead there):
+
+# %%
+width_slider(sweep)
+
+# %% [markdown]
+# Read the lines with the accuracies beside them. The unseen model's plans are about three deals
+# wide at every width (its paths per block), so its steps hardly move with the list, while the
+# serial search's steps grow with the deals it gets through: the steps cross early. From four
+# deals on, though, the unseen model is also less often right, so part of its saving is a search
+# that stopped at its plan, not the same search done side by side; a fair "parallel pays" needs
+# both arms to search as far, which here neither cold start teaches (the next section of
+# [docs/planworld.md](../docs/planworld.md#what-this-shows-and-what-is-open) says what to try).
+# The seconds were timed on a shared, busy machine (the card keeps each width's spread): read
+# their crossovers as rough.
+
+# %% [markdown]
 # ## Summary
 #
 # - mean@k is the accuracy of one sample; pass@k the chance that one of k samples is right,

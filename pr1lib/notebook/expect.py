@@ -119,6 +119,19 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # profile but smoke), its training log's last 5 steps against its first 5 (measured, seed 0:
     # 2.50 -> 2.89 paths per block, split rate 0.96 -> 0.95; the committed 60-step run reached
     # 2.95); smoke's few steps may move the width either way, within 2..10 paths
+    # 07 section 9 reads the committed PlanWorld cards (every profile). results/planworld-controls:
+    # R1-Unseen's plans widen from the cold start's mix of 2 and 3 deals (about 2.5 paths per
+    # block) to about 3, the widest plan the cold start holds, and no further (the high end);
+    # the forced split with the plan against the plan-removed control's
+    # (results/planworld-control-noplan: about 0.11); the serial arm ends above R1-Unseen
+    "PlanWorld: R1-Unseen's paths per block, after RL minus after SFT": {"*": (0.2, 1.0)},
+    "PlanWorld: R1-Unseen's paths per block after RL": {"*": (2.6, 3.05)},
+    "PlanWorld: split rate with the plan minus without": {"*": (0.4, 1.0)},
+    "PlanWorld: R1-Unseen minus serial, hard mean@k": {"*": (-0.25, -0.02)},
+    # results/planworld-widths: unseen's steps hardly move from 2 to 10 deals (its plans stay
+    # about three wide; measured 1.06x) and at 10 deals it is below serial (measured -9.3 points)
+    "PlanWorld sweep: unseen's steps at 10 deals over 2": {"*": (0.85, 1.25)},
+    "PlanWorld sweep: unseen minus serial mean@k at 10 deals": {"*": (-0.3, -0.02)},
     "PlanWorld RL: paths per block, last steps minus first": {"smoke": (-8, 8), "tiny": (0.15, 1)},
     "PlanWorld RL: blocks on distinct, correct deals, last steps": {
         "smoke": (0, 1),
