@@ -658,7 +658,9 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # | unseen-noplan | the same blocks, the plan line removed: three paths told nothing | the plan |
 #
 # Serial and unseen have three SFT seeds each, every RL seed from its own SFT seed, and the
-# intervals resample seeds and problems; the plan-removed control has one seed (its own card).
+# intervals resample seeds and problems; the plan-removed control and a plain SFT (the right
+# deal's check alone, the same rows and steps, then plain GRPO) have one seed each (their own
+# cards, printed below the table).
 
 # %%
 from pr1lib.notebook.reports import seeds_frame
@@ -668,6 +670,10 @@ print("the committed run:", plan["command"])
 plan_table = plan["numbers"]
 print("widths in any arm's SFT rows:", plan_table["sft_widths"])
 print(f"wall time of the arms: {plan_table['wall']['total'] / 3600:.1f} h")
+for name in ("planworld-control-noplan", "planworld-control-plain-sft"):
+    one = committed(name)["numbers"]["runs"][0]
+    print(f"{name}: mean@k {one['start']['accuracy']:.1%} after SFT, {one['end']['accuracy']:.1%} "
+          f"after RL, {one['end']['mean_sequential_steps']:.0f} steps (seed 0)")
 controls_frame(plan_table)
 
 # %%
