@@ -667,12 +667,9 @@ print(run_to(pw_session, PanelState(reward=pw_cfg.reward, window=pw_cfg.window,
 pw_after = sample_rows(pw_session.policy, pw_session.tokenizer, peek)  # after RL
 pw_run = grpo.finish(pw_session, evaluate_tiers=())  # merged/ and the run card, no evaluation
 
-# %% tags=["report"]
-dashboard_figure(pw_run.rows, "PlanWorld, Stage 3 on ten deals: per-step metrics")
-
 # %% [markdown]
-# The run's own log (`metrics.csv`, the dashboard's rows): the width and the split rate over the
-# first and the last few steps, and the check that the plans widened.
+# The dashboard above is this run's log (`metrics.csv`); here are its width and split rate over
+# the first and the last few steps, and the check that the plans widened.
 
 # %%
 pw_log = pd.DataFrame(pw_run.rows).set_index("step")[["mean_paths", "split_rate"]]
