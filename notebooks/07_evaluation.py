@@ -653,8 +653,8 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 #
 # | arm | cold start | what it controls for |
 # |---|---|---|
-# | serial | the same plans and checks in one stream, stopping at the first ✓ | the search, not the parallel form |
-# | unseen | the plan, then one path per item, the unseen mask | Parallel-R1-Unseen, the model's own plan |
+# | serial | the same plans and checks in one stream, to the first ✓ | the search, not its form |
+# | unseen | the plan, one path per item, the unseen mask | R1-Unseen, the model's own plan |
 # | unseen-noplan | the same blocks, the plan line removed: three paths told nothing | the plan |
 #
 # Serial and unseen have three SFT seeds each, every RL seed from its own SFT seed, and the
@@ -730,7 +730,8 @@ print("the committed run:", sweep["command"])
 print("\n".join(sweep["numbers"]["verdict"]))
 widths = sweep["numbers"]["widths"]
 print("\n".join(ahead_words(sweep, int(w)) for w in sorted(widths, key=int)))
-flat = widths["10"]["unseen"]["mean_sequential_steps"] / widths["2"]["unseen"]["mean_sequential_steps"]
+steps = {w: widths[w]["unseen"]["mean_sequential_steps"] for w in ("2", "10")}
+flat = steps["10"] / steps["2"]
 should_see("PlanWorld sweep: unseen's steps at 10 deals over 2", flat, PROFILE)
 should_see("PlanWorld sweep: unseen minus serial mean@k at 10 deals",
            widths["10"]["unseen"]["accuracy"] - widths["10"]["serial"]["accuracy"], PROFILE);
