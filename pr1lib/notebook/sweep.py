@@ -11,7 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-WIDTH_ARMS = {"serial": ("serial search", "#9db4d3"), "unseen": ("R1-Unseen (forked)", "#1f4e8c")}
+from pr1lib.notebook.reports import LATENCY_MODELS
+
+COLORS = {"serial": "#9db4d3", "unseen": "#1f4e8c"}
+WIDTH_ARMS = {arm: (LATENCY_MODELS[arm], color) for arm, color in COLORS.items()}  # as bench names
 
 
 def widths_figure(card: dict[str, Any]) -> go.Figure:
@@ -113,6 +116,7 @@ def ahead_words(card: dict[str, Any], deals: int) -> str:
 def width_slider(card: dict[str, Any]):
     """A slider over the swept widths: moving it shows that width's rows and who is ahead."""
     import ipywidgets as widgets
+    from IPython.display import display
 
     widths = sorted(int(w) for w in card["numbers"]["widths"])
     slider = widgets.SelectionSlider(options=widths, value=widths[-1], description="deals")
@@ -122,14 +126,8 @@ def width_slider(card: dict[str, Any]):
         with out:
             out.clear_output(wait=True)
             print(ahead_words(card, slider.value))
-            display_frame(widths_frame(card, slider.value))
+            display(widths_frame(card, slider.value))
 
     slider.observe(show, names="value")
     show()
     return widgets.VBox([slider, out])
-
-
-def display_frame(frame: pd.DataFrame) -> None:
-    from IPython.display import display
-
-    display(frame)

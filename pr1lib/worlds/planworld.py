@@ -41,7 +41,7 @@ from pr1lib.format.grammar import linearize, parse
 from pr1lib.format.plans import LETTERS, plan_line
 from pr1lib.format.prompts import linear_solution
 from pr1lib.worlds import register, wideworld
-from pr1lib.worlds.tasks import check_request, split_of
+from pr1lib.worlds.tasks import check_request, distinct_records
 from pr1lib.worlds.teachers import SearchTeacher
 from pr1lib.worlds.wideworld import (
     GOODS,
@@ -142,19 +142,10 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     """
     check_request(n, tier, split, TIERS)
     rng = random.Random(f"planworld/{tier}/{split}/{seed}")
-    records, seen = [], set()
-    while len(records) < n:
-        if tier == "easy":
-            record = easy_problem(rng)
-        elif tier == "small":
-            record = small_problem(rng)
-        else:
-            record = search_problem(rng, TIER_WIDTHS[tier])
-        if record["question"] in seen or split_of(record["question"]) != split:
-            continue
-        seen.add(record["question"])
-        records.append(record)
-    return records
+    make = {"easy": easy_problem, "small": small_problem}.get(tier)
+    if make is None:  # a whole list of the tier's width
+        return distinct_records(n, split, lambda: search_problem(rng, TIER_WIDTHS[tier]))
+    return distinct_records(n, split, lambda: make(rng))
 
 
 # ------------------------------------------------------------------- reading a question back

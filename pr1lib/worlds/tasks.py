@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 TIERS = ("easy", "hard")
 SPLITS = ("train", "test")
@@ -201,6 +202,26 @@ def check_request(n: int, tier: str, split: str, tiers: tuple[str, ...] = TIERS)
         raise ValueError(f"n={n} problems: a world generates at most {MAX_PROBLEMS:,} per request")
 
 
+def distinct_records(n: int, split: str, make: Callable[[], dict]) -> list[dict]:
+    """The first ``n`` records ``make()`` draws whose question is new and falls in ``split``
+    (``split_of``): the loop every world's ``generate`` runs on its own seeded draws.
+
+    >>> rng = random.Random(0)
+    >>> len(distinct_records(3, "train", lambda: make_problem(rng, "easy")))
+    3
+    """
+    records: list[dict] = []
+    seen: set[str] = set()
+    while len(records) < n:
+        record = make()
+        question = record["question"]
+        if question in seen or split_of(question) != split:
+            continue
+        seen.add(question)
+        records.append(record)
+    return records
+
+
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
     """``n`` distinct TinyGSM records of ``tier`` from ``split``; the same arguments give the same
     list.
@@ -211,13 +232,4 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     """
     check_request(n, tier, split)
     rng = random.Random(f"tinygsm/{tier}/{split}/{seed}")
-    records: list[dict] = []
-    seen: set[str] = set()
-    while len(records) < n:
-        record = make_problem(rng, tier)
-        question = record["question"]
-        if question in seen or split_of(question) != split:
-            continue
-        seen.add(question)
-        records.append(record)
-    return records
+    return distinct_records(n, split, lambda: make_problem(rng, tier))

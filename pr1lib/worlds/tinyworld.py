@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pr1lib.format.grammar import linearize
 from pr1lib.format.prompts import linear_solution, split_gsm8k_answer
 from pr1lib.worlds import World, register
-from pr1lib.worlds.tasks import NAMES, check_request, split_of
+from pr1lib.worlds.tasks import NAMES, check_request, distinct_records
 from pr1lib.worlds.teachers import RuleTeacher, make_trace
 
 TIERS = ("easy", "hard")
@@ -239,14 +239,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     """
     check_request(n, tier, split)
     rng = random.Random(f"tinyworld/{tier}/{split}/{seed}")
-    records, seen = [], set()
-    while len(records) < n:
-        record = make_problem(rng, tier)
-        if record["question"] in seen or split_of(record["question"]) != split:
-            continue
-        seen.add(record["question"])
-        records.append(record)
-    return records
+    return distinct_records(n, split, lambda: make_problem(rng, tier))
 
 
 # ------------------------------------------------------------------- reading a question back

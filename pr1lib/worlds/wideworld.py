@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pr1lib.format.grammar import LETTERS, linearize
 from pr1lib.format.prompts import linear_solution
 from pr1lib.worlds import World, register
-from pr1lib.worlds.tasks import NAMES, check_request, split_of
+from pr1lib.worlds.tasks import NAMES, check_request, distinct_records
 from pr1lib.worlds.teachers import SearchTeacher
 
 TIERS = ("easy", "hard")
@@ -185,14 +185,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     check_request(n, tier, split)
     rng = random.Random(f"wideworld/{tier}/{split}/{seed}")
     make = hard_problem if tier == "hard" else easy_problem
-    records, seen = [], set()
-    while len(records) < n:
-        record = make(rng)
-        if record["question"] in seen or split_of(record["question"]) != split:
-            continue
-        seen.add(record["question"])
-        records.append(record)
-    return records
+    return distinct_records(n, split, lambda: make(rng))
 
 
 # ------------------------------------------------------------------- reading a question back
