@@ -80,6 +80,8 @@ class GRPOStageConfig(Preset):
     beta: float = 0.0  # no KL term and no reference model, as in the official scripts
     temperature: float = 1.0
     top_p: float = 1.0
+    # exploration on the plan's width (RolloutConfig.width_temperature); 0: sampled at temperature
+    width_temperature: float = 0.0
     loss_type: str = "dapo"  # token mean over the batch (verl's token-mean)
     scale_rewards: str = "group"  # A = (r - mean) / std within each group
     use_lora: bool = True

@@ -454,6 +454,9 @@ class RolloutConfig(Preset):
     path_headers: bool = False  # forked: path j opens with its number "(j+1)" (format.number_paths)
     header_style: str = "number"  # path_headers' labels: "number" (1), (2) ... | "letter" (B), (C)
     fast_cache: bool = True  # KV appended in place, re-reads on their rows (False: the old engine)
+    # the plan's one-more-item choice (the token after an item's letter) is sampled at this
+    # temperature, 0: at ``temperature``; RL exploration only, log-probs stay at ``temperature``
+    width_temperature: float = 0.0
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -40,6 +40,8 @@ class _Row:
     fork_pending: bool = False  # it is feeding <Parallel>: fork at the next decision
     done: bool = False
     slot: int = 0  # its row in the cache
+    in_plan: bool = False  # trunk rows: it is writing its plan line (width_temperature only)
+    at_item: bool = False  # its next token chooses whether the plan names one more item
     # path rows only
     index: int = 0
     group: list["_Row"] = field(default_factory=list)

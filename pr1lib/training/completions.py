@@ -44,7 +44,9 @@ from pr1lib.rewards.modes import reward_for
 
 def rollout_config(cfg: GRPOStageConfig) -> RolloutConfig:
     """The engine's settings for this stage's rollouts (mode, paths, blocks, lengths, sampling)."""
-    return RolloutConfig.of(cfg, cfg.rollout_mode, fast_cache=cfg.fast_cache)
+    return RolloutConfig.of(
+        cfg, cfg.rollout_mode, fast_cache=cfg.fast_cache, width_temperature=cfg.width_temperature
+    )
 
 
 # ----------------------------------------------------------------------- the policy to sample from

@@ -1,0 +1,80 @@
+"""RL's exploration of the plan's width (``RolloutConfig.width_temperature``, docs/planworld.md):
+only the choice of one more item is sampled hotter, a plan line opens its block, and the recorded
+log-probs stay the policy's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _tiny import toy_tokenizer
+
+from pr1lib.config import RolloutConfig
+from pr1lib.decoding.engine import widen, width_tokens
+from pr1lib.decoding.rollout import generate, rollout_logprobs
+from pr1lib.format import plans
+from pr1lib.format.prompts import chat_prompt
+from pr1lib.worlds import planworld
+
+SHIPPED = "data/planworld-sft-unseen"  # PlanWorld's cold start: its plans name 2 or 3 deals
+
+
+def test_widen_raises_an_unlikely_go_on_keeps_a_likely_one_and_the_others_ratios():
+    logits = torch.tensor([[4.0, -5.0, 1.0], [-5.0, 4.0, 1.0]])  # go_on is token 1
+    before = torch.softmax(logits, -1)
+    after = torch.softmax(widen(logits, 1, 1.0, 3.0), -1)
+    assert before[0, 1] < 2e-4 and 0.04 < after[0, 1] < 0.06  # p^(1/3) against (1-p)^(1/3)
+    # a likely go_on is never lowered, and the other tokens keep their ratios
+    assert float(after[1, 1]) == pytest.approx(float(before[1, 1]), rel=1e-5)
+    ratio = lambda p: float(p[0, 0] / p[0, 2])  # noqa: E731
+    assert ratio(after) == pytest.approx(ratio(before), rel=1e-5)
+
+
+def test_a_tokenizer_without_one_token_plan_words_is_refused():
+    tok = toy_tokenizer()
+    if all(len(tok.encode(x, add_special_tokens=False)) == 1 for x in ("Check", "),", "A")):
+        pytest.skip("the toy tokenizer writes the plan words as one token each")
+    with pytest.raises(ValueError, match="one token"):
+        width_tokens(tok)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(SHIPPED)
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED).eval()
+    recs = planworld.generate(96, "hard", "test", seed=0)
+    return model, tok, [chat_prompt(r["question"], tok, "tiny") for r in recs]
+
+
+def _plans(model, tok, prompts, hotter: float):
+    cfg = RolloutConfig(
+        mode="forked",
+        num_paths=planworld.MOST,
+        path_headers=True,
+        header_style="plan",
+        max_completion_length=200,
+        width_temperature=hotter,
+    )
+    outs = generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0))
+    items = [plans.plan_items(plans.last_line(o.text.split("<Parallel>")[0])) for o in outs]
+    return outs, [len(i) if i else 0 for i in items]
+
+
+def test_hotter_width_choices_sample_plans_wider_than_the_cold_starts_each_opening_its_block(
+    shipped,
+):
+    model, tok, prompts = shipped
+    _, cold = _plans(model, tok, prompts, 0.0)
+    outs, hot = _plans(model, tok, prompts, 8.0)
+    assert max(cold) <= 3  # the cold start's widest plan
+    wide = [(o, w) for o, w in zip(outs, hot) if w > 3]
+    assert len(wide) >= 2  # none at T = 1 (p about 1e-6 after three items)
+    for o, w in wide:  # the plan line's newline is followed by <Parallel>, then w paths
+        assert f"{plans.last_line(o.text.split('<Parallel>')[0])}\n<Parallel>" in o.text
+        assert o.path_lengths[0] is not None and len(o.path_lengths[0]) == w
+    again = rollout_logprobs(model, tok, [o for o, _ in wide])  # the trainer's view, at T = 1
+    for (o, _), lps in zip(wide, again):
+        keep = [i for i, f in enumerate(o.forced) if not f]
+        assert max(abs(o.logprobs[i] - lps[i]) for i in keep) < 1e-3
+        assert min(o.logprobs[i] for i in keep) < -5  # the unlikely choice, at the policy's odds
