@@ -9,7 +9,7 @@ import torch
 from _tiny import toy_tokenizer
 
 from pr1lib.config import RolloutConfig
-from pr1lib.decoding.engine import widen, width_tokens
+from pr1lib.decoding.explore import WidthTokens, next_choice, spread, widen
 from pr1lib.decoding.rollout import generate, rollout_logprobs
 from pr1lib.format import plans
 from pr1lib.format.prompts import chat_prompt
@@ -34,7 +34,26 @@ def test_a_tokenizer_without_one_token_plan_words_is_refused():
     if all(len(tok.encode(x, add_special_tokens=False)) == 1 for x in ("Check", "),", "A")):
         pytest.skip("the toy tokenizer writes the plan words as one token each")
     with pytest.raises(ValueError, match="one token"):
-        width_tokens(tok)
+        WidthTokens.of(tok)
+
+
+def test_spread_samples_the_letters_hotter_among_themselves_and_keeps_their_total():
+    logits = torch.tensor([[1.0, 9.0, 0.0, 2.0]])  # letters: tokens 1 and 2
+    before, after = (torch.softmax(x, -1)[0] for x in (logits, spread(logits, [1, 2], 1.0, 3.0)))
+    assert float(after[1] + after[2]) == pytest.approx(float(before[1] + before[2]), rel=1e-5)
+    assert after[2] > 50 * before[2]  # the unlikely letter: e^-9 -> e^-3 of the likely one
+    assert float(after[0] / after[3]) == pytest.approx(float(before[0] / before[3]), rel=1e-5)
+
+
+def test_the_width_choices_are_read_from_a_plan_line_only(shipped):
+    _, tok, _ = shipped
+    ids, row = WidthTokens.of(tok), (False, "")
+    seen = []
+    for t in tok.encode("(A) x\nCheck (A), (B)-(D)\n(C)", add_special_tokens=False):
+        row = next_choice(ids, row[0], seen[-1][0] if seen else -1, t)
+        seen.append((t, row[1]))
+    marked = [(tok.decode([t]), c) for t, c in seen if c]
+    assert marked == [("A", "go_on"), ("B", "go_on"), ("(", "end")]
 
 
 @pytest.fixture(scope="module")

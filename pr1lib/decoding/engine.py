@@ -54,6 +54,7 @@ import torch
 from pr1lib.config import ROLLOUT_MODES, RolloutConfig
 from pr1lib.decoding import decode
 from pr1lib.decoding.clock import OFF
+from pr1lib.decoding.explore import WidthTokens, hotter, next_choice
 from pr1lib.decoding.kvcache import Streams
 from pr1lib.decoding.regroup import _Row, _Rows
 from pr1lib.decoding.rowcache import RowStreams
@@ -137,47 +138,6 @@ def pick_streams(model: Any, config: RolloutConfig, cache: str | None = None) ->
     return Streams(model, config.fast_cache)
 
 
-def width_tokens(tokenizer: Any) -> tuple[int, set[int], set[int], int]:
-    """The plan word's token, the tokens that end a plan line (a newline, ``<Parallel>``), the
-    item letters' tokens and the token that goes on to one more item (``"),"``), for
-    ``width_temperature``; a tokenizer that writes any of them as several tokens is refused."""
-    word, go_on, *letters = (
-        tokenizer.encode(x, add_special_tokens=False)
-        for x in (plans.PLAN_WORD, "),", *plans.LETTERS)
-    )
-    if any(len(ids) != 1 for ids in (word, go_on, *letters)):
-        raise ValueError(
-            "width_temperature needs a tokenizer that writes the plan word, '),' and each deal "
-            "letter as one token (PlanWorld's models do)"
-        )
-    ends = {*tokenizer.encode("\n", add_special_tokens=False), tag_ids(tokenizer).parallel}
-    return word[0], ends, {ids[0] for ids in letters}, go_on[0]
-
-
-def widen(logits: torch.Tensor, go_on: int, temperature: float, hotter: float) -> torch.Tensor:
-    """``logits`` ``(R, V)`` with the chance p of ``go_on`` (at ``temperature``) raised to
-    p^(1/h) / (p^(1/h) + (1-p)^(1/h)), h = ``hotter`` / ``temperature``, where that is more: the
-    choice of one more item, when unlikely, is sampled hotter; it is never lowered (a likely one
-    keeps its chance), and the other tokens keep their ratios.
-
-    >>> out = widen(torch.tensor([[4.0, -5.0, 1.0]]), 1, 1.0, 3.0)  # p = 1.2e-4 -> 0.047
-    >>> [round(x, 3) for x in torch.softmax(out, -1)[0].tolist()]  # 0 and 2 keep their ratio
-    [0.908, 0.047, 0.045]
-    >>> round(float(torch.softmax(widen(torch.tensor([[-5.0, 4.0]]), 1, 1.0, 3.0), -1)[0, 1]), 4)
-    0.9999
-    """
-    lp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (R, V)
-    p_log = lp[:, go_on]  # (R,)
-    rest_log = torch.log1p(-p_log.exp().clamp(max=1 - 1e-7))  # (R,) log(1 - p)
-    h = hotter / temperature
-    odds = p_log - rest_log  # (R,) log(p / (1 - p))
-    new_odds = torch.maximum(odds, odds / h)  # (R,) log(p' / (1 - p'))
-    out = lp.clone()  # (R, V) log-probs at temperature: the logits sample_tokens divides by it
-    out[:, go_on] = float("-inf")
-    out[:, go_on] = torch.logsumexp(out, dim=-1) + new_odds
-    return out * temperature
-
-
 class Engine(_Rows):
     """The decision loop over the rows' cache (``pick_streams``; ``cache`` chooses): sample,
     apply the rules, fork, merge, drop; ``pr1lib.decoding.regroup._Rows`` moves the rows."""
@@ -212,7 +172,7 @@ class Engine(_Rows):
             else []
             for j in range(config.num_paths)
         ]
-        self.widths = width_tokens(tokenizer) if config.width_temperature > 0 else None
+        self.widths = WidthTokens.of(tokenizer) if config.width_temperature > 0 else None
         self.streams = pick_streams(model, config, cache)
         self.reread_tokens = 0  # path tokens run through the model a second time (reread mode)
         self.clock = clock or OFF  # pr1lib.decoding.clock: seconds per phase, when one is given
@@ -249,10 +209,8 @@ class Engine(_Rows):
         banned = logits.clone()  # (R, V)
         ban = torch.tensor([self.bans_parallel(r) for r in self.rows], device=logits.device)  # (R,)
         banned[ban, self.tags.parallel] = float("-inf")
-        if self.widths is not None and temp > 0:  # the plans' one-more-item choices, hotter
-            hot = torch.tensor([r.at_item for r in self.rows], device=logits.device)  # (R,)
-            if hot.any():
-                banned[hot] = widen(banned[hot], self.widths[3], temp, self.cfg.width_temperature)
+        if self.widths is not None and temp > 0:  # the plans' width choices, sampled hotter
+            banned = hotter(banned, [r.choice for r in self.rows], self.widths, temp, self.cfg)
         cand = sample_tokens(banned, temp, self.cfg.top_p, self.gen)  # (R,)
         if temp == 0 and self.cfg.distinct_greedy_paths:
             self.distinct_starts(banned, cand)
@@ -280,18 +238,14 @@ class Engine(_Rows):
                 cand[i] = ranked[row.index]
 
     def track_plan(self, row: _Row, tok: int, s: Rollout) -> None:
-        """Note whether the row is writing its plan line and has just written an item's letter
-        (its next token: one more item, or the plan's end); a plan line's newline is followed by
-        its block's ``<Parallel>``, forced (a plan is a spawn, as in APR: a plan wider than any
-        the cold start wrote opens its block too)."""
-        word, ends, letters, _ = self.widths
+        """Note the row's place in its plan line (``explore.next_choice``); a plan line's newline
+        is followed by its block's ``<Parallel>``, forced (a plan is a spawn, as in APR: a plan
+        wider than any the cold start wrote opens its block too)."""
         if row.in_plan and tok in self.newline and s.blocks < self.cfg.max_blocks:
             row.queue.append(self.tags.parallel)
-        if tok == word:
-            row.in_plan = True
-        elif tok in ends:
-            row.in_plan = False
-        row.at_item = row.kind == "trunk" and row.in_plan and tok in letters
+        row.in_plan, row.choice = next_choice(self.widths, row.in_plan, row.last, tok)
+        row.choice = row.choice if row.kind == "trunk" else ""
+        row.last = tok
 
     def lp(self, i: int, token: int) -> float:
         return float(self.logp[i, token])

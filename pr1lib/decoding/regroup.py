@@ -41,7 +41,8 @@ class _Row:
     done: bool = False
     slot: int = 0  # its row in the cache
     in_plan: bool = False  # trunk rows: it is writing its plan line (width_temperature only)
-    at_item: bool = False  # its next token chooses whether the plan names one more item
+    choice: str = ""  # its next token is a width choice of its plan (explore.next_choice)
+    last: int = -1  # the token it wrote last (width_temperature only)
     # path rows only
     index: int = 0
     group: list["_Row"] = field(default_factory=list)

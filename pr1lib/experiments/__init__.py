@@ -10,8 +10,8 @@ May import: ``training``, ``evaluation``, ``data``, ``rewards``, ``decoding``, `
 ``worlds``, ``format``, ``store``.
 
 >>> sorted(STUDIES)
-['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'split', 'unseen-stage2',
- 'widths']
+['ablation', 'blockcost', 'controls', 'curriculum', 'dose', 'midtraining', 'plans', 'split',
+ 'unseen-stage2', 'widths']
 >>> STUDIES["dose"].module, "refresh" in STUDIES["dose"].flags
 ('pr1lib.experiments.dose', False)
 """
@@ -110,6 +110,14 @@ STUDIES = {
         folders=False,
         sets={},
         variants=("seen", "unseen"),  # it forces a block: the plain variant writes none
+    ),
+    "plans": Study(
+        "planblocks",
+        "can the model carry out a plan wider than it learned? PlanWorld plans of 2 to 10 deals "
+        "forced into the prompt: accuracy against the plan's reach, validity and split per width",
+        ("model", "widths", "n"),
+        folders=False,
+        sets={},
     ),
     "blockcost": Study(
         "blockcost",

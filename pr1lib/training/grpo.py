@@ -92,6 +92,8 @@ def train_summary(rows: Sequence[dict], last: int = 10) -> dict[str, float]:
         "valid_ratio",
         "block_position",
         "completions/mean_length",
+        "mean_paths",  # worlds that read their blocks' shares (WideWorld, PlanWorld)
+        "split_rate",
     )
     tail = list(rows)[-last:]
     out = {}
