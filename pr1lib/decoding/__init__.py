@@ -14,6 +14,7 @@ __all__ = [
     "clock",
     "decode",
     "engine",
+    "explore",
     "kvcache",
     "models",
     "regroup",

@@ -33,6 +33,7 @@ __all__ = [
     "curriculum",
     "dose",
     "midtraining",
+    "planblocks",
     "split",
     "unseen_stage2",
     "widths",
