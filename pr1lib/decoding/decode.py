@@ -239,6 +239,9 @@ def row_step(
     ``q kᵀ`` and ``p v`` as two batched matmuls over ``R x H_kv``. With ``base`` (``Bases``) each
     row's keys in ``kv`` come after the keys of its *base*, a prefix it shares with other rows
     (a prompt's samples, a block's paths), kept once: the rows of one base read it together.
+    ``q`` tokens per row at once (a row's forced tokens, ``pr1lib.decoding.regroup``): ``ids``
+    and ``positions`` ``(R, q)``, ``mask`` ``(R, q, W)`` (each token's columns: causal), the keys
+    at ``at[r]``, ``at[r] + 1``, …; returns ``(R, q, V)``.
 
     >>> from transformers import Qwen3Config, Qwen3ForCausalLM
     >>> model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, head_dim=4,
@@ -250,9 +253,15 @@ def row_step(
     ...     out = row_step(w, torch.tensor([tok]), torch.tensor([t]), kv, torch.tensor([t]), mask)
     >>> torch.allclose(out, model(torch.tensor([[3, 4, 5]])).logits[:, -1], atol=1e-5)
     True
+    >>> mask = (torch.arange(4) <= torch.arange(3)[:, None])[None]  # (1, 3, 4): all three at once
+    >>> out = row_step(w, torch.tensor([[3, 4, 5]]), torch.arange(3)[None], kv, torch.tensor([0]),
+    ...                mask)
+    >>> torch.allclose(out, model(torch.tensor([[3, 4, 5]])).logits, atol=1e-5), tuple(out.shape)
+    (True, (1, 3, 16))
     """
-    x = w.core.embed_tokens(ids)  # (R, E)
-    cos, sin = w.core.rotary_emb(x[:, None], positions[:, None])  # (R, 1, D) each
+    rows, q = len(at), ids.numel() // len(at)  # q > 1: ids, positions (R, q), mask (R, q, W)
+    x = w.core.embed_tokens(ids.reshape(-1))  # (R q, E)
+    cos, sin = w.core.rotary_emb(x[:, None], positions.reshape(-1, 1))  # (R q, 1, D) each
     flat, bias = _targets(w, kv, at, mask)
     for i, (layer, qkv, gate_up) in enumerate(w.layers):
         h = _norm(layer.input_layernorm, x)
@@ -262,23 +271,28 @@ def row_step(
         h, mlp = _norm(layer.post_attention_layernorm, x), layer.mlp
         both = F.linear(h, *gate_up)  # (R, 2I)
         x = x + _linear(mlp.down_proj, mlp.act_fn(both[:, : w.inner]) * both[:, w.inner :])
-    return w.model.lm_head(_norm(w.core.norm, x))  # (R, V)
+    logits = w.model.lm_head(_norm(w.core.norm, x))  # (R q, V)
+    return logits if ids.dim() == 1 else logits.view(rows, q, -1)  # (R, V) | (R, q, V)
 
 
 def _targets(
     w: LeanWeights, kv: torch.Tensor, at: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The flat rows ``(2 R H_kv,)`` of the new keys (then values) of layer 0 in ``kv`` viewed
-    as ``(2 L R' H_kv C, D)``, and the additive mask ``(R H_kv, G, W)`` (0 or -inf)."""
-    rows, width, groups = len(at), mask.shape[1], w.heads // w.kv_heads
+    """The flat rows ``(2 R q H_kv,)`` of the new keys (then values) of layer 0 in ``kv`` viewed
+    as ``(2 L R' H_kv C, D)`` (row ``r``'s ``q`` tokens at columns ``at[r]`` on), and the additive
+    mask ``(R H_kv, q G, W)`` (0 or -inf) from ``mask`` ``(R, W)`` or ``(R, q, W)``."""
+    rows, width, groups, dev = len(at), mask.shape[-1], w.heads // w.kv_heads, at.device
+    q = 1 if mask.dim() == 2 else mask.shape[1]
     layer = kv[0].numel() // kv.shape[-1]  # flat rows per layer's keys
-    heads = torch.arange(w.kv_heads, device=at.device) * kv.shape[3]  # (H_kv,)
-    flat = (torch.arange(rows, device=at.device) * w.kv_heads * kv.shape[3] + at)[:, None] + heads
+    heads = torch.arange(w.kv_heads, device=dev) * kv.shape[3]  # (H_kv,)
+    cols = (at[:, None] + torch.arange(q, device=dev)).reshape(-1)  # (R q,)
+    row = torch.arange(rows, device=dev).repeat_interleave(q)  # (R q,)
+    flat = (row * w.kv_heads * kv.shape[3] + cols)[:, None] + heads  # (R q, H_kv)
     flat = torch.cat([flat.reshape(-1), flat.reshape(-1) + len(w.layers) * layer])  # keys, values
-    bias = torch.zeros(mask.shape, dtype=kv.dtype, device=at.device)  # (R, W)
-    bias = bias.masked_fill_(~mask, float("-inf"))[:, None, None, :]  # (R, 1, 1, W)
-    bias = bias.expand(rows, w.kv_heads, groups, width).reshape(rows * w.kv_heads, groups, width)
-    return flat, bias
+    bias = torch.zeros(mask.shape, dtype=kv.dtype, device=dev).masked_fill_(~mask, float("-inf"))
+    bias = bias.view(rows, 1, q, 1, width)  # (R, 1, q, 1, W)
+    bias = bias.expand(rows, w.kv_heads, q, groups, width)
+    return flat, bias.reshape(rows * w.kv_heads, q * groups, width)
 
 
 def _row_attention(
@@ -294,21 +308,27 @@ def _row_attention(
     every row's new key and value into the buffer (``cache``: buffer, layer, flat rows, mask);
     q and k are normed and rotated together; ``base``: the rows' shared prefixes come first."""
     (kv, i, flat, bias), (cos, sin), (qkv, (norms, eps)) = cache, rotary, weights
-    rows, d, n_q, n_kv, width = h.shape[0], w.head_dim, w.heads, w.kv_heads, bias.shape[-1]
-    out = F.linear(h, *qkv).view(rows, n_q + 2 * n_kv, d)  # (R, H + 2 H_kv, D)
-    qk = F.rms_norm(out[:, : n_q + n_kv], (d,), None, eps) * norms  # (R, H + H_kv, D) normed
+    n, d, n_q, n_kv, width = h.shape[0], w.head_dim, w.heads, w.kv_heads, bias.shape[-1]
+    rows = bias.shape[0] // n_kv  # n = R q tokens, row-major: q > 1 in a multi-token step
+    out = F.linear(h, *qkv).view(n, n_q + 2 * n_kv, d)  # (R q, H + 2 H_kv, D)
+    qk = F.rms_norm(out[:, : n_q + n_kv], (d,), None, eps) * norms  # (R q, H + H_kv, D) normed
     qk = qk * cos + torch.cat((-qk[..., d // 2 :], qk[..., : d // 2]), dim=-1) * sin
-    new = torch.cat([qk[:, n_q:], out[:, n_q + n_kv :]]).reshape(-1, d)  # (2 R H_kv, D)
+    new = torch.cat([qk[:, n_q:], out[:, n_q + n_kv :]]).reshape(-1, d)  # (2 R q H_kv, D)
     kv.view(-1, d).index_copy_(0, flat + i * (kv[0].numel() // d), new)
     keys = kv[i, :rows, :, :width].reshape(rows * n_kv, width, d)  # (R H_kv, W, D) a view
     values = kv[len(w.layers) + i, :rows, :, :width].reshape(rows * n_kv, width, d)
-    q = qk[:, :n_q].reshape(rows * n_kv, n_q // n_kv, d)  # (R H_kv, G, D) each group's queries
-    scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=attn.scaling)  # (R H_kv, G, W)
+    q = qk[:, :n_q]  # (R q, H, D): each key head's group of queries, for every token
+    if n > rows:
+        q = q.reshape(rows, n // rows, n_kv, n_q // n_kv, d).transpose(1, 2)  # (R, H_kv, q, G, D)
+    q = q.reshape(rows * n_kv, n * n_q // (rows * n_kv), d)  # (R H_kv, q G, D)
+    scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=attn.scaling)  # (R H_kv, q G, W)
     if base is not None:
-        mixed = base.attend(i, q, scores, values, attn.scaling)  # (R H_kv, G, D)
+        mixed = base.attend(i, q, scores, values, attn.scaling)  # (R H_kv, q G, D)
     else:
-        mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, G, D)
-    return _linear(attn.o_proj, mixed.reshape(rows, n_q * d))  # (R, E)
+        mixed = torch.bmm(torch.softmax(scores, dim=-1), values)  # (R H_kv, q G, D)
+    if n > rows:
+        mixed = mixed.view(rows, n_kv, n // rows, n_q // n_kv, d).transpose(1, 2)  # (R, q, ...)
+    return _linear(attn.o_proj, mixed.reshape(n, n_q * d))  # (R q, E)
 
 
 class Bases:
@@ -357,7 +377,9 @@ class Bases:
         g, d = q.shape[1], q.shape[2]
         grouped = q.index_select(0, self.take).view(n * h, k * g, d)  # (B H_kv, k G, D)
         keys = self.kv[i, :n, :, :w].reshape(n * h, w, d)  # (B H_kv, W, D) a view
-        scores = torch.baddbmm(self.bias, grouped, keys.transpose(1, 2), alpha=scale)
+        bias = self.bias  # (B H_kv, k G, W); a multi-token step's q G queries see it too
+        bias = bias if bias.shape[1] == k * g else bias[:, :1].expand(n * h, k * g, w)
+        scores = torch.baddbmm(bias, grouped, keys.transpose(1, 2), alpha=scale)
         mine = scores.view(n * h * k, g, w).index_select(0, self.put)  # (R H_kv, G, W)
         both = torch.cat([mine, own], dim=-1).softmax(dim=-1)  # (R H_kv, G, W + W_own)
         weights = both.new_zeros(n * h * k, g, w).index_copy_(0, self.put, both[..., :w])

@@ -188,18 +188,29 @@ class Engine(_Rows):
             with clock.part("prefill"):
                 logits = self.streams.prefill(prompts, self.pad)  # (R, V)
             self.place()
-            self.steps = 0
+            self.steps, fed = 0, [logits]
             while True:
-                with clock.part("sample"):
-                    self.decide(logits)
+                self.decide_each(fed)
                 self.regroup()
                 if not self.rows:
                     break
-                logits = self.advance()  # (R, V), the rows' logical order
+                fed = self.advance()  # each (R, V), the rows' logical order
             getattr(self.streams, "release", lambda: None)()  # its memory: the next rollout's
             for s in self.samples:
                 self.finalize(s)
         return self.samples
+
+    def decide_each(self, fed: list[torch.Tensor]) -> None:
+        """The decisions on each token a forward fed, in turn (``fed``: their logits ``(R, V)``);
+        where the rows leave the course the forward assumed (``on_course``), the tokens fed after
+        are taken back and the rest of ``fed`` is not read: the next step feeds what was
+        decided."""
+        for j, logits in enumerate(fed):
+            with self.clock.part("sample"):
+                self.decide(logits)
+            if j + 1 < len(fed) and not self.on_course(j + 1):
+                self.streams.unstep(self.live, len(fed) - j - 1)
+                return
 
     def decide(self, logits: torch.Tensor) -> None:
         """Choose every row's next token from its logits ``(R, V)`` and record it."""

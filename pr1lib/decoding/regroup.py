@@ -74,21 +74,46 @@ class _Rows:
         """Logits ``(R, V)`` by slot -> in the rows' logical order."""
         return logits if self.in_order else logits[self.perm]
 
-    def advance(self) -> torch.Tensor:
-        """One decoding step: every row feeds its token (or idles); the logits, logical order."""
-        feed, live = [self.pad] * len(self.rows), [False] * len(self.rows)
+    def advance(self) -> list[torch.Tensor]:
+        """One decoding step: every row feeds its token (or idles), and with it the forced tokens
+        its next decisions will take where every feeding row has some (``ahead``: one forward
+        for a block's path headers); the logits ``(R, V)`` of each token fed, logical order.
+        ``self.course`` keeps the tokens the rows are expected to feed after each decision."""
+        q = self.ahead()
+        self.course = [
+            [r.queue[j - 1] if r.feed is not None else None for r in self.rows] for j in range(1, q)
+        ]
+        feed, live = [[self.pad] * q for _ in self.rows], [False] * len(self.rows)
         for row in self.rows:
             if row.feed is not None:
-                feed[row.slot], live[row.slot] = row.feed, True
+                feed[row.slot], live[row.slot] = [row.feed, *row.queue[: q - 1]], True
         dev = self.streams.pos.device
         kind = self.clock.on and (
             "step_k" if any(r.kind == "path" for r in self.rows) else "step_1"
         )
         with self.clock.part(kind):
-            feed_t, live_t = torch.tensor(feed, device=dev), torch.tensor(live, device=dev)
-            logits = self.streams.step(feed_t, live_t)
+            feed_t = torch.tensor(feed, device=dev)  # (R, q) by slot
+            self.live = torch.tensor(live, device=dev)  # (R,) by slot
+            logits = self.streams.step(feed_t if q > 1 else feed_t[:, 0], self.live)
         self.steps += 1
-        return self.logical(logits)  # (R, V)
+        return list(self.logical(logits).unbind(1)) if q > 1 else [self.logical(logits)]
+
+    def ahead(self) -> int:
+        """How many tokens the next forward feeds every feeding row: 1, or (a cache with
+        ``unstep``) 1 + the forced tokens that all of them queue for their next decisions (a path
+        within its cap, a summary's newline and ``<Summary>``). The decisions still come one at a
+        time, each with its own random draws; one that leaves the course takes the rest back."""
+        if not hasattr(self.streams, "unstep"):
+            return 1
+        runs = [_forced_run(r) for r in self.rows if r.feed is not None]
+        return min(runs, default=1)
+
+    def on_course(self, j: int) -> bool:
+        """After the decisions on the ``j``-th token of a forward: does every row feed what the
+        forward fed next (and nothing forks, merges or ends)?"""
+        if any(r.feed != t for r, t in zip(self.rows, self.course[j - 1])):
+            return False
+        return not any(map(self.changes, self.rows))
 
     @staticmethod
     def changes(row: _Row) -> bool:
@@ -202,6 +227,20 @@ class _Rows:
             out.append(logp.gather(-1, target[:, a:b, None]).squeeze(-1))  # (G, q)
         self.reread_tokens += int(lens.sum())
         return [lp[: len(q)] for lp, q in zip(torch.cat(out, dim=1).tolist(), seqs)]
+
+
+def _forced_run(row: _Row) -> int:
+    """1 + the queued tokens a feeding row's next decisions will force (a path's cap may close it
+    first; a closing path idles next).
+
+    >>> _forced_run(_Row(0, kind="summary", queue=[5, 6])), _forced_run(_Row(0))
+    (3, 1)
+    """
+    if row.kind != "path":
+        return 1 + (0 if row.fork_pending else len(row.queue))
+    if row.closing:
+        return 1
+    return 1 + max(0, min(len(row.queue), row.cap - 1 - len(row.buf.completion_ids)))
 
 
 def _from_tail(keep: list[tuple[_Row, list, int]]) -> list[tuple[_Row, list, int]]:

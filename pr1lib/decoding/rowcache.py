@@ -276,11 +276,14 @@ class RowStreams:
     # -- decoding -------------------------------------------------------------------------
     def step(self, tokens: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (``live`` False: the row idles, nothing is kept); returns the
-        logits ``(R, V)``."""
+        logits ``(R, V)``. ``tokens`` ``(R, q)``: ``q`` tokens per live row in one forward
+        (causally, as ``q`` steps would), the logits ``(R, q, V)``; ``unstep`` takes back the last
+        ones."""
+        q = 1 if tokens.dim() == 1 else tokens.shape[1]
         alive, dev = live.tolist(), self.pos.device
-        ends = [n + a for n, a in zip(self.buf.lens, alive)]
+        ends = [n + a * q for n, a in zip(self.buf.lens, alive)]
         width = max(ends)
-        self.buf.reserve(len(ends), width + 1)  # an idle row writes (and drops) at its length
+        self.buf.reserve(len(ends), width + q)  # an idle row writes (and drops) at its length
         if self.groups is None and self.shared:
             used = max(self.base_of) + 1
             lens = self.bases.lens[:used]
@@ -289,12 +292,23 @@ class RowStreams:
             self.groups = decode.Bases(self.bases.kv, lens, self.base_of, heads, groups)
         at = torch.tensor(self.buf.lens, dtype=torch.long, device=dev)  # (R,)
         upto = torch.tensor(ends, dtype=torch.long, device=dev)[:, None]  # (R, 1)
-        mask = torch.arange(width, device=dev) < upto  # (R, W)
+        pos = self.pos
+        if q > 1:  # token j of a live row sees its columns up to its own; an idle row, its own
+            upto = at[:, None] + live.long()[:, None] * torch.arange(1, q + 1, device=dev)  # (R, q)
+            upto, pos = upto[..., None], pos[:, None] + torch.arange(q, device=dev)  # (R, q, 1)
+        mask = torch.arange(width, device=dev) < upto  # (R, W) | (R, q, W)
         kv = self.buf.kv
-        logits = decode.row_step(self.lean, tokens, self.pos, kv, at, mask, self.groups)
+        logits = decode.row_step(self.lean, tokens, pos, kv, at, mask, self.groups)
         self.buf.lens = ends
-        self.pos, self.fed = self.pos + live.long(), self.fed + sum(alive)
+        self.pos, self.fed = self.pos + q * live.long(), self.fed + q * sum(alive)
         return logits
+
+    def unstep(self, live: torch.Tensor, n: int) -> None:
+        """Take back the last ``n`` tokens of every ``live`` row (fed by ``step``, by a forward
+        that ran ahead of the engine's decisions): their keys are left behind, unread."""
+        alive = live.tolist()
+        self.buf.lens = [m - n * a for m, a in zip(self.buf.lens, alive)]
+        self.pos, self.fed = self.pos - n * live.long(), self.fed - n * sum(alive)
 
     def extend(self, ids: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
         """``q`` tokens on every row at once, causally (``live`` False: not kept; the live
