@@ -87,7 +87,8 @@ def generate(
     ``overrides`` replace ``config`` fields, e.g. ``mode="seen"``, ``num_paths=4``. A ``stats``
     dict receives ``fed_tokens`` (tokens run through the model: each prompt and completion token
     at most once, plus in ``reread`` mode the re-read paths), ``reprefill_tokens`` (those re-read
-    tokens: paths 2..k of every block; 0 in the other modes) and ``steps`` (decoding steps).
+    tokens: paths 2..k of every block; 0 in the other modes) and ``steps`` (decoding steps: the
+    model's forwards after the prefill; a run of forced tokens that every row feeds is one).
     ``generator`` (on the model's device) makes sampling reproducible; it is shared by the batch,
     each step drawing one number per row in the rows' order. ``cache`` picks the rows' cache
     (``pr1lib.decoding.engine.pick_streams``; ``None``: the fastest that applies; the choice changes
