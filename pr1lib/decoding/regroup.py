@@ -83,18 +83,23 @@ class _Rows:
         self.course = [
             [r.queue[j - 1] if r.feed is not None else None for r in self.rows] for j in range(1, q)
         ]
-        feed, live = [[self.pad] * q for _ in self.rows], [False] * len(self.rows)
+        feed, live = [self.pad] * len(self.rows), [False] * len(self.rows)
         for row in self.rows:
             if row.feed is not None:
-                feed[row.slot], live[row.slot] = [row.feed, *row.queue[: q - 1]], True
+                feed[row.slot], live[row.slot] = row.feed, True
+        if q > 1:  # (R, q): each row's token and the forced ones after it
+            feed = [[self.pad] * q for _ in self.rows]
+            for row in self.rows:
+                if row.feed is not None:
+                    feed[row.slot] = [row.feed, *row.queue[: q - 1]]
         dev = self.streams.pos.device
         kind = self.clock.on and (
             "step_k" if any(r.kind == "path" for r in self.rows) else "step_1"
         )
         with self.clock.part(kind):
-            feed_t = torch.tensor(feed, device=dev)  # (R, q) by slot
+            feed_t = torch.tensor(feed, device=dev)  # (R,) | (R, q) by slot
             self.live = torch.tensor(live, device=dev)  # (R,) by slot
-            logits = self.streams.step(feed_t if q > 1 else feed_t[:, 0], self.live)
+            logits = self.streams.step(feed_t, self.live)
         self.steps += 1
         return list(self.logical(logits).unbind(1)) if q > 1 else [self.logical(logits)]
 
@@ -103,10 +108,11 @@ class _Rows:
         ``unstep``) 1 + the forced tokens that all of them queue for their next decisions (a path
         within its cap, a summary's newline and ``<Summary>``). The decisions still come one at a
         time, each with its own random draws; one that leaves the course takes the rest back."""
-        if not hasattr(self.streams, "unstep"):
-            return 1
-        runs = [_forced_run(r) for r in self.rows if r.feed is not None]
-        return min(runs, default=1)
+        if not hasattr(self.streams, "unstep") or not all(
+            r.queue or r.feed is None for r in self.rows
+        ):
+            return 1  # most steps: the first row already has nothing queued
+        return min((_forced_run(r) for r in self.rows if r.feed is not None), default=1)
 
     def on_course(self, j: int) -> bool:
         """After the decisions on the ``j``-th token of a forward: does every row feed what the
