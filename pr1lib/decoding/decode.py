@@ -285,8 +285,9 @@ def _targets(
     q = 1 if mask.dim() == 2 else mask.shape[1]
     layer = kv[0].numel() // kv.shape[-1]  # flat rows per layer's keys
     heads = torch.arange(w.kv_heads, device=dev) * kv.shape[3]  # (H_kv,)
-    cols = (at[:, None] + torch.arange(q, device=dev)).reshape(-1)  # (R q,)
-    row = torch.arange(rows, device=dev).repeat_interleave(q)  # (R q,)
+    row, cols = torch.arange(rows, device=dev), at  # (R,) each: one token a row
+    if q > 1:  # (R q,) each
+        row, cols = row.repeat_interleave(q), (at[:, None] + torch.arange(q, device=dev)).view(-1)
     flat = (row * w.kv_heads * kv.shape[3] + cols)[:, None] + heads  # (R q, H_kv)
     flat = torch.cat([flat.reshape(-1), flat.reshape(-1) + len(w.layers) * layer])  # keys, values
     bias = torch.zeros(mask.shape, dtype=kv.dtype, device=dev).masked_fill_(~mask, float("-inf"))

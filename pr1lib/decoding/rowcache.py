@@ -300,7 +300,8 @@ class RowStreams:
         kv = self.buf.kv
         logits = decode.row_step(self.lean, tokens, pos, kv, at, mask, self.groups)
         self.buf.lens = ends
-        self.pos, self.fed = self.pos + q * live.long(), self.fed + q * sum(alive)
+        added = live.long() if q == 1 else live.long() * q  # (R,)
+        self.pos, self.fed = self.pos + added, self.fed + q * sum(alive)
         return logits
 
     def unstep(self, live: torch.Tensor, n: int) -> None:
