@@ -19,8 +19,9 @@ Rules (all deterministic):
   Where every feeding row queues forced tokens (a block's ``<Path>`` and header, a summary's
   ``</Parallel>``, newline and ``<Summary>``), one forward feeds them all (``_Rows.advance``);
   the decisions still come one token at a time, each drawing its random numbers, so the samples
-  are those of one token a step (a row that leaves the course, a path that samples eos where
-  its numbered header goes, takes the tokens fed after back: ``RowStreams.unstep``).
+  are those of one token a step; a row that leaves the course (say a numbered path that
+  samples eos where its header goes: it closes) takes the tokens fed after it back
+  (``RowStreams.unstep``). ``kvcache.Streams`` feeds one token a step.
 - **log-probs**: every completion token, forced or not, gets the policy's log-prob of that token
   in the linearized sequence as the variant's trainer scores it (softmax of logits / temperature,
   before top-p and the structural bans), so ``rollout_logprobs(..., mode)`` recomputes them:
