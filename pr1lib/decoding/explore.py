@@ -41,13 +41,14 @@ class WidthTokens:
     @classmethod
     def of(cls, tokenizer: Any) -> "WidthTokens":
         """The ids in ``tokenizer``; one that writes any of them as several tokens is refused."""
-        named = ("plans.PLAN_WORD", "),", " (", "-", "(")
         texts = (plans.PLAN_WORD, "),", " (", "-", "(", *plans.LETTERS)
         ids = [tokenizer.encode(x, add_special_tokens=False) for x in texts]
         if any(len(i) != 1 for i in ids):
+            several = [repr(t) for t, i in zip(texts, ids) if len(i) != 1]
             raise ValueError(
-                f"width_temperature needs a tokenizer that writes {', '.join(named[1:])}, the "
-                "plan word and each deal letter as one token each (PlanWorld's models do)"
+                "width_temperature needs a tokenizer that writes the plan's words, marks and "
+                f"letters as one token each (PlanWorld's models do); this one splits "
+                f"{', '.join(several[:4])}"
             )
         word, go_on, item, dash, paren, *letters = (i[0] for i in ids)
         ends = {*tokenizer.encode("\n", add_special_tokens=False), tag_ids(tokenizer).parallel}
