@@ -717,6 +717,44 @@ should_see("PlanWorld: split rate with the plan minus without", unseen["split_ra
 # paths save sequential steps (the verdict's last line), but here they also search less.
 
 # %% [markdown]
+# **Could RL have found a wider plan?** A width RL never samples is never rewarded. A second run
+# made the engine sample one choice hotter, the plan's "one more item?" after each item
+# (`--set width_temperature=5`; the log-probs stay the policy's), so plans of four and more deals
+# were drawn. `study plans` shows what happened to them: it writes a plan of the first w deals for
+# the cold start and lets it carry the block out. "answer in the plan" is what a working block
+# would find; "found by a path", how often a path did check the right deal and mark it ✓ (where
+# "right" is lower, the summary lost it).
+
+# %%
+forced = committed("planworld-plans-coldstart")
+print("the committed run:", forced["command"])
+by_width = forced["numbers"]["widths"]
+names = {"accuracy": "right", "found": "found by a path", "reach": "answer in the plan",
+         "valid_ratio": "strictly valid", "split_rate": "paths on their own deals"}
+carried = pd.DataFrame({w: {name: r[k] for k, name in names.items()} for w, r in by_width.items()})
+display(carried.rename_axis(columns="deals planned").style.format("{:.0%}"))
+explored = committed("planworld-rl-explore")["numbers"]
+before, after = explored["before"]["hard"], explored["after"]["hard"]
+print(f"RL with the width explored ({explored['steps']} steps): paths per block "
+      f"{before['mean_paths']:.2f} -> {after['mean_paths']:.2f}; blocks by width after RL "
+      f"{after['paths_hist']}")
+for w in ("3", "4"):
+    should_see(f"PlanWorld: a forced plan of {w} deals, right minus in reach",
+               by_width[w]["accuracy"] - by_width[w]["reach"], PROFILE)
+should_see("PlanWorld: RL with the width explored, paths per block after RL",
+           after["mean_paths"], PROFILE);
+
+# %% [markdown]
+# Up to three deals, the widths the cold start wrote, the block finds nearly every answer its plan
+# holds. From four on it finds fewer and fewer: its paths stop checking their own deals (with a
+# longer plan line before them they check another deal, or none), and the summary, which never
+# read more than three paths, often loses the one that found it. So a wider plan is not only
+# unlikely, the model cannot carry it out; when exploration drew one, its block failed and RL
+# learned to avoid it. The width RL can discover is bounded by the widths whose blocks work
+# ([docs/planworld.md](../docs/planworld.md#can-the-model-carry-out-a-wider-plan) has the pilots
+# that moved the break a deal further, and what to try next).
+
+# %% [markdown]
 # **When does parallel pay?** `study widths` evaluates the serial and unseen models (seed 0 of
 # each) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and seconds per
 # answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which

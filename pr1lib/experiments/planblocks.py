@@ -7,6 +7,8 @@ problem, the forked engine opening one path per planned deal, labels forced as i
 
 - ``accuracy``: how often the block's answer is right, against ``reach``, the share of problems
   whose answer the plan holds (a block that works finds every one of them);
+- ``found``: how often a path checked the right deal and marked it ✓ (``path_found``): where
+  ``accuracy`` falls below it, the summary lost what a path found;
 - ``valid_ratio``: strictly valid completions; ``split_rate``: blocks whose paths each checked
   their own deal with its own prices (``planworld.block_shares``).
 
@@ -46,6 +48,20 @@ def reach(question: str, width: int) -> bool:
     return planworld.solve(deals, total, candidates[:width]) is not None
 
 
+def path_found(text: str, letter: str) -> bool:
+    """Whether a path of the first block in ``text`` checked deal ``letter`` and marked it ✓.
+
+    >>> path_found("<Parallel><Path>(A) 1+2=3 vs 4 ✗</Path><Path>(B) 2+2=4 vs 4 ✓ B</Path>"
+    ...            "</Parallel>\\n<Summary>A</Summary>", "B")
+    True
+    """
+    from pr1lib.format.grammar import parse
+    from pr1lib.worlds.wideworld import OK
+
+    blocks = parse(text).blocks
+    return bool(blocks) and any(p.text.strip().endswith(f"{OK} {letter}") for p in blocks[0].paths)
+
+
 def forced_plan(
     model: Any, tokenizer: Any, width: int, n: int = N, seed: int = 0, temperature: float = 1.0
 ) -> dict[str, Any]:
@@ -78,6 +94,9 @@ def forced_plan(
         "n": len(records),
         "accuracy": round(scored["accuracy"], 4),
         "reach": round(statistics.fmean(reach(r["question"], width) for r in records), 4),
+        "found": round(
+            statistics.fmean(path_found(t, r["answer"][-1]) for r, t in zip(records, texts)), 4
+        ),
         "valid_ratio": round(scored["valid_ratio"], 4),
         "split_rate": round(statistics.fmean(firsts), 4) if firsts else 0.0,
         "example": texts[0],
@@ -98,8 +117,9 @@ def main(run: StudyRun) -> dict[str, Any]:
         row = forced_plan(model, tokenizer, width, run.option("n", N), run.seeds[0])
         out["widths"][str(width)] = row
         print(
-            f"{width} deals planned: {row['accuracy']:.1%} right of {row['reach']:.0%} in reach, "
-            f"{row['valid_ratio']:.0%} valid, {row['split_rate']:.0%} split",
+            f"{width} deals planned: {row['accuracy']:.1%} right, {row['found']:.0%} found by a "
+            f"path, {row['reach']:.0%} in reach, {row['valid_ratio']:.0%} valid, "
+            f"{row['split_rate']:.0%} split",
             flush=True,
         )
     return out

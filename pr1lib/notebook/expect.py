@@ -128,6 +128,11 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "PlanWorld: R1-Unseen's paths per block after RL": {"*": (2.6, 3.05)},
     "PlanWorld: split rate with the plan minus without": {"*": (0.4, 1.0)},
     "PlanWorld: R1-Unseen minus serial, hard mean@k": {"*": (-0.25, -0.02)},
+    # results/planworld-plans-coldstart: a forced plan of three deals finds what it holds (measured
+    # -2 points), of four far less (-19); results/planworld-rl-explore: no wider after RL (2.98)
+    "PlanWorld: a forced plan of 3 deals, right minus in reach": {"*": (-0.08, 0.05)},
+    "PlanWorld: a forced plan of 4 deals, right minus in reach": {"*": (-0.5, -0.1)},
+    "PlanWorld: RL with the width explored, paths per block after RL": {"*": (2.6, 3.05)},
     # results/planworld-widths: unseen's steps hardly move from 2 to 10 deals (its plans stay
     # about three wide; measured 1.06x) and at 10 deals it is below serial (measured -9.3 points)
     "PlanWorld sweep: unseen's steps at 10 deals over 2": {"*": (0.85, 1.25)},
