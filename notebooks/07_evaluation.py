@@ -738,21 +738,28 @@ before, after = explored["before"]["hard"], explored["after"]["hard"]
 print(f"RL with the width explored ({explored['steps']} steps): paths per block "
       f"{before['mean_paths']:.2f} -> {after['mean_paths']:.2f}; blocks by width after RL "
       f"{after['paths_hist']}")
+four = committed("planworld-plans-explore")["numbers"]["widths"]["4"]
+print(f"a forced plan of 4 deals after that RL: {four['accuracy']:.0%} right, {four['found']:.0%} "
+      f"found by a path (the cold start: {by_width['4']['accuracy']:.0%}, "
+      f"{by_width['4']['found']:.0%})")
 for w in ("3", "4"):
     should_see(f"PlanWorld: a forced plan of {w} deals, right minus in reach",
                by_width[w]["accuracy"] - by_width[w]["reach"], PROFILE)
 should_see("PlanWorld: RL with the width explored, paths per block after RL",
-           after["mean_paths"], PROFILE);
+           after["mean_paths"], PROFILE)
+should_see("PlanWorld: a forced plan of 4 deals, right after that RL minus before",
+           four["accuracy"] - by_width["4"]["accuracy"], PROFILE);
 
 # %% [markdown]
 # Up to three deals, the widths the cold start wrote, the block finds nearly every answer its plan
-# holds. From four on it finds fewer and fewer: its paths stop checking their own deals (with a
-# longer plan line before them they check another deal, or none), and the summary, which never
-# read more than three paths, often loses the one that found it. So a wider plan is not only
-# unlikely, the model cannot carry it out; when exploration drew one, its block failed and RL
-# learned to avoid it. The width RL can discover is bounded by the widths whose blocks work
-# ([docs/planworld.md](../docs/planworld.md#can-the-model-carry-out-a-wider-plan) has the pilots
-# that moved the break a deal further, and what to try next).
+# holds. From four on its paths stop checking their own deals (with a longer plan line before them
+# they check another deal, or none), so "found by a path" falls far below "answer in the plan".
+# RL with the width explored made it worse: after it, a four-deal block's paths still find some
+# answers, but its summary, paid only for blocks of three, rarely names the fourth path's. So a
+# wider plan is not only unlikely, the model cannot carry it out; when exploration drew one, its
+# block failed and RL learned to avoid it. The width RL can discover is bounded by the widths
+# whose blocks work ([docs/planworld.md](../docs/planworld.md#can-the-model-carry-out-a-wider-plan)
+# has the pilots that moved the break a deal further, and what to try next).
 
 # %% [markdown]
 # **When does parallel pay?** `study widths` evaluates the serial and unseen models (seed 0 of
