@@ -30,6 +30,7 @@ from pr1lib.experiments.blockcost import sample
 from pr1lib.format.plans import LETTERS, plan_line
 from pr1lib.format.prompts import chat_prompt
 
+WORLD = "planworld"  # the world whose plans it forces
 WIDTHS = (2, 3, 4, 6, 10)  # the tiers' widths (TIER_WIDTHS)
 N = 100
 
@@ -76,7 +77,7 @@ def forced_plan(
     """
     from pr1lib.evaluation.metrics import completion_metrics
 
-    world = worlds.get("planworld")
+    world = worlds.get(WORLD)
     records = load_benchmark(world.source("hard"), n, seed=0)
     from pr1lib.worlds import planworld
 
@@ -108,9 +109,9 @@ def main(run: StudyRun) -> dict[str, Any]:
     unseen cold start), at T = 1 with seed ``--seed``."""
     from pr1lib.evaluation.evaluate import load_for_eval
 
-    if (run.world or "planworld") != "planworld":
-        raise ValueError("study plans forces PlanWorld plans: give --world planworld")
-    name = run.option("model") or worlds.get("planworld").init("unseen")
+    if run.world not in (None, WORLD):
+        raise ValueError(f"study plans forces {WORLD}'s plans: leave --world out or give {WORLD}")
+    name = run.option("model") or worlds.get(WORLD).init("unseen")
     model, tokenizer = load_for_eval(name, run.profile)
     out = {"model": name, "seed": run.seeds[0], "widths": {}}
     for width in run.option("widths", WIDTHS):
