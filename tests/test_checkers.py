@@ -121,8 +121,10 @@ def test_boxed_only_answers_count_for_project_not_official(name):
         assert verdict == {
             "official": False,
             "project": True,
+            "checked": False,  # no deal checked: a math answer is never a checked letter
             "pred_official": None,
             "pred_project": rec["answer"],
+            "pred_checked": rec["answer"],
         }, rec["id"]
 
 

@@ -191,11 +191,11 @@ def test_parity_cases_are_named_once():
 
 # ----------------------------------------------------------------------------- the registry
 def test_registry_names_and_stage_defaults():
-    assert set(G.GRADERS) == {"official", "project"}
+    assert set(G.GRADERS) == {"official", "project", "checked"}
     assert DEFAULT_GRADERS == {"stage2": "project", "stage3": "project", "eval": "official"}
     assert [G.default_grader(s) for s in (2, 3, "eval")] == ["project", "project", "official"]
     with pytest.raises(
-        ValueError, match="unknown grader 'strict'; choose one of official, project"
+        ValueError, match="unknown grader 'strict'; choose one of official, project, checked"
     ):
         G.get_grader("strict")
 
@@ -329,3 +329,20 @@ def test_the_341_real_teacher_traces_under_both_graders():
     assert sum("$" in G.project_answer(r["response"]) for r in flips) == 46
     assert sum(G.GRADERS["official"].valid(r["response"]) for r in rows) == 341
     assert sum(G.GRADERS["project"].valid(r["response"]) for r in rows) == 338
+
+
+# ----------------------------------------------------------------------------- checked (PlanWorld)
+def test_the_checked_grader_pays_a_letter_only_where_a_check_of_that_deal_says_so():
+    block = (
+        "Check (A), (B)\n<Parallel><Path>(A) 4+9=13 vs 14 ✗</Path><Path>(B) {b}</Path></Parallel>\n"
+    )
+    found = block.format(b="6+8=14 vs 14 ✓ B") + "<Summary>B</Summary>\nFinal Answer: B"
+    guess = block.format(b="6+9=15 vs 14 ✗") + "<Summary>C</Summary>\nFinal Answer: C"
+    serial_guess = "(A) 4+9=13 vs 14 ✗\n(B) 6+9=15 vs 14 ✗\nFinal Answer: C"
+    serial = "(A) 4+9=13 vs 14 ✗\n(C) 5+9=14 vs 14 ✓\nFinal Answer: C"
+    bad_sum = "(C) 5+8=14 vs 14 ✓\nFinal Answer: C"  # a ✓ on a wrong sum checks nothing
+    checked, project = G.GRADERS["checked"], G.GRADERS["project"]
+    assert checked.correct(found, "B") and checked.correct(serial, "C")
+    for text in (guess, serial_guess, bad_sum):
+        assert project.correct(text, "C") and not checked.correct(text, "C")
+    assert not checked.correct(found, "C")  # a wrong letter stays wrong

@@ -16,7 +16,13 @@ from pr1lib.config import GRPOStageConfig
 from pr1lib.config.checks import allowed_values, check_model, parse_keys, parse_sets
 from pr1lib.experiments import STUDIES
 from pr1lib.store.paths import runs_dir
-from pr1lib.training.runs import GRPO_RESUMABLE, allow_cross_variant, check_run_dir, check_variant
+from pr1lib.training.runs import (
+    GRPO_RESUMABLE,
+    allow_cross_variant,
+    check_run_dir,
+    check_variant,
+    follow_hidden_plans,
+)
 
 
 def _print_row(row: dict) -> None:
@@ -55,6 +61,7 @@ def _stage_run(args: Any, profile: str, seed: int, several: bool) -> tuple[Any, 
     out = out / f"seed{seed}" if args.out and several else out
     check_apart(out, init, "--init")
     check_variant(init, cfg.variant, args.cross_variant)  # seen <-> unseen only when meant
+    cfg = follow_hidden_plans(cfg, init)
     if not args.overwrite:
         check_run_dir(out, init, cfg)
     return cfg, init, out

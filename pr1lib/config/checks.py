@@ -403,7 +403,7 @@ def letter_paths(cfg: Any) -> str | None:
 
 
 # rules between a config's fields: each returns what is wrong (one sentence), None when nothing
-RELATIONS: list[Callable[[Any], str | None]] = [letter_paths]
+RELATIONS: list[Callable[[Any], str | None]] = [letter_paths]  # config.rl adds hidden_plans
 
 
 def check_count(flag: str, value: int | None, lowest: int = 1, none: str = "") -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pr1lib import worlds
-from pr1lib.config.checks import allowed_values
+from pr1lib.config.checks import RELATIONS, allowed_values
 from pr1lib.config.profiles import TINY_THREADS, Preset, check_profile
 from pr1lib.config.recipe import (
     CLIP_HIGH,
@@ -82,6 +82,8 @@ class GRPOStageConfig(Preset):
     top_p: float = 1.0
     # exploration on the plan's width (RolloutConfig.width_temperature); 0: sampled at temperature
     width_temperature: float = 0.0
+    hide_plan: bool = False  # unseen: paths do not read the plan line (RolloutConfig.hide_plan);
+    # the rollouts and the trainer's mask both (a start trained with it needs it)
     loss_type: str = "dapo"  # token mean over the batch (verl's token-mean)
     scale_rewards: str = "group"  # A = (r - mean) / std within each group
     use_lora: bool = True
@@ -275,3 +277,25 @@ class GRPOStageConfig(Preset):
     def eval_rollout_mode(self) -> str:
         """``eval_mode``, else the training rollouts' mode (``trl`` evaluates in ``seen`` mode)."""
         return self.eval_mode or ("seen" if self.rollout_mode == "trl" else self.rollout_mode)
+
+
+def hidden_plans(cfg: Any) -> str | None:
+    """What is wrong with ``hide_plan`` on a config whose blocks are not path-isolated: a causal
+    (seen) stream reads every token before it, so nothing can be hidden (``None``: nothing).
+
+    >>> from types import SimpleNamespace as S
+    >>> hidden_plans(S(hide_plan=True, variant="seen"))[:44]
+    'hide_plan: a plan is hidden only by the unse'
+    """
+    if not getattr(cfg, "hide_plan", False):
+        return None
+    kind = getattr(cfg, "variant", None) or getattr(cfg, "mode", None)
+    if kind in ("unseen", "forked", None):
+        return None
+    return (
+        f"hide_plan: a plan is hidden only by the unseen mask and forked rollouts, not {kind!r} "
+        "(use --variant unseen, or leave hide_plan off)"
+    )
+
+
+RELATIONS.append(hidden_plans)  # every config with hide_plan: GRPO, SFT, eval, rollouts

@@ -236,6 +236,7 @@ class SFTStageConfig(Preset):
     # plan line taken out (format.plans.drop_plans), the plan-removed control of docs/planworld.md
     path_headers: bool = False  # each path opens with its number, "(1) ", "(2) " (an extension
     # for paths that split a search without seeing each other: format.number_paths)
+    hide_plan: bool = False  # unseen: paths do not read the plan line (structure, hidden plans)
     eval_n: int = 200  # held-out easy problems before/after (the protocol: eval_k samples at T = 1,
     eval_k: int = 4  # ... and greedy beside it; 200 x 4 leave about ±2 points of noise)
     eval_max_new_tokens: int = 256
@@ -409,6 +410,7 @@ class EvalConfig(Preset):
     engine: str = "auto"  # rollout | generate | auto (rollout when the tokenizer has the tags)
     path_headers: bool = False  # forked: the engine opens path j with "(j+1)" (numbered paths)
     header_style: str = "number"  # path_headers' labels: "number" (1), (2) ... | "letter" (B), (C)
+    hide_plan: bool = False  # forked: paths do not read the plan line (RolloutConfig.hide_plan)
     batch_size: int = 16  # prompts per generation call (each gives k samples)
     grader: str | None = None  # accuracy / pass_at_k: official | project; None: DEFAULT_GRADERS
     prompt_style: str | None = None  # None: the profile's ModelConfig.prompt_style
@@ -457,6 +459,9 @@ class RolloutConfig(Preset):
     # the plan's one-more-item choice (the token after an item's letter) is sampled at this
     # temperature, 0: at ``temperature``; RL exploration only, log-probs stay at ``temperature``
     width_temperature: float = 0.0
+    # forked: a block's plan line (and <Parallel>) is read by nothing after it: paths start where
+    # it did (pr1lib.decoding.structure, hidden plans); the model must be trained with it
+    hide_plan: bool = False
     profile: str = "tiny"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -474,6 +479,7 @@ class RolloutConfig(Preset):
         "top_p",
         "path_headers",
         "header_style",
+        "hide_plan",
         "profile",
     )  # the fields a stage's or an evaluation's config gives its rollouts under the same names
 

@@ -44,6 +44,10 @@ Rules (all deterministic):
   after a line that is no plan of 2 to ``num_paths`` items ends the sample
   (``finish_reason="bad_plan"``, graded as any malformed block). A queued label is written even
   where the path samples eos (only its cap closes it first).
+- **hidden plans** (``hide_plan``, forked mode): the paths' rows leave out the plan line and
+  ``<Parallel>`` (``structure.plan_length``) and start at the plan's first position, so a path,
+  and the summary and text built on path 1's row, never read the plan (the unseen mask's
+  ``hide_plan`` rule: the trainer scores the same thing).
 - **nothing forced** (``header_style="none"``, or no ``path_headers``): every fork opens
   ``num_paths`` paths and each path's first token after ``<Path>`` is sampled: the paths are told
   nothing about which share is theirs (the plan-removed control of docs/planworld.md).
@@ -64,7 +68,7 @@ from pr1lib.decoding.explore import WidthTokens, hotter, next_choice
 from pr1lib.decoding.kvcache import Streams
 from pr1lib.decoding.regroup import _Row, _Rows
 from pr1lib.decoding.rowcache import RowStreams
-from pr1lib.decoding.structure import TagIds, attn_implementation, tag_ids
+from pr1lib.decoding.structure import TagIds, attn_implementation, plan_length, tag_ids
 from pr1lib.format import plans
 from pr1lib.format.grammar import path_header
 
@@ -325,7 +329,7 @@ class Engine(_Rows):
                 feed=self.tags.path,
                 index=j,
                 cap=cap,
-                n_prefix=self.streams.n_real(row.slot),
+                n_prefix=self.streams.n_real(row.slot) - self.hidden(s),
                 buf=Rollout([]),
             )
             for j in range(k)
@@ -334,6 +338,13 @@ class Engine(_Rows):
             r.group, r.queue = group, list(headers[j])
             r.buf.add(self.tags.path, self.lp(i, self.tags.path) if j == 0 else 0.0, 1)
         row.fork_pending, row.group = False, group
+
+    def hidden(self, s: Rollout) -> int:
+        """How many of the row's last keys its paths leave out: the plan and ``<Parallel>`` with
+        ``hide_plan``, else none."""
+        if not (self.cfg.hide_plan and self.cfg.mode == "forked"):
+            return 0
+        return plan_length(s.prompt_ids + s.completion_ids, self.tags)
 
     def plan_headers(self, s: Rollout) -> list[list[int]] | None:
         """The label tokens of each path the sample's own plan names (its last line before the

@@ -169,8 +169,9 @@ class _Rows:
             if merging:
                 segments, next_pos = self.merge_plan(row.group, where, real, old_pos)
                 out.append((self.merge(row.group), segments, next_pos))
-            elif row.group and row.kind != "path":  # a fork: k copies of the row
-                out += [(r, [(i, 0, n)], old_pos[i]) for r in row.group]
+            elif row.group and row.kind != "path":  # a fork: k copies of the row (a hidden plan
+                # left out: its paths start where it did)
+                out += [(r, [(i, 0, r.n_prefix)], old_pos[i] - n + r.n_prefix) for r in row.group]
             else:
                 out.append((row, [(i, 0, n)], old_pos[i]))
         return out

@@ -127,12 +127,13 @@ def rollout_logprobs(
     rollouts: Sequence[Rollout],
     mode: str = "forked",
     temperature: float = 1.0,
+    hide_plan: bool = False,
 ) -> list[list[float]]:
     """Each completion token's log-prob, recomputed with one structure-masked forward (the
     trainer's view).
 
-    ``mode`` is the rollout mode: ``forked`` scores under the unseen mask, ``seen`` and
-    ``reread`` causally (sequential positions).
+    ``mode`` is the rollout mode: ``forked`` scores under the unseen mask (``hide_plan``: plans
+    hidden, ``RolloutConfig.hide_plan``), ``seen`` and ``reread`` causally (sequential positions).
     ``temperature=0`` (greedy) scores at 1, as the engine records greedy log-probs.
     """
     temperature = temperature if temperature > 0 else 1.0
@@ -153,5 +154,6 @@ def rollout_logprobs(
             starts,
             padding_mask=real,
             temperature=temperature,
+            hide_plan=hide_plan and mode == "forked",
         )  # (B, L)
     return [lp[b, starts[b] : len(seqs[b])].tolist() for b in range(len(rollouts))]

@@ -9,6 +9,12 @@ next to a batch. For the official layout
   the summary and all later text see every path. ``mode="seen"`` is the plain causal mask.
 - **positions**: sequential, except that every path restarts at ``pos(<Parallel>) + 1`` and the
   first token after the paths (``</Parallel>``) gets ``max path end + 1``.
+- **hidden plans** (``hide_plan=True``, unseen only): a block's plan, the line before its
+  ``<Parallel>`` (from the line's start, or the last tag, to ``<Parallel>`` itself), is read by
+  nothing after that ``<Parallel>``: its paths, summary and later text attend past it, as if it
+  had been taken out, and the paths restart at the plan's first position. A path then reads what
+  a path of any plan reads: the question, the text before the plan and its own label
+  (docs/planworld.md, regime 7). ``plan_length`` is the span the rollout engine leaves out.
 
 Malformed or truncated structure never raises (unless ``strict=True``); the rule is causal, so
 the structure of a prefix is the prefix of the structure (a rollout cut at its token budget
@@ -52,6 +58,7 @@ class TagIds(NamedTuple):
     summary: int
     end_summary: int
     pad: int | None = None
+    newline: int | None = None  # "\n" (hidden plans: where a plan line starts)
 
 
 def tag_ids(tokenizer: Any) -> TagIds:
@@ -68,7 +75,27 @@ def tag_ids(tokenizer: Any) -> TagIds:
         raise ValueError(
             f"the tokenizer lacks some of the tags {TAGS}; add them first (pr1lib.decoding.tokens)"
         )
-    return TagIds(*ids, pad=tokenizer.pad_token_id)
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    return TagIds(*ids, pad=tokenizer.pad_token_id, newline=newline[-1] if newline else None)
+
+
+def plan_length(ids: Sequence[int], tags: TagIds) -> int:
+    """How many tokens a hidden plan takes out: from the start of the line before the last token
+    (a ``<Parallel>``) to that token, both included. The line starts after the last newline or tag;
+    a newline right before ``<Parallel>`` ends the plan line and belongs to it.
+
+    >>> t = TagIds(1, 2, 3, 4, 5, 6, pad=0, newline=9)
+    >>> plan_length([7, 9, 8, 8, 8, 9, 1], t), plan_length([6, 8, 8, 1], t), plan_length([9, 1], t)
+    (5, 3, 2)
+    """
+    if tags.newline is None:
+        raise ValueError("hidden plans need the newline's token id (TagIds.newline)")
+    breaks = {tags.newline, *tags[:6]}
+    end = len(ids) - 1  # the <Parallel>
+    i = end - 1 if end > 0 and ids[end - 1] == tags.newline else end
+    while i > 0 and ids[i - 1] not in breaks:
+        i -= 1
+    return end - i + 1
 
 
 @dataclass
@@ -82,6 +109,8 @@ class Structure:
     block: list[int] = field(default_factory=list)
     path: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    cut: list[int] = field(default_factory=list)  # a hidden plan's tokens: the index of its
+    # <Parallel>, the last token that reads them (-1: read by all later tokens)
 
     def spans(self) -> list[tuple[int, int, int]]:
         """``(block, start, end)`` of every path, ``end`` exclusive."""
@@ -98,8 +127,8 @@ class _Parser:
     """A state machine (``out`` / ``block`` / ``path`` / ``tail``) over token ids, one token at a
     time."""
 
-    def __init__(self, tags: TagIds):
-        self.t, self.s = tags, Structure()
+    def __init__(self, tags: TagIds, hide_plan: bool = False):
+        self.t, self.s, self.hide_plan, self.ids = tags, Structure(), hide_plan, []
         self.state, self.next_pos, self.n_blocks, self.n_paths = "out", 0, 0, 0
         self.base = self.top = 0  # where paths start; the largest position used in the block
 
@@ -107,6 +136,7 @@ class _Parser:
         self.s.positions.append(pos)
         self.s.block.append(block)
         self.s.path.append(path)
+        self.s.cut.append(-1)
         self.next_pos, self.top = pos + 1, max(self.top, pos)
 
     def text(self, tok: int) -> None:
@@ -115,6 +145,13 @@ class _Parser:
     def feed(self, tok: int) -> None:
         getattr(self, "_" + self.state)(tok)
 
+    def hide(self) -> None:
+        """The block just opened: hide its plan from what follows; its paths start where it did."""
+        i = len(self.s.cut) - 1  # the <Parallel>
+        a = i + 1 - plan_length(self.ids[: i + 1], self.t)
+        self.s.cut[a : i + 1] = [i] * (i + 1 - a)
+        self.base, self.top = self.s.positions[a], self.s.positions[a] - 1
+
     def _out(self, tok: int) -> None:
         if tok == self.t.parallel:
             self.state, self.blk, self.path_idx = "block", self.n_blocks, -1
@@ -122,6 +159,8 @@ class _Parser:
             self.top = self.next_pos
             self.emit(self.next_pos, self.blk)
             self.base = self.next_pos
+            if self.hide_plan:
+                self.hide()
             return
         if tok in (self.t.path, self.t.end_path, self.t.end_parallel):
             self.s.errors.append(f"stray tag {tok} outside a block at {len(self.s.positions)}")
@@ -163,10 +202,13 @@ class _Parser:
         self.emit(self.next_pos, self.blk, self.path_idx)
 
 
-def parse(ids: Sequence[int], tags: Any, start: int = 0, strict: bool = False) -> Structure:
+def parse(
+    ids: Sequence[int], tags: Any, start: int = 0, strict: bool = False, hide_plan: bool = False
+) -> Structure:
     """Label every token of ``ids``; structure is read only from index ``start`` on.
 
     ``tags`` is a tokenizer or a ``TagIds``. With ``strict=True`` malformed input raises.
+    ``hide_plan``: each block's plan is hidden from what follows (``Structure.cut``).
 
     >>> t = TagIds(1, 2, 3, 4, 5, 6)
     >>> s = parse([9, 1, 3, 7, 4, 3, 7, 7, 4, 2, 8], t)
@@ -176,8 +218,9 @@ def parse(ids: Sequence[int], tags: Any, start: int = 0, strict: bool = False) -
     [-1, -1, 0, 0, 0, 1, 1, 1, 1, -1, -1]
     """
     tags = tag_ids(tags)
-    p = _Parser(tags)
+    p = _Parser(tags, hide_plan)
     for i, tok in enumerate(ids):
+        p.ids.append(int(tok))
         if i < start:
             p.text(int(tok))  # the prompt: plain sequential text
         else:
@@ -204,10 +247,13 @@ def structure_tensors(
     response_start: Any = None,
     padding_mask: torch.Tensor | None = None,
     strict: bool = False,
+    hide_plan: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Per-token ``position_ids``, ``block``, ``path`` and ``valid`` tensors, all ``(B, L)``.
+    """Per-token ``position_ids``, ``block``, ``path``, ``cut``, ``valid`` tensors, all ``(B, L)``.
 
     Pads get position 0 and no path. ``mode="seen"`` gives sequential positions and no paths.
+    ``cut``: a hidden plan's tokens hold the index of their ``<Parallel>`` (later queries do not
+    read them), every other token ``L``.
 
     >>> t = TagIds(1, 2, 3, 4, 5, 6, pad=0)
     >>> ids = torch.tensor([[1, 3, 7, 4, 3, 4, 2], [9, 9, 0, 0, 0, 0, 0]])
@@ -222,7 +268,7 @@ def structure_tensors(
     B, L = input_ids.shape
     out = {
         k: torch.full((B, L), v, dtype=torch.long)
-        for k, v in (("position_ids", 0), ("block", -1), ("path", -1))
+        for k, v in (("position_ids", 0), ("block", -1), ("path", -1), ("cut", L))
     }
     for b in range(B):
         idx = valid[b].nonzero().squeeze(1).cpu()  # (n,)
@@ -231,15 +277,23 @@ def structure_tensors(
         if mode == "seen":
             out["position_ids"][b, idx] = torch.arange(len(idx))
             continue
-        s = parse(input_ids[b, idx].tolist(), tags, n_before, strict)
+        s = parse(input_ids[b, idx].tolist(), tags, n_before, strict, hide_plan)
         for key, values in (("position_ids", s.positions), ("block", s.block), ("path", s.path)):
             out[key][b, idx] = torch.tensor(values, dtype=torch.long)
+        cut = torch.tensor(s.cut, dtype=torch.long)  # (n,) local indices, -1: none
+        out["cut"][b, idx[cut >= 0]] = idx[cut[cut >= 0]]  # the <Parallel>'s padded index
     out = {k: v.to(input_ids.device) for k, v in out.items()}
     return {**out, "valid": valid}
 
 
-def allowed_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Bool ``(B, L, L)``: query ``q`` may attend to key ``k`` (True = attend).
+def allowed_mask(
+    block: torch.Tensor,
+    path: torch.Tensor,
+    valid: torch.Tensor,
+    cut: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Bool ``(B, L, L)``: query ``q`` may attend to key ``k`` (True = attend); with ``cut``
+    (``structure_tensors``), not to a hidden plan's key after its ``<Parallel>``.
 
     >>> m = allowed_mask(
     ...     torch.tensor([[-1, 0, 0]]),
@@ -256,11 +310,16 @@ def allowed_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) -
     sibling = (block[:, :, None] == block[:, None, :]) & (path[:, :, None] != path[:, None, :])
     sibling &= in_path[:, :, None] & in_path[:, None, :]  # (B, L, L)
     allowed = causal[None] & ~sibling & valid[:, None, :]  # (B, L, L)
+    if cut is not None:
+        q = torch.arange(L, device=block.device)[None, :, None]  # (1, L, 1)
+        allowed &= q <= cut[:, None, :]  # (B, L, L)
     eye = torch.eye(L, dtype=torch.bool, device=block.device)[None]  # (1, L, L)
     return torch.where(valid[:, :, None], allowed, eye)  # (B, L, L) pad rows: diagonal only
 
 
-def _block_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) -> Any:
+def _block_mask(
+    block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor, cut: torch.Tensor
+) -> Any:
     """The same rule as ``allowed_mask`` as a flex-attention ``BlockMask``."""
     from torch.nn.attention.flex_attention import create_block_mask
 
@@ -271,7 +330,7 @@ def _block_mask(block: torch.Tensor, path: torch.Tensor, valid: torch.Tensor) ->
             & (path[b, q] >= 0)
             & (path[b, k] >= 0)
         )
-        keep = (k <= q) & ~sibling & valid[b, k]
+        keep = (k <= q) & ~sibling & valid[b, k] & (q <= cut[b, k])
         return torch.where(valid[b, q], keep, q == k)
 
     B, L = block.shape
@@ -307,6 +366,7 @@ def attention_inputs(
     padding_mask: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float32,
     strict: bool = False,
+    hide_plan: bool = False,
 ) -> dict[str, Any]:
     """``attention_mask`` (4D, or a ``BlockMask`` for flex) and ``position_ids`` for a causal LM.
 
@@ -321,13 +381,14 @@ def attention_inputs(
     >>> out["position_ids"].tolist()
     [[0, 1, 2, 3, 1, 2, 3, 4, 0]]
     """
-    st = structure_tensors(input_ids, tokenizer, mode, response_start, padding_mask, strict)
+    st = structure_tensors(
+        input_ids, tokenizer, mode, response_start, padding_mask, strict, hide_plan
+    )
+    parts = st["block"], st["path"], st["valid"], st["cut"]
     if attn_implementation == "flex_attention":
-        mask = _block_mask(st["block"], st["path"], st["valid"])
+        mask = _block_mask(*parts)
     else:
-        mask = to_model_mask(
-            allowed_mask(st["block"], st["path"], st["valid"]), attn_implementation, dtype
-        )
+        mask = to_model_mask(allowed_mask(*parts), attn_implementation, dtype)
     return {"attention_mask": mask, "position_ids": st["position_ids"]}
 
 
@@ -346,6 +407,7 @@ def structured_logprobs(
     padding_mask: torch.Tensor | None = None,
     temperature: float = 1.0,
     logits_to_keep: int = 0,
+    hide_plan: bool = False,
 ) -> torch.Tensor:
     """Log-prob of every token given what it may see: ``(B, L)``, column 0 is 0.
 
@@ -362,6 +424,7 @@ def structured_logprobs(
         attn_implementation(model),
         padding_mask=padding_mask,
         dtype=dtype,
+        hide_plan=hide_plan,
     )
     keep = logits_to_keep + 1 if logits_to_keep else 0
     # (B, K, V)

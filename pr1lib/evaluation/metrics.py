@@ -225,7 +225,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def _correct(row: dict, grader: str) -> list[bool]:
-    return row.get(f"correct_{grader}", row.get(_OLD_ROW_KEYS[grader], []))
+    return row.get(f"correct_{grader}", row.get(_OLD_ROW_KEYS.get(grader, ""), []))
 
 
 def _grader_columns(rows: list[dict], k: int) -> dict[str, Any]:

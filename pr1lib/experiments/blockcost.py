@@ -94,10 +94,11 @@ def sample(
     path_headers: bool = False,
     num_paths: int = 2,
     header_style: str = "number",
+    hide_plan: bool = False,
 ) -> list[list[str]]:
     """``k`` completions per prompt, forced to open with a block (``block=True``) or to have
     none (``path_headers``: forked paths open with their numbers, for a model trained so;
-    ``num_paths`` per block, a world's ``layout``)."""
+    ``num_paths`` per block, a world's ``layout``; ``hide_plan`` for a model trained with it)."""
     cfg = RolloutConfig(
         mode=mode,
         temperature=temperature,
@@ -108,6 +109,7 @@ def sample(
         path_headers=path_headers,
         num_paths=num_paths,
         header_style=header_style,
+        hide_plan=hide_plan,
     )  # after its block the answer still follows
     rows = [p for p in prompts for _ in range(k)]  # k rows per prompt, kept together
     gen = torch.Generator(device=model.device).manual_seed(seed)

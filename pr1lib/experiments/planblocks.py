@@ -64,9 +64,16 @@ def path_found(text: str, letter: str) -> bool:
 
 
 def forced_plan(
-    model: Any, tokenizer: Any, width: int, n: int = N, seed: int = 0, temperature: float = 1.0
+    model: Any,
+    tokenizer: Any,
+    width: int,
+    n: int = N,
+    seed: int = 0,
+    temperature: float = 1.0,
+    hide_plan: bool = False,
 ) -> dict[str, Any]:
-    """One width: the forced plan of the first ``width`` deals on ``n`` hard problems (module doc).
+    """One width: the forced plan of the first ``width`` deals on ``n`` hard problems (module doc;
+    ``hide_plan``: for a model trained with hidden plans).
 
     >>> from pr1lib.decoding.models import build_random_tiny
     >>> from pr1lib.decoding.tokens import add_parallel_tags
@@ -84,7 +91,15 @@ def forced_plan(
     plan = plan_line(list(LETTERS[:width]), span=planworld.SPANS) + "\n"  # as its teacher writes
     prompts = [chat_prompt(r["question"], tokenizer, "tiny") + plan for r in records]
     rows = sample(
-        model, tokenizer, prompts, 1, True, "forked", temperature, seed=seed, **world.budgets
+        model,
+        tokenizer,
+        prompts,
+        1,
+        True,
+        "forked",
+        temperature,
+        seed=seed,
+        **{**world.budgets, "hide_plan": hide_plan},
     )
     texts = [plan + row[0] for row in rows]
     splits = [world.block_splits(r["question"], t)[:1] for r, t in zip(records, texts)]
@@ -108,14 +123,16 @@ def main(run: StudyRun) -> dict[str, Any]:
     """``study plans``: every width of ``--widths`` for ``--model`` (default: PlanWorld's shipped
     unseen cold start), at T = 1 with seed ``--seed``."""
     from pr1lib.evaluation.evaluate import load_for_eval
+    from pr1lib.training.runs import recorded_hide_plan
 
     if run.world not in (None, WORLD):
         raise ValueError(f"study plans forces {WORLD}'s plans: leave --world out or give {WORLD}")
     name = run.option("model") or worlds.get(WORLD).init("unseen")
     model, tokenizer = load_for_eval(name, run.profile)
-    out = {"model": name, "seed": run.seeds[0], "widths": {}}
+    hide = recorded_hide_plan(name)  # decoded as it was trained
+    out = {"model": name, "seed": run.seeds[0], "hide_plan": hide, "widths": {}}
     for width in run.option("widths", WIDTHS):
-        row = forced_plan(model, tokenizer, width, run.option("n", N), run.seeds[0])
+        row = forced_plan(model, tokenizer, width, run.option("n", N), run.seeds[0], 1.0, hide)
         out["widths"][str(width)] = row
         print(
             f"{width} deals planned: {row['accuracy']:.1%} right, {row['found']:.0%} found by a "

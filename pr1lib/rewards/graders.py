@@ -1,4 +1,4 @@
-"""Answer graders: one registry, two graders, each total over any input.
+"""Answer graders: one registry, three graders, each total over any input.
 
 A grader answers two questions about a completion: is its final answer right, and are its tags
 valid. Rewards (``pr1lib.rewards.functions``) and evaluation (``pr1lib.evaluation.evaluate``) ask
@@ -17,12 +17,17 @@ them through ``GRADERS[name]``; the default per stage is ``pr1lib.config.DEFAULT
 * ``project`` is this project's: ``validate(text, strict=True)`` and ``extract_answer`` +
   ``answers_match`` (numbers by value, math-verify for LaTeX, hedges refused); evaluation also
   reads a lone ``\\boxed{}`` when there is no ``Final Answer:`` line.
+* ``checked`` is ``project`` for answers that are a deal's letter (PlanWorld, docs/planworld.md):
+  a right letter counts only where the completion checked that deal, a line
+  ``(B) 6+8=14 vs 14 ✓`` with its sum right; a right letter no check names is a guess, and
+  wrong. Serial and parallel searches are held to the same rule (no answer mode pays a guess).
 
 Every function here takes anything: a non-string completion or gold is wrong (and invalid), never
 an exception, and every parse is linear in the input's length.
 
->>> check("aime24", "so the answer is\\nFinal Answer: 25", "25")
-{'official': True, 'project': True, 'pred_official': '25', 'pred_project': '25'}
+>>> out = check("aime24", "so the answer is\\nFinal Answer: 25", "25")
+>>> out["official"], out["project"], out["checked"], out["pred_official"], out["pred_project"]
+(True, True, False, '25', '25')
 """
 
 from __future__ import annotations
@@ -307,6 +312,25 @@ def project_answer(completion: Any, boxed: bool = True) -> str | None:
     return pred if pred is not None or not boxed else last_boxed(completion)
 
 
+_CHECKED = re.compile(r"\(([A-Z])\) (\d{1,6})\+(\d{1,6})=(\d{1,7}) vs (\d{1,7}) ✓")
+
+
+def checked_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
+    """``project_correct``, and a check of the answered deal marked ✓ with its sum right.
+
+    >>> right = "<Path>(B) 6+8=14 vs 14 ✓ B</Path>\\nFinal Answer: B"
+    >>> checked_correct(right, "B"), checked_correct("(A) 4+9=13 vs 14 ✗\\nFinal Answer: B", "B")
+    (True, False)
+    """
+    if not project_correct(completion, gold, boxed):
+        return False
+    pred = str(project_answer(completion, boxed)).strip()
+    return any(
+        x == pred and int(a) + int(b) == int(c) == int(t)
+        for x, a, b, c, t in _CHECKED.findall(completion)
+    )
+
+
 def project_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
     """The project's verdict: ``project_answer`` equals the gold by value, as text or by
     math-verify.
@@ -373,6 +397,15 @@ GRADERS: dict[str, Grader] = {
         "by value "
         "(math-verify for LaTeX, hedges refused), a lone \\boxed{} read in evaluation",
     ),
+    "checked": Grader(
+        "checked",
+        strict_format=True,
+        plain_needs_valid=True,
+        correct_fn=lambda c, g, source, boxed: checked_correct(c, g, boxed),
+        answer_fn=lambda c, source, boxed: project_answer(c, boxed),
+        about="the project's, for a deal's letter (PlanWorld): right only where a check of that "
+        "deal, its sum right, is marked ✓ (a guess is wrong)",
+    ),
 }
 register_choices(grader=lambda: tuple(GRADERS))  # every config's grader field is one or None
 
@@ -410,7 +443,7 @@ def default_grader(stage: Any) -> str:
 
 
 def check(benchmark: Any, completion: Any, gold: Any) -> dict:
-    """Both graders' verdicts and predictions for one completion on ``benchmark`` (evaluation:
+    """Every grader's verdict and prediction for one completion on ``benchmark`` (evaluation:
     the project grader reads a lone ``\\boxed{}``)."""
     out: dict[str, Any] = {}
     for name, grader in GRADERS.items():

@@ -67,6 +67,7 @@ from pr1lib.training.runs import (
     Run,
     check_variant,
     claim_run_dir,
+    follow_hidden_plans,
     follow_start,
     last_checkpoint,
     resumable_checkpoint,
@@ -137,6 +138,7 @@ class GRPOSession:
         follow: bool = False,
         cross_variant: bool = False,
     ) -> None:
+        cfg = follow_hidden_plans(cfg, init)  # a start trained with hidden plans keeps them
         check_config(cfg)
         # a start trained as the other parallel variant: refused unless meant (the card says so)
         self.init_variant = check_variant(init, cfg.variant, cross_variant)

@@ -141,12 +141,14 @@ class ParallelGRPOTrainer(GRPOTrainer):
         sampler: DynamicSampler | None = None,
         length_buckets: int = 1,
         share_prompts: bool = False,
+        hide_plan: bool = False,
         **kwargs: Any,
     ) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.variant, self.sampler = variant, sampler
         self.length_buckets, self.share_prompts = length_buckets, share_prompts
+        self.hide_plan = hide_plan  # the unseen mask hides each block's plan (its rollouts' rule)
         super().__init__(*args, **kwargs)
         expose_head_bias(self.model)  # the same PEFT/TRL shim as the SFT stage
 
@@ -250,6 +252,7 @@ class ParallelGRPOTrainer(GRPOTrainer):
             attn_implementation(bare),
             padding_mask=mask2d.bool(),
             dtype=bare.dtype,
+            hide_plan=self.hide_plan,
         )  # eager's additive mask takes the compute dtype
 
     def _unseen_forward(self, model, ids: torch.Tensor, mask2d: torch.Tensor, logits_to_keep: int):
@@ -292,6 +295,7 @@ def build_trainer(
         sampler=sampler,
         length_buckets=cfg.length_buckets,
         share_prompts=cfg.share_prompts,
+        hide_plan=cfg.hide_plan,
     )
     # the dashboard (or the CLI's one line per step) reports instead
     trainer.remove_callback(PrinterCallback)

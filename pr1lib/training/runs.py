@@ -157,9 +157,35 @@ def recorded_variant(init: str | Path | None) -> str | None:
     >>> recorded_variant("data/tinyworld-sft-unseen"), recorded_variant("data/tiny-base")
     ('unseen', None)
     """
+    variant = _stage_config(init).get("variant")
+    return variant if isinstance(variant, str) and variant else None
+
+
+def recorded_hide_plan(init: str | Path | None) -> bool:
+    """Was ``init`` trained with hidden plans (its stage config's ``hide_plan``)? A model that was
+    must be decoded and trained on with them (``pr1lib.decoding.structure``, hidden plans).
+
+    >>> recorded_hide_plan("data/planworld-sft-unseen"), recorded_hide_plan(None)
+    (False, False)
+    """
+    return _stage_config(init).get("hide_plan") is True
+
+
+def follow_hidden_plans(cfg: Any, init: str | Path | None) -> Any:
+    """``cfg`` with ``hide_plan`` on when ``init`` was trained with it (one line says so)."""
+    if getattr(cfg, "hide_plan", True) or not recorded_hide_plan(init):
+        return cfg
+    print(f"note: {init} was trained with hidden plans (its config): hide_plan=true", flush=True)
+    return cfg.replace(hide_plan=True)
+
+
+def _stage_config(init: str | Path | None) -> dict[str, Any]:
+    """The SFT or GRPO config a run or model folder was trained with (``config.json``, a shipped
+    model's ``sft_config.json`` or ``grpo_config.json``, its ``run_card.json`` or ``card.json``);
+    ``{}`` when it records none (a base model, a hub id)."""
     found = local_folder(init) if init is not None else None
     if found is None:
-        return None
+        return {}
     for folder in (found, found.parent) if found.name == "merged" else (found,):
         for name in ("config.json", "sft_config.json", "grpo_config.json", CARD, "card.json"):
             try:
@@ -170,8 +196,8 @@ def recorded_variant(init: str | Path | None) -> str | None:
                 continue
             stage = kind in ("SFTStageConfig", "GRPOStageConfig")
             if (name in (CARD, "card.json") or stage) and isinstance(variant, str) and variant:
-                return variant
-    return None
+                return config
+    return {}
 
 
 def variant_change(init: str | Path | None, variant: str) -> str | None:

@@ -93,6 +93,7 @@ class ParallelCollator:
     mode: str = "unseen"
     attn_implementation: str = "sdpa"
     dtype: torch.dtype = torch.float32  # eager's additive mask dtype (the model's compute dtype)
+    hide_plan: bool = False  # plans hidden from what follows their block's opening
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         ids = [torch.as_tensor(e["input_ids"]) for e in examples]
@@ -110,6 +111,7 @@ class ParallelCollator:
             self.attn_implementation,
             padding_mask=real,
             dtype=self.dtype,
+            hide_plan=self.hide_plan,
         )
         # mask (B, 1, L, L), positions (B, L)
         return {"input_ids": input_ids, "labels": labels, **extra}
@@ -244,7 +246,8 @@ def build_trainer(
     collator = None
     if cfg.variant == "unseen":
         attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
-        collator = ParallelCollator(tokenizer, "unseen", attn, getattr(torch, model_cfg.dtype))
+        dtype = getattr(torch, model_cfg.dtype)
+        collator = ParallelCollator(tokenizer, "unseen", attn, dtype, cfg.hide_plan)
     trainer = ParallelSFTTrainer(
         model=model,
         args=trl_args(cfg, out_dir, model_cfg),
@@ -344,6 +347,7 @@ def _judge(cfg: SFTStageConfig, model_cfg: ModelConfig):
         model_cfg.prompt_style,
         cfg.source,
         cfg.path_headers,
+        {"hide_plan": True} if cfg.hide_plan else None,
     )
 
 

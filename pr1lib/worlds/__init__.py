@@ -149,6 +149,7 @@ LAYOUT = (
     "num_paths",
     "path_headers",
     "header_style",
+    "hide_plan",
 )  # the budgets that say how its blocks are laid out
 REGISTRY: dict[str, World] = {}
 
