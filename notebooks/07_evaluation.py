@@ -763,6 +763,50 @@ should_see("PlanWorld: a forced plan of 4 deals, right after that RL minus befor
 # has the pilots that moved the break a deal further, and what to try next).
 
 # %% [markdown]
+# **What if the paths could not read the plan?** A path of a four-deal plan reads a longer plan
+# line than any path of the cold start did. With `--set hide_plan=true` the unseen mask hides the
+# plan (and its `<Parallel>`) from everything after it, and the engine leaves those keys out of
+# its paths: a path reads the question and its own label, the same at any width. The same rows
+# trained with that mask, then the same forced plans; and two RL runs from it with the width
+# explored, one paying any right letter, one paying only a letter a path checked and marked ✓
+# (`--set grader=checked`: a guess after failed checks is wrong).
+
+# %%
+hidden = committed("planworld-plans-hidden")["numbers"]["widths"]
+print("the committed run:", committed("planworld-plans-hidden")["command"])
+both = pd.DataFrame({f"{w}, {who}": {name: r[k] for k, name in names.items()}
+                     for w in ("3", "4", "6", "10")
+                     for who, r in (("plan read", by_width[w]), ("plan hidden", hidden[w]))})
+display(both.rename_axis(columns="deals planned").style.format("{:.0%}"))
+runs = {"any right letter": committed("planworld-rl-hidden-guess")["numbers"],
+        "checked letters only": committed("planworld-rl-hidden")["numbers"]}
+for pay, run in runs.items():
+    first, end = run["before"]["hard"], run["after"]["hard"]
+    print(f"RL paying {pay}: paths per block {first['mean_paths']:.2f} -> "
+          f"{end['mean_paths']:.2f}, blocks by width {end['paths_hist']}, checked mean@4 "
+          f"{first['accuracy_checked']:.1%} -> {end['accuracy_checked']:.1%}")
+should_see("PlanWorld: plan hidden, a forced plan of 4 deals, paths on their own deals",
+           hidden["4"]["split_rate"], PROFILE)
+should_see("PlanWorld: plan hidden, a forced plan of 4 deals, right minus 3 deals",
+           hidden["4"]["accuracy"] - hidden["3"]["accuracy"], PROFILE)
+should_see("PlanWorld: plan hidden, RL paying any right letter, paths per block after RL",
+           runs["any right letter"]["after"]["hard"]["mean_paths"], PROFILE)
+should_see("PlanWorld: plan hidden, RL paying checked letters, paths per block after RL",
+           runs["checked letters only"]["after"]["hard"]["mean_paths"], PROFILE);
+
+# %% [markdown]
+# With the plan hidden from them, the paths of a four-deal block check their own deals about as
+# often as a three-deal block's, and at ten deals paths still find answers: the plan line was what
+# broke the wider blocks. RL still does not widen past three. Paying any right letter, it
+# narrowed the plans to two: its summary, which no longer reads the plan, learned to name the
+# next letter after two failed paths, a guess as good as a third path. Paying only checked
+# letters, it widened them to three and stopped: a four-deal block is right no more often than a
+# three-deal one, because later letters' paths and the summary of four paths lose what the
+# fourth path finds. So the width RL can reach is bounded by how much a wider block is worth, and
+# the cold start is what sets that
+# ([docs/planworld.md](../docs/planworld.md#regimes-tried), regimes 7 and 8).
+
+# %% [markdown]
 # **When does parallel pay?** `study widths` evaluates the serial and unseen models (seed 0 of
 # each) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and seconds per
 # answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which

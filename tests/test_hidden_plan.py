@@ -134,3 +134,20 @@ def test_the_sft_collator_and_the_grpo_trainer_hide_the_plan_they_are_told_to(sh
         )
         mask = extra["attention_mask"][0, 0, 1:, 1:]  # (L, L) without the pad
         assert bool(mask[at:, plan].any()) == (not hide)
+
+
+def test_a_start_trained_with_hidden_plans_is_trained_on_and_decoded_with_them(tmp_path, capsys):
+    import json
+
+    from pr1lib.cli.measure import as_trained
+    from pr1lib.config import GRPOStageConfig
+    from pr1lib.training.runs import follow_hidden_plans, recorded_hide_plan
+
+    saved = {"type": "SFTStageConfig", "variant": "unseen", "hide_plan": True}
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert recorded_hide_plan(tmp_path) and not recorded_hide_plan(SHIPPED)
+    cfg = follow_hidden_plans(GRPOStageConfig(variant="unseen"), tmp_path)
+    assert cfg.hide_plan and "hidden plans" in capsys.readouterr().out
+    assert not follow_hidden_plans(GRPOStageConfig(variant="unseen"), SHIPPED).hide_plan
+    assert as_trained(str(tmp_path), "tiny", {})["hide_plan"] is True
+    assert "hide_plan" not in as_trained(str(tmp_path), "tiny", {"mode": "seen"})

@@ -135,6 +135,18 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "PlanWorld: RL with the width explored, paths per block after RL": {"*": (2.6, 3.05)},
     # results/planworld-plans-explore: that RL made a four-deal block worse (measured -20 points)
     "PlanWorld: a forced plan of 4 deals, right after that RL minus before": {"*": (-0.4, -0.05)},
+    # results/planworld-plans-hidden: with the plan hidden, a four-deal block splits (measured 0.90)
+    # and is right about as often as a three-deal one (measured -0.01)
+    "PlanWorld: plan hidden, a forced plan of 4 deals, paths on their own deals": {"*": (0.7, 1.0)},
+    "PlanWorld: plan hidden, a forced plan of 4 deals, right minus 3 deals": {"*": (-0.12, 0.08)},
+    # results/planworld-rl-hidden-guess, -rl-hidden: RL narrows the plans to two when a guess pays
+    # (measured 2.0), widens them to three when only checked letters pay (measured 2.97)
+    "PlanWorld: plan hidden, RL paying any right letter, paths per block after RL": {
+        "*": (1.9, 2.4)
+    },
+    "PlanWorld: plan hidden, RL paying checked letters, paths per block after RL": {
+        "*": (2.7, 3.2)
+    },
     # results/planworld-widths: unseen's steps hardly move from 2 to 10 deals (its plans stay
     # about three wide; measured 1.06x) and at 10 deals it is below serial (measured -9.3 points)
     "PlanWorld sweep: unseen's steps at 10 deals over 2": {"*": (0.85, 1.25)},
