@@ -149,5 +149,6 @@ def test_a_start_trained_with_hidden_plans_is_trained_on_and_decoded_with_them(t
     cfg = follow_hidden_plans(GRPOStageConfig(variant="unseen"), tmp_path)
     assert cfg.hide_plan and "hidden plans" in capsys.readouterr().out
     assert not follow_hidden_plans(GRPOStageConfig(variant="unseen"), SHIPPED).hide_plan
+    assert not follow_hidden_plans(GRPOStageConfig(variant="seen"), tmp_path).hide_plan
     assert as_trained(str(tmp_path), "tiny", {})["hide_plan"] is True
     assert "hide_plan" not in as_trained(str(tmp_path), "tiny", {"mode": "seen"})

@@ -172,8 +172,10 @@ def recorded_hide_plan(init: str | Path | None) -> bool:
 
 
 def follow_hidden_plans(cfg: Any, init: str | Path | None) -> Any:
-    """``cfg`` with ``hide_plan`` on when ``init`` was trained with it (one line says so)."""
-    if getattr(cfg, "hide_plan", True) or not recorded_hide_plan(init):
+    """``cfg`` with ``hide_plan`` on when ``init`` was trained with it and ``cfg`` trains the
+    unseen variant (one line says so; a seen or plain run reads every token anyway)."""
+    unseen = getattr(cfg, "variant", None) == "unseen"
+    if getattr(cfg, "hide_plan", True) or not unseen or not recorded_hide_plan(init):
         return cfg
     print(f"note: {init} was trained with hidden plans (its config): hide_plan=true", flush=True)
     return cfg.replace(hide_plan=True)
