@@ -67,3 +67,30 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+PLANWORLD_SFT = "data/planworld-sft-unseen"  # PlanWorld's shipped cold start: plans of 2 or 3 deals
+
+
+def planworld_shipped(n: int) -> tuple:
+    """``(model, tokenizer, prompts)``: the shipped PlanWorld cold start and ``n`` held-out
+    ten-deal prompts."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pr1lib.format.prompts import chat_prompt
+    from pr1lib.worlds import planworld
+
+    tok = AutoTokenizer.from_pretrained(PLANWORLD_SFT)
+    model = AutoModelForCausalLM.from_pretrained(PLANWORLD_SFT).eval()
+    recs = planworld.generate(n, "hard", "test", seed=0)
+    return model, tok, [chat_prompt(r["question"], tok, "tiny") for r in recs]
+
+
+def planned_rollouts(**settings):
+    """A forked ``RolloutConfig`` laid out by the model's own plans (PlanWorld's), plus
+    ``settings``."""
+    from pr1lib.config import RolloutConfig
+    from pr1lib.worlds import planworld
+
+    layout = dict(num_paths=planworld.MOST, path_headers=True, header_style="plan")
+    return RolloutConfig(mode="forked", **layout, **settings)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _tiny import PLANWORLD_SFT, planned_rollouts, planworld_shipped
 
-from pr1lib.config import RolloutConfig
 from pr1lib.decoding.rollout import generate, rollout_logprobs
 from pr1lib.decoding.structure import (
     TagIds,
@@ -19,10 +19,8 @@ from pr1lib.decoding.structure import (
     tag_ids,
 )
 from pr1lib.format import plans
-from pr1lib.format.prompts import chat_prompt
-from pr1lib.worlds import planworld
 
-SHIPPED = "data/planworld-sft-unseen"
+SHIPPED = PLANWORLD_SFT  # its plans name 2 or 3 deals
 T = TagIds(1, 2, 3, 4, 5, 6, pad=0, newline=9)
 
 
@@ -51,12 +49,7 @@ def test_without_hide_plan_nothing_is_cut():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(SHIPPED)
-    model = AutoModelForCausalLM.from_pretrained(SHIPPED).eval()
-    recs = planworld.generate(8, "hard", "test", seed=0)
-    return model, tok, [chat_prompt(r["question"], tok, "tiny") for r in recs]
+    return planworld_shipped(8)
 
 
 def _block(tok, prompt, plan: str, paths: list[str]) -> tuple[list[int], int]:
@@ -85,14 +78,7 @@ def test_a_path_reads_the_same_under_a_plan_of_two_deals_and_one_of_ten(shipped)
 
 def test_the_engine_leaves_the_plan_out_of_its_paths_and_records_the_trainers_log_probs(shipped):
     model, tok, prompts = shipped
-    cfg = RolloutConfig(
-        mode="forked",
-        num_paths=planworld.MOST,
-        path_headers=True,
-        header_style="plan",
-        max_completion_length=160,
-        hide_plan=True,
-    )
+    cfg = planned_rollouts(max_completion_length=160, hide_plan=True)
     outs = generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0))
     blocks = [o for o in outs if o.path_lengths and o.path_lengths[0]]
     assert len(blocks) >= 4

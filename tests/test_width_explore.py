@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny import toy_tokenizer
+from _tiny import planned_rollouts, planworld_shipped, toy_tokenizer
 
-from pr1lib.config import RolloutConfig
 from pr1lib.decoding.explore import WidthTokens, next_choice, spread, widen
 from pr1lib.decoding.rollout import generate, rollout_logprobs
 from pr1lib.format import plans
-from pr1lib.format.prompts import chat_prompt
-from pr1lib.worlds import planworld
-
-SHIPPED = "data/planworld-sft-unseen"  # PlanWorld's cold start: its plans name 2 or 3 deals
 
 
 def test_widen_raises_an_unlikely_go_on_keeps_a_likely_one_and_the_others_ratios():
@@ -58,23 +53,11 @@ def test_the_width_choices_are_read_from_a_plan_line_only(shipped):
 
 @pytest.fixture(scope="module")
 def shipped():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(SHIPPED)
-    model = AutoModelForCausalLM.from_pretrained(SHIPPED).eval()
-    recs = planworld.generate(96, "hard", "test", seed=0)
-    return model, tok, [chat_prompt(r["question"], tok, "tiny") for r in recs]
+    return planworld_shipped(96)
 
 
 def _plans(model, tok, prompts, hotter: float):
-    cfg = RolloutConfig(
-        mode="forked",
-        num_paths=planworld.MOST,
-        path_headers=True,
-        header_style="plan",
-        max_completion_length=200,
-        width_temperature=hotter,
-    )
+    cfg = planned_rollouts(max_completion_length=200, width_temperature=hotter)
     outs = generate(model, tok, prompts, cfg, generator=torch.Generator().manual_seed(0))
     items = [plans.plan_items(plans.last_line(o.text.split("<Parallel>")[0])) for o in outs]
     return outs, [len(i) if i else 0 for i in items]
