@@ -767,9 +767,11 @@ should_see("PlanWorld: a forced plan of 4 deals, right after that RL minus befor
 # line than any path of the cold start did. With `--set hide_plan=true` the unseen mask hides the
 # plan (and its `<Parallel>`) from everything after it, and the engine leaves those keys out of
 # its paths: a path reads the question and its own label, the same at any width. The same rows
-# trained with that mask, then the same forced plans; and two RL runs from it with the width
-# explored, one paying any right letter, one paying only a letter a path checked and marked ✓
-# (`--set grader=checked`: a guess after failed checks is wrong).
+# trained with that mask (the same rows, steps and seed; only the mask differs), then the same
+# forced plans; and two RL runs from it with the width explored, the same start, problems, steps
+# and seed, one paying any right letter, one paying only a letter a path checked and marked ✓
+# (`--set grader=checked`: a guess after failed checks is wrong; both arms' answers are graded by
+# it below, `checked mean@4`).
 
 # %%
 hidden = committed("planworld-plans-hidden")["numbers"]["widths"]

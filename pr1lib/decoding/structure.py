@@ -147,8 +147,8 @@ class _Parser:
 
     def hide(self) -> None:
         """The block just opened: hide its plan from what follows; its paths start where it did."""
-        i = len(self.s.cut) - 1  # the <Parallel>
-        a = i + 1 - plan_length(self.ids[: i + 1], self.t)
+        i = len(self.s.cut) - 1  # the <Parallel>, the last of ``self.ids``
+        a = i + 1 - plan_length(self.ids, self.t)
         self.s.cut[a : i + 1] = [i] * (i + 1 - a)
         self.base, self.top = self.s.positions[a], self.s.positions[a] - 1
 
