@@ -85,7 +85,7 @@ ARMS = {
     ),
     "unseen-noplan": Arm(
         "unseen",
-        {"trace_style": "noplan"},
+        {"trace_style": "noplan", "hide_plan": False},  # no plan line to hide
         "Parallel-R1-Unseen with the plan removed: paths told nothing",
         sft_variant="unseen",
         grpo=BLIND,

@@ -9,8 +9,9 @@ Exactly one candidate sums to the total. The tiers differ only in how many candi
 - ``easy``: WideWorld's forward items on one named deal (its sum, a difference, a check);
 - ``small``: the cold start's searches, plans of 2 or 3 deals, in three kinds: a whole list of 2
   or 3 deals; a span of 2 or 3 deals inside a list of 4 to 10 (so plans and paths name letters
-  past C); a list of 4 to 10 deals searched in its first 2 or 3 (``plan_width``), where the answer
-  lies (a partial plan: the teacher's plans never name more than ``PLANNED`` deals);
+  past C); a list of 4 to 10 deals searched in 2 or 3 deals in a row (``plan_window``) that hold
+  the answer, anywhere in the list (a partial plan: the teacher's plans never name more than
+  ``PLANNED`` deals, and a path of any letter is trained on a question that names no span);
 - ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals.
 
 Every searching form opens with the model's plan (``pr1lib.format.plans``), ``Check (A)-(C)``:
@@ -58,9 +59,10 @@ from pr1lib.worlds.wideworld import (
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
 TIERS = ("easy", "small", *TIER_WIDTHS)
 MOST = 10  # deals in the longest list (A)..(J): the widest plan
-# the teacher writes its plans as lists, item by item: a width is then a run of "one more item?"
-# choices a model can extend one at a time, not one end letter to jump (docs/planworld.md)
-SPANS = False
+# the teacher writes three or more deals in a row as a span, Check (A)-(C): a width is then one
+# end letter, which the cold start has seen end spans anywhere in the list and RL can move; as a
+# list its 4th item was a choice the cold start never made (docs/planworld.md, regimes 4 and 9)
+SPANS = True
 PLANNED = 3  # the teacher's plans name at most this many deals: the first ones of a longer list
 # the plan-removed control (docs/planworld.md): with no plan to read, the engine forks this many
 # paths and forces nothing into them; PLANNED, the widest plan the cold start holds, so its blocks
@@ -98,14 +100,11 @@ def _deals(rng: random.Random, n: int) -> tuple[list[tuple[int, int]], int]:
                 deals.append(pair)
 
 
-def search_problem(
-    rng: random.Random, n: int, span: tuple[int, int] | None = None, lead: int | None = None
-) -> dict:
-    """A search over ``n`` deals, or over the deals ``span`` (first, last index) names; ``lead``:
-    the answer lies among the first ``lead`` deals (a partial plan finds it)."""
+def search_problem(rng: random.Random, n: int, span: tuple[int, int] | None = None) -> dict:
+    """A search over ``n`` deals, or over the deals ``span`` (first, last index) names."""
     lo, hi = span or (0, n - 1)
     deals, total = _deals(rng, n)
-    right, wrong = rng.randint(lo, hi if lead is None else lead - 1), deals[1:]
+    right, wrong = rng.randint(lo, hi), deals[1:]
     rng.shuffle(wrong)
     deals = wrong[:right] + [deals[0]] + wrong[right:]
     names, (who, _) = rng.choice(GOODS), _who(rng)
@@ -120,15 +119,14 @@ def search_problem(
 
 def small_problem(rng: random.Random) -> dict:
     """The cold start's search: a whole list of 2 or 3 deals, a span of 2 or 3 inside a longer
-    list, or a longer list whose answer lies in its first ``PLANNED`` deals."""
+    list, or a longer list its teacher searches in 2 or 3 deals that hold the answer
+    (``plan_window``)."""
     kind, width = rng.randrange(3), rng.choice((2, 3))
     if kind == 0:
         return search_problem(rng, width)
     n = rng.randint(PLANNED + 1, MOST)
-    while kind == 2:  # a long list whose teacher plan (its first 2 or 3 deals) finds the answer
-        record = search_problem(rng, n, lead=PLANNED)
-        if _solved(record["question"]) is not None:
-            return record
+    if kind == 2:
+        return search_problem(rng, n)
     lo = rng.randint(0, n - width)
     return search_problem(rng, n, (lo, lo + width - 1))
 
@@ -224,7 +222,7 @@ def serial_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]
     """The same plan and checks as one stream, stopping at the first ✓.
 
     >>> print(serial_trace([(4, 9), (6, 8), (5, 7)], 14, [0, 1, 2]))
-    Check (A), (B), (C)
+    Check (A)-(C)
     (A) 4+9=13 vs 14 ✗
     (B) 6+8=14 vs 14 ✓ B
     Final Answer: B
@@ -241,15 +239,34 @@ def plan_width(question: str) -> int:
     return 2 + hashlib.sha256(question.encode()).digest()[0] % 2
 
 
+def plan_window(question: str, right: int, n: int) -> range:
+    """The deals the teacher's partial plan of a list of ``n`` names: ``plan_width`` of them in a
+    row holding the answer ``right``, where in the list fixed by the question. A model cannot know
+    where the answer lies: on a long list it learns plans that start anywhere, and paths of every
+    letter on questions that name no span.
+
+    >>> all(7 in plan_window(f"q{i}", 7, 10) for i in range(20))
+    True
+    >>> sorted({plan_window(f"q{i}", 7, 10).start for i in range(40)})  # every window holding (H)
+    [5, 6, 7]
+    """
+    width = plan_width(question)
+    starts = range(max(0, right - width + 1), min(right, n - width) + 1)
+    lo = starts[hashlib.sha256(question.encode()).digest()[1] % len(starts)]
+    return range(lo, lo + width)
+
+
 def _solved(question: str):
-    """``(deals, total, planned)`` of a question whose teacher plan finds the answer: the
-    candidates, or the first ``PLANNED`` of them (``None``: not a search, or no plan finds it)."""
+    """``(deals, total, planned)`` of a search question: its candidates, or on a longer list the
+    teacher's partial plan (``plan_window``); ``None``: not a search."""
     parsed = parse_question(question)
     if parsed is None:
         return None
     deals, total, candidates = parsed
-    planned = candidates if len(candidates) <= PLANNED else candidates[: plan_width(question)]
-    return (deals, total, planned) if solve(deals, total, planned) is not None else None
+    if len(candidates) > PLANNED:
+        window = plan_window(question, solve(deals, total, candidates), len(candidates))
+        candidates = [candidates[j] for j in window]
+    return deals, total, candidates
 
 
 def serial_solution(question: str, completion: str) -> str:
@@ -274,7 +291,7 @@ def answer_mode(text: str) -> str:
     return "search" if "<Parallel>" in text or text.count(" vs ") > 1 else "guess"
 
 
-WORLD_VERSION = 4  # bump when the traces change: part of the teacher's name (cache key)
+WORLD_VERSION = 6  # bump when the traces change: part of the teacher's name (cache key)
 
 
 class PlanTeacher(SearchTeacher):
@@ -318,8 +335,18 @@ WORLD = register(
         },
         checkpoints={"base": WIDE.checkpoints["base"], "unseen": "data/planworld-sft-unseen"},
         budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
-        stage_presets={**WIDE.stage_presets, "learning_rate": 1e-4},
+        # regime 9 (docs/planworld.md): a letter pays only where a path checked it, and the end
+        # of a span plan is sampled hotter in RL's rollouts (the trainer scores the policy's own)
+        stage_presets={
+            **WIDE.stage_presets,
+            "learning_rate": 1e-4,
+            "grader": "checked",
+            "width_temperature": 5.0,
+        },
         sft_presets={**WIDE.sft_presets, "source": "planworld-easy+planworld-small"},
+        # unseen paths do not read the plan (hidden plans): a path's context is the same at any
+        # width, so a wider plan than the cold start's still opens paths that check their deals
+        sft_variant_presets={"unseen": {"hide_plan": True}},
         # notebook 06's short run: the committed run's 8 prompts a step, half its 60 steps
         notebook_presets={3: {"tiny": {"per_device_train_batch_size": 64, "max_steps": 30}}},
     )
