@@ -131,10 +131,14 @@ def test_a_start_trained_with_hidden_plans_is_trained_on_and_decoded_with_them(t
 
     saved = {"type": "SFTStageConfig", "variant": "unseen", "hide_plan": True}
     (tmp_path / "config.json").write_text(json.dumps(saved))
-    assert recorded_hide_plan(tmp_path) and not recorded_hide_plan(SHIPPED)
+    read = tmp_path / "read"  # an unseen start whose paths read the plan
+    read.mkdir()
+    (read / "config.json").write_text(json.dumps({**saved, "hide_plan": False}))
+    assert recorded_hide_plan(tmp_path) and recorded_hide_plan(SHIPPED)
+    assert not recorded_hide_plan(read)
     cfg = follow_hidden_plans(GRPOStageConfig(variant="unseen"), tmp_path)
     assert cfg.hide_plan and "hidden plans" in capsys.readouterr().out
-    assert not follow_hidden_plans(GRPOStageConfig(variant="unseen"), SHIPPED).hide_plan
+    assert not follow_hidden_plans(GRPOStageConfig(variant="unseen"), read).hide_plan
     assert not follow_hidden_plans(GRPOStageConfig(variant="seen"), tmp_path).hide_plan
     assert as_trained(str(tmp_path), "tiny", {})["hide_plan"] is True
     assert "hide_plan" not in as_trained(str(tmp_path), "tiny", {"mode": "seen"})

@@ -9,7 +9,7 @@ from pr1lib.experiments.planblocks import forced_plan, path_found, reach
 from pr1lib.format.plans import LETTERS
 from pr1lib.worlds import planworld
 
-SHIPPED = "data/planworld-sft-unseen"  # plans of 2 or 3 deals
+SHIPPED = "data/planworld-sft-unseen"  # plans of 2 or 3 deals, hidden from its paths
 
 
 def test_reach_is_whether_the_answer_lies_in_the_first_deals():
@@ -39,8 +39,16 @@ def shipped():
     )
 
 
-def test_the_cold_start_carries_out_a_plan_of_its_own_width_and_not_a_wide_one(shipped):
-    three, ten = (forced_plan(*shipped, w, n=30) for w in (3, 10))
+def test_the_cold_start_carries_out_its_own_width_and_a_wide_block_loses_what_its_paths_find(
+    shipped,
+):
+    """Trained with hidden plans (regime 9): a plan of three works; at ten deals its paths still
+    find most answers, but the block does not split and its summary loses most of them."""
+    from pr1lib.training.runs import recorded_hide_plan
+
+    assert recorded_hide_plan(SHIPPED)
+    three, ten = (forced_plan(*shipped, w, n=30, hide_plan=True) for w in (3, 10))
     assert ten["reach"] == 1.0 and 0 < three["reach"] < 1
-    assert three["found"] >= 0.8 * three["reach"] and three["split_rate"] >= 0.8
-    assert ten["accuracy"] <= 0.3 * ten["reach"] and ten["split_rate"] <= 0.2
+    assert three["found"] >= 0.8 * three["reach"] and three["split_rate"] >= 0.7
+    assert ten["found"] >= 0.5 and ten["accuracy"] <= 0.5 * ten["found"]
+    assert ten["split_rate"] <= 0.2

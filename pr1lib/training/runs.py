@@ -166,7 +166,7 @@ def recorded_hide_plan(init: str | Path | None) -> bool:
     must be decoded and trained on with them (``pr1lib.decoding.structure``, hidden plans).
 
     >>> recorded_hide_plan("data/planworld-sft-unseen"), recorded_hide_plan(None)
-    (False, False)
+    (True, False)
     """
     return _stage_config(init).get("hide_plan") is True
 

@@ -335,14 +335,11 @@ WORLD = register(
         },
         checkpoints={"base": WIDE.checkpoints["base"], "unseen": "data/planworld-sft-unseen"},
         budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
-        # regime 9 (docs/planworld.md): a letter pays only where a path checked it, and the end
-        # of a span plan is sampled hotter in RL's rollouts (the trainer scores the policy's own)
-        stage_presets={
-            **WIDE.stage_presets,
-            "learning_rate": 1e-4,
-            "grader": "checked",
-            "width_temperature": 5.0,
-        },
+        # regime 9 (docs/planworld.md): in every arm a letter pays only where a check marked it
+        stage_presets={**WIDE.stage_presets, "learning_rate": 1e-4, "grader": "checked"},
+        # the forked engine samples the end of the unseen arm's span plans hotter in RL (the
+        # trainer scores the policy's own log-probs); a serial plan is sampled at T = 1
+        variant_presets={**WIDE.variant_presets, "unseen": {"width_temperature": 5.0}},
         sft_presets={**WIDE.sft_presets, "source": "planworld-easy+planworld-small"},
         # unseen paths do not read the plan (hidden plans): a path's context is the same at any
         # width, so a wider plan than the cold start's still opens paths that check their deals
