@@ -255,6 +255,7 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
                 "plain",
                 "plain-sft",
                 "serial",
+                "serial-s3",
                 "seen",
                 "unseen",
                 "unseen-s3",

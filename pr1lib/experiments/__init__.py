@@ -99,8 +99,8 @@ STUDIES = {
     "controls": Study(
         "controls",
         "is it parallel thinking or more search? one arm (--arm) of plain / plain-sft / serial / "
-        "seen / unseen (Stage 2 then 3) / unseen-s3 (Stage 3 only) per seed, or all; accuracy, "
-        "sequential decode steps, answer modes and split rates",
+        "seen / unseen (Stage 2 then 3) / unseen-s3 and serial-s3 (Stage 3 only) per seed, or all; "
+        "accuracy, sequential decode steps, answer modes and split rates",
         ("arm", "init", "sft_seeds"),
         fixes=("variant",),
     ),

@@ -20,7 +20,7 @@ Besides accuracy, every evaluation counts *sequential decode steps* (``metrics.s
 paths decoded side by side cost their longest path, so the same search can finish in fewer steps.
 
 >>> sorted(ARMS)
-['plain', 'plain-sft', 'seen', 'serial', 'unseen', 'unseen-noplan', 'unseen-s3']
+['plain', 'plain-sft', 'seen', 'serial', 'serial-s3', 'unseen', 'unseen-noplan', 'unseen-s3']
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pr1lib.evaluation.seedstats import BOOTSTRAP_SEEDS, seed_of, two_level
 from pr1lib.experiments import StudyRun
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
 from pr1lib.experiments.split import measure_split, split_columns
+from pr1lib.experiments.walls import add_wall, walls
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
 from pr1lib.worlds.planworld import BLIND
@@ -66,6 +67,13 @@ ARMS = {
     "serial": Arm(
         "plain", {"trace_style": "serial"}, "the search without tags (serial SFT), then plain GRPO"
     ),
+    "serial-s3": Arm(
+        "plain",
+        {"trace_style": "serial"},
+        "the serial search, then Stage 3 only (as many RL steps): unseen-s3's control",
+        stages=(3,),
+        sft_of="serial",
+    ),
     "seen": Arm("seen", "shipped", "Parallel-R1-Seen: the search in blocks, paths see each other"),
     "unseen": Arm(
         "unseen",
@@ -91,7 +99,8 @@ ARMS = {
         grpo=BLIND,
     ),
 }
-ALL = tuple(ARMS)  # --arm all: every arm, in this order, then the table
+# --arm all: every arm, in this order, then the table (serial-s3, the Stage-3-only control, by name)
+ALL = tuple(a for a in ARMS if a != "serial-s3")
 
 
 def runnable(world: str) -> tuple[str, ...]:
@@ -252,6 +261,7 @@ CONTRASTS = (
     ("seen", "serial"),
     ("unseen", "serial"),
     ("unseen-s3", "serial"),
+    ("unseen-s3", "serial-s3"),
     ("unseen", "unseen-noplan"),
 )
 
@@ -388,9 +398,9 @@ def verdict(table: dict[str, Any]) -> list[str]:
         for name, c in table["contrasts"].items()
     ]
     rows = {r["arm"]: r for r in table["rows"]}
-    for arm in ("unseen", "unseen-s3"):
-        if arm in rows and "serial" in rows:
-            lines.append(steps_words(rows[arm], rows["serial"]))
+    for arm, base in (("unseen", "serial"), ("unseen-s3", "serial"), ("unseen-s3", "serial-s3")):
+        if arm in rows and base in rows:
+            lines.append(steps_words(rows[arm], rows[base]))
     return lines
 
 
@@ -404,7 +414,8 @@ def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
     """
     a, b = row["mean_sequential_steps"], serial["mean_sequential_steps"]
     words = (
-        f"{row['arm']} decodes in {a / b:.2f}x the sequential steps of serial ({a:.0f} vs {b:.0f})"
+        f"{row['arm']} decodes in {a / b:.2f}x the sequential steps of {serial['arm']} "
+        f"({a:.0f} vs {b:.0f})"
     )
     mine, theirs = (r.get("answer_modes", {}).get("search", {}) for r in (row, serial))
     x, y = mine.get("mean_sequential_steps"), theirs.get("mean_sequential_steps")
@@ -457,44 +468,16 @@ def main(run: StudyRun) -> list[dict]:
             result = run_arm(
                 run.profile, world, name, run.seeds, run.option("init"), out, sft_seeds, **overrides
             )
-        _add_wall(out / name, time.perf_counter() - started)
+        add_wall(out / name, time.perf_counter() - started)
         print(
             json.dumps({k: result[k] for k in ("arm", "start", "seeds")}, default=str), flush=True
         )
     if arm not in (None, "all"):
-        return [{"profile": run.profile, "world": world, "wall": _walls(out, [arm]), **result}]
+        return [{"profile": run.profile, "world": world, "wall": walls(out, [arm]), **result}]
     table = controls_table(out, run.seeds)
     for row in table["rows"]:
         print(json.dumps({k: row[k] for k in ("arm", "accuracy", "mean_sequential_steps")}))
-    walls = _walls(out, [r["arm"] for r in table["rows"]])
+    spent = walls(out, [r["arm"] for r in table["rows"]])
     return [
-        {"profile": run.profile, "world": world, "sft_seeds": sft_seeds, "wall": walls, **table}
+        {"profile": run.profile, "world": world, "sft_seeds": sft_seeds, "wall": spent, **table}
     ]
-
-
-def _add_wall(folder: Path, seconds: float) -> None:
-    """Add ``seconds`` to the wall time kept in ``folder/wall.json`` (an interrupted arm's time
-    counts once it finishes, in the run that finishes it)."""
-    path = folder / "wall.json"
-    before = json.loads(path.read_text())["seconds"] if path.is_file() else 0.0
-    path.write_text(json.dumps({"seconds": round(before + seconds, 1)}))
-
-
-def _walls(root: Path, arms: list[str]) -> dict[str, Any]:
-    """Each arm's wall seconds (``wall.json``) and their ``total``; ``runs``: the seconds its SFT
-    and RL run cards record, per arm and ``total`` (what the study takes run after run, whatever
-    invocations and lanes ran it)."""
-    walls: dict[str, Any] = {}
-    for arm in arms:
-        path = Path(root) / arm / "wall.json"
-        walls[arm] = json.loads(path.read_text())["seconds"] if path.is_file() else None
-    walls["total"] = round(sum(v for v in walls.values() if v), 1)
-    runs = {arm: _run_seconds(Path(root) / arm) for arm in arms}
-    walls["runs"] = {**runs, "total": round(sum(runs.values()), 1)}
-    return walls
-
-
-def _run_seconds(folder: Path) -> float:
-    """The ``seconds`` of every run card under ``folder`` (its SFTs and RL stages)."""
-    cards = sorted(folder.glob(f"*/{CARD}")) + sorted(folder.glob(f"seed*/*/{CARD}"))
-    return round(sum(json.loads(c.read_text()).get("seconds", 0.0) for c in cards), 1)
