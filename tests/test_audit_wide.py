@@ -6,6 +6,7 @@ what the latency bench times. Each test names the bug it would catch."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -82,30 +83,35 @@ def test_each_control_arm_trains_its_own_cold_start_with_its_own_rows(tmp_path):
     assert controls.sft_config("tinyworld", "smoke", "serial", seed=2).seed == 2
 
 
-@pytest.mark.parametrize("arm, stage2", [("unseen", True), ("unseen-s3", False)])
+@pytest.mark.parametrize(
+    "arm, variant, stage2",
+    [("unseen", "unseen", True), ("unseen-s3", "unseen", False), ("serial-s3", "plain", False)],
+)
 def test_the_papers_unseen_curriculum_runs_stage_3_alone_with_every_step(
-    tmp_path, monkeypatch, arm, stage2
+    tmp_path, monkeypatch, arm, variant, stage2
 ):
     """Bug: the paper's unseen curriculum (SFT, then Stage 3) runs Stage 2 after all; without
-    it, Stage 3 takes the steps of both so the arms train as long."""
+    it, Stage 3 takes the steps of both so the arms train as long. The same for its serial
+    control, whose variant (plain) runs Stage 2 by default: the stages the curriculum trains."""
     from pr1lib.config import GRPOStageConfig
-    from pr1lib.experiments import controls
+    from pr1lib.experiments import controls, curriculum
 
-    calls = []
+    trained = []
 
-    def fake_curriculum(profile, variant, start, seed, out, keep_stage2, stage_overrides, **kw):
-        calls.append((variant, keep_stage2, stage_overrides))
+    def fake_grpo(cfg, init, out, **kw):
+        trained.append((cfg.variant, cfg.stage, cfg.max_steps))
         metrics = {"hard": {"accuracy": 0.5}}
-        return {"seed": seed, "sft": metrics, "final": metrics, "stages": [{"run_dir": str(out)}]}
+        return SimpleNamespace(result={"before": metrics, "after": metrics, "run_dir": str(out)})
 
-    monkeypatch.setattr(controls, "run_curriculum", fake_curriculum)
+    monkeypatch.setattr(curriculum, "run_grpo", fake_grpo)
+    monkeypatch.setattr(curriculum, "finished_run", lambda *a: None)
     monkeypatch.setattr(controls, "cold_start", lambda *a: "start")
     monkeypatch.setattr(controls, "arm_splits", lambda *a: None)
     controls.run_arm("smoke", "tinyworld", arm, [0], out=tmp_path)
-    [(variant, keep, overrides)] = calls
-    steps = [GRPOStageConfig.for_stage(s, "smoke", variant="unseen").max_steps for s in (2, 3)]
-    assert (variant, keep) == ("unseen", stage2)
-    assert overrides == ({} if stage2 else {3: {"max_steps": sum(steps)}})
+    steps = [GRPOStageConfig.for_stage(s, "smoke", variant=variant).max_steps for s in (2, 3)]
+    assert trained == (
+        [(variant, 2, steps[0]), (variant, 3, steps[1])] if stage2 else [(variant, 3, sum(steps))]
+    )
 
 
 def test_the_latency_bench_times_each_model_at_the_batch_it_reports(monkeypatch):

@@ -192,7 +192,7 @@ def run_arm(
             start,
             seed,
             root / arm / f"seed{seed}",
-            keep_stage2=2 in spec.stages,
+            stages=spec.stages,
             stage_overrides=stage_overrides,
             sft_metrics=evaluated.get(str(start)),
             world=world,

@@ -40,16 +40,18 @@ def run_curriculum(
     stage_overrides: dict[int, dict] | None = None,
     sft_metrics: dict | None = None,
     overwrite: bool = False,
+    stages: tuple[int, ...] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """Every stage of ``curriculum(variant)``, each from the previous one's ``merged/``; returns
+    """Every stage of ``curriculum(variant)`` (or of ``stages``, where a study names them: a
+    Stage-3-only arm of any variant), each from the previous one's ``merged/``; returns
     ``{"stages": [result, ...], "sft": metrics of the start, "final": metrics of the end}``.
     ``sft_metrics`` reuses an earlier evaluation of ``init`` (the same for every seed); a stage
     folder holding another run is refused unless ``overwrite`` (it moves aside)."""
     init = init if init is not None else default_init(2, variant, profile, seed)
     root = Path(out) if out else runs_dir()
     results, before = [], sft_metrics
-    for stage in curriculum(variant, keep_stage2):
+    for stage in stages or curriculum(variant, keep_stage2):
         cfg = GRPOStageConfig.for_stage(
             stage,
             profile,
