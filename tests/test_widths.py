@@ -177,3 +177,40 @@ def test_bad_input_is_one_line_before_anything_is_written(
     lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
     assert snapshot(tmp_path) == before
+
+
+def test_a_model_trained_with_hidden_plans_is_swept_and_split_with_them(tmp_path, monkeypatch):
+    """Bug caught: the width sweep and the controls study's split measure decoded an unseen model
+    trained with hidden plans with its plans in view, a context its paths never saw in training;
+    the serial model, which reads every token, is decoded as it is."""
+    import json
+
+    from pr1lib.experiments import StudyRun, split
+
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    saved = {"type": "GRPOStageConfig", "variant": "unseen", "hide_plan": True}
+    (hidden / "config.json").write_text(json.dumps(saved))
+    seen = {}
+
+    def fake_stage(model, tok, cfg):
+        seen[model] = cfg.hide_plan
+        metrics = {"accuracy": 0.5, "mean_sequential_steps": 1.0, "n": 1, "k": 1}
+        return {**metrics, "per_problem": {"accuracy": [0.5]}, "greedy": {"accuracy": 0.5}}, []
+
+    monkeypatch.setattr("pr1lib.evaluation.evaluate.evaluate_stage", fake_stage)
+    monkeypatch.setattr(widths, "load_for_eval", lambda path, profile, say: (path, None))
+    one = {"serial": 1.0, "unseen": 1.0}
+    monkeypatch.setattr(widths, "seconds", lambda *a: {"median": {"1": one}, "spread": {"1": one}})
+    run = StudyRun("smoke", None, [0], options={"n": 1, "k": 1})
+    widths.sweep(run, {"serial": "S", "unseen": str(hidden)}, [2])
+    assert (seen["S"], seen[str(hidden)]) == (False, True)
+
+    layouts = []
+    monkeypatch.setattr(split, "forced_split", lambda *a, **layout: layouts.append(layout) or {})
+    monkeypatch.setattr(
+        "pr1lib.evaluation.evaluate.load_for_eval", lambda model, profile, say: (None, None)
+    )
+    split.measure_split("smoke", "planworld", "unseen", str(hidden), tmp_path / "u", n=2)
+    split.measure_split("smoke", "planworld", "plain", str(hidden), tmp_path / "p", n=2)
+    assert [x.get("hide_plan", False) for x in layouts] == [True, True, False, False]

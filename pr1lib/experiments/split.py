@@ -134,12 +134,15 @@ def measure_split(
 ) -> dict:
     """``forced_split`` of the run folder ``model`` at T = 1 (greedy beside it), in the rollout
     mode its variant trains with and the blocks' ``layout`` its arm samples with (``num_paths``,
-    ``header_style``; none: the world's); kept in ``folder/splits.json`` (one entry per model)
-    and reused."""
+    ``header_style``; none: the world's), with hidden plans where it was trained with them; kept in
+    ``folder/splits.json`` (one entry per model) and reused."""
     from pr1lib.config import VARIANT_ROLLOUT
+    from pr1lib.training.runs import recorded_hide_plan
 
     chosen = worlds.get(world)
     mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
+    if variant == "unseen" and recorded_hide_plan(model):  # decoded as it was trained
+        layout = {**layout, "hide_plan": True}
     path = Path(folder) / "splits.json"
     kept = json.loads(path.read_text()) if path.is_file() else {}
     old = kept.get(str(model)) or {}

@@ -78,9 +78,10 @@ def models(run: StudyRun) -> dict[str, str]:
     return out
 
 
-def judge(run: StudyRun, width: int, arm: str, n: int) -> Any:
+def judge(run: StudyRun, width: int, arm: str, n: int, hide_plan: bool = False) -> Any:
     """The held-out evaluation of one arm on one width (``held_out_config``: the stages' own,
-    PlanWorld's block layout, the arm's decode mode), with the ``--set`` lengths."""
+    PlanWorld's block layout, the arm's decode mode; ``hide_plan``: a model trained with hidden
+    plans), with the ``--set`` lengths."""
     from pr1lib import worlds
 
     world = worlds.get(WORLD)
@@ -93,6 +94,7 @@ def judge(run: StudyRun, width: int, arm: str, n: int) -> Any:
         run.option("k", K),
         run.seeds[0],
         source=world.source("hard"),
+        layout={"hide_plan": True} if hide_plan else None,
     )
     cfg = cfg.replace(**run.overrides)
     return cfg.replace(
@@ -143,11 +145,14 @@ def sweep(run: StudyRun, named: dict[str, str], widths: list[int]) -> dict[str, 
     """Every width, both arms: ``accuracy`` and ``seconds`` per arm (``seconds_per_answer``:
     batch -> median seconds, ``spread`` beside it), the models loaded once."""
     say = (lambda *a, **k: None) if run.profile == "smoke" else print
+    from pr1lib.training.runs import recorded_hide_plan
+
     loaded = {arm: load_for_eval(path, run.profile, say) for arm, path in named.items()}
+    hidden = {arm: ARMS[arm] == "unseen" and recorded_hide_plan(named[arm]) for arm in ARMS}
     n, timed = run.option("n", N), run.option("timed", TIMED)
     out: dict[str, Any] = {}
     for width in widths:
-        cfgs = {arm: judge(run, width, arm, n) for arm in ARMS}
+        cfgs = {arm: judge(run, width, arm, n, hidden[arm]) for arm in ARMS}
         row = {arm: accuracy(*loaded[arm], cfgs[arm]) for arm in ARMS}
         timing = seconds(loaded, cfgs, min(timed, n), run.option("repeats", ROUNDS))
         for arm in ARMS:
