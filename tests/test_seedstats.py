@@ -99,3 +99,23 @@ def test_the_controls_table_reports_each_seed_its_sft_seed_and_the_widths(tmp_pa
     assert table["sft_widths"] == {"blocks": [2, 3], "plans": [2, 3]}
     assert table["contrasts"]["unseen-serial"]["diff"] == pytest.approx(0.25)
     assert "seeds and problems" in table["interval_method"]
+
+
+def test_the_stage3_only_arms_table_leaves_out_the_folders_that_hold_their_cold_starts(tmp_path):
+    """serial-s3 and unseen-s3 train their cold starts in the serial and unseen arms' folders
+    (``sft_of``): with no arms named, the table has the two arms that ran RL, their contrast, and
+    the widths of the cold starts they share."""
+    from pr1lib.experiments import controls
+
+    for arm, owner, right in (
+        ("unseen-s3", "unseen", [1.0, 0.0] * 20),
+        ("serial-s3", "serial", [1.0] * 40),
+    ):
+        _stage(tmp_path, arm, 0, "s3", f"{tmp_path}/{owner}/sft#a", _hard([0.0] * 40), _hard(right))
+        (tmp_path / owner / "sft").mkdir(parents=True)
+        widths = {"plans": {"2": 5, "3": 5}}
+        (tmp_path / owner / "sft" / "run_card.json").write_text(json.dumps({"row_widths": widths}))
+    table = controls.controls_table(tmp_path, [0])
+    assert [r["arm"] for r in table["rows"]] == ["serial-s3", "unseen-s3"]
+    assert table["contrasts"]["unseen-s3-serial-s3"]["diff"] == pytest.approx(-0.5)
+    assert table["sft_widths"] == {"plans": [2, 3]}

@@ -287,7 +287,8 @@ def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: 
 
 
 def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = None) -> dict:
-    """One row per arm (``None``: every arm with a folder under ``root``): means over the seeds of
+    """One row per arm (``None``: every arm with RL seeds under ``root``; a folder holding only
+    cold starts, another arm's ``sft_of``, is none): means over the seeds of
     the end's hard accuracy (with a 95 % interval over seeds and problems), of the start's,
     greedy, block rates, tokens, sequential decode steps, accuracy under step caps and per answer
     mode, paths per block and distinct shares (where the world reads them), the forced split rates
@@ -295,7 +296,7 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = 
     the ``CONTRASTS``: differences with a 95 % interval resampling problems (paired) and each
     arm's seeds (``seedstats.two_level``). ``sft_widths``: the plan and block widths present in
     any arm's SFT rows."""
-    arms = arms or tuple(a for a in ARMS if (Path(root) / a).is_dir())
+    arms = arms or tuple(a for a in ARMS if any((Path(root) / a).glob("seed*")))
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
     firsts = {arm: stage_cards(root, arm, seeds, f"s{ARMS[arm].stages[0]}") for arm in arms}
     starts = {arm: [card["before"]["hard"] for card in firsts[arm]] for arm in arms}
