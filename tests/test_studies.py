@@ -364,16 +364,16 @@ def test_the_controls_card_sums_each_arms_wall_time_over_resumed_runs_and_pools_
 ):
     """An arm interrupted and resumed counts both runs' seconds; the table pools the forced split
     rates of an arm's RL ends (and of its SFTs) by their block counts."""
-    from pr1lib.experiments import controls, walls
+    from pr1lib.experiments import add_wall, controls, wall_times
 
     (tmp_path / "unseen").mkdir()
-    walls.add_wall(tmp_path / "unseen", 100.0)
-    walls.add_wall(tmp_path / "unseen", 50.5)
+    add_wall(tmp_path / "unseen", 100.0)
+    add_wall(tmp_path / "unseen", 50.5)
     (tmp_path / "unseen" / "sft").mkdir()
     (tmp_path / "unseen" / "sft" / "run_card.json").write_text(json.dumps({"seconds": 30.0}))
     (tmp_path / "unseen" / "seed0" / "s3").mkdir(parents=True)
     (tmp_path / "unseen" / "seed0" / "s3" / "run_card.json").write_text('{"seconds": 12.5}')
-    assert walls.walls(tmp_path, ["unseen", "plain"]) == {
+    assert wall_times(tmp_path, ["unseen", "plain"]) == {
         "unseen": 150.5,
         "plain": None,
         "total": 150.5,

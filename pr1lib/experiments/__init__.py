@@ -19,6 +19,7 @@ May import: ``training``, ``evaluation``, ``data``, ``rewards``, ``decoding``, `
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager
@@ -195,3 +196,34 @@ class StudyRun:
         if self.out is None:
             return default
         return self.out / f"seed{seed}" if len(self.seeds) > 1 else self.out
+
+
+def add_wall(folder: Path, seconds: float) -> None:
+    """Add ``seconds`` to the wall time kept in ``folder/wall.json`` (a study's card keeps what
+    its arms took; an interrupted arm's time counts once it finishes, in the run that finishes
+    it)."""
+    path = folder / "wall.json"
+    before = json.loads(path.read_text())["seconds"] if path.is_file() else 0.0
+    path.write_text(json.dumps({"seconds": round(before + seconds, 1)}))
+
+
+def wall_times(root: Path, arms: list[str]) -> dict[str, Any]:
+    """Each arm's wall seconds (``wall.json``) and their ``total``; ``runs``: the seconds its SFT
+    and RL run cards record, per arm and ``total`` (what the study takes run after run, whatever
+    invocations and lanes ran it)."""
+    walls: dict[str, Any] = {}
+    for arm in arms:
+        path = Path(root) / arm / "wall.json"
+        walls[arm] = json.loads(path.read_text())["seconds"] if path.is_file() else None
+    walls["total"] = round(sum(v for v in walls.values() if v), 1)
+    runs = {arm: run_seconds(Path(root) / arm) for arm in arms}
+    walls["runs"] = {**runs, "total": round(sum(runs.values()), 1)}
+    return walls
+
+
+def run_seconds(folder: Path) -> float:
+    """The ``seconds`` of every run card under ``folder`` (its SFTs and RL stages)."""
+    from pr1lib.training.runs import CARD
+
+    cards = sorted(folder.glob(f"*/{CARD}")) + sorted(folder.glob(f"seed*/*/{CARD}"))
+    return round(sum(json.loads(c.read_text()).get("seconds", 0.0) for c in cards), 1)

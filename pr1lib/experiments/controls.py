@@ -35,10 +35,9 @@ from typing import Any, Sequence
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, SFTStageConfig
 from pr1lib.evaluation.seedstats import BOOTSTRAP_SEEDS, seed_of, two_level
-from pr1lib.experiments import StudyRun
+from pr1lib.experiments import StudyRun, add_wall, wall_times
 from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
 from pr1lib.experiments.split import measure_split, split_columns
-from pr1lib.experiments.walls import add_wall, walls
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
 from pr1lib.worlds.planworld import BLIND
@@ -474,11 +473,11 @@ def main(run: StudyRun) -> list[dict]:
             json.dumps({k: result[k] for k in ("arm", "start", "seeds")}, default=str), flush=True
         )
     if arm not in (None, "all"):
-        return [{"profile": run.profile, "world": world, "wall": walls(out, [arm]), **result}]
+        return [{"profile": run.profile, "world": world, "wall": wall_times(out, [arm]), **result}]
     table = controls_table(out, run.seeds)
     for row in table["rows"]:
         print(json.dumps({k: row[k] for k in ("arm", "accuracy", "mean_sequential_steps")}))
-    spent = walls(out, [r["arm"] for r in table["rows"]])
+    spent = wall_times(out, [r["arm"] for r in table["rows"]])
     return [
         {"profile": run.profile, "world": world, "sft_seeds": sft_seeds, "wall": spent, **table}
     ]

@@ -115,10 +115,6 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # than the steps (the low end: well under the steps ratio, which the seconds do not beat)
     "WideWorld: R1-Unseen's sequential steps over the serial arm's": {"*": (0.3, 0.6)},
     "WideWorld: R1-Unseen's seconds per answer over serial's, batch 1": {"*": (0.4, 0.95)},
-    # 06 section 10: PlanWorld's 30-step RL from data/planworld-sft-unseen (the tiny sizes on every
-    # profile but smoke), its training log's last 5 steps against its first 5 (measured, seed 0:
-    # 2.50 -> 2.89 paths per block, split rate 0.96 -> 0.95; the committed 60-step run reached
-    # 2.95); smoke's few steps may move the width either way, within 2..10 paths
     # 07 section 9 reads the committed PlanWorld cards (every profile). results/planworld-controls:
     # R1-Unseen's plans widen from the cold start's mix of 2 and 3 deals (about 2.5 paths per
     # block) to about 3, the widest plan the cold start holds, and no further (the high end);
@@ -147,14 +143,22 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "PlanWorld: plan hidden, RL paying checked letters, paths per block after RL": {
         "*": (2.7, 3.2)
     },
-    # results/planworld-widths: unseen's steps hardly move from 2 to 10 deals (its plans stay
-    # about three wide; measured 1.06x) and at 10 deals it is below serial (measured -9.3 points)
-    "PlanWorld sweep: unseen's steps at 10 deals over 2": {"*": (0.85, 1.25)},
-    "PlanWorld sweep: unseen minus serial mean@k at 10 deals": {"*": (-0.3, -0.02)},
-    "PlanWorld RL: paths per block, last steps minus first": {"smoke": (-8, 8), "tiny": (0.15, 1)},
+    # results/planworld-widths-wide (regime 9, seed 0 of each arm): at 10 deals unseen about
+    # matches serial (measured -0.8 points) in 0.47x its seconds at batch 1; at 2 deals, after RL
+    # on ten-deal lists only, its short plans come out broken (measured -92 points)
+    "PlanWorld sweep: unseen minus serial mean@k at 10 deals": {"*": (-0.08, 0.06)},
+    "PlanWorld sweep: unseen's seconds over serial's at 10 deals, batch 1": {"*": (0.3, 0.7)},
+    "PlanWorld sweep: unseen minus serial mean@k at 2 deals": {"*": (-1.0, -0.5)},
+    # 06 section 10: PlanWorld's 30-step RL from data/planworld-sft-unseen (regime 9; the tiny
+    # sizes on every profile but smoke), its training log's last 5 steps against its first 5: the
+    # same run as the study's first 30 steps (seed 0: 2.02 -> 3.36 paths per block, past the cold
+    # start's widest plan of 3; split rate 0.37 -> 0.54, the late letters' paths check other
+    # deals); smoke's few steps may move the width either way, within 0..10 paths
+    "PlanWorld RL: paths per block, last steps minus first": {"smoke": (-8, 8), "tiny": (0.5, 5)},
+    "PlanWorld RL: paths per block, last steps": {"smoke": (0, 10), "tiny": (3.0, 10)},
     "PlanWorld RL: blocks on distinct, correct deals, last steps": {
         "smoke": (0, 1),
-        "tiny": (0.8, 1),
+        "tiny": (0.3, 0.75),
     },
 }
 

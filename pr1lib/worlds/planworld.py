@@ -344,7 +344,7 @@ WORLD = register(
         # unseen paths do not read the plan (hidden plans): a path's context is the same at any
         # width, so a wider plan than the cold start's still opens paths that check their deals
         sft_variant_presets={"unseen": {"hide_plan": True}},
-        # notebook 06's short run: the committed run's 8 prompts a step, half its 60 steps
+        # notebook 06's short run: the committed runs' 8 prompts a step, their first 30 of 300 steps
         notebook_presets={3: {"tiny": {"per_device_train_batch_size": 64, "max_steps": 30}}},
     )
 )
