@@ -646,10 +646,115 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # Sections 7 and 8 compare searches the cold start already holds: the engine decides when a block
 # opens, how wide it is and which path checks what. [PlanWorld](../docs/planworld.md) hands those
 # choices to the model, as the paper's thesis needs: before its block the model writes a plan,
-# `Check (A), (B), (C)`, and the forked engine opens one path per item it wrote, each path opening
-# with that item (the engine copies the model's words). The cold start holds small searches only,
-# plans of two or three deals; both RL stages run on lists of ten, where a wider plan finds the
-# answer more often. Three arms of the `controls` study, the same problems and steps:
+# `Check (A)-(C)`, and the forked engine opens one path per deal it names, each path opening with
+# that deal's label (the engine copies the model's words). The cold start holds small searches
+# only, plans of two or three deals in a row that hold the answer, anywhere in a list; RL runs on
+# lists of ten, where a wider plan finds the answer more often. RL pays a letter only where a check
+# of that deal marked it ✓ (a guess after failed checks earns nothing, in both arms), and the
+# forked engine samples the end letter of the unseen arm's plans hotter (`width_temperature`;
+# the trainer still scores the policy's log-probs). Two arms of the `controls` study, the same
+# cold-start problems, RL problems, steps and seeds:
+#
+# | arm | cold start | RL | what it controls for |
+# |---|---|---|---|
+# | serial-s3 | the same plans and checks in one stream, to the first ✓ | plain GRPO, Stage 3 | the search, not its form |
+# | unseen-s3 | the plan, one path per deal it names, the unseen mask | Parallel-R1-Unseen, Stage 3 | R1-Unseen, the model's own plan |
+#
+# Each arm trains three cold starts (SFT seeds 0, 1, 2) and one RL run from each, and the
+# intervals resample seeds and problems; the evaluation is 100 held-out ten-deal problems × 4
+# samples at T = 1.
+
+# %%
+from pr1lib.notebook.reports import seeds_frame
+
+wide = committed("planworld-controls-wide")
+print("the committed run:", wide["command"])
+wide_table = wide["numbers"]
+print("widths in any arm's SFT rows:", wide_table["sft_widths"])
+print(f"wall time of the arms: {wide_table['wall']['total'] / 3600:.1f} h")
+controls_frame(wide_table)
+
+# %%
+print("\n".join(verdict(wide_table)))
+should_see("PlanWorld regime 9: R1-Unseen minus serial, hard mean@k",
+           wide_table["contrasts"]["unseen-s3-serial-s3"]["diff"], PROFILE)
+display(seeds_frame(wide_table))
+modes_frame(wide_table)
+
+# %% [markdown]
+# Did RL widen the plans past the cold start's, and did that pay? The paths per block before and
+# after RL (the cold start's rows plan three deals at most), the share of blocks whose paths took
+# distinct, correct deals, and each arm's mean@4 gain from its cold start (the mean over seeds):
+
+# %%
+wide_rows = {r["arm"]: r for r in wide_table["rows"]}
+planner = wide_rows["unseen-s3"]
+print(f"R1-Unseen, paths per block: {planner['start_paths_per_block']:.2f} after SFT, "
+      f"{planner['paths_per_block']:.2f} after RL; blocks on distinct, correct deals: "
+      f"{planner['start_distinct_share_rate']:.1%} -> {planner['distinct_share_rate']:.1%}")
+gains = {arm: sum(s["accuracy"] - s["start"] for s in r["per_seed"]) / len(r["per_seed"])
+         for arm, r in wide_rows.items()}
+print("mean@4 gain from the cold start:", {a: f"{g:+.1%}" for a, g in gains.items()})
+should_see("PlanWorld regime 9: R1-Unseen's paths per block after RL",
+           planner["paths_per_block"], PROFILE)
+should_see("PlanWorld regime 9: R1-Unseen's mean@k gain from its cold start",
+           gains["unseen-s3"], PROFILE);
+
+# %% [markdown]
+# READING-9
+
+# %% [markdown]
+# **When does parallel pay?** `study widths` evaluates the serial and unseen models above (seed 0
+# of each, after RL) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and
+# seconds per answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which
+# unseen stays below serial at every wider width. Move the slider to see each width's rows.
+
+# %%
+from pr1lib.notebook.sweep import ahead_words, width_slider, widths_figure
+
+sweep = committed("planworld-widths-wide")
+print("the committed run:", sweep["command"])
+print("\n".join(sweep["numbers"]["verdict"]))
+widths = sweep["numbers"]["widths"]
+print("\n".join(ahead_words(sweep, int(w)) for w in sorted(widths, key=int)))
+gap = {w: widths[w]["unseen"]["accuracy"] - widths[w]["serial"]["accuracy"] for w in widths}
+batch1 = widths["10"]["unseen"]["seconds_per_answer"]["1"]
+batch1 /= widths["10"]["serial"]["seconds_per_answer"]["1"]
+print(f"unseen minus serial mean@k: {gap['10']:+.1%} at 10 deals, {gap['2']:+.1%} at 2; "
+      f"at 10 deals unseen takes {batch1:.2f}x serial's seconds at batch 1")
+should_see("PlanWorld sweep: unseen minus serial mean@k at 10 deals", gap["10"], PROFILE)
+should_see("PlanWorld sweep: unseen's seconds over serial's at 10 deals, batch 1", batch1,
+           PROFILE)
+should_see("PlanWorld sweep: unseen minus serial mean@k at 2 deals", gap["2"], PROFILE);
+
+# %% tags=["report"]
+widths_figure(sweep)
+
+# %% [markdown]
+# Move the slider to read one width's rows (the line above the table says who is ahead there):
+
+# %%
+width_slider(sweep)
+
+# %% [markdown]
+# Read the lines with the accuracies beside them. At ten deals, the width RL trained on, the two
+# models are about as often right and the unseen one gets there in far fewer sequential steps and,
+# at batch 1, in about half the seconds (the printout above); at batch 64, where each path takes a
+# row of the batch, its seconds are no lower. Below ten deals the crossovers the card names mean
+# nothing: the unseen model is almost never right there. RL on ten-deal lists rewrote the line
+# that opens its block for ten deals (its short plans now come out broken, `Check (AA)-…`), and
+# nothing in its RL problems kept the short ones, while the serial model, with the same RL
+# problems, still solves the short lists. Its cold start solved them
+# ([docs/planworld.md](../docs/planworld.md#the-world-as-it-stands-rl-widens-the-plans) has the
+# cold start's card); RL on a mix of widths is the next thing to try. The seconds were timed while
+# two other jobs shared the two cores (the card keeps each width's spread): read them as rough.
+
+# %% [markdown]
+# ### How we got here: the regimes before this one
+#
+# The cells below read the cards of the earlier regimes ([docs/planworld.md](../docs/planworld.md#regimes-tried)):
+# the first study (regime 4: plans of a long list's first deals, read by the paths, any right
+# letter paid), three arms of the `controls` study, the same problems and steps:
 #
 # | arm | cold start | what it controls for |
 # |---|---|---|
@@ -657,10 +762,9 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # | unseen | the plan, one path per item, the unseen mask | R1-Unseen, the model's own plan |
 # | unseen-noplan | the same blocks, the plan line removed: three paths told nothing | the plan |
 #
-# Serial and unseen have three SFT seeds each, every RL seed from its own SFT seed, and the
-# intervals resample seeds and problems; the plan-removed control and a plain SFT (the right
-# deal's check alone, the same rows and steps, then plain GRPO) have one seed each (their own
-# cards, printed below the table).
+# Serial and unseen have three SFT seeds each, every RL seed from its own SFT seed; the
+# plan-removed control and a plain SFT (the right deal's check alone, the same rows and steps,
+# then plain GRPO) have one seed each (their own cards, printed below the table).
 
 # %%
 from pr1lib.notebook.reports import seeds_frame
@@ -704,13 +808,13 @@ should_see("PlanWorld: split rate with the plan minus without", unseen["split_ra
            PROFILE);
 
 # %% [markdown]
-# How to read it. RL did to the plans what the paper says it does to a behaviour the cold start
-# holds: on every seed the plans moved from the cold start's mix of two and three deals to three,
+# How to read it (regime 4). RL did to the plans what the paper says it does to a behaviour the
+# cold start holds: on every seed the plans moved from the cold start's mix of two and three deals to three,
 # the widest it wrote, and the paths kept their distinct, correct deals. The plan is what splits
 # the search: with the plan line removed, the same blocks' three blind paths mostly check the
 # same deals. RL did not invent a fourth item (a chance near zero before and after RL:
 # `tools/plan_widths.py`). And the serial search ends *above* R1-Unseen, against the paper's
-# result. The reason is in the samples ([docs/planworld.md](../docs/planworld.md#the-study)):
+# result. The reason is in the samples ([docs/planworld.md](../docs/planworld.md#the-first-study-regime-4)):
 # after RL the serial model keeps checking past its plan, deal (D) and on, and when those fail it
 # names a letter it has not checked, right often enough on ten deals to pay; the unseen model's
 # block ends where its plan does, and its summary can only copy what its paths found. Parallel
@@ -807,46 +911,6 @@ should_see("PlanWorld: plan hidden, RL paying checked letters, paths per block a
 # fourth path finds. So the width RL can reach is bounded by how much a wider block is worth, and
 # the cold start is what sets that
 # ([docs/planworld.md](../docs/planworld.md#regimes-tried), regimes 7 and 8).
-
-# %% [markdown]
-# **When does parallel pay?** `study widths` evaluates the serial and unseen models (seed 0 of
-# each) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and seconds per
-# answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which
-# unseen stays below serial at every wider width. Move the slider to see each width's rows.
-
-# %%
-from pr1lib.notebook.sweep import ahead_words, width_slider, widths_figure
-
-sweep = committed("planworld-widths")
-print("the committed run:", sweep["command"])
-print("\n".join(sweep["numbers"]["verdict"]))
-widths = sweep["numbers"]["widths"]
-print("\n".join(ahead_words(sweep, int(w)) for w in sorted(widths, key=int)))
-steps = {w: widths[w]["unseen"]["mean_sequential_steps"] for w in ("2", "10")}
-flat = steps["10"] / steps["2"]
-should_see("PlanWorld sweep: unseen's steps at 10 deals over 2", flat, PROFILE)
-should_see("PlanWorld sweep: unseen minus serial mean@k at 10 deals",
-           widths["10"]["unseen"]["accuracy"] - widths["10"]["serial"]["accuracy"], PROFILE);
-
-# %% tags=["report"]
-widths_figure(sweep)
-
-# %% [markdown]
-# Move the slider to read one width's rows (the line above the table says who is ahead there):
-
-# %%
-width_slider(sweep)
-
-# %% [markdown]
-# Read the lines with the accuracies beside them. The unseen model's plans are about three deals
-# wide at every width (its paths per block), so its steps hardly move with the list, while the
-# serial search's steps grow with the deals it gets through: the steps cross early. From four
-# deals on, though, the unseen model is also less often right, so part of its saving is a search
-# that stopped at its plan, not the same search done side by side; a fair "parallel pays" needs
-# both arms to search as far, which here neither cold start teaches (the next section of
-# [docs/planworld.md](../docs/planworld.md#what-this-shows-and-what-is-open) says what to try).
-# The seconds were timed on a shared, busy machine (the card keeps each width's spread): read
-# their crossovers as rough.
 
 # %% [markdown]
 # ## Summary

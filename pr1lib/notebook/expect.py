@@ -143,6 +143,13 @@ EXPECTED: dict[str, dict[str, Range]] = {
     "PlanWorld: plan hidden, RL paying checked letters, paths per block after RL": {
         "*": (2.7, 3.2)
     },
+    # results/planworld-controls-wide (regime 9, 3 SFT seeds per arm): R1-Unseen's plans widen from
+    # the cold start's 2 or 3 deals to about 6 paths per block (measured 6.15), its mean@4 rises by
+    # about 26 points over the seeds (measured 0.262), and it ends within the noise of the serial
+    # search on the same problems and steps (measured -5.7 points, interval -21.7 to +7.9)
+    "PlanWorld regime 9: R1-Unseen minus serial, hard mean@k": {"*": (-0.15, 0.05)},
+    "PlanWorld regime 9: R1-Unseen's paths per block after RL": {"*": (5.0, 8.0)},
+    "PlanWorld regime 9: R1-Unseen's mean@k gain from its cold start": {"*": (0.15, 0.4)},
     # results/planworld-widths-wide (regime 9, seed 0 of each arm): at 10 deals unseen about
     # matches serial (measured -0.8 points) in 0.47x its seconds at batch 1; at 2 deals, after RL
     # on ten-deal lists only, its short plans come out broken (measured -92 points)
