@@ -23,6 +23,7 @@ from typing import Any
 from pr1lib.config import ModelConfig
 from pr1lib.config.checks import local_folder
 from pr1lib.store.disk import check_room
+from pr1lib.store.paths import shown
 from pr1lib.store.folders import FolderError, is_main_process, move_aside, next_prev
 from pr1lib.store.jsonl import read_json
 from pr1lib.store.modelfiles import model_hash, safetensors_header, torch_file_damage
@@ -177,7 +178,10 @@ def follow_hidden_plans(cfg: Any, init: str | Path | None) -> Any:
     unseen = getattr(cfg, "variant", None) == "unseen"
     if getattr(cfg, "hide_plan", True) or not unseen or not recorded_hide_plan(init):
         return cfg
-    print(f"note: {init} was trained with hidden plans (its config): hide_plan=true", flush=True)
+    print(
+        f"note: {shown(init)} was trained with hidden plans (its config): hide_plan=true",
+        flush=True,
+    )
     return cfg.replace(hide_plan=True)
 
 
