@@ -23,7 +23,6 @@ from typing import Any
 from pr1lib.config import ModelConfig
 from pr1lib.config.checks import local_folder
 from pr1lib.store.disk import check_room
-from pr1lib.store.paths import shown
 from pr1lib.store.folders import FolderError, is_main_process, move_aside, next_prev
 from pr1lib.store.jsonl import read_json
 from pr1lib.store.modelfiles import model_hash, safetensors_header, torch_file_damage
