@@ -655,10 +655,10 @@ seconds_ok = should_see("WideWorld: R1-Unseen's seconds per answer over serial's
 # the trainer still scores the policy's log-probs). Two arms of the `controls` study, the same
 # cold-start problems, RL problems, steps and seeds:
 #
-# | arm | cold start | RL | what it controls for |
+# | arm | cold start | RL, Stage 3 | controls for |
 # |---|---|---|---|
-# | serial-s3 | the same plans and checks in one stream, to the first ✓ | plain GRPO, Stage 3 | the search, not its form |
-# | unseen-s3 | the plan, one path per deal it names, the unseen mask | Parallel-R1-Unseen, Stage 3 | R1-Unseen, the model's own plan |
+# | serial-s3 | the plans and checks in one stream, to the first ✓ | plain GRPO | the search |
+# | unseen-s3 | the plan, a path per deal it names, unseen mask | R1-Unseen | the own plan |
 #
 # Each arm trains three cold starts (SFT seeds 0, 1, 2) and one RL run from each, and the
 # intervals resample seeds and problems; the evaluation is 100 held-out ten-deal problems × 4
@@ -714,8 +714,9 @@ should_see("PlanWorld regime 9: R1-Unseen's mean@k gain from its cold start",
 # %% [markdown]
 # **When does parallel pay?** `study widths` evaluates the serial and unseen models above (seed 0
 # of each, after RL) on whole lists of 2, 3, 4, 6 and 10 deals: accuracy, sequential steps, and
-# seconds per answer at batch 1 and 64 timed side by side in one run. A crossover is the width from which
-# unseen stays below serial at every wider width. Move the slider to see each width's rows.
+# seconds per answer at batch 1 and 64 timed side by side in one run. A crossover is the width
+# from which unseen stays below serial at every wider width. Move the slider to see each width's
+# rows.
 
 # %%
 from pr1lib.notebook.sweep import ahead_words, width_slider, widths_figure
@@ -760,9 +761,10 @@ width_slider(sweep)
 # %% [markdown]
 # ### How we got here: the regimes before this one
 #
-# The cells below read the cards of the earlier regimes ([docs/planworld.md](../docs/planworld.md#regimes-tried)):
-# the first study (regime 4: plans of a long list's first deals, read by the paths, any right
-# letter paid), three arms of the `controls` study, the same problems and steps:
+# The cells below read the cards of the earlier regimes
+# ([docs/planworld.md](../docs/planworld.md#regimes-tried)): the first study (regime 4: plans of a
+# long list's first deals, read by the paths, any right letter paid), three arms of the `controls`
+# study, the same problems and steps:
 #
 # | arm | cold start | what it controls for |
 # |---|---|---|
@@ -816,17 +818,17 @@ should_see("PlanWorld: split rate with the plan minus without", unseen["split_ra
            PROFILE);
 
 # %% [markdown]
-# How to read it (regime 4). RL did to the plans what the paper says it does to a behaviour the
-# cold start holds: on every seed the plans moved from the cold start's mix of two and three deals to three,
-# the widest it wrote, and the paths kept their distinct, correct deals. The plan is what splits
-# the search: with the plan line removed, the same blocks' three blind paths mostly check the
+# How to read it (regime 4). RL did to the plans what the paper says it does to a behaviour the cold
+# start holds: on every seed the plans moved from the cold start's mix of two and three deals to
+# three, the widest it wrote, and the paths kept their distinct, correct deals. The plan is what
+# splits the search: with the plan line removed, the same blocks' three blind paths mostly check the
 # same deals. RL did not invent a fourth item (a chance near zero before and after RL:
-# `tools/plan_widths.py`). And the serial search ends *above* R1-Unseen, against the paper's
-# result. The reason is in the samples ([docs/planworld.md](../docs/planworld.md#the-first-study-regime-4)):
+# `tools/plan_widths.py`). And the serial search ends *above* R1-Unseen, against the paper's result.
+# The reason is in the samples ([docs/planworld.md](../docs/planworld.md#the-first-study-regime-4)):
 # after RL the serial model keeps checking past its plan, deal (D) and on, and when those fail it
 # names a letter it has not checked, right often enough on ten deals to pay; the unseen model's
-# block ends where its plan does, and its summary can only copy what its paths found. Parallel
-# paths save sequential steps (the verdict's last line), but here they also search less.
+# block ends where its plan does, and its summary can only copy what its paths found. Parallel paths
+# save sequential steps (the verdict's last line), but here they also search less.
 
 # %% [markdown]
 # **Could RL have found a wider plan?** A width RL never samples is never rewarded. A second run
