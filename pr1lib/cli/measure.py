@@ -117,14 +117,14 @@ def as_trained(name: str, profile: str, asked: dict[str, Any]) -> dict[str, Any]
     forked, a WideWorld one measured on WideWorld's tier of the profile's default. A flag that
     says otherwise wins, and one line on stderr says so."""
     from pr1lib import worlds
-    from pr1lib.training.runs import recorded_hide_plan
+    from pr1lib.training.runs import decoded_hidden
     from pr1lib.training.starts import DECODE_MODES, told_otherwise, trained_as
 
     variant, world = trained_as(name)
     chosen = {}
     if variant in DECODE_MODES:
         chosen["mode"] = DECODE_MODES[variant]
-    if recorded_hide_plan(name) and asked.get("mode") in (None, "forked"):
+    if decoded_hidden(name, asked.get("mode")):
         chosen["hide_plan"] = True  # decoded as it was trained: its plans hidden
     if world in worlds.names():  # its world's tier of the profile's default benchmark
         default = EvalConfig.for_profile(profile).benchmark

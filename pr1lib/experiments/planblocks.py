@@ -123,13 +123,13 @@ def main(run: StudyRun) -> dict[str, Any]:
     """``study plans``: every width of ``--widths`` for ``--model`` (default: PlanWorld's shipped
     unseen cold start), at T = 1 with seed ``--seed``."""
     from pr1lib.evaluation.evaluate import load_for_eval
-    from pr1lib.training.runs import recorded_hide_plan
+    from pr1lib.training.runs import decoded_hidden
 
     if run.world not in (None, WORLD):
         raise ValueError(f"study plans forces {WORLD}'s plans: leave --world out or give {WORLD}")
     name = run.option("model") or worlds.get(WORLD).init("unseen")
     model, tokenizer = load_for_eval(name, run.profile)
-    hide = recorded_hide_plan(name)  # decoded as it was trained
+    hide = decoded_hidden(name)  # decoded as it was trained (forced plans fork their paths)
     out = {"model": name, "seed": run.seeds[0], "hide_plan": hide, "widths": {}}
     for width in run.option("widths", WIDTHS):
         row = forced_plan(model, tokenizer, width, run.option("n", N), run.seeds[0], 1.0, hide)

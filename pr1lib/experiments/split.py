@@ -137,11 +137,11 @@ def measure_split(
     ``header_style``; none: the world's), with hidden plans where it was trained with them; kept in
     ``folder/splits.json`` (one entry per model) and reused."""
     from pr1lib.config import VARIANT_ROLLOUT
-    from pr1lib.training.runs import recorded_hide_plan
+    from pr1lib.training.runs import decoded_hidden
 
     chosen = worlds.get(world)
     mode = chosen.rollout(variant) or VARIANT_ROLLOUT[variant]
-    if variant == "unseen" and recorded_hide_plan(model):  # decoded as it was trained
+    if decoded_hidden(model, mode):  # decoded as it was trained
         layout = {**layout, "hide_plan": True}
     path = Path(folder) / "splits.json"
     kept = json.loads(path.read_text()) if path.is_file() else {}

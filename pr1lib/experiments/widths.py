@@ -145,10 +145,10 @@ def sweep(run: StudyRun, named: dict[str, str], widths: list[int]) -> dict[str, 
     """Every width, both arms: ``accuracy`` and ``seconds`` per arm (``seconds_per_answer``:
     batch -> median seconds, ``spread`` beside it), the models loaded once."""
     say = (lambda *a, **k: None) if run.profile == "smoke" else print
-    from pr1lib.training.runs import recorded_hide_plan
+    from pr1lib.training.runs import decoded_hidden
 
     loaded = {arm: load_for_eval(path, run.profile, say) for arm, path in named.items()}
-    hidden = {arm: ARMS[arm] == "unseen" and recorded_hide_plan(named[arm]) for arm in ARMS}
+    hidden = {arm: decoded_hidden(named[arm], DECODE_MODES[ARMS[arm]]) for arm in ARMS}
     n, timed = run.option("n", N), run.option("timed", TIMED)
     out: dict[str, Any] = {}
     for width in widths:

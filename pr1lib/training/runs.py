@@ -171,6 +171,18 @@ def recorded_hide_plan(init: str | Path | None) -> bool:
     return _stage_config(init).get("hide_plan") is True
 
 
+def decoded_hidden(init: str | Path | None, mode: str | None = "forked") -> bool:
+    """Should ``init`` be decoded with hidden plans in rollout ``mode`` (``None``: the forked
+    default)? Where it was trained with them and the decode forks its paths: the unseen mask is
+    what hides a plan, and a seen or plain decode reads every token anyway.
+
+    >>> start = "data/planworld-sft-unseen"
+    >>> decoded_hidden(start), decoded_hidden(start, "seen"), decoded_hidden(None)
+    (True, False, False)
+    """
+    return mode in (None, "forked") and recorded_hide_plan(init)
+
+
 def follow_hidden_plans(cfg: Any, init: str | Path | None) -> Any:
     """``cfg`` with ``hide_plan`` on when ``init`` was trained with it and ``cfg`` trains the
     unseen variant (one line says so; a seen or plain run reads every token anyway)."""
