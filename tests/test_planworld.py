@@ -27,6 +27,17 @@ def test_each_search_tier_has_its_width_and_exactly_one_candidate_that_checks_ou
         assert record["answer"].endswith(f"#### {pw.LETTERS[pw.solve(deals, total, candidates)]}")
 
 
+def test_the_mixed_tier_draws_whole_lists_of_every_width_from_two_to_ten():
+    """Regime 10's RL problems: each width 2..10 about as often, every deal a candidate, and no
+    question of the ten-deal test set among its training problems."""
+    records = pw.generate(900, "mixed", "train", seed=0)
+    widths = [len(pw.parse_question(r["question"])[2]) for r in records]
+    assert all(len(pw.parse_question(r["question"])[0]) == w for r, w in zip(records, widths))
+    assert {w: widths.count(w) > 60 for w in pw.MIXED} == {w: True for w in range(2, 11)}
+    hard = {r["question"] for r in pw.generate(300, "hard", "test")}
+    assert not hard & {r["question"] for r in records}
+
+
 def test_the_cold_starts_plans_name_two_or_three_deals_and_start_anywhere_on_long_lists():
     """Plans of 2 or 3 deals; on a long list that names no span the plan is a window holding the
     answer, anywhere in the list, so paths of late letters are trained on such questions too."""

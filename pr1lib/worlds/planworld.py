@@ -12,7 +12,9 @@ Exactly one candidate sums to the total. The tiers differ only in how many candi
   past C); a list of 4 to 10 deals searched in 2 or 3 deals in a row (``plan_window``) that hold
   the answer, anywhere in the list (a partial plan: the teacher's plans never name more than
   ``PLANNED`` deals, and a path of any letter is trained on a question that names no span);
-- ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals.
+- ``w2``, ``w3``, ``w4``, ``w6``, ``hard``: whole lists of 2, 3, 4, 6 and 10 deals;
+- ``mixed``: whole lists of 2 to 10 deals, each width as likely (regime 10's RL problems: a plan
+  must fit its list, so RL cannot simply widen every plan to ten).
 
 Every searching form opens with the model's plan (``pr1lib.format.plans``), ``Check (A)-(C)``:
 
@@ -57,7 +59,8 @@ from pr1lib.worlds.wideworld import (
 )
 
 TIER_WIDTHS = {"w2": 2, "w3": 3, "w4": 4, "w6": 6, "hard": 10}  # candidates per search item
-TIERS = ("easy", "small", *TIER_WIDTHS)
+MIXED = range(2, 11)  # the mixed tier's widths, one drawn per problem
+TIERS = ("easy", "small", *TIER_WIDTHS, "mixed")
 MOST = 10  # deals in the longest list (A)..(J): the widest plan
 # the teacher writes three or more deals in a row as a span, Check (A)-(C): a width is then one
 # end letter, which the cold start has seen end spans anywhere in the list and RL can move; as a
@@ -131,6 +134,11 @@ def small_problem(rng: random.Random) -> dict:
     return search_problem(rng, n, (lo, lo + width - 1))
 
 
+def mixed_problem(rng: random.Random) -> dict:
+    """A whole list of 2 to 10 deals, each width as likely (the mixed tier)."""
+    return search_problem(rng, rng.choice(MIXED))
+
+
 def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) -> list[dict]:
     """``n`` distinct PlanWorld records of ``tier`` from ``split`` (splits never overlap).
 
@@ -140,7 +148,7 @@ def generate(n: int, tier: str = "easy", split: str = "train", seed: int = 0) ->
     """
     check_request(n, tier, split, TIERS)
     rng = random.Random(f"planworld/{tier}/{split}/{seed}")
-    make = {"easy": easy_problem, "small": small_problem}.get(tier)
+    make = {"easy": easy_problem, "small": small_problem, "mixed": mixed_problem}.get(tier)
     if make is None:  # a whole list of the tier's width
         return distinct_records(n, split, lambda: search_problem(rng, TIER_WIDTHS[tier]))
     return distinct_records(n, split, lambda: make(rng))
@@ -332,6 +340,7 @@ WORLD = register(
             "easy": WIDE.tier_labels["easy"],
             "small": "search 2 or 3 deals",
             **{t: f"search {w} deals" for t, w in TIER_WIDTHS.items()},
+            "mixed": "search 2 to 10 deals",
         },
         checkpoints={"base": WIDE.checkpoints["base"], "unseen": "data/planworld-sft-unseen"},
         budgets={**WIDE.budgets, "num_paths": MOST, "header_style": "plan"},
