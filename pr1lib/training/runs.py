@@ -78,8 +78,17 @@ def _stamp_id(init: str | Path) -> str:
 
 
 def same_start(theirs: str | None, init: str | Path | None) -> bool:
-    """Whether a recorded start (``start.json``, a run card's ``start``) is ``init`` now."""
-    return theirs == start_id(init) or (init is not None and theirs == _stamp_id(init))
+    """Whether a recorded start (``start.json``, a run card's ``start``) is ``init`` now: the same
+    id, or the same content hash under another folder name (a copy or a link elsewhere).
+
+    >>> same_start("runs/a/sft#7c685d83", "base"), same_start("base", None)
+    (False, True)
+    """
+    ours = start_id(init)
+    if theirs == ours or (init is not None and theirs == _stamp_id(init)):
+        return True
+    content = [i.rpartition("#")[2] if "#" in i else None for i in (theirs or "", ours)]
+    return content[0] is not None and len(content[0]) == 16 and content[0] == content[1]
 
 
 def is_run_folder(init: str | Path | None) -> bool:

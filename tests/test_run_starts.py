@@ -1,0 +1,34 @@
+"""Which start a finished run counts as begun from (``training.runs.same_start``): a model is its
+content, so a copy or a link of a cold start elsewhere is the same start, and a retrained one is
+not. A study can then reuse runs begun from cold starts that another folder holds."""
+
+from __future__ import annotations
+
+import json
+
+from _probes import model_copy, run_folder
+
+from pr1lib.config import GRPOStageConfig
+from pr1lib.training.runs import finished_run, same_start, start_id
+
+
+def test_a_copy_or_a_link_of_the_start_elsewhere_is_the_same_start(tmp_path):
+    start = model_copy(tmp_path / "a" / "sft")
+    recorded = start_id(start)
+    copy = model_copy(tmp_path / "b" / "sft")
+    link = tmp_path / "c"
+    link.symlink_to(start)
+    assert same_start(recorded, copy) and same_start(recorded, link)
+    assert not same_start(recorded, model_copy(tmp_path / "d", tweak="retrained"))
+    assert not same_start(recorded, None) and not same_start("runs/x#7c68", copy)
+
+
+def test_a_finished_run_is_reused_from_a_copied_start_and_not_from_another_model(tmp_path):
+    cfg = GRPOStageConfig.for_stage(3, "smoke")
+    start = run_folder(tmp_path / "pilot" / "sft")
+    run = tmp_path / "run"
+    (run / "merged").mkdir(parents=True)
+    card = {"config": cfg.to_dict(), "start": start_id(start), "steps": cfg.max_steps, "after": {}}
+    (run / "run_card.json").write_text(json.dumps(card, default=str))
+    assert finished_run(run, cfg, run_folder(tmp_path / "study" / "sft")) is not None
+    assert finished_run(run, cfg, run_folder(tmp_path / "other", tweak="x")) is None
