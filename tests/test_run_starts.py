@@ -28,7 +28,9 @@ def test_a_finished_run_is_reused_from_a_copied_start_and_not_from_another_model
     start = run_folder(tmp_path / "pilot" / "sft")
     run = tmp_path / "run"
     (run / "merged").mkdir(parents=True)
-    card = {"config": cfg.to_dict(), "start": start_id(start), "steps": cfg.max_steps, "after": {}}
+    card = {"config": cfg.to_dict(), "start": start_id(start), "steps": cfg.max_steps}
+    card |= {"run_dir": "runs/moved-away", "merged": "runs/moved-away/merged"}
     (run / "run_card.json").write_text(json.dumps(card, default=str))
-    assert finished_run(run, cfg, run_folder(tmp_path / "study" / "sft")) is not None
+    reused = finished_run(run, cfg, run_folder(tmp_path / "study" / "sft"))
+    assert reused is not None and reused["merged"] == str(run / "merged")  # where it is now
     assert finished_run(run, cfg, run_folder(tmp_path / "other", tweak="x")) is None

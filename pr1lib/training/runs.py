@@ -376,7 +376,9 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     if not same:
         return None
     print(f"reusing the finished run {shown(run_dir)}", flush=True)
-    return {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
+    kept = {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
+    # where the run is now (a folder moved since it trained still points at itself)
+    return {**kept, "run_dir": str(run_dir), "merged": str(Path(run_dir) / "merged")}
 
 
 # ----------------------------------------------------------------------------- saving and loading
