@@ -1,6 +1,7 @@
-"""Which start a finished run counts as begun from (``training.runs.same_start``): a model is its
-content, so a copy or a link of a cold start elsewhere is the same start, and a retrained one is
-not. A study can then reuse runs begun from cold starts that another folder holds."""
+"""When a study reuses a finished run instead of training it again (``training.runs``'
+``same_start`` and ``finished_run``, ``experiments.curriculum``): a model is its content, so a
+copy or a link of a cold start elsewhere is the same start and a retrained one is not; the config
+compared is the one that trains."""
 
 from __future__ import annotations
 
@@ -34,3 +35,28 @@ def test_a_finished_run_is_reused_from_a_copied_start_and_not_from_another_model
     reused = finished_run(run, cfg, run_folder(tmp_path / "study" / "sft"))
     assert reused is not None and reused["merged"] == str(run / "merged")  # where it is now
     assert finished_run(run, cfg, run_folder(tmp_path / "other", tweak="x")) is None
+
+
+def test_a_finished_unseen_run_from_a_hidden_plan_start_is_reused(tmp_path, monkeypatch):
+    """Bug: the study compared a finished run's card with its config before ``hide_plan`` was
+    followed from the start, saw another config, resumed the run at its last step and rewrote its
+    card (its training seconds lost). The config compared is the one that trains."""
+    from pr1lib.experiments import curriculum
+
+    start = run_folder(tmp_path / "sft")
+    sft = {"type": "SFTStageConfig", "variant": "unseen", "hide_plan": True}
+    (start / "config.json").write_text(json.dumps(sft))
+    cfg = GRPOStageConfig.for_stage(3, "smoke", variant="unseen", seed=0).replace(hide_plan=True)
+    run = tmp_path / "arm" / curriculum.run_name(cfg)
+    (run / "merged").mkdir(parents=True)
+    card = {"config": cfg.to_dict(), "start": start_id(start), "steps": cfg.max_steps}
+    (run / "run_card.json").write_text(json.dumps({**card, "before": {}, "after": {}}, default=str))
+
+    def retrain(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(curriculum, "run_grpo", retrain)
+    result = curriculum.run_curriculum(
+        "smoke", "unseen", start, 0, tmp_path / "arm", stages=(3,), sft_metrics={"hard": {}}
+    )
+    assert result["stages"][0]["run_dir"] == str(run)

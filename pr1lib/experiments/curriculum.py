@@ -19,7 +19,7 @@ from pr1lib.config import CURRICULA, VARIANTS, GRPOStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.grpo import run_grpo, run_name
-from pr1lib.training.runs import finished_run
+from pr1lib.training.runs import finished_run, follow_hidden_plans
 from pr1lib.training.starts import default_init
 
 
@@ -59,6 +59,9 @@ def run_curriculum(
             seed=seed,
             **{**overrides, **(stage_overrides or {}).get(stage, {})},
         )
+        # the config as run_grpo trains it (a start with hidden plans keeps them), so a finished
+        # run of that config is reused, not resumed at its last step and its card rewritten
+        cfg = follow_hidden_plans(cfg, init)
         out = root / run_name(cfg)
         done = finished_run(out, cfg, init)
         if done is None:
