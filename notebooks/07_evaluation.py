@@ -792,7 +792,7 @@ should_see("PlanWorld regime 10 sweep: unseen mean@k at 2 deals",
 # ([docs/planworld.md](../docs/planworld.md#rl-on-a-mix-of-widths-regime-10)).
 
 # %% [markdown]
-# ### How we got here: the regimes before this one
+# ### How we got here: the regimes before regime 9
 #
 # The cells below read the cards of the earlier regimes
 # ([docs/planworld.md](../docs/planworld.md#regimes-tried)): the first study (regime 4: plans of a
