@@ -60,3 +60,18 @@ def test_a_finished_unseen_run_from_a_hidden_plan_start_is_reused(tmp_path, monk
         "smoke", "unseen", start, 0, tmp_path / "arm", stages=(3,), sft_metrics={"hard": {}}
     )
     assert result["stages"][0]["run_dir"] == str(run)
+
+
+def test_a_finished_run_asked_for_with_another_thread_count_is_the_same_run(tmp_path):
+    """Bug: a rerun with another ``num_threads`` saw another config, resumed the finished run at
+    its last step and rewrote its card. Threads and logging do not change what a run trains; a
+    learning rate or an evaluation size does."""
+    cfg = GRPOStageConfig.for_stage(3, "smoke").replace(num_threads=2, logging_steps=1)
+    start = run_folder(tmp_path / "sft")
+    run = tmp_path / "run"
+    (run / "merged").mkdir(parents=True)
+    card = {"config": cfg.to_dict(), "start": start_id(start), "steps": cfg.max_steps}
+    (run / "run_card.json").write_text(json.dumps(card, default=str))
+    assert finished_run(run, cfg.replace(num_threads=1, logging_steps=5), start) is not None
+    assert finished_run(run, cfg.replace(learning_rate=3e-4), start) is None
+    assert finished_run(run, cfg.replace(eval_n=7), start) is None

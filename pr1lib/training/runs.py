@@ -267,6 +267,11 @@ GRPO_RESUMABLE = (
 )
 
 
+# fields that change how fast a run goes or how often it logs, not what it trains or measures: a
+# finished run asked for again with another of these is the same run (``finished_run``)
+GRPO_RUNTIME = ("num_threads", "save_steps", "logging_steps")
+
+
 def _fixed(cfg: Any) -> dict | None:
     """The part of a config a resumed run must share (``None`` without a config)."""
     if cfg is None:
@@ -368,8 +373,10 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     if not path.is_file() or not (Path(run_dir) / "merged").is_dir():
         return None
     card = read_json(path, "move the run folder aside to train it again")
+    ours = json.loads(json.dumps(cfg.to_dict(), default=str))
+    theirs = card.get("config") if isinstance(card.get("config"), dict) else {}
     same = (
-        card.get("config") == json.loads(json.dumps(cfg.to_dict(), default=str))
+        _without(theirs, GRPO_RUNTIME) == _without(ours, GRPO_RUNTIME)
         and same_start(card.get("start"), init)
         and card.get("steps") == cfg.max_steps
     )
@@ -379,6 +386,10 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     kept = {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
     # where the run is now (a folder moved since it trained still points at itself)
     return {**kept, "run_dir": str(run_dir), "merged": str(Path(run_dir) / "merged")}
+
+
+def _without(fields: dict, keys: tuple[str, ...]) -> dict:
+    return {k: v for k, v in fields.items() if k not in keys}
 
 
 # ----------------------------------------------------------------------------- saving and loading
