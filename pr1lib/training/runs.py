@@ -87,8 +87,8 @@ def same_start(theirs: str | None, init: str | Path | None) -> bool:
     ours = start_id(init)
     if theirs == ours or (init is not None and theirs == _stamp_id(init)):
         return True
-    content = [i.rpartition("#")[2] if "#" in i else None for i in (theirs or "", ours)]
-    return content[0] is not None and len(content[0]) == 16 and content[0] == content[1]
+    content = (theirs or "").rpartition("#")[2]  # a model_hash has 16 digits, a stamp 8
+    return "#" in ours and len(content) == 16 and content == ours.rpartition("#")[2]
 
 
 def is_run_folder(init: str | Path | None) -> bool:
@@ -272,12 +272,18 @@ GRPO_RESUMABLE = (
 GRPO_RUNTIME = ("num_threads", "save_steps", "logging_steps")
 
 
+def _saved(cfg: Any) -> dict:
+    """``cfg`` as its run folder saves it (JSON values)."""
+    return json.loads(json.dumps(cfg.to_dict(), default=str))
+
+
+def _without(fields: dict, keys: tuple[str, ...]) -> dict:
+    return {k: v for k, v in fields.items() if k not in keys}
+
+
 def _fixed(cfg: Any) -> dict | None:
     """The part of a config a resumed run must share (``None`` without a config)."""
-    if cfg is None:
-        return None
-    fields = json.loads(json.dumps(cfg.to_dict(), default=str))
-    return {k: v for k, v in fields.items() if k not in GRPO_RESUMABLE}
+    return None if cfg is None else _without(_saved(cfg), GRPO_RESUMABLE)
 
 
 def stale_run(run_dir: Path, init: str | Path | None, cfg: Any = None) -> str | None:
@@ -373,23 +379,18 @@ def finished_run(run_dir: Path, cfg: Any, init: str | Path | None) -> dict | Non
     if not path.is_file() or not (Path(run_dir) / "merged").is_dir():
         return None
     card = read_json(path, "move the run folder aside to train it again")
-    ours = json.loads(json.dumps(cfg.to_dict(), default=str))
     theirs = card.get("config") if isinstance(card.get("config"), dict) else {}
     same = (
-        _without(theirs, GRPO_RUNTIME) == _without(ours, GRPO_RUNTIME)
+        _without(theirs, GRPO_RUNTIME) == _without(_saved(cfg), GRPO_RUNTIME)
         and same_start(card.get("start"), init)
         and card.get("steps") == cfg.max_steps
     )
     if not same:
         return None
     print(f"reusing the finished run {shown(run_dir)}", flush=True)
-    kept = {k: v for k, v in card.items() if k not in ("config", "model_config", "environment")}
+    kept = _without(card, ("config", "model_config", "environment"))
     # where the run is now (a folder moved since it trained still points at itself)
     return {**kept, "run_dir": str(run_dir), "merged": str(Path(run_dir) / "merged")}
-
-
-def _without(fields: dict, keys: tuple[str, ...]) -> dict:
-    return {k: v for k, v in fields.items() if k not in keys}
 
 
 # ----------------------------------------------------------------------------- saving and loading
