@@ -771,10 +771,8 @@ mixed = committed("planworld-controls-mixed")["numbers"]
 print("\n".join(verdict(mixed)))
 display(seeds_frame(mixed))
 mixed_rows = {r["arm"]: r for r in mixed["rows"]}
-mixer = mixed_rows["unseen-s3"]
-print(f"R1-Unseen, paths per block: {mixer['start_paths_per_block']:.2f} after SFT, "
-      f"{mixer['paths_per_block']:.2f} after RL; blocks on distinct, correct deals: "
-      f"{mixer['start_distinct_share_rate']:.1%} -> {mixer['distinct_share_rate']:.1%}")
+print(f"R1-Unseen, paths per block after RL: {mixed_rows['unseen-s3']['paths_per_block']:.2f}; "
+      f"blocks on distinct, correct deals: {mixed_rows['unseen-s3']['distinct_share_rate']:.1%}")
 mixed_sweep = committed("planworld-widths-mixed")
 mixed_widths = mixed_sweep["numbers"]["widths"]
 print("\n".join(ahead_words(mixed_sweep, int(w)) for w in sorted(mixed_widths, key=int)))
