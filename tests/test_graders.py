@@ -191,7 +191,7 @@ def test_parity_cases_are_named_once():
 
 # ----------------------------------------------------------------------------- the registry
 def test_registry_names_and_stage_defaults():
-    assert set(G.GRADERS) == {"official", "project", "checked"}
+    assert set(G.GRADERS) == {"official", "project", "checked", "honest"}
     assert DEFAULT_GRADERS == {"stage2": "project", "stage3": "project", "eval": "official"}
     assert [G.default_grader(s) for s in (2, 3, "eval")] == ["project", "project", "official"]
     with pytest.raises(
@@ -346,3 +346,38 @@ def test_the_checked_grader_pays_a_letter_only_where_a_check_of_that_deal_says_s
     for text in (guess, serial_guess, bad_sum):
         assert project.correct(text, "C") and not checked.correct(text, "C")
     assert not checked.correct(found, "C")  # a wrong letter stays wrong
+
+
+def test_the_honest_grader_refuses_a_false_check_on_any_deal_in_either_arm():
+    from pr1lib.rewards.functions import accuracy_reward
+
+    q = "Deals of one pen and one bag: (A) 4 and 9, (B) 6 and 8. Al pays 14 coins for one deal."
+    true_a, false_a = "(A) 4+9=13 vs 14 ✗", "(A) 5+7=12 vs 14 ✗"  # (A) does not cost 5 and 7
+    found = "Check (A), (B)\n<Parallel><Path>{a}</Path><Path>(B) 6+8=14 vs 14 ✓ B</Path></Parallel>"
+    found += "\n<Summary>B</Summary>\nFinal Answer: B"
+    serial = "{a}\n(B) 6+8=14 vs 14 ✓ B\nFinal Answer: B"
+    honest, checked = G.GRADERS["honest"], G.GRADERS["checked"]
+    for form in (found, serial):
+        good, bad = form.format(a=true_a), form.format(a=false_a)
+        assert honest.correct(good, "B", "planworld-hard", question=q)
+        assert not honest.correct(bad, "B", "planworld-hard", question=q)
+        assert checked.correct(bad, "B", "planworld-hard", question=q)  # checked reads the ✓ only
+        assert honest.correct(bad, "B", "planworld-hard")  # no question: the checked verdict
+    beyond = found.format(a=true_a).replace("(B) 6+8=14 vs 14 ✓ B", "(C) 6+8=14 vs 14 ✓ C")
+    assert not honest.correct(beyond.replace("B", "C"), "C", "planworld-hard", question=q)
+    # the rewards read TRL's question column: the false check costs the whole reward
+    texts = [found.format(a=true_a), found.format(a=false_a)]
+    kwargs = {"data_source": ["planworld-hard"] * 2, "question": [q, q]}
+    assert accuracy_reward(texts, ["B", "B"], grader="honest", **kwargs) == [1.0, -1.0]
+    assert accuracy_reward(texts, ["B", "B"], grader="checked", **kwargs) == [1.0, 1.0]
+
+
+def test_an_evaluation_row_grades_honestly_with_its_question():
+    from pr1lib.evaluation.metrics import score_problem, summarize
+
+    q = "Deals of one pen and one bag: (A) 4 and 9, (B) 6 and 8. Al pays 14 coins for one deal."
+    texts = ["(A) 4+9=13 vs 14 ✗\n(B) 6+8=14 vs 14 ✓ B\nFinal Answer: B"]
+    texts.append(texts[0].replace("4+9=13", "5+7=12"))  # a false check of (A)
+    row = score_problem({"id": "p", "question": q, "answer": "B"}, texts, "planworld-hard")
+    assert row["correct_checked"] == [True, True] and row["correct_honest"] == [True, False]
+    assert summarize([row], "honest")["accuracy"] == 0.5

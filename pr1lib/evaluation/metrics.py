@@ -198,7 +198,7 @@ def score_problem(
     samples = [
         {
             "text": text,
-            **check(benchmark, text, record["answer"]),
+            **check(benchmark, text, record["answer"], record["question"]),
             **sample_stats(text, tokenizer, mode),
             **sample_facts(benchmark, record["question"], text),
         }
@@ -422,8 +422,9 @@ def batch_metrics(
     >>> m["accuracy"], m["parallel_ratio"], m["valid_ratio"], m["term/tiered"]
     (0.5, 0.5, 1.0, 0.1)
     """
-    sources = sources if sources is not None else [None] * len(completions)
-    parsed = [terms(c, a, grader, src) for c, a, src in zip(completions, answer, sources)]
+    sources, questions = sources or [None] * len(answer), questions or [None] * len(answer)
+    rows = zip(completions, answer, sources, questions)
+    parsed = [terms(c, a, grader, src, q) for c, a, src, q in rows]
     n = max(len(parsed), 1)
     out = {
         "accuracy": sum(t.correct for t in parsed) / n,
@@ -439,7 +440,7 @@ def batch_metrics(
     for mode in BASE_MODES:
         out[f"term/{mode}"] = round(sum(score_terms(t, mode) for t in parsed) / n, 6)
     widths = [st["paths_per_block"] for st in stats]
-    return out | block_shape(texts, widths, questions or [None] * len(texts), sources)
+    return out | block_shape(texts, widths, questions, sources)
 
 
 def block_shape(

@@ -127,22 +127,27 @@ def _content_text(content: Any) -> str:
 
 
 def terms(
-    completion: Any, answer: Any = None, grader: Any = "project", source: Any = None
+    completion: Any,
+    answer: Any = None,
+    grader: Any = "project",
+    source: Any = None,
+    question: Any = None,
 ) -> Terms:
     """Parse one completion once under ``grader``: correctness (``False`` without a gold), validity,
-    blocks. ``source`` (a data-source name) picks the official grader's per-source answer check."""
+    blocks. ``source`` (a data-source name) picks the official grader's per-source answer check;
+    ``question`` is read by the honest grader."""
     g, text = get_grader(grader), completion_text(completion)
     return Terms(
-        correct=_correct(g, text, answer, source),
+        correct=_correct(g, text, answer, source, question),
         valid=g.valid(text),
         blocks=text.count(PARALLEL),
         plain_needs_valid=g.plain_needs_valid,
     )
 
 
-def _correct(g: Any, text: str, answer: Any, source: Any) -> bool:
+def _correct(g: Any, text: str, answer: Any, source: Any, question: Any = None) -> bool:
     gold = gold_text(answer)
-    return gold is not None and g.correct(text, gold, source)
+    return gold is not None and g.correct(text, gold, source, question=question)
 
 
 def score_terms(t: Terms, mode: str, bonus: float = TIERED_BONUS) -> float:
@@ -171,8 +176,10 @@ def score(
     grader: Any = "project",
     source: Any = None,
     bonus: float = TIERED_BONUS,
+    question: Any = None,
 ) -> float:
-    """The reward of one completion against one gold answer under ``mode`` and ``grader``.
+    """The reward of one completion against one gold answer under ``mode`` and ``grader``
+    (``question``: the problem, for the honest grader).
 
     >>> score("2+3=5\\nFinal Answer: 5", 5, "tiered"), score(None, 5, "tiered")
     (1.0, -1.0)
@@ -180,16 +187,18 @@ def score(
     bonus = check_bonus(bonus)
     # the answer alone: the tags need no parsing (8 of every 10 alternating steps)
     if mode == "accuracy":
-        correct = _correct(get_grader(grader), completion_text(completion), answer, source)
+        correct = _correct(
+            get_grader(grader), completion_text(completion), answer, source, question
+        )
         return 1.0 if correct else -1.0
-    return score_terms(terms(completion, answer, grader, source), mode, bonus)
+    return score_terms(terms(completion, answer, grader, source, question), mode, bonus)
 
 
 # ---------------------------------------------------------------- TRL-signature rewards
-def _sources(kwargs: Mapping[str, Any], n: int) -> list[Any]:
-    """Each completion's data source from TRL's forwarded dataset columns (``data_source``, else
-    ``source``): a column of ``n`` values, or one value for all."""
-    value = kwargs.get("data_source", kwargs.get("source"))
+def _column(kwargs: Mapping[str, Any], n: int, *names: str) -> list[Any]:
+    """Each completion's value of the first of TRL's forwarded dataset columns ``names`` there
+    (``data_source``, else ``source``; ``question``): a column of ``n`` values, or one for all."""
+    value = next((kwargs[name] for name in names if name in kwargs), None)
     if isinstance(value, (list, tuple)) and len(value) == n:
         return list(value)
     return [value if isinstance(value, str) else None] * n
@@ -213,9 +222,11 @@ def _batch(
         )
     if len(completions) != len(answer):
         raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
-    sources = _sources(kwargs, len(completions))
+    sources = _column(kwargs, len(completions), "data_source", "source")
+    questions = _column(kwargs, len(completions), "question")
     return [
-        score(c, a, mode, grader, src, bonus) for c, a, src in zip(completions, answer, sources)
+        score(c, a, mode, grader, src, bonus, q)
+        for c, a, src, q in zip(completions, answer, sources, questions)
     ]
 
 

@@ -21,6 +21,10 @@ them through ``GRADERS[name]``; the default per stage is ``pr1lib.config.DEFAULT
   a right letter counts only where the completion checked that deal, a line
   ``(B) 6+8=14 vs 14 ✓`` with its sum right; a right letter no check names is a guess, and
   wrong. Serial and parallel searches are held to the same rule (no answer mode pays a guess).
+* ``honest`` is ``checked``, and every check the completion writes, on any deal, adds that deal's
+  prices from the question (its world's ``checks_hold``): one false check makes the answer wrong.
+  It needs the question (rewards read TRL's ``question`` column, evaluation its records); without
+  one, or for a world that reads no checks, it is ``checked``.
 
 Every function here takes anything: a non-string completion or gold is wrong (and invalid), never
 an exception, and every parse is linear in the input's length.
@@ -41,6 +45,7 @@ from typing import Any, Callable
 from pr1lib.config.checks import register_choices
 from pr1lib.format.answers import non_finite
 from pr1lib.format.grammar import TAG_RE, answers_match, extract_answer, path_ranges, validate
+from pr1lib.worlds import find_source
 
 _DAPO_ANSWER = re.compile(r"final answer\s*:\s*([^\n]+)", re.IGNORECASE)
 _GSM8K_ANSWER = re.compile(r"Final Answer:\s*(-?[0-9.,]+)")
@@ -331,6 +336,27 @@ def checked_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
     )
 
 
+def honest_correct(
+    completion: Any, gold: Any, source: Any = None, question: Any = None, boxed: bool = True
+) -> bool:
+    """``checked_correct``, and every check the completion writes adds the prices that
+    ``question`` gives the deal it names (the world of ``source`` reads them).
+
+    >>> q = "Deals of one pen and one bag: (A) 4 and 9, (B) 6 and 8. Al pays 14 coins for one deal."
+    >>> right = "(A) 4+9=13 vs 14 ✗\\n(B) 6+8=14 vs 14 ✓ B\\nFinal Answer: B"
+    >>> false_a = right.replace("4+9=13", "5+9=14")  # (A)'s check adds prices (A) does not have
+    >>> [honest_correct(t, "B", "planworld-hard", q) for t in (right, false_a)]
+    [True, False]
+    >>> honest_correct(false_a, "B"), checked_correct(false_a, "B")  # no question: checked
+    (True, True)
+    """
+    if not checked_correct(completion, gold, boxed):
+        return False
+    found = find_source(source) if isinstance(source, str) and isinstance(question, str) else None
+    hold = found[0].checks_hold if found is not None else None
+    return hold is None or hold(question, completion)
+
+
 def project_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
     """The project's verdict: ``project_answer`` equals the gold by value, as text or by
     math-verify.
@@ -357,14 +383,23 @@ class Grader:
     name: str
     strict_format: bool  # validate(text, strict=...)
     plain_needs_valid: bool
-    correct_fn: Callable[[Any, Any, Any, bool], bool]  # (completion, gold, source, boxed) -> bool
+    # (completion, gold, source, boxed, question) -> bool
+    correct_fn: Callable[[Any, Any, Any, bool, Any], bool]
     answer_fn: Callable[[Any, Any, bool], str | None]  # (completion, source, boxed) -> prediction
     about: str
 
-    def correct(self, completion: Any, gold: Any, source: Any = None, boxed: bool = False) -> bool:
+    def correct(
+        self,
+        completion: Any,
+        gold: Any,
+        source: Any = None,
+        boxed: bool = False,
+        question: Any = None,
+    ) -> bool:
         """Is the final answer right? ``source`` picks the official style; ``boxed`` lets the
-        project grader read a lone ``\\boxed{}`` (evaluation does, rewards do not)."""
-        return self.correct_fn(completion, gold, source, boxed)
+        project grader read a lone ``\\boxed{}`` (evaluation does, rewards do not); ``question``:
+        the problem, which only the honest grader reads."""
+        return self.correct_fn(completion, gold, source, boxed, question)
 
     def answer(self, completion: Any, source: Any = None, boxed: bool = False) -> str | None:
         """The prediction this grader reads (``None`` if there is none)."""
@@ -380,7 +415,7 @@ GRADERS: dict[str, Grader] = {
         "official",
         strict_format=False,
         plain_needs_valid=False,
-        correct_fn=lambda c, g, source, boxed: official_correct(c, g, answer_style(source)),
+        correct_fn=lambda c, g, source, boxed, q: official_correct(c, g, answer_style(source)),
         answer_fn=lambda c, source, boxed: official_answer(c, answer_style(source)),
         about="the official reward code: per-source answer check (DAPO: last Final Answer "
         "in the last "
@@ -391,7 +426,7 @@ GRADERS: dict[str, Grader] = {
         "project",
         strict_format=True,
         plain_needs_valid=True,
-        correct_fn=lambda c, g, source, boxed: project_correct(c, g, boxed),
+        correct_fn=lambda c, g, source, boxed, q: project_correct(c, g, boxed),
         answer_fn=lambda c, source, boxed: project_answer(c, boxed),
         about="this project's: strict tag grammar, last Final Answer outside paths compared "
         "by value "
@@ -401,10 +436,19 @@ GRADERS: dict[str, Grader] = {
         "checked",
         strict_format=True,
         plain_needs_valid=True,
-        correct_fn=lambda c, g, source, boxed: checked_correct(c, g, boxed),
+        correct_fn=lambda c, g, source, boxed, q: checked_correct(c, g, boxed),
         answer_fn=lambda c, source, boxed: project_answer(c, boxed),
         about="the project's, for a deal's letter (PlanWorld): right only where a check of that "
         "deal, its sum right, is marked ✓ (a guess is wrong)",
+    ),
+    "honest": Grader(
+        "honest",
+        strict_format=True,
+        plain_needs_valid=True,
+        correct_fn=lambda c, g, source, boxed, q: honest_correct(c, g, source, q, boxed),
+        answer_fn=lambda c, source, boxed: project_answer(c, boxed),
+        about="checked, and every check adds the prices the question gives its deal (one false "
+        "check, on any deal, makes the answer wrong)",
     ),
 }
 register_choices(grader=lambda: tuple(GRADERS))  # every config's grader field is one or None
@@ -442,12 +486,12 @@ def default_grader(stage: Any) -> str:
     return DEFAULT_GRADERS[key]
 
 
-def check(benchmark: Any, completion: Any, gold: Any) -> dict:
-    """Every grader's verdict and prediction for one completion on ``benchmark`` (evaluation:
-    the project grader reads a lone ``\\boxed{}``)."""
+def check(benchmark: Any, completion: Any, gold: Any, question: Any = None) -> dict:
+    """Every grader's verdict and prediction for one completion to ``question`` on ``benchmark``
+    (evaluation: the project grader reads a lone ``\\boxed{}``)."""
     out: dict[str, Any] = {}
     for name, grader in GRADERS.items():
-        out[name] = grader.correct(completion, gold, benchmark, boxed=True)
+        out[name] = grader.correct(completion, gold, benchmark, boxed=True, question=question)
     for name, grader in GRADERS.items():
         out[f"pred_{name}"] = grader.answer(completion, benchmark, boxed=True)
     return out

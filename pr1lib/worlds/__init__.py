@@ -77,6 +77,9 @@ class World:
     # per block of a completion to ``question``: did its paths take their assigned shares (a
     # world whose paths are told their share); None: the world assigns no shares
     block_splits: Callable[[str, str], list[bool]] | None = None
+    # whether every check a completion writes to ``question`` adds the prices of the deal it
+    # names (the honest grader's rule); None: the world's checks are not read
+    checks_hold: Callable[[str, str], bool] | None = None
     # its cold start keeps traces without a block (a checked guess that answers, an easy item):
     # the same answer modes in every arm's rows; False: only traces with a block (the paper's)
     blockless_rows: bool = False

@@ -208,6 +208,21 @@ def block_shares(question: str, text: str) -> list[bool]:
     return verdicts
 
 
+def checks_hold(question: str, text: str) -> bool:
+    """Whether every check ``text`` writes adds the prices of the deal it names, on any path or
+    line (a letter the list does not hold fails); ``True`` for a question that is not a search.
+
+    >>> q = generate(1, "w3", "test", seed=3)[0]["question"]
+    >>> checks_hold(q, parallel_trace(*parse_question(q))), checks_hold(q, "(Z) 1+2=3 vs 3 ✓")
+    (True, False)
+    """
+    parsed = parse_question(question)
+    if parsed is None:
+        return True
+    deals = parsed[0]
+    return all(j < len(deals) and deals[j] == p for j, p in checked_deals(text))
+
+
 # --------------------------------------------------------------------------- the three forms
 def parallel_trace(deals: list[tuple[int, int]], total: int, candidates: list[int]) -> str:
     """The plan, one block of one path per candidate, a summary holding the letter.
@@ -334,6 +349,7 @@ WORLD = register(
         serial_solution=serial_solution,
         answer_mode=answer_mode,
         block_splits=block_shares,
+        checks_hold=checks_hold,
         starts_from=(WIDE.name,),
         tiers=TIERS,
         tier_labels={
