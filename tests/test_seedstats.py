@@ -93,6 +93,11 @@ def test_the_controls_table_reports_each_seed_its_sft_seed_and_the_widths(tmp_pa
         (0, 0, 0.5, 0.75),
         (1, 1, 0.5, 0.75),
     ]
+    assert [(s["paths_per_block"], s["distinct_share_rate"]) for s in unseen["per_seed"]] == [
+        (3.0, 1.0),
+        (3.0, 1.0),
+    ]
+    assert all("paths_per_block" not in s for s in serial["per_seed"])
     assert unseen["start_paths_per_block"] == 2.25 and unseen["paths_per_block"] == 3.0
     assert unseen["start_distinct_share_rate"] == 0.9 and unseen["distinct_share_rate"] == 1.0
     assert "paths_per_block" not in serial

@@ -333,16 +333,22 @@ def _rounded(interval: dict[str, float]) -> dict[str, float]:
 
 def per_seed(seeds: list[int], firsts: list[dict], ends: list[dict]) -> list[dict[str, Any]]:
     """One entry per RL seed: the SFT seed its cold start was trained with (``None``: a start the
-    study did not train), its start's and its end's hard accuracy."""
+    study did not train), its start's and its end's hard accuracy, and where the end measured
+    them its paths per block and its blocks' distinct-share rate (a seed whose split failed shows
+    here, not only in the pooled columns)."""
     return [
         {
             "sft_seed": seed_of(card.get("start", "")),
             "seed": seed,
             "start": card["before"]["hard"]["accuracy"],
             "accuracy": end["accuracy"],
+            **{k: end[m] for k, m in _SEED_WIDTHS if end.get(m) is not None},
         }
         for seed, card, end in zip(seeds, firsts, ends)
     ]
+
+
+_SEED_WIDTHS = (("paths_per_block", "mean_paths"), ("distinct_share_rate", "split_rate"))
 
 
 def width_columns(starts: list[dict], ends: list[dict]) -> dict[str, float]:

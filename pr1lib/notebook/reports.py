@@ -90,15 +90,18 @@ def _rounded(value: float | None, digits: int = 3) -> float | None:
 
 def seeds_frame(table: dict[str, Any]) -> pd.DataFrame:
     """One row per arm and RL seed (``per_seed``): the SFT seed it started from, its start's and
-    its end's mean@k.
+    its end's mean@k, and where a card has them its end's paths per block and distinct shares.
 
     >>> one = {"sft_seed": 1, "seed": 1, "start": 0.25, "accuracy": 0.5}
     >>> seeds_frame({"rows": [{"arm": "a", "per_seed": [one]}]}).to_dict("records")
     [{'arm': 'a', 'sft_seed': 1, 'seed': 1, 'start mean@k': 0.25, 'end mean@k': 0.5}]
     """
     rows = [{"arm": r["arm"], **seed} for r in table["rows"] for seed in r.get("per_seed", [])]
-    frame = pd.DataFrame(rows, columns=["arm", "sft_seed", "seed", "start", "accuracy"])
-    return frame.rename(columns={"start": "start mean@k", "accuracy": "end mean@k"})
+    columns = ["arm", "sft_seed", "seed", "start", "accuracy"]
+    extra = [c for c in ("paths_per_block", "distinct_share_rate") if any(c in r for r in rows)]
+    frame = pd.DataFrame(rows, columns=columns + extra)
+    names = {"start": "start mean@k", "accuracy": "end mean@k", "paths_per_block": "end paths"}
+    return frame.rename(columns={**names, "distinct_share_rate": "end distinct shares"})
 
 
 def modes_frame(table: dict[str, Any]) -> pd.DataFrame:
