@@ -792,6 +792,47 @@ should_see("PlanWorld regime 10 sweep: unseen mean@k at 2 deals",
 # ([docs/planworld.md](../docs/planworld.md#rl-on-a-mix-of-widths-regime-10)).
 
 # %% [markdown]
+# ### A false check costs the answer (regime 12)
+#
+# After regime 9 about a third of the unseen model's blocks had a path that adds another deal's
+# prices. The checked grader let that pass unless the path's deal was the answer. The same two
+# arms, cold starts, seeds and steps, with RL's grader stricter in both arms (`grader=honest`): a
+# right letter pays only where every check the completion writes adds the prices the question
+# gives that deal. Evaluation is as before.
+
+# %%
+honest = committed("planworld-controls-honest")["numbers"]
+print("\n".join(verdict(honest)))
+display(seeds_frame(honest))
+honest_rows = {r["arm"]: r for r in honest["rows"]}
+for name, rows in (("regime 9", wide_rows), ("regime 12", honest_rows)):
+    row = rows["unseen-s3"]
+    print(f"{name}: R1-Unseen after RL: {row['paths_per_block']:.2f} paths per block, "
+          f"{row['distinct_share_rate']:.1%} of blocks on distinct, correct deals, "
+          f"mean@k {row['accuracy']:.1%}")
+shares = sorted(s["distinct_share_rate"] for s in honest_rows["unseen-s3"]["per_seed"])
+print("R1-Unseen's blocks on distinct, correct deals per seed, sorted:",
+      ", ".join(f"{x:.1%}" for x in shares))
+should_see("PlanWorld regime 12: R1-Unseen's median seed, blocks on distinct, correct deals",
+           shares[len(shares) // 2], PROFILE)
+should_see("PlanWorld regime 12: R1-Unseen's paths per block after RL",
+           honest_rows["unseen-s3"]["paths_per_block"], PROFILE)
+should_see("PlanWorld regime 12: R1-Unseen minus serial, hard mean@k",
+           honest["contrasts"]["unseen-s3-serial-s3"]["diff"], PROFILE);
+
+# %% [markdown]
+# The stricter grader trades one target for the other. On the seeds whose runs held, nine blocks in
+# ten or more now keep every path on a deal of its own (the per-seed table's last column), far
+# above regime 9's pooled rate; but each path more is one more check that must hold, so the plans
+# stop under five paths, and the parallel arm ends below the serial one (the verdict's lines),
+# which the same grader costs less.
+# Seed 2's run collapsed near step 180 (its paths stop before their sums), which pulls the pooled
+# share down; its regime-9 run dipped at the same step. Neither grader gives wide plans and split
+# paths together: the world keeps the checked one
+# ([docs/planworld.md](../docs/planworld.md#a-false-check-costs-the-answer-regime-12) has the
+# learning curves and the pilots).
+
+# %% [markdown]
 # ### How we got here: the regimes before regime 9
 #
 # The cells below read the cards of the earlier regimes

@@ -162,6 +162,15 @@ EXPECTED: dict[str, dict[str, Range]] = {
     # ten-deal RL, 96.5 % after its cold start)
     "PlanWorld regime 10: R1-Unseen minus serial, hard mean@k": {"*": (-0.3, -0.05)},
     "PlanWorld regime 10 sweep: unseen mean@k at 2 deals": {"*": (0.2, 0.8)},
+    # results/planworld-controls-honest (regime 12: a false check costs the answer in both arms'
+    # RL): the unseen arm's blocks split more than after regime 9 (measured 70.8 % pooled; seeds 0
+    # and 1 above 90 %, seed 2 collapsed), its plans widen less (measured 4.69 paths) and it ends
+    # below the serial search (measured -15.8 points, interval -34.7 to +0.2)
+    "PlanWorld regime 12: R1-Unseen's median seed, blocks on distinct, correct deals": {
+        "*": (0.85, 1.0)
+    },
+    "PlanWorld regime 12: R1-Unseen's paths per block after RL": {"*": (3.0, 5.5)},
+    "PlanWorld regime 12: R1-Unseen minus serial, hard mean@k": {"*": (-0.35, -0.03)},
     # 06 section 10: PlanWorld's 30-step RL from data/planworld-sft-unseen (regime 9; the tiny
     # sizes on every profile but smoke), its training log's last 5 steps against its first 5: the
     # same run as the study's first 30 steps (seed 0: 2.02 -> 3.36 paths per block, past the cold
