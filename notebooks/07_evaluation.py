@@ -794,11 +794,11 @@ should_see("PlanWorld regime 10 sweep: unseen mean@k at 2 deals",
 # %% [markdown]
 # ### A false check costs the answer (regime 12)
 #
-# After regime 9 about a third of the unseen model's blocks had a path that adds another deal's
-# prices. The checked grader let that pass unless the path's deal was the answer. The same two
-# arms, cold starts, seeds and steps, with RL's grader stricter in both arms (`grader=honest`): a
-# right letter pays only where every check the completion writes adds the prices the question
-# gives that deal. Evaluation is as before.
+# After regime 9 about a third of the unseen model's blocks were not split, mostly because a path
+# added another deal's prices, which the checked grader lets pass unless that path's deal is the
+# answer. The same two arms, cold starts, seeds and steps, with RL's grader stricter in both arms
+# (`grader=honest`): a right letter pays only where every check the completion writes adds the
+# prices the question gives that deal. Evaluation is as before.
 
 # %%
 honest = committed("planworld-controls-honest")["numbers"]
@@ -824,8 +824,8 @@ should_see("PlanWorld regime 12: R1-Unseen minus serial, hard mean@k",
 # The stricter grader trades one target for the other. On the seeds whose runs held, nine blocks in
 # ten or more now keep every path on a deal of its own (the per-seed table's last column), far
 # above regime 9's pooled rate; but each path more is one more check that must hold, so the plans
-# stop under five paths, and the parallel arm ends below the serial one (the verdict's lines),
-# which the same grader costs less.
+# stop under five paths, and the parallel arm ends below the serial one, which the same grader
+# costs less (the verdict's interval just reaches zero, so it calls the gap within the noise).
 # Seed 2's run collapsed near step 180 (its paths stop before their sums), which pulls the pooled
 # share down; its regime-9 run dipped at the same step. Neither grader gives wide plans and split
 # paths together: the world keeps the checked one

@@ -7,7 +7,7 @@ for every prompt, ``num_samples`` completion texts with the tags left in
 (``pr1lib.evaluation.samplers``: the training rollout engine, or plain ``model.generate``).
 
 Every problem becomes one line of a JSONL results file (one file per model x benchmark x mode):
-its k completions, both graders' verdicts (``pr1lib.rewards.graders``: official, project) and
+its k completions, every grader's verdict (``pr1lib.rewards.graders.GRADERS``) and
 per-sample statistics.
 A rerun skips the problems already there, so an interrupted evaluation resumes; a torn last line
 (a crash mid-write) is dropped. ``pr1lib.evaluation.metrics.summarize`` turns the rows into the
@@ -348,7 +348,7 @@ def held_out_config(
 
 def sample_rows(model: Any, tokenizer: Any, cfg: EvalConfig) -> list[dict]:
     """The results rows of a model in memory on ``cfg``, nothing written: per problem its ``k``
-    completions (``row["samples"]``) and both graders' verdicts; ``summarize`` gives the numbers.
+    completions (``row["samples"]``) and every grader's verdicts; ``summarize`` gives the numbers.
 
     >>> from pr1lib.decoding.models import build_random_tiny
     >>> model, tok = build_random_tiny(seed=0)

@@ -2,7 +2,7 @@
 
 ``completion_metrics(texts, answers)`` is what training logs, the greedy before/after
 evaluations and pretraining report: accuracy, parallel ratio, valid ratio. ``score_problem`` and
-``summarize`` do the same for a results file of k samples per problem (both graders, pass@k,
+``summarize`` do the same for a results file of k samples per problem (every grader, pass@k,
 blocks, positions, lengths, path overlap). All of them parse a completion the way the rewards do
 (``pr1lib.rewards.functions.terms`` and ``pr1lib.format.grammar.parallel_stats``).
 

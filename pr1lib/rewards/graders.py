@@ -1,4 +1,4 @@
-"""Answer graders: one registry, three graders, each total over any input.
+"""Answer graders: one registry, four graders, each total over any input.
 
 A grader answers two questions about a completion: is its final answer right, and are its tags
 valid. Rewards (``pr1lib.rewards.functions``) and evaluation (``pr1lib.evaluation.evaluate``) ask
