@@ -331,6 +331,10 @@ def _rounded(interval: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in interval.items()}
 
 
+# a seed's own width columns: (its card's key, the evaluation's measure)
+_SEED_WIDTHS = (("paths_per_block", "mean_paths"), ("distinct_share_rate", "split_rate"))
+
+
 def per_seed(seeds: list[int], firsts: list[dict], ends: list[dict]) -> list[dict[str, Any]]:
     """One entry per RL seed: the SFT seed its cold start was trained with (``None``: a start the
     study did not train), its start's and its end's hard accuracy, and where the end measured
@@ -346,9 +350,6 @@ def per_seed(seeds: list[int], firsts: list[dict], ends: list[dict]) -> list[dic
         }
         for seed, card, end in zip(seeds, firsts, ends)
     ]
-
-
-_SEED_WIDTHS = (("paths_per_block", "mean_paths"), ("distinct_share_rate", "split_rate"))
 
 
 def width_columns(starts: list[dict], ends: list[dict]) -> dict[str, float]:

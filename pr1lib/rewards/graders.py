@@ -327,13 +327,13 @@ def checked_correct(completion: Any, gold: Any, boxed: bool = True) -> bool:
     >>> checked_correct(right, "B"), checked_correct("(A) 4+9=13 vs 14 ✗\\nFinal Answer: B", "B")
     (True, False)
     """
-    if not project_correct(completion, gold, boxed):
+    # the ✓ lines first: a text without any (every math benchmark's) never reaches math-verify,
+    # which evaluation would otherwise run once for this grader and again for the honest one
+    checks = _CHECKED.findall(completion) if isinstance(completion, str) else []
+    if not checks or not project_correct(completion, gold, boxed):
         return False
     pred = str(project_answer(completion, boxed)).strip()
-    return any(
-        x == pred and int(a) + int(b) == int(c) == int(t)
-        for x, a, b, c, t in _CHECKED.findall(completion)
-    )
+    return any(x == pred and int(a) + int(b) == int(c) == int(t) for x, a, b, c, t in checks)
 
 
 def honest_correct(
