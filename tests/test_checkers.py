@@ -122,9 +122,11 @@ def test_boxed_only_answers_count_for_project_not_official(name):
             "official": False,
             "project": True,
             "checked": False,  # no deal checked: a math answer is never a checked letter
+            "honest": False,  # honest is checked with every written check true: false here too
             "pred_official": None,
             "pred_project": rec["answer"],
             "pred_checked": rec["answer"],
+            "pred_honest": rec["answer"],
         }, rec["id"]
 
 
