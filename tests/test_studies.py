@@ -356,7 +356,7 @@ def test_the_command_line_offers_exactly_the_control_arms():
     from pr1lib.cli.parser import STUDY_FLAGS
     from pr1lib.experiments.controls import ARMS
 
-    assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted([*ARMS, "all"])
+    assert sorted(STUDY_FLAGS["arm"][1]["choices"]) == sorted([*ARMS, "all", "switch"])
 
 
 def test_the_controls_card_sums_each_arms_wall_time_over_resumed_runs_and_pools_split_rates(

@@ -260,9 +260,14 @@ STUDY_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
                 "unseen",
                 "unseen-s3",
                 "unseen-noplan",
+                "unseen-s3-honest",
+                "unseen-s3-checked",
+                "serial-s3-honest",
                 "all",
+                "switch",
             ),
-            help="the arm to run (all: every arm, then the table)",
+            help="the arm to run (all: every arm, then the table; switch: the arms that go on "
+            "from another's RL under another grader, then the table)",
         ),
     ),
     "sft_seeds": (

@@ -228,8 +228,9 @@ def _check_arm(arm: str, world: str, profile: str) -> None:
     refused in one line, with nothing written."""
     from pr1lib.experiments import controls
 
-    if isinstance(controls.ARMS[arm].cold_start, dict):
-        controls.sft_config(world, profile, arm)
+    for name in controls.chosen_arms(world, arm):  # --arm switch: the arms it names
+        if isinstance(controls.ARMS[name].cold_start, dict):
+            controls.sft_config(world, profile, name)
 
 
 def _decode_as_trained(options: dict[str, Any], world: str | None, variants: Any) -> str | None:

@@ -304,3 +304,23 @@ def change_table(named: dict[str, dict], against: str, keys=("accuracy", "parall
             row[f"{key}: what this shows"] = change_words(f"{name} vs {against}", change, key)
         rows.append(row)
     return rows
+
+
+def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
+    """How many sequential decode steps an arm takes against the serial arm, overall and, where
+    answer modes are read, on search-mode answers.
+
+    >>> steps_words({"arm": "unseen", "mean_sequential_steps": 60.0},
+    ...             {"arm": "serial", "mean_sequential_steps": 100.0})
+    'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
+    """
+    a, b = row["mean_sequential_steps"], serial["mean_sequential_steps"]
+    words = (
+        f"{row['arm']} decodes in {a / b:.2f}x the sequential steps of {serial['arm']} "
+        f"({a:.0f} vs {b:.0f})"
+    )
+    mine, theirs = (r.get("answer_modes", {}).get("search", {}) for r in (row, serial))
+    x, y = mine.get("mean_sequential_steps"), theirs.get("mean_sequential_steps")
+    if x and y:
+        words += f"; on search-mode answers {x / y:.2f}x ({x:.0f} vs {y:.0f})"
+    return words

@@ -19,8 +19,9 @@ trains once (the seen SFT's config with ``plain_share=1`` or ``trace_style="seri
 Besides accuracy, every evaluation counts *sequential decode steps* (``metrics.sample_stats``):
 paths decoded side by side cost their longest path, so the same search can finish in fewer steps.
 
->>> sorted(ARMS)
-['plain', 'plain-sft', 'seen', 'serial', 'serial-s3', 'unseen', 'unseen-noplan', 'unseen-s3']
+>>> sorted(ARMS)  # doctest: +NORMALIZE_WHITESPACE
+['plain', 'plain-sft', 'seen', 'serial', 'serial-s3', 'serial-s3-honest', 'unseen',
+ 'unseen-noplan', 'unseen-s3', 'unseen-s3-checked', 'unseen-s3-honest']
 """
 
 from __future__ import annotations
@@ -34,9 +35,16 @@ from typing import Any, Sequence
 
 from pr1lib import worlds
 from pr1lib.config import GRPOStageConfig, SFTStageConfig
-from pr1lib.evaluation.seedstats import BOOTSTRAP_SEEDS, seed_of, two_level
+from pr1lib.evaluation.seedstats import (
+    BOOTSTRAP_SEEDS,
+    mean_row,
+    per_seed,
+    rounded,
+    two_level,
+    width_columns,
+)
 from pr1lib.experiments import StudyRun, add_wall, wall_times
-from pr1lib.experiments.curriculum import run_curriculum, seeds_summary
+from pr1lib.experiments.curriculum import arm_summary, run_curriculum
 from pr1lib.experiments.split import measure_split, split_columns
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
@@ -48,7 +56,10 @@ class Arm:
     """One arm: the variant its RL trains, and its cold start (``None``: the base model; a dict:
     the SFT overrides on top of the world's seen SFT, trained by the study; ``"shipped"``: the
     world's checkpoint of that variant, trained by the study like a dict where the world ships
-    none). ``stages``: the RL stages it runs; ``sft_of``: the arm whose cold starts it shares."""
+    none). ``stages``: the RL stages it runs; ``sft_of``: the arm whose cold starts it shares.
+    ``rl_of`` and ``then``: an arm that goes on from arm ``rl_of``'s finished RL of the same seed
+    (trained in ``rl_of``'s folder where missing) for one more Stage 3 with the config changes
+    ``then`` (a grader switch: docs/planworld.md, regime 13)."""
 
     variant: str
     cold_start: str | dict[str, Any] | None
@@ -57,9 +68,15 @@ class Arm:
     grpo: dict[str, Any] = field(default_factory=dict)
     stages: tuple[int, ...] = (2, 3)
     sft_of: str | None = None
+    rl_of: str | None = None
+    then: dict[str, Any] = field(default_factory=dict)
 
 
 NUMBERED = {"path_headers": True}  # paths open with their numbers (TinyWorld's extension)
+# 150 more Stage-3 steps at half the learning rate, under the honest grader (a path's check must
+# be right for its answer to count) or, the control, under PlanWorld's checked grader
+HONEST = {"grader": "honest", "learning_rate": 5e-5, "max_steps": 150}
+CHECKED = {**HONEST, "grader": "checked"}
 ARMS = {
     "plain": Arm("plain", None, "plain GRPO from the base model"),
     "plain-sft": Arm("plain", {"plain_share": 1.0}, "plain SFT on the same rows, then plain GRPO"),
@@ -98,8 +115,51 @@ ARMS = {
         grpo=BLIND,
     ),
 }
-# --arm all: every arm, in this order, then the table (serial-s3, the Stage-3-only control, by name)
-ALL = tuple(a for a in ARMS if a != "serial-s3")
+# arms that go on from a Stage-3-only arm's finished RL (docs/planworld.md, regime 13)
+ARMS |= {
+    "unseen-s3-honest": replace(
+        ARMS["unseen-s3"],
+        what="unseen-s3, then 150 Stage-3 steps under the honest grader at lr 5e-5",
+        rl_of="unseen-s3",
+        then=HONEST,
+    ),
+    "unseen-s3-checked": replace(
+        ARMS["unseen-s3"],
+        what="unseen-s3, then 150 steps under the checked grader: unseen-s3-honest's control",
+        rl_of="unseen-s3",
+        then=CHECKED,
+    ),
+    "serial-s3-honest": replace(
+        ARMS["serial-s3"],
+        what="serial-s3, then the same 150 honest steps: unseen-s3-honest's control",
+        rl_of="serial-s3",
+        then=HONEST,
+    ),
+}
+# --arm all: every arm, in this order, then the table (serial-s3, the Stage-3-only control, and
+# the arms that go on from another's RL, by name)
+ALL = tuple(a for a in ARMS if a != "serial-s3" and not ARMS[a].rl_of)
+
+
+# --arm switch: the arms that go on from another arm's RL, then the table of every arm that ran
+SWITCH = tuple(a for a in ARMS if ARMS[a].rl_of)
+
+
+def chosen_arms(world: str, arm: str | None) -> tuple[str, ...]:
+    """The arms ``--arm`` trains: ``all`` (``runnable``), ``switch`` (``SWITCH``), one, or none
+    (the table only). The switch arms grade with PlanWorld's checked and honest graders, which
+    read a deal's letter and its check: refused in a world without planned blocks.
+
+    >>> chosen_arms("planworld", "switch")
+    ('unseen-s3-honest', 'unseen-s3-checked', 'serial-s3-honest')
+    """
+    names = runnable(world) if arm == "all" else SWITCH if arm == "switch" else (arm,) * bool(arm)
+    if set(names) & set(SWITCH) and worlds.get(world).layout().get("header_style") != "plan":
+        raise ValueError(
+            f"--arm {arm} grades with PlanWorld's checked and honest graders (a deal's letter and "
+            f"its check): {world} has no planned blocks; use --world planworld"
+        )
+    return names
 
 
 def runnable(world: str) -> tuple[str, ...]:
@@ -185,18 +245,23 @@ def run_arm(
     for i, seed in enumerate(seeds):
         sft_seed = sft_seeds[i % len(sft_seeds)]
         start = init or cold_start(world, profile, arm, root, sft_seed)
-        result = run_curriculum(
-            profile,
-            spec.variant,
-            start,
-            seed,
-            root / arm / f"seed{seed}",
-            stages=spec.stages,
-            stage_overrides=stage_overrides,
-            sft_metrics=evaluated.get(str(start)),
-            world=world,
-            **{**spec.grpo, **overrides},
-        )
+        if spec.rl_of:
+            result = go_on(
+                profile, world, arm, start, seed, root, evaluated.get(str(start)), overrides
+            )
+        else:
+            result = run_curriculum(
+                profile,
+                spec.variant,
+                start,
+                seed,
+                root / arm / f"seed{seed}",
+                stages=spec.stages,
+                stage_overrides=stage_overrides,
+                sft_metrics=evaluated.get(str(start)),
+                world=world,
+                **{**spec.grpo, **overrides},
+            )
         evaluated.setdefault(str(start), result["sft"])
         end = result["stages"][-1]["run_dir"]
         runs.append({**result, "sft_seed": sft_seed, "start": str(start), "end": end})
@@ -209,6 +274,48 @@ def run_arm(
         **arm_summary(runs),
         "splits": arm_splits(profile, world, spec, runs, root / arm),
     }
+
+
+def go_on(
+    profile: str,
+    world: str,
+    arm: str,
+    start: str,
+    seed: int,
+    root: Path,
+    sft_metrics: dict | None,
+    overrides: dict,
+) -> dict[str, Any]:
+    """Arm ``rl_of``'s RL of ``seed`` from ``start`` (its finished run reused), then one Stage 3
+    from that run's end under ``then``, into ``root/ARM/seedN``: ``run_curriculum``'s result
+    with both runs' stages, the cold start's metrics as ``sft`` and the second run's as
+    ``final``."""
+    spec = arm_spec(world, arm)
+    base = arm_spec(world, spec.rl_of)
+    first = run_curriculum(
+        profile,
+        base.variant,
+        start,
+        seed,
+        root / spec.rl_of / f"seed{seed}",
+        stages=base.stages,
+        stage_overrides=_stage_overrides(profile, world, base, overrides),
+        sft_metrics=sft_metrics,
+        world=world,
+        **{**base.grpo, **overrides},
+    )
+    last = run_curriculum(
+        profile,
+        spec.variant,
+        first["stages"][-1]["run_dir"],
+        seed,
+        root / arm / f"seed{seed}",
+        stages=(3,),
+        sft_metrics=first["final"],
+        world=world,
+        **{**spec.grpo, **overrides, **spec.then},
+    )
+    return {**last, "stages": first["stages"] + last["stages"], "sft": first["sft"]}
 
 
 def _stage_overrides(profile: str, world: str, spec: Arm, overrides: dict) -> dict[int, dict]:
@@ -234,25 +341,6 @@ def arm_splits(profile: str, world: str, spec: Arm, runs: list[dict], folder: Pa
     }
 
 
-def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
-    """What an arm's card keeps: the seeds' accuracies (``seeds_summary``) and, per seed, the end's
-    accuracy, block rate, tokens and sequential decode steps, and its accuracy under step caps."""
-    keys = ("accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_length")
-    keys += ("mean_sequential_steps", "accuracy_at_steps")
-    return {
-        "seeds": seeds_summary(runs, tier) if len(runs) > 1 else None,
-        "runs": [
-            {
-                "seed": r["seed"],
-                "start": {k: r["sft"][tier].get(k) for k in keys},
-                "end": {k: r["final"][tier].get(k) for k in keys},
-                "greedy": r["final"][tier].get("greedy", {}).get("accuracy"),
-            }
-            for r in runs
-        ],
-    }
-
-
 # the comparisons the table draws (treatment, control), with intervals over seeds and problems
 CONTRASTS = (
     ("seen", "plain"),
@@ -262,6 +350,8 @@ CONTRASTS = (
     ("unseen-s3", "serial"),
     ("unseen-s3", "serial-s3"),
     ("unseen", "unseen-noplan"),
+    ("unseen-s3-honest", "serial-s3-honest"),
+    ("unseen-s3-honest", "unseen-s3-checked"),
 )
 
 
@@ -297,16 +387,21 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = 
     any arm's SFT rows."""
     arms = arms or tuple(a for a in ARMS if any((Path(root) / a).glob("seed*")))
     ends = {arm: final_hard(root, arm, seeds) for arm in arms}
-    firsts = {arm: stage_cards(root, arm, seeds, f"s{ARMS[arm].stages[0]}") for arm in arms}
+    # an arm's first RL stage holds its cold start's metrics (``before``): for an arm that goes
+    # on from another's RL, that other arm's
+    firsts = {
+        arm: stage_cards(root, ARMS[arm].rl_of or arm, seeds, f"s{ARMS[arm].stages[0]}")
+        for arm in arms
+    }
     starts = {arm: [card["before"]["hard"] for card in firsts[arm]] for arm in arms}
     grids = {arm: [e["per_problem"]["accuracy"] for e in ends[arm]] for arm in arms}
     rows = [
         {
             "arm": arm,
             "what": ARMS[arm].what,
-            **_mean_row(ends[arm]),
+            **mean_row(ends[arm]),
             "start": round(statistics.fmean(e["accuracy"] for e in starts[arm]), 4),
-            "interval": _rounded(two_level(grids[arm])),
+            "interval": rounded(two_level(grids[arm])),
             **width_columns(starts[arm], ends[arm]),
             **split_columns(Path(root) / (ARMS[arm].sft_of or arm), Path(root) / arm),
             "per_seed": per_seed(seeds, firsts[arm], ends[arm]),
@@ -314,7 +409,7 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = 
         for arm in arms
     ]
     contrasts = {
-        f"{a}-{b}": _rounded(two_level(grids[a], grids[b]))
+        f"{a}-{b}": rounded(two_level(grids[a], grids[b]))
         for a, b in CONTRASTS
         if a in arms and b in arms
     }
@@ -327,53 +422,6 @@ def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = 
     }
 
 
-def _rounded(interval: dict[str, float]) -> dict[str, float]:
-    return {k: round(v, 4) for k, v in interval.items()}
-
-
-# a seed's own width columns: (its card's key, the evaluation's measure)
-_SEED_WIDTHS = (("paths_per_block", "mean_paths"), ("distinct_share_rate", "split_rate"))
-
-
-def per_seed(seeds: list[int], firsts: list[dict], ends: list[dict]) -> list[dict[str, Any]]:
-    """One entry per RL seed: the SFT seed its cold start was trained with (``None``: a start the
-    study did not train), its start's and its end's hard accuracy, and where the end measured
-    them its paths per block and its blocks' distinct-share rate (a seed whose split failed shows
-    here, not only in the pooled columns)."""
-    return [
-        {
-            "sft_seed": seed_of(card.get("start", "")),
-            "seed": seed,
-            "start": card["before"]["hard"]["accuracy"],
-            "accuracy": end["accuracy"],
-            **{k: end[m] for k, m in _SEED_WIDTHS if end.get(m) is not None},
-        }
-        for seed, card, end in zip(seeds, firsts, ends)
-    ]
-
-
-def width_columns(starts: list[dict], ends: list[dict]) -> dict[str, float]:
-    """Paths per block before and after RL and the share of blocks whose paths took distinct,
-    correct shares (``split_rate`` of the evaluation, pooled by block counts); ``{}`` where the
-    evaluations measured no blocks (a plain arm, a world whose paths have no shares)."""
-    if not all(e.get("mean_paths") for e in (*starts, *ends)):
-        return {}
-    out = {
-        "start_paths_per_block": _pooled(starts, "mean_paths"),
-        "paths_per_block": _pooled(ends, "mean_paths"),
-    }
-    if all(e.get("split_rate") is not None for e in (*starts, *ends)):
-        out["start_distinct_share_rate"] = _pooled(starts, "split_rate")
-        out["distinct_share_rate"] = _pooled(ends, "split_rate")
-    return out
-
-
-def _pooled(metrics: list[dict], key: str) -> float:
-    """``key`` averaged over evaluations, each weighted by its number of blocks."""
-    blocks = [m["n_blocks"] for m in metrics]
-    return round(sum(m[key] * b for m, b in zip(metrics, blocks)) / max(sum(blocks), 1), 4)
-
-
 def sft_widths(root: Path, arms: tuple[str, ...]) -> dict[str, list[int]]:
     """The widths present in the SFT rows of ``arms`` (their SFT cards' ``row_widths``): paths per
     block (``blocks``) and items per plan (``plans``); ``{}`` where no SFT card lists them."""
@@ -383,6 +431,15 @@ def sft_widths(root: Path, arms: tuple[str, ...]) -> dict[str, list[int]]:
         for kind, counts in (json.loads(card.read_text()).get("row_widths") or {}).items():
             found.setdefault(kind, set()).update(int(w) for w in counts)
     return {kind: sorted(widths) for kind, widths in found.items()}
+
+
+# the (arm, serial control) pairs whose sequential decode steps the verdict compares
+STEP_PAIRS = (
+    ("unseen", "serial"),
+    ("unseen-s3", "serial"),
+    ("unseen-s3", "serial-s3"),
+    ("unseen-s3-honest", "serial-s3-honest"),
+)
 
 
 def verdict(table: dict[str, Any]) -> list[str]:
@@ -397,7 +454,7 @@ def verdict(table: dict[str, Any]) -> list[str]:
     >>> verdict(t)[1]
     'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
     """
-    from pr1lib.evaluation.headline import change_words
+    from pr1lib.evaluation.headline import change_words, steps_words
 
     pairs = {f"{a}-{b}": f"{a} vs {b}" for a, b in CONTRASTS}  # "unseen-s3-serial": 2 arms
     lines = [
@@ -405,71 +462,23 @@ def verdict(table: dict[str, Any]) -> list[str]:
         for name, c in table["contrasts"].items()
     ]
     rows = {r["arm"]: r for r in table["rows"]}
-    for arm, base in (("unseen", "serial"), ("unseen-s3", "serial"), ("unseen-s3", "serial-s3")):
+    for arm, base in STEP_PAIRS:
         if arm in rows and base in rows:
             lines.append(steps_words(rows[arm], rows[base]))
     return lines
 
 
-def steps_words(row: dict[str, Any], serial: dict[str, Any]) -> str:
-    """How many sequential decode steps an arm takes against the serial arm, overall and, where
-    answer modes are read, on search-mode answers.
-
-    >>> steps_words({"arm": "unseen", "mean_sequential_steps": 60.0},
-    ...             {"arm": "serial", "mean_sequential_steps": 100.0})
-    'unseen decodes in 0.60x the sequential steps of serial (60 vs 100)'
-    """
-    a, b = row["mean_sequential_steps"], serial["mean_sequential_steps"]
-    words = (
-        f"{row['arm']} decodes in {a / b:.2f}x the sequential steps of {serial['arm']} "
-        f"({a:.0f} vs {b:.0f})"
-    )
-    mine, theirs = (r.get("answer_modes", {}).get("search", {}) for r in (row, serial))
-    x, y = mine.get("mean_sequential_steps"), theirs.get("mean_sequential_steps")
-    if x and y:
-        words += f"; on search-mode answers {x / y:.2f}x ({x:.0f} vs {y:.0f})"
-    return words
-
-
-def _mean_row(ends: list[dict]) -> dict[str, Any]:
-    keys = ("accuracy", "pass_at_k", "parallel_ratio", "mean_length", "mean_sequential_steps")
-    keys += tuple(k for k in ("valid_block_rate",) if all(k in e for e in ends))
-    row = {k: round(statistics.fmean(e[k] for e in ends), 4) for k in keys}
-    if all("answer_modes" in e for e in ends):
-        row["answer_modes"] = _mean_modes([e["answer_modes"] for e in ends])
-    row["greedy"] = round(statistics.fmean(e["greedy"]["accuracy"] for e in ends), 4)
-    caps = ends[0].get("accuracy_at_steps", {})
-    row["accuracy_at_steps"] = {
-        cap: round(statistics.fmean(e["accuracy_at_steps"][cap] for e in ends), 4) for cap in caps
-    }
-    return row
-
-
-def _mean_modes(per_seed: list[dict]) -> dict[str, dict]:
-    """Each answer mode's share, accuracy and steps, averaged over the seeds that have the mode."""
-    out = {}
-    for mode in per_seed[0]:
-        cells = [m[mode] for m in per_seed]
-        out[mode] = {
-            key: _fmean([c[key] for c in cells if c.get(key) is not None]) for key in cells[0]
-        }
-    return out
-
-
-def _fmean(values: list[float]) -> float | None:
-    return round(statistics.fmean(values), 4) if values else None
-
-
 def main(run: StudyRun) -> list[dict]:
-    """``study controls --arm A``: one arm over the seeds (one card); ``--arm all``: every arm in
-    turn, then the table (a rerun reuses what finished); without ``--arm``: the table of the arms
-    under ``--out`` from their finished runs (no training). The card keeps the wall time the
-    arms took, summed over the invocations that ran them."""
+    """``study controls --arm A``: one arm over the seeds (one card); ``--arm all`` (``switch``:
+    ``SWITCH``, with the arms they go on from): those arms in turn, then the table (a rerun
+    reuses what finished); without ``--arm``: the table of the arms under ``--out`` from their
+    finished runs (no training). The card keeps the wall time the arms took, summed over the
+    invocations that ran them."""
     world, arm = run.world or "tinyworld", run.option("arm")
     out = run.out or controls_dir(run.profile, world)
     sft_seeds = run.option("sft_seeds") or [0]
     overrides = {k: v for k, v in run.grpo_overrides().items() if k != "world"}
-    for name in runnable(world) if arm == "all" else [arm] if arm else []:
+    for name in chosen_arms(world, arm):
         started = time.perf_counter()
         with run.claim(out / name):
             result = run_arm(
@@ -479,7 +488,7 @@ def main(run: StudyRun) -> list[dict]:
         print(
             json.dumps({k: result[k] for k in ("arm", "start", "seeds")}, default=str), flush=True
         )
-    if arm not in (None, "all"):
+    if arm not in (None, "all", "switch"):
         return [{"profile": run.profile, "world": world, "wall": wall_times(out, [arm]), **result}]
     table = controls_table(out, run.seeds)
     for row in table["rows"]:

@@ -199,3 +199,22 @@ def main(run: StudyRun) -> list[dict]:
             flush=True,
         )
     return [{"seeds": seeds_summary(results), "runs": results}] if len(results) > 1 else results
+
+
+def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
+    """What an arm's card keeps: the seeds' accuracies (``seeds_summary``) and, per seed, the end's
+    accuracy, block rate, tokens and sequential decode steps, and its accuracy under step caps."""
+    keys = ("accuracy", "pass_at_k", "parallel_ratio", "valid_ratio", "mean_length")
+    keys += ("mean_sequential_steps", "accuracy_at_steps")
+    return {
+        "seeds": seeds_summary(runs, tier) if len(runs) > 1 else None,
+        "runs": [
+            {
+                "seed": r["seed"],
+                "start": {k: r["sft"][tier].get(k) for k in keys},
+                "end": {k: r["final"][tier].get(k) for k in keys},
+                "greedy": r["final"][tier].get("greedy", {}).get("accuracy"),
+            }
+            for r in runs
+        ],
+    }
