@@ -171,6 +171,18 @@ EXPECTED: dict[str, dict[str, Range]] = {
     },
     "PlanWorld regime 12: R1-Unseen's paths per block after RL": {"*": (3.0, 5.5)},
     "PlanWorld regime 12: R1-Unseen minus serial, hard mean@k": {"*": (-0.35, -0.03)},
+    # results/planworld-switch (regime 13: regime 9's runs, then 150 steps at 5e-5 under the
+    # honest grader; controls: the same steps under the checked grader, and the serial arm under
+    # the honest one): measured 91.7 % of blocks on distinct, correct deals (lowest seed 88.5 %;
+    # checked: 67.5 %), 5.47 paths (checked: 6.22), honest minus checked -1.1 points (-16.5 to
+    # +15.3), unseen minus serial -6.8 points (-19.5 to +5.7)
+    "PlanWorld regime 13: R1-Unseen's blocks on distinct, correct deals": {"*": (0.85, 1.0)},
+    "PlanWorld regime 13: R1-Unseen's lowest seed, blocks on distinct, correct deals": {
+        "*": (0.85, 1.0)
+    },
+    "PlanWorld regime 13: R1-Unseen's paths per block": {"*": (4.5, 6.5)},
+    "PlanWorld regime 13: honest minus checked steps, hard mean@k": {"*": (-0.1, 0.1)},
+    "PlanWorld regime 13: R1-Unseen minus serial, hard mean@k": {"*": (-0.2, 0.0)},
     # 06 section 10: PlanWorld's 30-step RL from data/planworld-sft-unseen (regime 9; the tiny
     # sizes on every profile but smoke), its training log's last 5 steps against its first 5: the
     # same run as the study's first 30 steps (seed 0: 2.02 -> 3.36 paths per block, past the cold
