@@ -153,7 +153,7 @@ def chosen_arms(world: str, arm: str | None) -> tuple[str, ...]:
     >>> chosen_arms("planworld", "switch")
     ('unseen-s3-honest', 'unseen-s3-checked', 'serial-s3-honest')
     """
-    names = runnable(world) if arm == "all" else SWITCH if arm == "switch" else (arm,) * bool(arm)
+    names = {"all": runnable(world), "switch": SWITCH, None: ()}.get(arm, (arm,))
     if set(names) & set(SWITCH) and worlds.get(world).layout().get("header_style") != "plan":
         raise ValueError(
             f"--arm {arm} grades with PlanWorld's checked and honest graders (a deal's letter and "
