@@ -125,3 +125,25 @@ def test_the_switch_arms_are_refused_in_one_line_where_paths_check_no_deal(arm, 
     code, lines = run_cli(capsys, *argv, "--seeds", "0", "--out", out)
     assert code == 2 and len(lines) == 1 and "use --world planworld" in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("arm", ["unseen-s3", "unseen-s3-honest"])
+def test_a_cold_starts_split_rate_is_kept_where_the_table_reads_it(tmp_path, monkeypatch, arm):
+    """Bug: an arm that shares another's cold starts (``sft_of``) measured their forced split into
+    its own folder, where the table never reads a cold start's rate, and every such arm measured
+    them again; the ends' rates stay with the arm."""
+    kept: list[tuple[str, str]] = []
+
+    def measure(profile, world, variant, model, folder, **layout):
+        kept.append((model, str(folder)))
+        return {}
+
+    monkeypatch.setattr(controls, "measure_split", measure)
+    spec = controls.arm_spec(WORLD, arm)
+    runs = [{"start": "cold-a", "end": "end-a"}, {"start": "cold-a", "end": "end-b"}]
+    controls.arm_splits("smoke", WORLD, spec, runs, tmp_path, arm)
+    assert kept == [
+        ("cold-a", str(tmp_path / "unseen")),
+        ("end-a", str(tmp_path / arm)),
+        ("end-b", str(tmp_path / arm)),
+    ]

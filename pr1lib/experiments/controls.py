@@ -44,7 +44,7 @@ from pr1lib.evaluation.seedstats import (
     width_columns,
 )
 from pr1lib.experiments import StudyRun, add_wall, wall_times
-from pr1lib.experiments.curriculum import arm_summary, run_curriculum
+from pr1lib.experiments.curriculum import arm_summary, final_hard, run_curriculum, stage_cards
 from pr1lib.experiments.split import measure_split, split_columns
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.runs import CARD
@@ -239,29 +239,24 @@ def run_arm(
     (the held-out sets do not depend on the seed). Where the world assigns its paths shares
     (``block_splits``), a parallel arm's split rate is measured after SFT and after RL."""
     spec, root = arm_spec(world, arm), Path(out) if out else controls_dir(profile, world)
-    stage_overrides = _stage_overrides(profile, world, spec, overrides)
     runs: list[dict] = []
     evaluated: dict[str, dict] = {}
     for i, seed in enumerate(seeds):
         sft_seed = sft_seeds[i % len(sft_seeds)]
         start = init or cold_start(world, profile, arm, root, sft_seed)
+        # an arm that goes on from another's RL: that arm's run of this seed first
+        result = arm_rl(
+            profile,
+            world,
+            spec.rl_of or arm,
+            start,
+            seed,
+            root,
+            evaluated.get(str(start)),
+            overrides,
+        )
         if spec.rl_of:
-            result = go_on(
-                profile, world, arm, start, seed, root, evaluated.get(str(start)), overrides
-            )
-        else:
-            result = run_curriculum(
-                profile,
-                spec.variant,
-                start,
-                seed,
-                root / arm / f"seed{seed}",
-                stages=spec.stages,
-                stage_overrides=stage_overrides,
-                sft_metrics=evaluated.get(str(start)),
-                world=world,
-                **{**spec.grpo, **overrides},
-            )
+            result = go_on(profile, world, arm, seed, root, result, overrides)
         evaluated.setdefault(str(start), result["sft"])
         end = result["stages"][-1]["run_dir"]
         runs.append({**result, "sft_seed": sft_seed, "start": str(start), "end": end})
@@ -272,11 +267,11 @@ def run_arm(
         "stages": list(spec.stages),
         "sft_seeds": [r["sft_seed"] for r in runs],
         **arm_summary(runs),
-        "splits": arm_splits(profile, world, spec, runs, root / arm),
+        "splits": arm_splits(profile, world, spec, runs, root, arm),
     }
 
 
-def go_on(
+def arm_rl(
     profile: str,
     world: str,
     arm: str,
@@ -286,24 +281,30 @@ def go_on(
     sft_metrics: dict | None,
     overrides: dict,
 ) -> dict[str, Any]:
-    """Arm ``rl_of``'s RL of ``seed`` from ``start`` (its finished run reused), then one Stage 3
-    from that run's end under ``then``, into ``root/ARM/seedN``: ``run_curriculum``'s result
-    with both runs' stages, the cold start's metrics as ``sft`` and the second run's as
-    ``final``."""
+    """Arm ``arm``'s RL stages for ``seed`` from ``start``, into ``root/ARM/seedN`` (a finished
+    run reused): ``run_curriculum``'s result."""
     spec = arm_spec(world, arm)
-    base = arm_spec(world, spec.rl_of)
-    first = run_curriculum(
+    return run_curriculum(
         profile,
-        base.variant,
+        spec.variant,
         start,
         seed,
-        root / spec.rl_of / f"seed{seed}",
-        stages=base.stages,
-        stage_overrides=_stage_overrides(profile, world, base, overrides),
+        root / arm / f"seed{seed}",
+        stages=spec.stages,
+        stage_overrides=_stage_overrides(profile, world, spec, overrides),
         sft_metrics=sft_metrics,
         world=world,
-        **{**base.grpo, **overrides},
+        **{**spec.grpo, **overrides},
     )
+
+
+def go_on(
+    profile: str, world: str, arm: str, seed: int, root: Path, first: dict, overrides: dict
+) -> dict[str, Any]:
+    """One Stage 3 from the end of ``first`` (arm ``rl_of``'s ``arm_rl``) under ``then``, into
+    ``root/ARM/seedN``: ``run_curriculum``'s result with both runs' stages, the cold start's
+    metrics as ``sft`` and the second run's as ``final``."""
+    spec = arm_spec(world, arm)
     last = run_curriculum(
         profile,
         spec.variant,
@@ -329,14 +330,22 @@ def _stage_overrides(profile: str, world: str, spec: Arm, overrides: dict) -> di
     return {3: {"max_steps": sum(c.max_steps for c in steps)}}
 
 
-def arm_splits(profile: str, world: str, spec: Arm, runs: list[dict], folder: Path) -> dict | None:
+def arm_splits(
+    profile: str, world: str, spec: Arm, runs: list[dict], root: Path, arm: str
+) -> dict | None:
     """The forced split rate (``experiments.split``) of each distinct start and each seed's end;
-    ``None`` for a plain arm or a world whose paths have no assigned shares."""
+    ``None`` for a plain arm or a world whose paths have no assigned shares. The starts' rates are
+    kept with the cold starts (``sft_of``'s folder, where ``split_columns`` reads them and every
+    arm sharing them reuses them), the ends' with the arm."""
     if spec.variant == "plain" or worlds.get(world).block_splits is None:
         return None
     models = {"sft": list(dict.fromkeys(r["start"] for r in runs)), "rl": [r["end"] for r in runs]}
+    folders = {"sft": root / (spec.sft_of or arm), "rl": root / arm}
     return {  # each model in the blocks' layout its arm samples with (spec.grpo)
-        when: [measure_split(profile, world, spec.variant, m, folder, **spec.grpo) for m in found]
+        when: [
+            measure_split(profile, world, spec.variant, m, folders[when], **spec.grpo)
+            for m in found
+        ]
         for when, found in models.items()
     }
 
@@ -353,26 +362,6 @@ CONTRASTS = (
     ("unseen-s3-honest", "serial-s3-honest"),
     ("unseen-s3-honest", "unseen-s3-checked"),
 )
-
-
-def stage_cards(root: Path, arm: str, seeds: list[int], stage: str = "s3") -> list[dict]:
-    """Each seed's run card of its Stage ``stage`` (``s2``, ``s3``) under ``root/arm``."""
-    out = []
-    for seed in seeds:
-        cards = sorted((root / arm / f"seed{seed}").glob(f"grpo-*-{stage}-*/" + CARD))
-        if not cards:
-            raise ValueError(
-                f"no finished Stage {stage[1]} of arm {arm!r}, seed {seed} under {root}: run "
-                f"python -m pr1lib study controls --arm {arm} --seeds {seed}"
-            )
-        out.append(json.loads(cards[-1].read_text()))
-    return out
-
-
-def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
-    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card); with
-    ``stage="s2", when="before"``: the arm's start, its cold start before any RL."""
-    return [card[when]["hard"] for card in stage_cards(root, arm, seeds, stage)]
 
 
 def controls_table(root: Path, seeds: list[int], arms: tuple[str, ...] | None = None) -> dict:

@@ -19,7 +19,7 @@ from pr1lib.config import CURRICULA, VARIANTS, GRPOStageConfig
 from pr1lib.experiments import StudyRun
 from pr1lib.store.paths import runs_dir
 from pr1lib.training.grpo import run_grpo, run_name
-from pr1lib.training.runs import finished_run, follow_hidden_plans
+from pr1lib.training.runs import CARD, finished_run, follow_hidden_plans
 from pr1lib.training.starts import default_init
 
 
@@ -218,3 +218,23 @@ def arm_summary(runs: list[dict], tier: str = "hard") -> dict[str, Any]:
             for r in runs
         ],
     }
+
+
+def stage_cards(root: Path, arm: str, seeds: list[int], stage: str = "s3") -> list[dict]:
+    """Each seed's run card of its Stage ``stage`` (``s2``, ``s3``) under ``root/arm``."""
+    out = []
+    for seed in seeds:
+        cards = sorted((root / arm / f"seed{seed}").glob(f"grpo-*-{stage}-*/" + CARD))
+        if not cards:
+            raise ValueError(
+                f"no finished Stage {stage[1]} of arm {arm!r}, seed {seed} under {root}: run "
+                f"python -m pr1lib study controls --arm {arm} --seeds {seed}"
+            )
+        out.append(json.loads(cards[-1].read_text()))
+    return out
+
+
+def final_hard(root: Path, arm: str, seeds: list[int], stage: str = "s3", when: str = "after"):
+    """The held-out hard metrics at the end of each seed's Stage 3 (from its run card); with
+    ``stage="s2", when="before"``: the arm's start, its cold start before any RL."""
+    return [card[when]["hard"] for card in stage_cards(root, arm, seeds, stage)]

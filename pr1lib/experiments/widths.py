@@ -52,7 +52,7 @@ THREADS = 1  # torch threads, as bench latency times (a core's speed, on a share
 
 def last_stage(root: Path, arm: str, seed: int = 0) -> Path | None:
     """The run folder of an arm's last finished RL stage under a controls study's ``root`` (its
-    Stage 3, else its Stage 2; ``controls.final_hard`` reads the same cards); ``None``: none."""
+    Stage 3, else its Stage 2; ``curriculum.final_hard`` reads the same cards); ``None``: none."""
     for stage in ("s3", "s2"):
         cards = sorted((Path(root) / arm / f"seed{seed}").glob(f"grpo-*-{stage}-*/{CARD}"))
         if cards:
